@@ -1,0 +1,36 @@
+// A thin BLAS/LAPACK shim. The Python layer may register the Fortran-ABI routines of
+// an already loaded BLAS (scipy's, through scipy.linalg.cython_blas): they reach
+// optimized, runtime-dispatched kernels without compiling for a particular CPU.
+// Without a registration (or when disabled) every routine falls back to Eigen.
+// All matrices are column-major; callers keep dimensions within 32-bit BLAS ints.
+#pragma once
+
+#include "common.hpp"
+
+namespace aloocv::blas {
+
+using dsyrk_t = void(char*, char*, int*, int*, double*, double*, int*, double*, double*, int*);
+using dtrsm_t = void(char*, char*, char*, char*, int*, int*, double*, double*, int*, double*,
+                     int*);
+using dpotrf_t = void(char*, int*, double*, int*, int*);
+
+struct Table {
+  dsyrk_t* syrk = nullptr;
+  dtrsm_t* trsm = nullptr;
+  dpotrf_t* potrf = nullptr;
+};
+
+void set_table(const Table& t);
+void set_enabled(bool on);
+bool enabled();  // registered and enabled
+
+// C (n x n, lower triangle) = beta C + A A^T, with A n x k (leading dimension lda).
+void syrk_lower(Index n, Index k, const double* A, Index lda, double beta, double* C, Index ldc);
+
+// B (n x m) <- L^{-1} B with L lower triangular n x n.
+void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index ldb);
+
+// In-place lower Cholesky factor of A (n x n); returns LAPACK's info (0 = success).
+int potrf_lower(Index n, double* A, Index lda);
+
+}  // namespace aloocv::blas

@@ -1,0 +1,86 @@
+// Common types, errors and the OpenMP helpers of the aloocv core.
+#pragma once
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace aloocv {
+
+using Index = Eigen::Index;
+using Vec = Eigen::VectorXd;
+using Mat = Eigen::MatrixXd;  // column-major
+
+// Bad input or an ill-posed problem: surfaces in Python as ValueError.
+struct InvalidInput : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// The (leave-one-out) Hessian is singular or numerically not positive definite.
+struct SingularHessian : InvalidInput {
+  using InvalidInput::InvalidInput;
+};
+
+inline int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+inline int resolve_threads(int n_threads) { return n_threads >= 1 ? n_threads : max_threads(); }
+
+// Catches the first exception thrown inside an OpenMP region so that it can be
+// rethrown on the calling thread after the region ends: exceptions must never
+// cross an OpenMP boundary.
+class ExceptionCatcher {
+ public:
+  template <class F>
+  void run(F&& f) noexcept {
+    try {
+      f();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
+  bool failed() const noexcept { return static_cast<bool>(error_); }
+  void rethrow() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::exception_ptr error_;
+  mutable std::mutex mutex_;
+};
+
+// Splits [0, n) into `chunks` contiguous ranges; chunk c is [begin(c), begin(c+1)).
+struct Partition {
+  Index n = 0;
+  Index chunks = 1;
+  Index begin(Index c) const { return (n / chunks) * c + std::min(c, n % chunks); }
+};
+
+// The number of row chunks of a reduction over n rows whose partial result has
+// `partial_size` doubles. It depends only on the problem's size (not on the
+// thread count) as long as memory allows, so that results are bitwise identical
+// for any number of threads up to that count.
+inline Index reduction_chunks(Index n, Index partial_size, int n_threads, Index min_rows = 256) {
+  const Index budget = Index(32) * 1024 * 1024;  // doubles (256 MiB) for all partials
+  Index k = std::max<Index>(1, budget / std::max<Index>(1, partial_size));
+  k = std::min<Index>(k, 64);
+  if (k < n_threads) k = n_threads;
+  k = std::min<Index>(k, std::max<Index>(1, n / min_rows));
+  return std::max<Index>(1, k);
+}
+
+}  // namespace aloocv

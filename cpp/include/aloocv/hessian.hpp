@@ -1,0 +1,26 @@
+// One-pass kernels over the rows of X: linear predictor, gradient and Hessian.
+// Parallel over row chunks with OpenMP; every reduction sums per-chunk partials in a
+// fixed order, so results do not depend on the number of threads.
+#pragma once
+
+#include "design.hpp"
+
+namespace aloocv {
+
+// eta = X~ beta (beta = (b, theta) with intercept, else theta).
+void linear_predictor(const DenseView& X, const double* beta, bool intercept, double* eta,
+                      int n_threads);
+
+// out (p1) = X~^T r.
+void gradient(const DenseView& X, const double* r, bool intercept, double* out, int n_threads);
+
+// H (p1 x p1, column-major, both triangles) = X~^T diag(d) X~, d >= 0. Each row
+// block is scaled by sqrt(d) once and added by a symmetric rank-k update (SYRK).
+void hessian(const DenseView& X, const double* d, bool intercept, double* H, int n_threads);
+
+// Row block size of the packed kernels for p1 columns (about 1 MiB per buffer).
+inline Index block_rows(Index p1) {
+  return std::min<Index>(2048, std::max<Index>(32, Index(131072) / std::max<Index>(1, p1)));
+}
+
+}  // namespace aloocv

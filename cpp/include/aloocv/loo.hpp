@@ -1,0 +1,170 @@
+// Leave-one-out from one fit: ALO (Theorem 1 with the exact rank-one downdate),
+// the influence-function approximation (no downdate) and the Lemma 3 estimator.
+#pragma once
+
+#include <limits>
+#include <sstream>
+
+#include "losses.hpp"
+#include "newton.hpp"
+
+namespace aloocv {
+
+enum class LooMethod : int { ALO = 0, IF = 1, Lemma3 = 2, Exact = 3 };
+
+LooMethod loo_method_from_name(const std::string& name);
+
+struct LooResult {
+  Vec losses, predictions, leverages;  // leverages empty for the exact method
+  Index n_not_converged = 0;           // exact refits that missed the tolerance
+};
+
+namespace detail {
+[[noreturn]] inline void throw_loo_singular(Index i, double dh) {
+  std::ostringstream msg;
+  msg << "the leave-one-out Hessian is singular for sample " << i << " (d_i h_i = " << dh
+      << " >= 1): without this sample the problem has no unique minimizer; use a larger penalty";
+  throw SingularHessian(msg.str());
+}
+}  // namespace detail
+
+// The closed forms on a fitted state: O(n p^2) for the leverages (one blocked
+// triangular solve against X~^T), O(n) for the rest.
+template <class Loss>
+LooResult approx_loo(const Problem& pb, const FitState& st, LooMethod method, int n_threads) {
+  const int nt = resolve_threads(n_threads);
+  const Index n = pb.n();
+  LooResult out;
+  out.losses.resize(n);
+  out.predictions.resize(n);
+  out.leverages.resize(n);
+  leverages(pb.X, pb.intercept, st.chol, out.leverages.data(), nt);
+  const double tiny = 64 * std::numeric_limits<double>::epsilon();
+  ExceptionCatcher guard;
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (Index i = 0; i < n; ++i) {
+    guard.run([&] {
+      const double y = pb.y[i], eta = st.eta[i], w = pb.weight(i), h = out.leverages[i];
+      const double l1 = Loss::d1(y, eta);
+      const double g = w * l1, dh = w * Loss::d2(y, eta) * h;
+      const double den = 1.0 - dh;
+      if (method != LooMethod::IF && w != 0.0 && !(den > tiny)) detail::throw_loo_singular(i, dh);
+      switch (method) {
+        case LooMethod::IF: {
+          const double e = eta + g * h;
+          out.predictions[i] = e;
+          out.losses[i] = Loss::value(y, e);
+          break;
+        }
+        case LooMethod::Lemma3: {
+          out.predictions[i] = eta + g * h / den;
+          out.losses[i] = Loss::value(y, eta) + l1 * g * h / den;
+          break;
+        }
+        default: {
+          const double e = eta + g * h / den;
+          out.predictions[i] = e;
+          out.losses[i] = Loss::value(y, e);
+        }
+      }
+    });
+  }
+  guard.rethrow();
+  return out;
+}
+
+// Exact LOO: n refits of the problem without sample i, each warm-started from the
+// full fit and solved to the fit tolerance. Newton on the leave-one-out problem
+// with the Hessian H_{-i}(beta_hat) = H - d_i x~_i x~_i^T applied through
+// Sherman-Morrison on the full factor (O(n p) per iteration; its first step is the
+// ALO point); when that stalls, a fresh Hessian of the leave-one-out problem is
+// computed and factored at the current point (plain Newton). Parallel over samples.
+template <class Loss>
+LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index n = pb.n(), p1 = pb.p1();
+  const double sw = pb.weight_sum();
+  const double tiny = 64 * std::numeric_limits<double>::epsilon();
+  LooResult out;
+  out.losses.resize(n);
+  out.predictions.resize(n);
+  Index not_converged = 0;
+  ExceptionCatcher guard;
+#pragma omp parallel num_threads(nt) reduction(+ : not_converged)
+  {
+    Vec beta, eta, grad, xi(p1), a(p1), dir(p1), xs(n), eta_try(n), g(n), d(n), H;
+    Cholesky fresh;
+#pragma omp for schedule(dynamic, 4)
+    for (Index i = 0; i < n; ++i) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        const double y = pb.y[i], w = pb.weight(i);
+        if (w == 0.0) {  // a zero-weight sample does not change the fit
+          out.predictions[i] = st.eta[i];
+          out.losses[i] = Loss::value(y, st.eta[i]);
+          return;
+        }
+        const double swi = sw - w;
+        beta = st.beta;
+        eta = st.eta;
+        pb.row(i, xi.data());
+        const double gi = w * Loss::d1(y, eta[i]), di = w * Loss::d2(y, eta[i]);
+        grad = st.grad - gi * xi;  // gradient of the leave-one-out objective at beta_hat
+        a = xi;
+        st.chol.solve(a.data());
+        const double dh = di * xi.dot(a);
+        const double den = 1.0 - dh;
+        if (!(den > tiny)) detail::throw_loo_singular(i, dh);
+        double f = detail::objective<Loss>(pb, eta.data(), beta, 1, i);
+        bool downdate = true, converged = false;
+        double gnorm = grad.cwiseAbs().maxCoeff();
+        for (Index it = 0; it < std::max<Index>(1, opt.max_iter); ++it) {
+          if (gnorm / swi <= opt.tol) {
+            converged = true;
+            break;
+          }
+          dir = -grad;
+          if (downdate) {
+            st.chol.solve(dir.data());
+            dir += (di * xi.dot(dir) / den) * a;
+          } else {
+            detail::derivatives<Loss>(pb, eta.data(), g.data(), d.data(), 1, i);
+            detail::factor_hessian(pb, d.data(), H, fresh, 1);
+            fresh.solve(dir.data());
+          }
+          const double dec = -grad.dot(dir);
+          linear_predictor(pb.X, dir.data(), pb.intercept, xs.data(), 1);
+          double f_try = f;
+          const double t =
+              detail::line_search<Loss>(pb, beta, dir, eta, xs, f, dec, eta_try, f_try, 1, i);
+          if (t == 0.0) {
+            if (!downdate) break;
+            downdate = false;  // the downdated Hessian no longer gives descent: refresh
+            continue;
+          }
+          beta += t * dir;
+          eta.swap(eta_try);
+          f = f_try;
+          detail::derivatives<Loss>(pb, eta.data(), g.data(), nullptr, 1, i);
+          detail::full_gradient(pb, g.data(), beta, grad, 1);
+          const double gnew = grad.cwiseAbs().maxCoeff();
+          // The fixed Hessian converges linearly; switch to Newton when it is slow.
+          if (downdate && (gnew > 0.25 * gnorm || it >= 8)) downdate = false;
+          gnorm = gnew;
+        }
+        if (!converged && gnorm / swi <= opt.tol) converged = true;
+        if (!converged) ++not_converged;
+        out.predictions[i] = eta[i];
+        out.losses[i] = Loss::value(y, eta[i]);
+      });
+    }
+  }
+  guard.rethrow();
+  out.n_not_converged = not_converged;
+  return out;
+}
+
+LooResult loo(const Problem& pb, LossKind loss, LooMethod method, const FitState& st,
+              const FitOptions& opt);
+
+}  // namespace aloocv

@@ -1,0 +1,158 @@
+// Newton / IRLS fits of smooth L2-penalized GLMs. One Hessian pass per iteration;
+// the factor of the last Hessian is kept for the leave-one-out step.
+#pragma once
+
+#include <limits>
+#include <sstream>
+
+#include "hessian.hpp"
+#include "losses.hpp"
+#include "problem.hpp"
+
+namespace aloocv {
+
+namespace detail {
+
+// sum_i w_i l(y_i, eta_i) (skipping `skip`) + 1/2 sum_j pen_j beta_j^2
+template <class Loss>
+double objective(const Problem& pb, const double* eta, const Vec& beta, int n_threads,
+                 Index skip = -1) {
+  double f = parallel_sum(pb.n(), n_threads, [&](Index i) {
+    const double w = pb.weight(i);
+    return (i == skip || w == 0.0) ? 0.0 : w * Loss::value(pb.y[i], eta[i]);
+  });
+  return f + 0.5 * pb.pen.dot(beta.cwiseAbs2());
+}
+
+// g_i = w_i l'_i, d_i = w_i l''_i (both zero at `skip`).
+template <class Loss>
+void derivatives(const Problem& pb, const double* eta, double* g, double* d, int n_threads,
+                 Index skip = -1) {
+#pragma omp parallel for schedule(static) num_threads(resolve_threads(n_threads))
+  for (Index i = 0; i < pb.n(); ++i) {
+    const double w = (i == skip) ? 0.0 : pb.weight(i);
+    g[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], eta[i]);
+    if (d) d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], eta[i]);
+  }
+}
+
+// grad = X~^T g + pen .* beta
+inline void full_gradient(const Problem& pb, const double* g, const Vec& beta, Vec& grad,
+                          int n_threads) {
+  grad.resize(pb.p1());
+  gradient(pb.X, g, pb.intercept, grad.data(), n_threads);
+  grad.array() += pb.pen.array() * beta.array();
+  if (!grad.allFinite()) {
+    throw InvalidInput(
+        "the gradient is not finite (overflow of the loss at extreme linear predictors); rescale "
+        "X or increase the penalty");
+  }
+}
+
+// Hessian X~^T D X~ + diag(pen), factored into chol.
+inline void factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Cholesky& chol,
+                           int n_threads) {
+  const Index p1 = pb.p1();
+  Hbuf.resize(p1 * p1);
+  hessian(pb.X, d, pb.intercept, Hbuf.data(), n_threads);
+  for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
+  chol.factor(Hbuf.data(), p1);
+}
+
+// Backtracking (Armijo) along beta + t*step with eta + t*xs. Returns t, or 0 if no
+// decrease was found. The full step is taken without a test when the predicted
+// decrease is below rounding.
+template <class Loss>
+double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Vec& eta,
+                   const Vec& xs, double f, double dec, Vec& eta_try, double& f_try,
+                   int n_threads, Index skip = -1) {
+  const bool tiny = 0.5 * dec <= 1e-13 * std::max(1.0, std::abs(f));
+  double t = 1.0;
+  for (int ls = 0; ls < 60; ++ls, t *= 0.5) {
+    eta_try = eta + t * xs;
+    f_try = objective<Loss>(pb, eta_try.data(), beta + t * step, n_threads, skip);
+    if (tiny && std::isfinite(f_try)) return t;
+    if (std::isfinite(f_try) && f_try <= f - 1e-4 * t * dec) return t;
+  }
+  return 0.0;
+}
+
+}  // namespace detail
+
+// Everything the LOO formulas need at a given beta (no optimization): eta, gradient,
+// and the factor of the Hessian at beta ("bring your own fit").
+template <class Loss>
+FitState prepare_at(const Problem& pb, const Vec& beta, const FitOptions& opt) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index n = pb.n();
+  FitState st;
+  st.beta = beta;
+  st.eta.resize(n);
+  linear_predictor(pb.X, beta.data(), pb.intercept, st.eta.data(), nt);
+  Vec g(n), d(n), H;
+  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+  detail::full_gradient(pb, g.data(), beta, st.grad, nt);
+  detail::factor_hessian(pb, d.data(), H, st.chol, nt);
+  st.objective = detail::objective<Loss>(pb, st.eta.data(), beta, nt);
+  st.grad_norm = st.grad.cwiseAbs().maxCoeff() / pb.weight_sum();
+  st.converged = st.grad_norm <= opt.tol;
+  return st;
+}
+
+// Damped Newton from beta0 (nullptr: zero slopes, intercept at the loss's link of
+// the weighted mean of y). Stops when max|grad| / sum(w) <= tol.
+template <class Loss>
+FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index n = pb.n(), p1 = pb.p1();
+  const double sw = pb.weight_sum();
+  FitState st;
+  if (beta0) {
+    st.beta = *beta0;
+  } else {
+    st.beta = Vec::Zero(p1);
+    if (pb.intercept) {
+      double sy = 0.0;
+      for (Index i = 0; i < n; ++i) sy += pb.weight(i) * pb.y[i];
+      st.beta[0] = Loss::init_intercept(sy / sw);
+    }
+  }
+  st.eta.resize(n);
+  linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
+  Vec g(n), d(n), H, step(p1), xs(n), eta_try(n);
+  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+  detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
+  double f = detail::objective<Loss>(pb, st.eta.data(), st.beta, nt);
+  if (!std::isfinite(f)) throw InvalidInput("the objective is not finite at the starting point");
+
+  for (Index it = 0; it < std::max<Index>(1, opt.max_iter); ++it) {
+    if (!(Loss::constant_curvature && !st.chol.empty())) {
+      detail::factor_hessian(pb, d.data(), H, st.chol, nt);
+    }
+    step = -st.grad;
+    st.chol.solve(step.data());
+    const double dec = -st.grad.dot(step);  // Newton decrement squared
+    linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
+    double f_try = f;
+    const double t =
+        detail::line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt);
+    if (t == 0.0) break;  // no further decrease possible
+    st.beta += t * step;
+    st.eta.swap(eta_try);
+    f = f_try;
+    ++st.n_iter;
+    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+    detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
+    if (st.grad.cwiseAbs().maxCoeff() / sw <= opt.tol) break;
+  }
+  st.objective = f;
+  st.grad_norm = st.grad.cwiseAbs().maxCoeff() / sw;
+  st.converged = st.grad_norm <= opt.tol;
+  return st;
+}
+
+// Non-template entry points (instantiated for every registered loss in fit.cpp).
+FitState fit(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec* beta0);
+FitState prepare(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec& beta);
+
+}  // namespace aloocv

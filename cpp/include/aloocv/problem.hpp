@@ -1,0 +1,70 @@
+// The regularized empirical-risk problem of the paper's eq. (2):
+//   min_beta  sum_i w_i l(y_i, x~_i^T beta) + 1/2 sum_j pen_j beta_j^2
+// with beta = (b, theta), x~_i = (1, x_i) when fitting an intercept (pen_0 = 0).
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "design.hpp"
+#include "factor.hpp"
+
+namespace aloocv {
+
+struct Problem {
+  DenseView X;
+  const double* y = nullptr;
+  const double* w = nullptr;  // nullptr: unit weights
+  bool intercept = true;
+  Vec pen;  // (p1) diagonal of the penalty Hessian; 0 for the intercept
+
+  Index n() const { return X.n; }
+  Index p1() const { return X.p + (intercept ? 1 : 0); }
+  double weight(Index i) const { return w ? w[i] : 1.0; }
+  double weight_sum() const {
+    if (!w) return static_cast<double>(X.n);
+    double s = 0.0;
+    for (Index i = 0; i < X.n; ++i) s += w[i];
+    return s;
+  }
+  // x~_i as a dense vector
+  void row(Index i, double* out) const {
+    const Index off = intercept ? 1 : 0;
+    if (intercept) out[0] = 1.0;
+    for (Index j = 0; j < X.p; ++j) out[off + j] = X(i, j);
+  }
+};
+
+struct FitOptions {
+  double tol = 1e-8;     // on max_j |gradient_j| / sum(w)
+  Index max_iter = 100;  // Newton iterations
+  int n_threads = 0;     // <= 0: OpenMP default
+};
+
+// A fitted point with everything the LOO formulas reuse.
+struct FitState {
+  Vec beta, eta, grad;  // coefficients, linear predictor, objective gradient
+  Cholesky chol;        // factor of the last Newton Hessian (at or next to beta)
+  double objective = 0.0;
+  Index n_iter = 0;
+  bool converged = false;
+  double grad_norm = 0.0;  // max |grad| / sum(w)
+};
+
+// Sums f(i) over [0, n) in fixed chunks (deterministic for any thread count).
+template <class F>
+double parallel_sum(Index n, int n_threads, F&& f) {
+  const Partition part{n, std::max<Index>(1, std::min<Index>(64, n / 4096))};
+  std::vector<double> partial(static_cast<size_t>(part.chunks), 0.0);
+#pragma omp parallel for schedule(static) num_threads(resolve_threads(n_threads))
+  for (Index c = 0; c < part.chunks; ++c) {
+    double s = 0.0;
+    for (Index i = part.begin(c); i < part.begin(c + 1); ++i) s += f(i);
+    partial[static_cast<size_t>(c)] = s;
+  }
+  double total = 0.0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+}  // namespace aloocv

@@ -1,0 +1,70 @@
+#include "aloocv/blas.hpp"
+
+#include <Eigen/Cholesky>
+#include <atomic>
+#include <climits>
+
+namespace aloocv::blas {
+namespace {
+Table g_table;
+std::atomic<bool> g_enabled{true};
+
+bool fits_int(Index a) { return a >= 0 && a <= INT_MAX; }
+}  // namespace
+
+void set_table(const Table& t) { g_table = t; }
+void set_enabled(bool on) { g_enabled.store(on); }
+bool enabled() { return g_enabled.load() && g_table.syrk && g_table.trsm && g_table.potrf; }
+
+void syrk_lower(Index n, Index k, const double* A, Index lda, double beta, double* C, Index ldc) {
+  if (n == 0) return;
+  if (enabled() && fits_int(n) && fits_int(k) && fits_int(lda) && fits_int(ldc) && k > 0) {
+    char uplo = 'L', trans = 'N';
+    int in = static_cast<int>(n), ik = static_cast<int>(k), ilda = static_cast<int>(lda),
+        ildc = static_cast<int>(ldc);
+    double alpha = 1.0;
+    g_table.syrk(&uplo, &trans, &in, &ik, &alpha, const_cast<double*>(A), &ilda, &beta, C, &ildc);
+    return;
+  }
+  Eigen::Map<Mat, 0, Eigen::OuterStride<>> Cm(C, n, n, Eigen::OuterStride<>(ldc));
+  if (beta == 0.0) {
+    Cm.triangularView<Eigen::Lower>().setZero();
+  } else if (beta != 1.0) {
+    Cm.triangularView<Eigen::Lower>() *= beta;
+  }
+  if (k == 0) return;
+  Eigen::Map<const Mat, 0, Eigen::OuterStride<>> Am(A, n, k, Eigen::OuterStride<>(lda));
+  Cm.selfadjointView<Eigen::Lower>().rankUpdate(Am);
+}
+
+void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index ldb) {
+  if (n == 0 || m == 0) return;
+  if (enabled() && fits_int(n) && fits_int(m) && fits_int(ldl) && fits_int(ldb)) {
+    char side = 'L', uplo = 'L', trans = 'N', diag = 'N';
+    int in = static_cast<int>(n), im = static_cast<int>(m), ildl = static_cast<int>(ldl),
+        ildb = static_cast<int>(ldb);
+    double alpha = 1.0;
+    g_table.trsm(&side, &uplo, &trans, &diag, &in, &im, &alpha, const_cast<double*>(L), &ildl, B,
+                 &ildb);
+    return;
+  }
+  Eigen::Map<const Mat, 0, Eigen::OuterStride<>> Lm(L, n, n, Eigen::OuterStride<>(ldl));
+  Eigen::Map<Mat, 0, Eigen::OuterStride<>> Bm(B, n, m, Eigen::OuterStride<>(ldb));
+  Lm.triangularView<Eigen::Lower>().solveInPlace(Bm);
+}
+
+int potrf_lower(Index n, double* A, Index lda) {
+  if (n == 0) return 0;
+  if (enabled() && fits_int(n) && fits_int(lda)) {
+    char uplo = 'L';
+    int in = static_cast<int>(n), ilda = static_cast<int>(lda), info = 0;
+    g_table.potrf(&uplo, &in, A, &ilda, &info);
+    return info;
+  }
+  Eigen::Map<Mat, 0, Eigen::OuterStride<>> Am(A, n, n, Eigen::OuterStride<>(lda));
+  Eigen::LLT<Eigen::Ref<Mat, 0, Eigen::OuterStride<>>> llt(Am);  // in place
+  if (llt.info() != Eigen::Success) return 1;
+  return 0;
+}
+
+}  // namespace aloocv::blas

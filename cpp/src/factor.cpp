@@ -1,0 +1,86 @@
+#include "aloocv/factor.hpp"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "aloocv/blas.hpp"
+#include "aloocv/hessian.hpp"
+
+namespace aloocv {
+
+void Cholesky::factor(const double* H, Index p1) {
+  p1_ = 0;
+  L_.assign(static_cast<size_t>(p1 * p1), 0.0);
+  double max_diag = 0.0;
+  for (Index j = 0; j < p1; ++j) {
+    const double hjj = H[j * p1 + j];
+    if (!std::isfinite(hjj)) {
+      throw InvalidInput(
+          "the Hessian has non-finite entries (overflow of the loss curvature at extreme linear "
+          "predictors); rescale X or increase the penalty");
+    }
+    max_diag = std::max(max_diag, hjj);
+    for (Index i = j; i < p1; ++i) L_[j * p1 + i] = H[j * p1 + i];
+  }
+  const int info = blas::potrf_lower(p1, L_.data(), p1);
+  double min_pivot2 = std::numeric_limits<double>::infinity();
+  if (info == 0) {
+    for (Index j = 0; j < p1; ++j) {
+      const double l = L_[j * p1 + j];
+      min_pivot2 = std::min(min_pivot2, l * l);
+    }
+  }
+  const double eps = std::numeric_limits<double>::epsilon();
+  if (info != 0 || !(min_pivot2 > 10.0 * static_cast<double>(p1) * eps * max_diag)) {
+    std::ostringstream msg;
+    msg << "the Hessian (" << p1 << " x " << p1
+        << ") is singular or not numerically positive definite";
+    if (info > 0) msg << " (Cholesky failed at pivot " << info << ")";
+    msg << "; use a positive penalty (lam > 0), which is required when p > n or features are "
+           "collinear";
+    L_.clear();
+    throw SingularHessian(msg.str());
+  }
+  p1_ = p1;
+}
+
+void Cholesky::solve_lower(double* b) const {
+  Eigen::Map<const Mat> L(L_.data(), p1_, p1_);
+  Eigen::Map<Vec> v(b, p1_);
+  L.triangularView<Eigen::Lower>().solveInPlace(v);
+}
+
+void Cholesky::solve(double* b) const {
+  Eigen::Map<const Mat> L(L_.data(), p1_, p1_);
+  Eigen::Map<Vec> v(b, p1_);
+  L.triangularView<Eigen::Lower>().solveInPlace(v);
+  L.transpose().triangularView<Eigen::Upper>().solveInPlace(v);
+}
+
+void leverages(const DenseView& X, bool intercept, const Cholesky& chol, double* h,
+               int n_threads) {
+  const Index p1 = X.p + (intercept ? 1 : 0);
+  const Index B = block_rows(p1);
+  const Index nblocks = (X.n + B - 1) / B;
+  ExceptionCatcher guard;
+#pragma omp parallel num_threads(resolve_threads(n_threads))
+  {
+    std::vector<double> pack;
+    guard.run([&] { pack.resize(static_cast<size_t>(p1 * B)); });
+#pragma omp for schedule(dynamic, 1)
+    for (Index blk = 0; blk < nblocks; ++blk) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        const Index i0 = blk * B, i1 = std::min(X.n, i0 + B), m = i1 - i0;
+        X.pack_rows(i0, i1, nullptr, intercept, pack.data());
+        blas::trsm_lower(p1, m, chol.lower(), p1, pack.data(), p1);
+        Eigen::Map<const Mat> Z(pack.data(), p1, m);
+        Eigen::Map<Vec>(h + i0, m) = Z.colwise().squaredNorm().transpose();
+      });
+    }
+  }
+  guard.rethrow();
+}
+
+}  // namespace aloocv

@@ -1,0 +1,102 @@
+#include "aloocv/hessian.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "aloocv/blas.hpp"
+
+namespace aloocv {
+
+void linear_predictor(const DenseView& X, const double* beta, bool intercept, double* eta,
+                      int n_threads) {
+  const Index off = intercept ? 1 : 0;
+  const double b = intercept ? beta[0] : 0.0;
+  Eigen::Map<const Vec> theta(beta + off, X.p);
+  const Index B = 4096;
+  const Index nblocks = (X.n + B - 1) / B;
+  ExceptionCatcher guard;
+#pragma omp parallel for schedule(static) num_threads(resolve_threads(n_threads))
+  for (Index blk = 0; blk < nblocks; ++blk) {
+    guard.run([&] {
+      const Index i0 = blk * B, i1 = std::min(X.n, i0 + B);
+      Eigen::Map<Vec> out(eta + i0, i1 - i0);
+      X.with_rows(i0, i1, [&](const auto& M) { out.noalias() = M * theta; });
+      out.array() += b;
+    });
+  }
+  guard.rethrow();
+}
+
+void gradient(const DenseView& X, const double* r, bool intercept, double* out, int n_threads) {
+  const Index off = intercept ? 1 : 0;
+  const Index p1 = X.p + off;
+  const int nt = resolve_threads(n_threads);
+  const Partition part{X.n, reduction_chunks(X.n, p1, nt, 1024)};
+  std::vector<double> partial(static_cast<size_t>(part.chunks * p1), 0.0);
+  ExceptionCatcher guard;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (Index c = 0; c < part.chunks; ++c) {
+    guard.run([&] {
+      const Index i0 = part.begin(c), i1 = part.begin(c + 1);
+      Eigen::Map<Vec> acc(partial.data() + c * p1, p1);
+      Eigen::Map<const Vec> rc(r + i0, i1 - i0);
+      if (intercept) acc[0] = rc.sum();
+      X.with_rows(i0, i1, [&](const auto& M) { acc.tail(X.p).noalias() = M.transpose() * rc; });
+    });
+  }
+  guard.rethrow();
+  Eigen::Map<Vec> o(out, p1);
+  o.setZero();
+  for (Index c = 0; c < part.chunks; ++c) o += Eigen::Map<const Vec>(partial.data() + c * p1, p1);
+}
+
+void hessian(const DenseView& X, const double* d, bool intercept, double* H, int n_threads) {
+  const Index off = intercept ? 1 : 0;
+  const Index p1 = X.p + off;
+  const Index pp = p1 * p1;
+  const int nt = resolve_threads(n_threads);
+  const Partition part{X.n, reduction_chunks(X.n, pp, nt)};
+  const Index B = block_rows(p1);
+  std::vector<double> partial(static_cast<size_t>(part.chunks * pp));
+  ExceptionCatcher guard;
+#pragma omp parallel num_threads(nt)
+  {
+    std::vector<double> pack, scale;
+    guard.run([&] {
+      pack.resize(static_cast<size_t>(p1 * B));
+      scale.resize(static_cast<size_t>(B));
+    });
+#pragma omp for schedule(dynamic, 1)
+    for (Index c = 0; c < part.chunks; ++c) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        double* acc = partial.data() + c * pp;
+        const Index c0 = part.begin(c), c1 = part.begin(c + 1);
+        bool first = true;
+        for (Index i0 = c0; i0 < c1; i0 += B) {
+          const Index i1 = std::min(c1, i0 + B);
+          for (Index i = i0; i < i1; ++i) scale[i - i0] = std::sqrt(std::max(d[i], 0.0));
+          X.pack_rows(i0, i1, scale.data(), intercept, pack.data());
+          blas::syrk_lower(p1, i1 - i0, pack.data(), p1, first ? 0.0 : 1.0, acc, p1);
+          first = false;
+        }
+        if (first) Eigen::Map<Mat>(acc, p1, p1).setZero();
+      });
+    }
+  }
+  guard.rethrow();
+  // Fixed-order reduction of the lower triangles, parallel over columns.
+#pragma omp parallel for schedule(dynamic, 8) num_threads(nt)
+  for (Index j = 0; j < p1; ++j) {
+    double* hj = H + j * p1;
+    for (Index i = j; i < p1; ++i) hj[i] = 0.0;
+    for (Index c = 0; c < part.chunks; ++c) {
+      const double* pj = partial.data() + c * pp + j * p1;
+      for (Index i = j; i < p1; ++i) hj[i] += pj[i];
+    }
+  }
+  for (Index j = 0; j < p1; ++j)
+    for (Index i = j + 1; i < p1; ++i) H[i * p1 + j] = H[j * p1 + i];
+}
+
+}  // namespace aloocv

@@ -1,0 +1,23 @@
+#include "aloocv/loo.hpp"
+
+namespace aloocv {
+
+LooMethod loo_method_from_name(const std::string& name) {
+  if (name == "alo") return LooMethod::ALO;
+  if (name == "if") return LooMethod::IF;
+  if (name == "lemma3") return LooMethod::Lemma3;
+  if (name == "exact") return LooMethod::Exact;
+  throw InvalidInput("unknown LOO method '" + name +
+                     "'; expected one of 'alo', 'exact', 'if', 'lemma3'");
+}
+
+LooResult loo(const Problem& pb, LossKind loss, LooMethod method, const FitState& st,
+              const FitOptions& opt) {
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    if (method == LooMethod::Exact) return exact_loo<Loss>(pb, st, opt);
+    return approx_loo<Loss>(pb, st, method, opt.n_threads);
+  });
+}
+
+}  // namespace aloocv

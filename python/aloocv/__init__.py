@@ -1,0 +1,18 @@
+"""aloocv: approximate leave-one-out cross-validation (ALOOCV) for regularized GLMs.
+
+The whole leave-one-out vector of a penalized fit for about the price of one extra
+Hessian pass (Beirami et al., 2017), computed in a C++/Eigen/OpenMP core.
+"""
+
+from __future__ import annotations
+
+from . import _blas
+from ._fit import FitResult, fit
+from ._loo import LOOResult, loo
+from .penalties import L2, Penalty
+
+_blas.register()
+
+__version__ = "0.1.0"
+
+__all__ = ["L2", "FitResult", "LOOResult", "Penalty", "__version__", "fit", "loo"]

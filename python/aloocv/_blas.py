@@ -1,0 +1,59 @@
+"""Hand the core the BLAS/LAPACK routines of the scipy already loaded.
+
+scipy exposes its BLAS and LAPACK as Fortran-ABI function pointers in
+``scipy.linalg.cython_blas.__pyx_capi__``; registering them gives the C++ core
+optimized, runtime-dispatched kernels (SYRK, TRSM, POTRF) without compiling for
+a particular CPU. The Eigen kernels built into the core remain the fallback.
+
+The core calls BLAS from inside its own OpenMP loops, one row block per thread,
+so BLAS itself must run single-threaded there: :func:`single_threaded_blas`
+limits every loaded BLAS to one thread for the duration of a heavy call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from . import _core
+
+_CONTROLLER = None
+
+
+def register() -> bool:
+    """Register scipy's BLAS/LAPACK with the core; returns whether it worked."""
+    try:
+        from scipy.linalg import cython_blas, cython_lapack
+    except ImportError:  # pragma: no cover - scipy is a hard dependency
+        return False
+    caps = {
+        "dsyrk": cython_blas.__pyx_capi__["dsyrk"],
+        "dtrsm": cython_blas.__pyx_capi__["dtrsm"],
+        "dpotrf": cython_lapack.__pyx_capi__["dpotrf"],
+    }
+    _core.set_blas(caps)
+    return _core.blas_enabled()
+
+
+def use_blas(enabled: bool) -> None:
+    """Switch between scipy's BLAS (True) and the core's Eigen kernels (False)."""
+    _core.use_blas(bool(enabled))
+
+
+def _controller():
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """Limit the loaded BLAS libraries to one thread (our OpenMP loops parallelize)."""
+    if not _core.blas_enabled():
+        yield
+        return
+    with _controller().limit(limits=1, user_api="blas"):
+        yield

@@ -1,0 +1,175 @@
+"""Leave-one-out cross-validation: approximate (ALO, IF, Lemma 3) and exact."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.exceptions import ConvergenceWarning
+
+from . import _blas, _core
+from ._fit import FitResult, _result, _warn_not_converged
+from ._validation import LOO_METHODS, check_fit_inputs, check_options, n_threads
+from .penalties import L2, Penalty
+
+__all__ = ["LOOResult", "loo"]
+
+
+@dataclass
+class LOOResult:
+    """Per-sample leave-one-out results.
+
+    Attributes
+    ----------
+    losses : ndarray of shape (n_samples,)
+        ``l(y_i, eta~_i)``: the loss of sample i under the model fitted without it
+        (for ``"lemma3"`` the first-order expansion of that loss).
+    predictions : ndarray of shape (n_samples,)
+        Leave-one-out linear predictors ``eta~_i``.
+    leverages : ndarray of shape (n_samples,) or None
+        ``h_i = x~_i^T H^{-1} x~_i`` (None for ``"exact"``).
+    method : str
+    fit : FitResult
+        The full-data fit the estimate is built on.
+    sample_weight : ndarray or None
+        Weights of the weighted mean.
+    """
+
+    losses: np.ndarray
+    predictions: np.ndarray
+    leverages: np.ndarray | None
+    method: str
+    fit: FitResult
+    sample_weight: np.ndarray | None = None
+
+    @property
+    def mean(self) -> float:
+        """The (weighted) mean leave-one-out loss: the cross-validation estimate."""
+        return float(np.average(self.losses, weights=self.sample_weight))
+
+    @property
+    def stderr(self) -> float:
+        """Standard error of :attr:`mean` (weights act as frequency weights)."""
+        w = self.sample_weight
+        n = self.losses.shape[0]
+        if n < 2:
+            return float("nan")
+        if w is None:
+            return float(np.std(self.losses, ddof=1) / np.sqrt(n))
+        sw = w.sum()
+        m = np.average(self.losses, weights=w)
+        var = np.sum(w * (self.losses - m) ** 2) / max(sw - 1.0, 1e-300)
+        return float(np.sqrt(var / sw))
+
+    def __repr__(self) -> str:
+        return (
+            f"LOOResult(method={self.method!r}, n={self.losses.shape[0]}, "
+            f"mean={self.mean:.6g}, stderr={self.stderr:.3g})"
+        )
+
+
+def loo(
+    X: ArrayLike,
+    y: ArrayLike,
+    loss: str = "logistic",
+    penalty: Penalty | float | None = None,
+    method: str = "alo",
+    fit_intercept: bool = True,
+    sample_weight: ArrayLike | None = None,
+    coef: ArrayLike | None = None,
+    intercept: float | None = None,
+    tol: float = 1e-8,
+    max_iter: int = 100,
+    n_jobs: int | None = None,
+) -> LOOResult:
+    """Leave-one-out cross-validation of an L2-penalized GLM.
+
+    Parameters
+    ----------
+    X, y, loss, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs
+        As in :func:`aloocv.fit`.
+    method : {"alo", "exact", "if", "lemma3"}
+        ``"alo"``: the paper's Theorem 1 with the exact rank-one downdate of the
+        Hessian, ``eta~_i = eta_i + w_i l'_i h_i / (1 - d_i h_i)``; costs about one
+        extra pass over X after the fit (it reuses the fit's Cholesky factor).
+        ``"if"``: the influence-function approximation ``eta_i + w_i l'_i h_i`` (no
+        downdate). ``"lemma3"``: the first-order expansion
+        ``l(y_i, eta_i) + l'_i w_i l'_i h_i / (1 - d_i h_i)``. ``"exact"``: n refits
+        without each sample, warm-started from the full fit, solved to ``tol``, in
+        parallel over samples.
+    coef, intercept : optional
+        Bring your own fit: use these coefficients (e.g. from a scikit-learn model
+        fitted on the same objective) instead of fitting. They should minimize the
+        objective; a ``ConvergenceWarning`` says when their gradient is not small.
+
+    Returns
+    -------
+    LOOResult
+        ``losses``, ``predictions``, ``leverages``, ``mean``, ``stderr``, ``fit``.
+
+    Examples
+    --------
+    >>> import numpy as np, aloocv
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((300, 5)); y = (X[:, 0] + rng.standard_normal(300) > 0) * 1.0
+    >>> res = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1.0))
+    >>> res.losses.shape
+    (300,)
+    """
+    if not isinstance(method, str) or method not in LOO_METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {list(LOO_METHODS)}")
+    if penalty is None:
+        penalty = L2(1.0)
+    elif not isinstance(penalty, Penalty):
+        penalty = L2(penalty)
+    X, y, loss, pen, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
+    tol, max_iter = check_options(tol, max_iter)
+    beta = None
+    if coef is not None:
+        c = np.asarray(coef, dtype=np.float64).ravel()
+        if c.shape[0] != X.shape[1]:
+            raise ValueError(f"coef has {c.shape[0]} entries but X has {X.shape[1]} features")
+        if not np.isfinite(c).all():
+            raise ValueError("coef contains NaN or inf")
+        if fit_intercept:
+            b = 0.0 if intercept is None else float(np.asarray(intercept).ravel()[0])
+            if not np.isfinite(b):
+                raise ValueError("intercept is not finite")
+            beta = np.concatenate([[b], c])
+        else:
+            if intercept is not None and float(np.asarray(intercept).ravel()[0]) != 0.0:
+                raise ValueError("intercept given with fit_intercept=False")
+            beta = np.ascontiguousarray(c)
+    elif intercept is not None:
+        raise ValueError("intercept= requires coef=")
+    with _blas.single_threaded_blas():
+        out = _core.loo(
+            X, y, w, loss, pen, bool(fit_intercept), method, tol, max_iter, n_threads(n_jobs), beta
+        )
+    fitres = _result(out, loss, penalty, bool(fit_intercept))
+    if beta is None:
+        _warn_not_converged(fitres, tol, max_iter)
+    elif fitres.gradient_norm_ > max(1e-6, tol):
+        warnings.warn(
+            f"the given coef is not a minimizer of this objective (max|gradient|/sum(w) = "
+            f"{fitres.gradient_norm_:.3g}); leave-one-out estimates assume an optimal fit. "
+            "Check that the penalty matches the model's regularization.",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    if out["n_not_converged"]:
+        warnings.warn(
+            f"exact LOO: {out['n_not_converged']} of {X.shape[0]} refits did not reach tol={tol:g}",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return LOOResult(
+        losses=out["losses"],
+        predictions=out["predictions"],
+        leverages=out["leverages"],
+        method=method,
+        fit=fitres,
+        sample_weight=w,
+    )

@@ -1,0 +1,122 @@
+"""Input checks shared by the public functions. Every problem surfaces as a
+ValueError or TypeError whose message names it; nothing reaches the core unchecked."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from .penalties import Penalty
+
+LOO_METHODS = ("alo", "exact", "if", "lemma3")
+
+
+def check_X(X: Any, name: str = "X") -> np.ndarray:
+    """A 2-d float64 array, used in place when it already is one (C, F or strided)."""
+    if hasattr(X, "toarray") and hasattr(X, "tocsr"):
+        raise TypeError(f"{name}: scipy.sparse input is not supported yet; pass a dense array")
+    arr = np.asarray(X)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+        or arr.dtype == np.bool_
+    ):
+        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-dimensional, got shape {arr.shape}")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"{name} is empty: shape {arr.shape}")
+    if arr.dtype != np.float64:
+        arr = arr.astype(np.float64)  # float32/int input: one conversion copy
+    elif arr.strides[0] % 8 or arr.strides[1] % 8:
+        arr = np.array(arr, dtype=np.float64, order="C")
+    if not np.isfinite(arr).all():
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise ValueError(f"{name} contains NaN or inf (first at row {bad[0]}, column {bad[1]})")
+    return arr
+
+
+def check_vector(v: Any, n: int, name: str) -> np.ndarray:
+    arr = np.asarray(v)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
+    ):
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-dimensional, got shape {arr.shape}")
+    if arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} entries but X has {n} rows")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or inf (first at index {np.flatnonzero(~np.isfinite(arr))[0]})")
+    return arr
+
+
+def check_loss(loss: Any) -> str:
+    if not isinstance(loss, str):
+        raise TypeError(f"loss must be a string, got {type(loss).__name__}")
+    names = _core.loss_names()
+    if loss not in names:
+        raise ValueError(f"unknown loss {loss!r}; expected one of {names}")
+    return loss
+
+
+def check_penalty(penalty: Any, n_features: int) -> np.ndarray:
+    if penalty is None:
+        return np.zeros(n_features)
+    if isinstance(penalty, (int, float, np.floating, np.integer)):
+        from .penalties import L2
+
+        penalty = L2(float(penalty))
+    if not isinstance(penalty, Penalty):
+        raise TypeError(f"penalty must be an aloocv penalty such as aloocv.L2(1.0), got {penalty!r}")
+    return penalty.l2_vector(n_features)
+
+
+def check_sample_weight(sample_weight: Any, n: int) -> np.ndarray | None:
+    if sample_weight is None:
+        return None
+    w = check_vector(sample_weight, n, "sample_weight")
+    if np.any(w < 0):
+        raise ValueError("sample_weight must be non-negative")
+    if not w.sum() > 0:
+        raise ValueError("sample_weight sums to zero")
+    return w
+
+
+def check_options(tol: Any, max_iter: Any) -> tuple[float, int]:
+    tol = float(tol)
+    if not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"tol must be a positive finite number, got {tol!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)):
+        raise TypeError(f"max_iter must be an integer, got {max_iter!r}")
+    if max_iter < 1:
+        raise ValueError(f"max_iter must be >= 1, got {max_iter}")
+    return tol, int(max_iter)
+
+
+def n_threads(n_jobs: Any) -> int:
+    """OpenMP threads for n_jobs (None: OpenMP's default; -1: all cores; -k: all but k-1)."""
+    if n_jobs is None:
+        return 0
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)):
+        raise TypeError(f"n_jobs must be an integer or None, got {n_jobs!r}")
+    if n_jobs == 0:
+        raise ValueError("n_jobs == 0 has no meaning; use None, -1 or a positive count")
+    if n_jobs < 0:
+        return max(1, (os.cpu_count() or 1) + 1 + int(n_jobs))
+    return int(n_jobs)
+
+
+def check_fit_inputs(X, y, loss, penalty, sample_weight):
+    X = check_X(X)
+    n, p = X.shape
+    y = check_vector(y, n, "y")
+    loss = check_loss(loss)
+    pen = check_penalty(penalty, p)
+    w = check_sample_weight(sample_weight, n)
+    return X, y, loss, pen, w

@@ -1,0 +1,79 @@
+// Array conversion and validation shared by the binding files. No math here.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <string>
+
+#include "aloocv/loo.hpp"
+#include "aloocv/newton.hpp"
+
+namespace aloocv::bind {
+
+namespace py = pybind11;
+
+inline void require_float64(const py::array& a, const char* name) {
+  if (!a.dtype().is(py::dtype::of<double>())) {
+    throw py::type_error(std::string(name) + " must be a float64 array, got dtype " +
+                         std::string(py::str(a.dtype())));
+  }
+}
+
+// A zero-copy view of a 2-D float64 array of any layout whose strides are whole elements.
+inline DenseView design_view(const py::array& X) {
+  require_float64(X, "X");
+  if (X.ndim() != 2) throw py::value_error("X must be 2-dimensional");
+  const auto s0 = X.strides(0), s1 = X.strides(1);
+  if (s0 % 8 != 0 || s1 % 8 != 0) throw py::value_error("X strides must be multiples of 8 bytes");
+  DenseView v;
+  v.data = static_cast<const double*>(X.data());
+  v.n = X.shape(0);
+  v.p = X.shape(1);
+  v.row_stride = s0 / 8;
+  v.col_stride = s1 / 8;
+  return v;
+}
+
+// A contiguous 1-D float64 array of length n.
+inline const double* vector_ptr(const py::array& a, Index n, const char* name) {
+  require_float64(a, name);
+  if (a.ndim() != 1 || a.shape(0) != n) {
+    throw py::value_error(std::string(name) + " must be 1-dimensional of length " +
+                          std::to_string(n));
+  }
+  if (n > 1 && a.strides(0) != static_cast<py::ssize_t>(sizeof(double))) {
+    throw py::value_error(std::string(name) + " must be contiguous");
+  }
+  return static_cast<const double*>(a.data());
+}
+
+inline Problem make_problem(const py::array& X, const py::array& y,
+                            const std::optional<py::array>& w, const py::array& pen,
+                            bool intercept) {
+  Problem pb;
+  pb.X = design_view(X);
+  pb.intercept = intercept;
+  pb.y = vector_ptr(y, pb.n(), "y");
+  pb.w = w ? vector_ptr(*w, pb.n(), "sample_weight") : nullptr;
+  const double* lam = vector_ptr(pen, pb.X.p, "penalty");
+  pb.pen.resize(pb.p1());
+  const Index off = intercept ? 1 : 0;
+  if (intercept) pb.pen[0] = 0.0;
+  for (Index j = 0; j < pb.X.p; ++j) pb.pen[off + j] = lam[j];
+  return pb;
+}
+
+inline Vec to_vec(const py::array& a, Index n, const char* name) {
+  const double* p = vector_ptr(a, n, name);
+  return Eigen::Map<const Vec>(p, n);
+}
+
+inline py::array_t<double> to_numpy(const Vec& v) {
+  py::array_t<double> out(v.size());
+  std::copy(v.data(), v.data() + v.size(), out.mutable_data());
+  return out;
+}
+
+}  // namespace aloocv::bind

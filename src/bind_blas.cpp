@@ -1,0 +1,43 @@
+// Registration of the BLAS/LAPACK routines of an already loaded library (scipy's).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "aloocv/blas.hpp"
+#include "aloocv/common.hpp"
+
+namespace aloocv::bind {
+namespace py = pybind11;
+
+namespace {
+void* capsule_pointer(const py::dict& caps, const char* name) {
+  if (!caps.contains(name)) throw py::key_error(std::string("missing BLAS routine ") + name);
+  py::object obj = caps[name];
+  if (!PyCapsule_CheckExact(obj.ptr())) {
+    throw py::type_error(std::string("BLAS routine ") + name + " must be a PyCapsule");
+  }
+  void* ptr = PyCapsule_GetPointer(obj.ptr(), PyCapsule_GetName(obj.ptr()));
+  if (!ptr) throw py::error_already_set();
+  return ptr;
+}
+}  // namespace
+
+void bind_blas(py::module_& m) {
+  m.def(
+      "set_blas",
+      [](const py::dict& caps) {
+        blas::Table t;
+        t.syrk = reinterpret_cast<blas::dsyrk_t*>(capsule_pointer(caps, "dsyrk"));
+        t.trsm = reinterpret_cast<blas::dtrsm_t*>(capsule_pointer(caps, "dtrsm"));
+        t.potrf = reinterpret_cast<blas::dpotrf_t*>(capsule_pointer(caps, "dpotrf"));
+        blas::set_table(t);
+      },
+      py::arg("capsules"),
+      "Registers dsyrk, dtrsm (BLAS) and dpotrf (LAPACK) from a dict of PyCapsules "
+      "holding Fortran-ABI function pointers (scipy.linalg.cython_blas / cython_lapack).");
+  m.def("use_blas", &blas::set_enabled, py::arg("enabled"),
+        "Switches between the registered BLAS and the built-in Eigen kernels.");
+  m.def("blas_enabled", &blas::enabled, "True when registered BLAS routines are in use.");
+  m.def("max_threads", &max_threads, "OpenMP's default number of threads.");
+}
+
+}  // namespace aloocv::bind

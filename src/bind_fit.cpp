@@ -1,0 +1,82 @@
+// Bindings of the fit and of the one-pass kernels (used by benchmarks and tests).
+#include <pybind11/stl.h>
+
+#include "arrays.hpp"
+
+namespace aloocv::bind {
+
+py::dict state_to_dict(const FitState& st, bool intercept) {
+  py::dict out;
+  const Index off = intercept ? 1 : 0;
+  out["coef"] = to_numpy(st.beta.tail(st.beta.size() - off));
+  out["intercept"] = intercept ? st.beta[0] : 0.0;
+  out["n_iter"] = st.n_iter;
+  out["converged"] = st.converged;
+  out["objective"] = st.objective;
+  out["grad_norm"] = st.grad_norm;
+  return out;
+}
+
+void bind_fit(py::module_& m) {
+  m.def("loss_names", &loss_names, "Names of the registered losses.");
+
+  m.def(
+      "fit",
+      [](const py::array& X, const py::array& y, const std::optional<py::array>& w,
+         const std::string& loss, const py::array& pen, bool intercept, double tol,
+         Index max_iter, int n_threads, const std::optional<py::array>& beta0) {
+        Problem pb = make_problem(X, y, w, pen, intercept);
+        const LossKind kind = loss_from_name(loss);
+        FitOptions opt{tol, max_iter, n_threads};
+        std::optional<Vec> b0;
+        if (beta0) b0 = to_vec(*beta0, pb.p1(), "beta0");
+        FitState st;
+        {
+          py::gil_scoped_release release;
+          st = fit(pb, kind, opt, b0 ? &*b0 : nullptr);
+        }
+        return state_to_dict(st, intercept);
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
+      py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"),
+      py::arg("beta0") = py::none(), "Damped Newton fit of an L2-penalized GLM.");
+
+  m.def(
+      "hessian",
+      [](const py::array& X, const py::array& d, bool intercept, int n_threads) {
+        const DenseView v = design_view(X);
+        const double* dp = vector_ptr(d, v.n, "d");
+        const Index p1 = v.p + (intercept ? 1 : 0);
+        py::array_t<double, py::array::f_style> H({p1, p1});
+        double* out = H.mutable_data();
+        {
+          py::gil_scoped_release release;
+          hessian(v, dp, intercept, out, n_threads);
+        }
+        return H;
+      },
+      py::arg("X"), py::arg("d"), py::arg("fit_intercept"), py::arg("n_threads"),
+      "X~^T diag(d) X~ accumulated in parallel row blocks (d >= 0).");
+
+  m.def(
+      "loss_eval",
+      [](const std::string& loss, const py::array& y, const py::array& eta) {
+        const Index n = y.ndim() == 1 ? y.shape(0) : -1;
+        const double* yp = vector_ptr(y, n, "y");
+        const double* ep = vector_ptr(eta, n, "eta");
+        Vec v(n), g(n), h(n);
+        dispatch_loss(loss_from_name(loss), [&](auto L) {
+          using Loss = decltype(L);
+          for (Index i = 0; i < n; ++i) {
+            v[i] = Loss::value(yp[i], ep[i]);
+            g[i] = Loss::d1(yp[i], ep[i]);
+            h[i] = Loss::d2(yp[i], ep[i]);
+          }
+        });
+        return py::make_tuple(to_numpy(v), to_numpy(g), to_numpy(h));
+      },
+      py::arg("loss"), py::arg("y"), py::arg("eta"),
+      "Per-sample loss value, first and second derivative in eta.");
+}
+
+}  // namespace aloocv::bind

@@ -1,0 +1,45 @@
+// Binding of the leave-one-out estimators.
+#include <pybind11/stl.h>
+
+#include "arrays.hpp"
+
+namespace aloocv::bind {
+
+py::dict state_to_dict(const FitState& st, bool intercept);
+
+void bind_loo(py::module_& m) {
+  m.def(
+      "loo",
+      [](const py::array& X, const py::array& y, const std::optional<py::array>& w,
+         const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
+         double tol, Index max_iter, int n_threads, const std::optional<py::array>& beta,
+         bool refit) {
+        Problem pb = make_problem(X, y, w, pen, intercept);
+        const LossKind kind = loss_from_name(loss);
+        const LooMethod meth = loo_method_from_name(method);
+        FitOptions opt{tol, max_iter, n_threads};
+        std::optional<Vec> b;
+        if (beta) b = to_vec(*beta, pb.p1(), "beta");
+        FitState st;
+        LooResult res;
+        {
+          py::gil_scoped_release release;
+          // refit: Newton from beta (warm start); otherwise beta is taken as the fit.
+          st = (b && !refit) ? prepare(pb, kind, opt, *b) : fit(pb, kind, opt, b ? &*b : nullptr);
+          res = loo(pb, kind, meth, st, opt);
+        }
+        py::dict out = state_to_dict(st, intercept);
+        out["losses"] = to_numpy(res.losses);
+        out["predictions"] = to_numpy(res.predictions);
+        out["leverages"] = meth == LooMethod::Exact ? py::object(py::none())
+                                                    : py::object(to_numpy(res.leverages));
+        out["n_not_converged"] = res.n_not_converged;
+        return out;
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
+      py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
+      py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false,
+      "Leave-one-out losses and predictions ('alo', 'if', 'lemma3', 'exact').");
+}
+
+}  // namespace aloocv::bind

@@ -1,0 +1,17 @@
+// The extension module aloocv._core: only the module definition.
+#include <pybind11/pybind11.h>
+
+namespace py = pybind11;
+
+namespace aloocv::bind {
+void bind_blas(py::module_& m);
+void bind_fit(py::module_& m);
+void bind_loo(py::module_& m);
+}  // namespace aloocv::bind
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "aloocv C++ core: Newton fits, Hessian kernels and leave-one-out estimators";
+  aloocv::bind::bind_blas(m);
+  aloocv::bind::bind_fit(m);
+  aloocv::bind::bind_loo(m);
+}
