@@ -11,8 +11,8 @@ from numpy.typing import ArrayLike
 from sklearn.exceptions import ConvergenceWarning
 
 from . import _blas, _core
-from ._validation import check_fit_inputs, check_options, n_threads
-from .penalties import L2, Penalty
+from ._validation import as_penalty, check_fit_inputs, check_options, n_threads
+from .penalties import Penalty
 
 __all__ = ["FitResult", "fit"]
 
@@ -152,10 +152,7 @@ def fit(
     >>> res.converged_
     True
     """
-    if penalty is None:
-        penalty = L2(1.0)
-    elif not isinstance(penalty, Penalty):
-        penalty = L2(penalty)
+    penalty = as_penalty(penalty)
     X, y, loss, pen, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
     tol, max_iter = check_options(tol, max_iter)
     beta0 = None
@@ -167,7 +164,9 @@ def fit(
         if beta0.shape != (X.shape[1] + int(fit_intercept),):
             raise ValueError("warm_start does not match the shape of this problem")
     with _blas.single_threaded_blas():
-        out = _core.fit(X, y, w, loss, pen, bool(fit_intercept), tol, max_iter, n_threads(n_jobs), beta0)
+        out = _core.fit(
+            X, y, w, loss, pen, bool(fit_intercept), tol, max_iter, n_threads(n_jobs), beta0
+        )
     res = _result(out, loss, penalty, bool(fit_intercept))
     _warn_not_converged(res, tol, max_iter)
     return res

@@ -11,8 +11,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from . import _blas, _core
 from ._fit import FitResult, _result, _warn_not_converged
-from ._validation import LOO_METHODS, check_fit_inputs, check_options, n_threads
-from .penalties import L2, Penalty
+from ._validation import LOO_METHODS, as_penalty, check_fit_inputs, check_options, n_threads
+from .penalties import Penalty
 
 __all__ = ["LOOResult", "loo"]
 
@@ -120,10 +120,7 @@ def loo(
     """
     if not isinstance(method, str) or method not in LOO_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(LOO_METHODS)}")
-    if penalty is None:
-        penalty = L2(1.0)
-    elif not isinstance(penalty, Penalty):
-        penalty = L2(penalty)
+    penalty = as_penalty(penalty)
     X, y, loss, pen, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
     tol, max_iter = check_options(tol, max_iter)
     beta = None

@@ -20,7 +20,8 @@ def check_X(X: Any, name: str = "X") -> np.ndarray:
         raise TypeError(f"{name}: scipy.sparse input is not supported yet; pass a dense array")
     arr = np.asarray(X)
     if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+        np.issubdtype(arr.dtype, np.floating)
+        or np.issubdtype(arr.dtype, np.integer)
         or arr.dtype == np.bool_
     ):
         raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
@@ -40,9 +41,7 @@ def check_X(X: Any, name: str = "X") -> np.ndarray:
 
 def check_vector(v: Any, n: int, name: str) -> np.ndarray:
     arr = np.asarray(v)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
-    ):
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
         raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
@@ -52,7 +51,9 @@ def check_vector(v: Any, n: int, name: str) -> np.ndarray:
         raise ValueError(f"{name} has {arr.shape[0]} entries but X has {n} rows")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or inf (first at index {np.flatnonzero(~np.isfinite(arr))[0]})")
+        raise ValueError(
+            f"{name} contains NaN or inf (first at index {np.flatnonzero(~np.isfinite(arr))[0]})"
+        )
     return arr
 
 
@@ -65,16 +66,23 @@ def check_loss(loss: Any) -> str:
     return loss
 
 
-def check_penalty(penalty: Any, n_features: int) -> np.ndarray:
-    if penalty is None:
-        return np.zeros(n_features)
-    if isinstance(penalty, (int, float, np.floating, np.integer)):
-        from .penalties import L2
+def as_penalty(penalty: Any) -> Penalty:
+    """None -> L2(1.0); a number or a 1-d array -> L2(penalty); a Penalty as is."""
+    from .penalties import L2
 
-        penalty = L2(float(penalty))
-    if not isinstance(penalty, Penalty):
-        raise TypeError(f"penalty must be an aloocv penalty such as aloocv.L2(1.0), got {penalty!r}")
-    return penalty.l2_vector(n_features)
+    if penalty is None:
+        return L2(1.0)
+    if isinstance(penalty, Penalty):
+        return penalty
+    if isinstance(penalty, (int, float, np.floating, np.integer)) and not isinstance(penalty, bool):
+        return L2(float(penalty))
+    if isinstance(penalty, np.ndarray) and np.issubdtype(penalty.dtype, np.number):
+        return L2(penalty)
+    raise TypeError(f"penalty must be an aloocv penalty such as aloocv.L2(1.0), got {penalty!r}")
+
+
+def check_penalty(penalty: Penalty, n_features: int) -> np.ndarray:
+    return as_penalty(penalty).l2_vector(n_features)
 
 
 def check_sample_weight(sample_weight: Any, n: int) -> np.ndarray | None:

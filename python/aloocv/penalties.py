@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 __all__ = ["L2", "Penalty"]
 
@@ -62,9 +61,7 @@ class L2(Penalty):
         return np.ascontiguousarray(lam)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, L2) and np.array_equal(
-            np.asarray(self.lam), np.asarray(other.lam)
-        )
+        return isinstance(other, L2) and np.array_equal(np.asarray(self.lam), np.asarray(other.lam))
 
     def __hash__(self) -> int:
         return hash(np.asarray(self.lam).tobytes())

@@ -1,0 +1,102 @@
+"""Memory layouts, dtypes, thread counts and the BLAS/Eigen kernels give the same answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aloocv
+from aloocv import _blas, _core
+from conftest import make_data
+
+
+def _variants(X):
+    big = np.zeros((X.shape[0] * 2, X.shape[1] * 3))
+    big[::2, ::3] = X
+    return {
+        "C": np.ascontiguousarray(X),
+        "F": np.asfortranarray(X),
+        "strided": big[::2, ::3],  # neither C- nor F-contiguous, used in place
+        "transposed_view": np.ascontiguousarray(X.T).T,  # F order through a view
+    }
+
+
+@pytest.mark.parametrize("method", ["alo", "exact", "if"])
+def test_layouts_give_identical_results(loss, method):
+    X, y = make_data(loss, 90, 6, seed=30)
+    ref = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(0.8), method=method)
+    for name, Xv in _variants(X).items():
+        assert Xv.dtype == np.float64
+        res = aloocv.loo(Xv, y, loss=loss, penalty=aloocv.L2(0.8), method=method)
+        np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-12, atol=1e-14, err_msg=name)
+        np.testing.assert_allclose(res.fit.coef_, ref.fit.coef_, rtol=1e-12, atol=1e-14)
+
+
+def test_float32_input(loss):
+    X, y = make_data(loss, 120, 5, seed=31)
+    X32 = X.astype(np.float32)
+    res32 = aloocv.loo(X32, y, loss=loss, penalty=aloocv.L2(1.0))
+    # computed in float64 from the float32 values: identical to the upcast input
+    res64 = aloocv.loo(X32.astype(np.float64), y, loss=loss, penalty=aloocv.L2(1.0))
+    np.testing.assert_array_equal(res32.losses, res64.losses)
+    # and close to the float64 data, to float32 resolution
+    ref = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(1.0))
+    tol = 100 * np.finfo(np.float32).eps
+    np.testing.assert_allclose(res32.losses, ref.losses, rtol=tol, atol=tol)
+
+
+def test_integer_and_list_input():
+    X = [[0, 1], [1, 0], [1, 1], [2, 1], [0, 3]]
+    y = [0.5, 1.0, 2.0, 1.5, 3.0]
+    res = aloocv.fit(X, y, loss="squared", penalty=aloocv.L2(0.1))
+    ref = aloocv.fit(np.array(X, float), np.array(y), loss="squared", penalty=aloocv.L2(0.1))
+    np.testing.assert_array_equal(res.coef_, ref.coef_)
+
+
+@pytest.mark.parametrize("method", ["alo", "exact"])
+def test_threads_equal_serial(loss, method):
+    # big enough for several row chunks and blocks
+    X, y = make_data(loss, 5000 if method == "alo" else 600, 20, seed=32)
+    one = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(2.0), method=method, n_jobs=1)
+    two = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(2.0), method=method, n_jobs=2)
+    three = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(2.0), method=method, n_jobs=3)
+    # fixed-order reductions: bitwise identical, not merely close
+    np.testing.assert_array_equal(one.losses, two.losses)
+    np.testing.assert_array_equal(one.losses, three.losses)
+    np.testing.assert_array_equal(one.fit.coef_, two.fit.coef_)
+
+
+def test_hessian_kernel_matches_numpy():
+    rng = np.random.default_rng(33)
+    X = rng.standard_normal((3000, 17))
+    d = rng.uniform(0, 2, 3000)
+    for intercept in (True, False):
+        Xt = np.hstack([np.ones((3000, 1)), X]) if intercept else X
+        ref = Xt.T @ (Xt * d[:, None])
+        for Xv in _variants(X).values():
+            with _blas.single_threaded_blas():
+                H = _core.hessian(Xv, d, intercept, 2)
+            np.testing.assert_allclose(H, ref, rtol=1e-12, atol=1e-10)
+            np.testing.assert_array_equal(H, H.T)
+
+
+def test_blas_and_eigen_kernels_agree(loss):
+    X, y = make_data(loss, 2000, 15, seed=34)
+    assert _core.blas_enabled()
+    a = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(1.0))
+    _blas.use_blas(False)
+    try:
+        assert not _core.blas_enabled()
+        b = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(1.0))
+    finally:
+        _blas.use_blas(True)
+    np.testing.assert_allclose(a.losses, b.losses, rtol=1e-11)
+    np.testing.assert_allclose(a.leverages, b.leverages, rtol=1e-10)
+
+
+def test_input_arrays_are_not_modified():
+    X, y = make_data("logistic", 100, 4, seed=35)
+    Xc, yc = X.copy(), y.copy()
+    aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1.0), method="exact")
+    np.testing.assert_array_equal(X, Xc)
+    np.testing.assert_array_equal(y, yc)
