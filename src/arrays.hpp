@@ -49,11 +49,39 @@ inline const double* vector_ptr(const py::array& a, Index n, const char* name) {
   return static_cast<const double*>(a.data());
 }
 
-inline Problem make_problem(const py::array& X, const py::array& y,
+inline const int* int32_ptr(const py::array& a, Index n, const char* name) {
+  if (!a.dtype().is(py::dtype::of<int>())) throw py::type_error(std::string(name) + " must be int32");
+  if (a.ndim() != 1 || a.shape(0) != n || (n > 1 && a.strides(0) != 4)) {
+    throw py::value_error(std::string(name) + " must be a contiguous 1-d array of length " +
+                          std::to_string(n));
+  }
+  return static_cast<const int*>(a.data());
+}
+
+// X is a 2-d float64 numpy array (dense) or a tuple (data, indices, indptr, n, p)
+// holding a canonical CSR matrix with 32-bit indices (sparse).
+inline Design make_design(const py::object& X) {
+  if (py::isinstance<py::tuple>(X)) {
+    auto t = X.cast<py::tuple>();
+    if (t.size() != 5) throw py::value_error("sparse X must be (data, indices, indptr, n, p)");
+    CsrView v;
+    v.n = t[3].cast<Index>();
+    v.p = t[4].cast<Index>();
+    v.indptr = int32_ptr(t[2].cast<py::array>(), v.n + 1, "indptr");
+    const Index nnz = v.indptr[v.n];
+    v.indices = int32_ptr(t[1].cast<py::array>(), nnz, "indices");
+    v.data = vector_ptr(t[0].cast<py::array>(), nnz, "data");
+    if (v.indptr[0] != 0) throw py::value_error("indptr must start at 0");
+    return Design::from(v);
+  }
+  return Design::from(design_view(X.cast<py::array>()));
+}
+
+inline Problem make_problem(const py::object& X, const py::array& y,
                             const std::optional<py::array>& w, const py::array& pen,
                             bool intercept) {
   Problem pb;
-  pb.X = design_view(X);
+  pb.X = make_design(X);
   pb.intercept = intercept;
   pb.y = vector_ptr(y, pb.n(), "y");
   pb.w = w ? vector_ptr(*w, pb.n(), "sample_weight") : nullptr;

@@ -22,7 +22,7 @@ void bind_fit(py::module_& m) {
 
   m.def(
       "fit",
-      [](const py::array& X, const py::array& y, const std::optional<py::array>& w,
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const std::string& loss, const py::array& pen, bool intercept, double tol,
          Index max_iter, int n_threads, const std::optional<py::array>& beta0) {
         Problem pb = make_problem(X, y, w, pen, intercept);
@@ -43,8 +43,8 @@ void bind_fit(py::module_& m) {
 
   m.def(
       "hessian",
-      [](const py::array& X, const py::array& d, bool intercept, int n_threads) {
-        const DenseView v = design_view(X);
+      [](const py::object& X, const py::array& d, bool intercept, int n_threads) {
+        const Design v = make_design(X);
         const double* dp = vector_ptr(d, v.n, "d");
         const Index p1 = v.p + (intercept ? 1 : 0);
         py::array_t<double, py::array::f_style> H({p1, p1});

@@ -10,7 +10,7 @@ py::dict state_to_dict(const FitState& st, bool intercept);
 void bind_loo(py::module_& m) {
   m.def(
       "loo",
-      [](const py::array& X, const py::array& y, const std::optional<py::array>& w,
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
          double tol, Index max_iter, int n_threads, const std::optional<py::array>& beta,
          bool refit) {

@@ -105,10 +105,12 @@ def test_coef_checks():
         aloocv.loo(X0, Y0, intercept=1.0)
 
 
-def test_sparse_input_is_a_clear_type_error():
+def test_sparse_with_explicit_nan():
     sp = pytest.importorskip("scipy.sparse")
-    with pytest.raises(TypeError, match="scipy.sparse"):
-        aloocv.fit(sp.csr_matrix(X0), Y0)
+    A = sp.csr_matrix(X0)
+    A.data[3] = np.nan
+    with pytest.raises(ValueError, match="X contains NaN or inf .*sparse"):
+        aloocv.fit(A, Y0)
 
 
 def test_float64_arrays_are_used_without_copy():

@@ -58,13 +58,63 @@ void Cholesky::solve(double* b) const {
   L.transpose().triangularView<Eigen::Upper>().solveInPlace(v);
 }
 
-void leverages(const DenseView& X, bool intercept, const Cholesky& chol, double* h,
-               int n_threads) {
-  const Index p1 = X.p + (intercept ? 1 : 0);
+Mat Cholesky::inverse() const {
+  Mat Z = Mat::Identity(p1_, p1_);
+  blas::trsm_lower(p1_, p1_, L_.data(), p1_, Z.data(), p1_);  // Z = L^{-1}
+  const Mat Zt = Z.transpose();  // column-major copy of Z^T
+  Mat out(p1_, p1_);
+  blas::syrk_lower(p1_, p1_, Zt.data(), p1_, 0.0, out.data(), p1_);
+  out.triangularView<Eigen::StrictlyUpper>() = out.transpose();
+  return out;  // L^{-T} L^{-1}
+}
+
+void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h, int n_threads,
+               Columns cols) {
+  const Index off = intercept ? 1 : 0;
+  const Index p1 = (cols.all() ? X.p : cols.size) + off;
+  const int nt = resolve_threads(n_threads);
+  ExceptionCatcher guard;
+  if (X.sparse) {
+    const Mat Hinv = chol.inverse();
+    std::vector<int> pos;
+    if (!cols.all()) {
+      pos.assign(static_cast<size_t>(X.p), -1);
+      for (Index k = 0; k < cols.size; ++k) pos[static_cast<size_t>(cols.cols[k])] = static_cast<int>(k);
+    }
+    const CsrView& S = X.csr;
+#pragma omp parallel num_threads(nt)
+    {
+      std::vector<Index> jj;
+      std::vector<double> vv;
+#pragma omp for schedule(dynamic, 256)
+      for (Index i = 0; i < X.n; ++i) {
+        if (guard.failed()) continue;
+        guard.run([&] {
+          jj.clear();
+          vv.clear();
+          for (Index a = S.indptr[i]; a < S.indptr[i + 1]; ++a) {
+            const int j = pos.empty() ? S.indices[a] : pos[static_cast<size_t>(S.indices[a])];
+            if (j < 0) continue;
+            jj.push_back(off + j);
+            vv.push_back(S.data[a]);
+          }
+          double acc = intercept ? Hinv(0, 0) : 0.0;
+          for (size_t a = 0; a < jj.size(); ++a) {
+            const double* col = Hinv.data() + jj[a] * p1;
+            double s = intercept ? 2.0 * col[0] : 0.0;
+            for (size_t b = 0; b < jj.size(); ++b) s += col[jj[b]] * vv[b];
+            acc += vv[a] * s;
+          }
+          h[i] = acc;
+        });
+      }
+    }
+    guard.rethrow();
+    return;
+  }
   const Index B = block_rows(p1);
   const Index nblocks = (X.n + B - 1) / B;
-  ExceptionCatcher guard;
-#pragma omp parallel num_threads(resolve_threads(n_threads))
+#pragma omp parallel num_threads(nt)
   {
     std::vector<double> pack;
     guard.run([&] { pack.resize(static_cast<size_t>(p1 * B)); });
@@ -73,7 +123,7 @@ void leverages(const DenseView& X, bool intercept, const Cholesky& chol, double*
       if (guard.failed()) continue;
       guard.run([&] {
         const Index i0 = blk * B, i1 = std::min(X.n, i0 + B), m = i1 - i0;
-        X.pack_rows(i0, i1, nullptr, intercept, pack.data());
+        X.pack_rows(i0, i1, nullptr, intercept, pack.data(), cols);
         blas::trsm_lower(p1, m, chol.lower(), p1, pack.data(), p1);
         Eigen::Map<const Mat> Z(pack.data(), p1, m);
         Eigen::Map<Vec>(h + i0, m) = Z.colwise().squaredNorm().transpose();

@@ -7,7 +7,7 @@
 
 namespace aloocv {
 
-void linear_predictor(const DenseView& X, const double* beta, bool intercept, double* eta,
+void linear_predictor(const Design& X, const double* beta, bool intercept, double* eta,
                       int n_threads) {
   const Index off = intercept ? 1 : 0;
   const double b = intercept ? beta[0] : 0.0;
@@ -27,7 +27,7 @@ void linear_predictor(const DenseView& X, const double* beta, bool intercept, do
   guard.rethrow();
 }
 
-void gradient(const DenseView& X, const double* r, bool intercept, double* out, int n_threads) {
+void gradient(const Design& X, const double* r, bool intercept, double* out, int n_threads) {
   const Index off = intercept ? 1 : 0;
   const Index p1 = X.p + off;
   const int nt = resolve_threads(n_threads);
@@ -50,21 +50,73 @@ void gradient(const DenseView& X, const double* r, bool intercept, double* out, 
   for (Index c = 0; c < part.chunks; ++c) o += Eigen::Map<const Vec>(partial.data() + c * p1, p1);
 }
 
-void hessian(const DenseView& X, const double* d, bool intercept, double* H, int n_threads) {
+namespace {
+
+// Lower triangle of sum_i d_i x~_i x~_i^T over sparse rows [i0, i1), restricted to the
+// columns with pos[j] >= 0 (pos == nullptr: all), added into acc (p1 x p1).
+void sparse_outer(const CsrView& X, const double* d, bool intercept, const int* pos, Index i0,
+                  Index i1, double* acc, Index p1) {
   const Index off = intercept ? 1 : 0;
-  const Index p1 = X.p + off;
+  std::vector<Index> jj;
+  std::vector<double> vv;
+  for (Index i = i0; i < i1; ++i) {
+    const double di = d[i];
+    if (di == 0.0) continue;
+    jj.clear();
+    vv.clear();
+    for (Index a = X.indptr[i]; a < X.indptr[i + 1]; ++a) {
+      const int j = pos ? pos[X.indices[a]] : X.indices[a];
+      if (j < 0) continue;
+      jj.push_back(off + j);
+      vv.push_back(X.data[a]);
+    }
+    if (intercept) {
+      acc[0] += di;
+      for (size_t a = 0; a < jj.size(); ++a) acc[jj[a]] += di * vv[a];  // row jj, col 0
+    }
+    for (size_t a = 0; a < jj.size(); ++a) {
+      const double va = di * vv[a];
+      const Index ja = jj[a];
+      for (size_t b = 0; b < jj.size(); ++b) {
+        const Index jb = jj[b];
+        // lower triangle: row max, column min (duplicate-free rows: a pair counted once per
+        // ordered pair, and the diagonal once)
+        if (jb > ja) {
+          acc[ja * p1 + jb] += va * vv[b];
+        } else if (jb == ja && b == a) {
+          acc[ja * p1 + ja] += va * vv[b];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void hessian(const Design& X, const double* d, bool intercept, double* H, int n_threads,
+             Columns cols) {
+  const Index off = intercept ? 1 : 0;
+  const Index q = cols.all() ? X.p : cols.size;
+  const Index p1 = q + off;
   const Index pp = p1 * p1;
   const int nt = resolve_threads(n_threads);
   const Partition part{X.n, reduction_chunks(X.n, pp, nt)};
   const Index B = block_rows(p1);
   std::vector<double> partial(static_cast<size_t>(part.chunks * pp));
+  std::vector<int> pos;
+  if (X.sparse && !cols.all()) {
+    pos.assign(static_cast<size_t>(X.p), -1);
+    for (Index k = 0; k < q; ++k) pos[static_cast<size_t>(cols.cols[k])] = static_cast<int>(k);
+  }
   ExceptionCatcher guard;
 #pragma omp parallel num_threads(nt)
   {
     std::vector<double> pack, scale;
     guard.run([&] {
-      pack.resize(static_cast<size_t>(p1 * B));
-      scale.resize(static_cast<size_t>(B));
+      if (!X.sparse) {
+        pack.resize(static_cast<size_t>(p1 * B));
+        scale.resize(static_cast<size_t>(B));
+      }
     });
 #pragma omp for schedule(dynamic, 1)
     for (Index c = 0; c < part.chunks; ++c) {
@@ -72,15 +124,20 @@ void hessian(const DenseView& X, const double* d, bool intercept, double* H, int
       guard.run([&] {
         double* acc = partial.data() + c * pp;
         const Index c0 = part.begin(c), c1 = part.begin(c + 1);
+        if (X.sparse) {
+          std::fill(acc, acc + pp, 0.0);
+          sparse_outer(X.csr, d, intercept, pos.empty() ? nullptr : pos.data(), c0, c1, acc, p1);
+          return;
+        }
         bool first = true;
         for (Index i0 = c0; i0 < c1; i0 += B) {
           const Index i1 = std::min(c1, i0 + B);
           for (Index i = i0; i < i1; ++i) scale[i - i0] = std::sqrt(std::max(d[i], 0.0));
-          X.pack_rows(i0, i1, scale.data(), intercept, pack.data());
+          X.pack_rows(i0, i1, scale.data(), intercept, pack.data(), cols);
           blas::syrk_lower(p1, i1 - i0, pack.data(), p1, first ? 0.0 : 1.0, acc, p1);
           first = false;
         }
-        if (first) Eigen::Map<Mat>(acc, p1, p1).setZero();
+        if (first) std::fill(acc, acc + pp, 0.0);
       });
     }
   }

@@ -11,7 +11,13 @@ from numpy.typing import ArrayLike
 from sklearn.exceptions import ConvergenceWarning
 
 from . import _blas, _core
-from ._validation import as_penalty, check_fit_inputs, check_options, n_threads
+from ._validation import (
+    as_penalty,
+    check_fit_inputs,
+    check_options,
+    is_sparse,
+    n_threads,
+)
 from .penalties import Penalty
 
 __all__ = ["FitResult", "fit"]
@@ -48,7 +54,9 @@ class FitResult:
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Linear predictor ``eta = X coef_ + intercept_``."""
-        return np.asarray(X, dtype=np.float64) @ self.coef_ + self.intercept_
+        if not is_sparse(X):
+            X = np.asarray(X, dtype=np.float64)
+        return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Mean response: eta (squared), sigmoid(eta) (logistic), exp(eta) (poisson)."""

@@ -11,7 +11,14 @@ from sklearn.exceptions import ConvergenceWarning
 
 from . import _blas, _core
 from ._fit import FitResult, _result, _warn_not_converged
-from ._validation import LOO_METHODS, as_penalty, check_fit_inputs, check_options, n_threads
+from ._validation import (
+    LOO_METHODS,
+    as_penalty,
+    check_fit_inputs,
+    check_options,
+    core_design,
+    n_threads,
+)
 from .penalties import Penalty
 
 __all__ = ["LOOResult", "loo"]
@@ -143,7 +150,17 @@ def loo(
         raise ValueError("intercept= requires coef=")
     with _blas.single_threaded_blas():
         out = _core.loo(
-            X, y, w, loss, pen, bool(fit_intercept), method, tol, max_iter, n_threads(n_jobs), beta
+            core_design(X),
+            y,
+            w,
+            loss,
+            pen,
+            bool(fit_intercept),
+            method,
+            tol,
+            max_iter,
+            n_threads(n_jobs),
+            beta,
         )
     fitres = _result(out, loss, penalty, bool(fit_intercept))
     if beta is None:

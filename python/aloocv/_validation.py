@@ -14,10 +14,58 @@ from .penalties import Penalty
 LOO_METHODS = ("alo", "exact", "if", "lemma3")
 
 
-def check_X(X: Any, name: str = "X") -> np.ndarray:
-    """A 2-d float64 array, used in place when it already is one (C, F or strided)."""
-    if hasattr(X, "toarray") and hasattr(X, "tocsr"):
-        raise TypeError(f"{name}: scipy.sparse input is not supported yet; pass a dense array")
+def _check_sparse(X: Any, name: str):
+    """Canonical CSR with float64 data and int32 indices; never densified.
+
+    CSR float64 input with int32 indices is used in place; CSC (or other formats)
+    is converted to CSR once, which copies the nonzeros but never densifies."""
+    import scipy.sparse as sp
+
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-dimensional, got shape {X.shape}")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{name} is empty: shape {X.shape}")
+    if not (
+        np.issubdtype(X.dtype, np.floating)
+        or np.issubdtype(X.dtype, np.integer)
+        or X.dtype == np.bool_
+    ):
+        raise TypeError(f"{name} must be a numeric sparse matrix, got dtype {X.dtype}")
+    A = X if sp.issparse(X) and X.format == "csr" else sp.csr_matrix(X)
+    if A.dtype != np.float64:
+        A = A.astype(np.float64)
+    if not A.has_canonical_format:
+        A = A.copy()
+        A.sum_duplicates()
+    if A.nnz >= 2**31 - 1:
+        raise ValueError(f"{name}: sparse matrices with 2^31 or more nonzeros are not supported")
+    if A.indices.dtype != np.int32 or A.indptr.dtype != np.int32:
+        A = A.copy()
+        A.indices = A.indices.astype(np.int32)
+        A.indptr = A.indptr.astype(np.int32)
+    if not np.isfinite(A.data).all():
+        raise ValueError(
+            f"{name} contains NaN or inf (explicitly stored entries of the sparse matrix)"
+        )
+    return A
+
+
+def is_sparse(X: Any) -> bool:
+    return hasattr(X, "tocsr") and hasattr(X, "nnz")
+
+
+def core_design(X: Any) -> Any:
+    """The argument the core takes for a checked X: the array, or a CSR tuple."""
+    if is_sparse(X):
+        return (X.data, X.indices, X.indptr, X.shape[0], X.shape[1])
+    return X
+
+
+def check_X(X: Any, name: str = "X") -> Any:
+    """A 2-d float64 array, used in place when it already is one (C, F or strided);
+    or a canonical scipy.sparse CSR matrix (see :func:`_check_sparse`)."""
+    if is_sparse(X):
+        return _check_sparse(X, name)
     arr = np.asarray(X)
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.floating)

@@ -1,7 +1,13 @@
-// A read-only view of a dense design matrix X (n x p) with arbitrary element strides:
-// C order (col stride 1), Fortran order (row stride 1) or any strided numpy view,
-// used in place without a copy. The intercept column x~ = (1, x) is never stored.
+// Read-only views of the design matrix X (n x p), used in place without copies:
+//  - DenseView: any element strides (C order, Fortran order, strided numpy views);
+//  - CsrView: compressed sparse rows (scipy CSR with 32-bit indices).
+// Design wraps either one; kernels dispatch once per pass, not per element.
+// The intercept column x~ = (1, x) is never stored.
 #pragma once
+
+#include <Eigen/SparseCore>
+#include <algorithm>
+#include <vector>
 
 #include "common.hpp"
 
@@ -33,20 +39,95 @@ struct DenseView {
     return f(Eigen::Map<const M, 0, Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>>(
         base, m, p, Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>(row_stride, col_stride)));
   }
+};
 
-  // out (p1 x m, column-major, leading dimension p1) column k = scale[k] * x~_{i0+k},
-  // with x~ = (1, x) when intercept; scale == nullptr means 1.
-  void pack_rows(Index i0, Index i1, const double* scale, bool intercept, double* out) const {
+struct CsrView {
+  const double* data = nullptr;
+  const int* indices = nullptr;
+  const int* indptr = nullptr;  // n + 1 offsets
+  Index n = 0, p = 0;
+};
+
+// A subset of columns (features): `cols` of length `size`, or all when cols == nullptr.
+struct Columns {
+  const Index* cols = nullptr;
+  Index size = 0;
+  bool all() const { return cols == nullptr; }
+};
+
+struct Design {
+  DenseView dense;
+  CsrView csr;
+  bool sparse = false;
+  Index n = 0, p = 0;
+
+  static Design from(const DenseView& v) {
+    Design d;
+    d.dense = v;
+    d.n = v.n;
+    d.p = v.p;
+    return d;
+  }
+  static Design from(const CsrView& v) {
+    Design d;
+    d.csr = v;
+    d.sparse = true;
+    d.n = v.n;
+    d.p = v.p;
+    return d;
+  }
+
+  Index nnz() const { return sparse ? csr.indptr[n] - csr.indptr[0] : n * p; }
+
+  // Calls f(M) with M an Eigen (dense or sparse row-major) expression of rows [i0, i1).
+  template <class F>
+  decltype(auto) with_rows(Index i0, Index i1, F&& f) const {
+    if (!sparse) return dense.with_rows(i0, i1, f);
+    using SM = Eigen::SparseMatrix<double, Eigen::RowMajor, int>;
+    const Index nnz_block = csr.indptr[i1] - csr.indptr[i0];
+    // Offsets in indptr are absolute: the map reads indices/data from their bases.
+    Eigen::Map<const SM> M(i1 - i0, p, nnz_block, csr.indptr + i0, csr.indices, csr.data);
+    return f(M);
+  }
+
+  // out (p1 x m, column-major, leading dimension p1) column k = scale[k] * x~_{i0+k}
+  // restricted to `cols` (p1 = |cols| + intercept); scale == nullptr means 1.
+  void pack_rows(Index i0, Index i1, const double* scale, bool intercept, double* out,
+                 Columns cols = {}) const {
     const Index off = intercept ? 1 : 0;
-    const Index p1 = p + off;
+    const Index q = cols.all() ? p : cols.size;
+    const Index p1 = q + off;
     const Index m = i1 - i0;
-    if (row_stride == 1 && col_stride != 1) {
+    if (sparse) {
+      std::fill(out, out + p1 * m, 0.0);
+      const int* pos = nullptr;
+      std::vector<int> map;
+      if (!cols.all()) {
+        map.assign(static_cast<size_t>(p), -1);
+        for (Index k = 0; k < q; ++k) map[static_cast<size_t>(cols.cols[k])] = static_cast<int>(k);
+        pos = map.data();
+      }
+      for (Index k = 0; k < m; ++k) {
+        const Index i = i0 + k;
+        const double s = scale ? scale[k] : 1.0;
+        double* o = out + k * p1;
+        if (intercept) o[0] = s;
+        for (Index a = csr.indptr[i]; a < csr.indptr[i + 1]; ++a) {
+          const int j = pos ? pos[csr.indices[a]] : csr.indices[a];
+          if (j >= 0) o[off + j] += s * csr.data[a];
+        }
+      }
+      return;
+    }
+    const DenseView& X = dense;
+    if (X.row_stride == 1 && X.col_stride != 1) {
       // Fortran order: read columns contiguously.
       if (intercept)
         for (Index k = 0; k < m; ++k) out[k * p1] = scale ? scale[k] : 1.0;
-      for (Index j = 0; j < p; ++j) {
-        const double* col = data + j * col_stride + i0;
-        double* o = out + off + j;
+      for (Index jj = 0; jj < q; ++jj) {
+        const Index j = cols.all() ? jj : cols.cols[jj];
+        const double* col = X.data + j * X.col_stride + i0;
+        double* o = out + off + jj;
         if (scale) {
           for (Index k = 0; k < m; ++k) o[k * p1] = scale[k] * col[k];
         } else {
@@ -60,19 +141,17 @@ struct DenseView {
       const double s = scale ? scale[k] : 1.0;
       double* o = out + k * p1;
       if (intercept) o[0] = s;
-      const double* row = data + i * row_stride;
-      for (Index j = 0; j < p; ++j) o[off + j] = s * row[j * col_stride];
+      const double* row = X.data + i * X.row_stride;
+      if (cols.all()) {
+        for (Index j = 0; j < p; ++j) o[off + j] = s * row[j * X.col_stride];
+      } else {
+        for (Index jj = 0; jj < q; ++jj) o[off + jj] = s * row[cols.cols[jj] * X.col_stride];
+      }
     }
   }
-};
 
-// Linear predictor of coefficients beta = (b, theta) (b only when intercept).
-inline double dot_row(const DenseView& X, Index i, const double* beta, bool intercept) {
-  const Index off = intercept ? 1 : 0;
-  double acc = intercept ? beta[0] : 0.0;
-  const double* row = X.data + i * X.row_stride;
-  for (Index j = 0; j < X.p; ++j) acc += row[j * X.col_stride] * beta[off + j];
-  return acc;
-}
+  // x~_i as a dense vector of length p + intercept.
+  void row(Index i, bool intercept, double* out) const { pack_rows(i, i + 1, nullptr, intercept, out); }
+};
 
 }  // namespace aloocv

@@ -19,14 +19,19 @@ class Cholesky {
   void solve_lower(double* b) const;
   // b <- H^{-1} b
   void solve(double* b) const;
+  // H^{-1} (p1 x p1, column-major, both triangles)
+  Mat inverse() const;
 
  private:
   Index p1_ = 0;
   std::vector<double> L_;
 };
 
-// h_i = x~_i^T H^{-1} x~_i = ||L^{-1} x~_i||^2 for every row, by blocked triangular
-// solves against packed row blocks (never an explicit inverse).
-void leverages(const DenseView& X, bool intercept, const Cholesky& chol, double* h, int n_threads);
+// h_i = x~_i^T H^{-1} x~_i for every row, with x~ restricted to `cols` (H is then the
+// |cols| + intercept Hessian of those columns). Dense rows: ||L^{-1} x~_i||^2 by blocked
+// triangular solves against packed row blocks. Sparse rows: the quadratic form of the
+// explicit inverse over the row's nonzeros, O(nnz_i^2) per row after one O(p^3) inverse.
+void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h, int n_threads,
+               Columns cols = {});
 
 }  // namespace aloocv

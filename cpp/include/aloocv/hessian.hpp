@@ -8,15 +8,17 @@
 namespace aloocv {
 
 // eta = X~ beta (beta = (b, theta) with intercept, else theta).
-void linear_predictor(const DenseView& X, const double* beta, bool intercept, double* eta,
+void linear_predictor(const Design& X, const double* beta, bool intercept, double* eta,
                       int n_threads);
 
 // out (p1) = X~^T r.
-void gradient(const DenseView& X, const double* r, bool intercept, double* out, int n_threads);
+void gradient(const Design& X, const double* r, bool intercept, double* out, int n_threads);
 
-// H (p1 x p1, column-major, both triangles) = X~^T diag(d) X~, d >= 0. Each row
-// block is scaled by sqrt(d) once and added by a symmetric rank-k update (SYRK).
-void hessian(const DenseView& X, const double* d, bool intercept, double* H, int n_threads);
+// H (p1 x p1, column-major, both triangles) = X~^T diag(d) X~ restricted to the
+// columns `cols` (p1 = |cols| + intercept), d >= 0. Dense: each row block is scaled by
+// sqrt(d) once and added by a symmetric rank-k update (SYRK). Sparse: O(nnz_i^2) per row.
+void hessian(const Design& X, const double* d, bool intercept, double* H, int n_threads,
+             Columns cols = {});
 
 // Row block size of the packed kernels for p1 columns (about 1 MiB per buffer).
 inline Index block_rows(Index p1) {

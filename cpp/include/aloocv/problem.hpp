@@ -12,7 +12,7 @@
 namespace aloocv {
 
 struct Problem {
-  DenseView X;
+  Design X;
   const double* y = nullptr;
   const double* w = nullptr;  // nullptr: unit weights
   bool intercept = true;
@@ -28,11 +28,7 @@ struct Problem {
     return s;
   }
   // x~_i as a dense vector
-  void row(Index i, double* out) const {
-    const Index off = intercept ? 1 : 0;
-    if (intercept) out[0] = 1.0;
-    for (Index j = 0; j < X.p; ++j) out[off + j] = X(i, j);
-  }
+  void row(Index i, double* out) const { X.row(i, intercept, out); }
 };
 
 struct FitOptions {
