@@ -79,7 +79,7 @@ inline Design make_design(const py::object& X) {
 
 inline Problem make_problem(const py::object& X, const py::array& y,
                             const std::optional<py::array>& w, const py::array& pen,
-                            bool intercept) {
+                            bool intercept, const std::optional<py::array>& l1 = {}) {
   Problem pb;
   pb.X = make_design(X);
   pb.intercept = intercept;
@@ -90,6 +90,11 @@ inline Problem make_problem(const py::object& X, const py::array& y,
   const Index off = intercept ? 1 : 0;
   if (intercept) pb.pen[0] = 0.0;
   for (Index j = 0; j < pb.X.p; ++j) pb.pen[off + j] = lam[j];
+  if (l1) {
+    const double* a = vector_ptr(*l1, pb.X.p, "l1");
+    pb.l1 = Vec::Zero(pb.p1());
+    for (Index j = 0; j < pb.X.p; ++j) pb.l1[off + j] = a[j];
+  }
   return pb;
 }
 

@@ -24,8 +24,9 @@ void bind_fit(py::module_& m) {
       "fit",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const std::string& loss, const py::array& pen, bool intercept, double tol,
-         Index max_iter, int n_threads, const std::optional<py::array>& beta0) {
-        Problem pb = make_problem(X, y, w, pen, intercept);
+         Index max_iter, int n_threads, const std::optional<py::array>& beta0,
+         const std::optional<py::array>& l1) {
+        Problem pb = make_problem(X, y, w, pen, intercept, l1);
         const LossKind kind = loss_from_name(loss);
         FitOptions opt{tol, max_iter, n_threads};
         std::optional<Vec> b0;
@@ -39,7 +40,8 @@ void bind_fit(py::module_& m) {
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"),
-      py::arg("beta0") = py::none(), "Damped Newton fit of an L2-penalized GLM.");
+      py::arg("beta0") = py::none(), py::arg("l1") = py::none(),
+      "Damped Newton fit of an L2-penalized GLM; proximal Newton with an L1 term.");
 
   m.def(
       "hessian",

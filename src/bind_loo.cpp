@@ -13,8 +13,8 @@ void bind_loo(py::module_& m) {
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
          double tol, Index max_iter, int n_threads, const std::optional<py::array>& beta,
-         bool refit) {
-        Problem pb = make_problem(X, y, w, pen, intercept);
+         bool refit, const std::optional<py::array>& l1) {
+        Problem pb = make_problem(X, y, w, pen, intercept, l1);
         const LossKind kind = loss_from_name(loss);
         const LooMethod meth = loo_method_from_name(method);
         FitOptions opt{tol, max_iter, n_threads};
@@ -38,7 +38,7 @@ void bind_loo(py::module_& m) {
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false,
+      py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false, py::arg("l1") = py::none(),
       "Leave-one-out losses and predictions ('alo', 'if', 'lemma3', 'exact').");
 }
 

@@ -1,3 +1,4 @@
+#include "aloocv/enet.hpp"
 #include "aloocv/newton.hpp"
 
 namespace aloocv {
@@ -6,7 +7,7 @@ FitState fit(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec*
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     check_response<Loss>(pb.y, pb.n());
-    return newton_fit<Loss>(pb, opt, beta0);
+    return pb.has_l1() ? enet_fit<Loss>(pb, opt, beta0) : newton_fit<Loss>(pb, opt, beta0);
   });
 }
 
@@ -14,7 +15,7 @@ FitState prepare(const Problem& pb, LossKind loss, const FitOptions& opt, const 
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     check_response<Loss>(pb.y, pb.n());
-    return prepare_at<Loss>(pb, beta, opt);
+    return pb.has_l1() ? enet_prepare_at<Loss>(pb, beta, opt) : prepare_at<Loss>(pb, beta, opt);
   });
 }
 

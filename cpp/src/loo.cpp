@@ -15,7 +15,9 @@ LooResult loo(const Problem& pb, LossKind loss, LooMethod method, const FitState
               const FitOptions& opt) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
-    if (method == LooMethod::Exact) return exact_loo<Loss>(pb, st, opt);
+    if (method == LooMethod::Exact) {
+      return pb.has_l1() ? enet_exact_loo<Loss>(pb, st, opt) : exact_loo<Loss>(pb, st, opt);
+    }
     return approx_loo<Loss>(pb, st, method, opt.n_threads);
   });
 }

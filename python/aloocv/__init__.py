@@ -9,10 +9,20 @@ from __future__ import annotations
 from . import _blas
 from ._fit import FitResult, fit
 from ._loo import LOOResult, loo
-from .penalties import L2, Penalty
+from .penalties import L1, L2, ElasticNet, Penalty
 
 _blas.register()
 
 __version__ = "0.1.0"
 
-__all__ = ["L2", "FitResult", "LOOResult", "Penalty", "__version__", "fit", "loo"]
+__all__ = [
+    "L1",
+    "L2",
+    "ElasticNet",
+    "FitResult",
+    "LOOResult",
+    "Penalty",
+    "__version__",
+    "fit",
+    "loo",
+]

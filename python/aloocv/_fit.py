@@ -15,6 +15,7 @@ from ._validation import (
     as_penalty,
     check_fit_inputs,
     check_options,
+    core_design,
     is_sparse,
     n_threads,
 )
@@ -161,7 +162,7 @@ def fit(
     True
     """
     penalty = as_penalty(penalty)
-    X, y, loss, pen, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
+    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
     tol, max_iter = check_options(tol, max_iter)
     beta0 = None
     if warm_start is not None:
@@ -173,7 +174,17 @@ def fit(
             raise ValueError("warm_start does not match the shape of this problem")
     with _blas.single_threaded_blas():
         out = _core.fit(
-            X, y, w, loss, pen, bool(fit_intercept), tol, max_iter, n_threads(n_jobs), beta0
+            core_design(X),
+            y,
+            w,
+            loss,
+            pen,
+            bool(fit_intercept),
+            tol,
+            max_iter,
+            n_threads(n_jobs),
+            beta0,
+            l1,
         )
     res = _result(out, loss, penalty, bool(fit_intercept))
     _warn_not_converged(res, tol, max_iter)

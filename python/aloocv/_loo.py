@@ -128,7 +128,7 @@ def loo(
     if not isinstance(method, str) or method not in LOO_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(LOO_METHODS)}")
     penalty = as_penalty(penalty)
-    X, y, loss, pen, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
+    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
     tol, max_iter = check_options(tol, max_iter)
     beta = None
     if coef is not None:
@@ -161,6 +161,8 @@ def loo(
             max_iter,
             n_threads(n_jobs),
             beta,
+            False,
+            l1,
         )
     fitres = _result(out, loss, penalty, bool(fit_intercept))
     if beta is None:

@@ -129,8 +129,10 @@ def as_penalty(penalty: Any) -> Penalty:
     raise TypeError(f"penalty must be an aloocv penalty such as aloocv.L2(1.0), got {penalty!r}")
 
 
-def check_penalty(penalty: Penalty, n_features: int) -> np.ndarray:
-    return as_penalty(penalty).l2_vector(n_features)
+def check_penalty(penalty: Penalty, n_features: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """(l2 weights, l1 weights or None), one entry per feature."""
+    pen = as_penalty(penalty)
+    return pen.l2_vector(n_features), pen.l1_vector(n_features)
 
 
 def check_sample_weight(sample_weight: Any, n: int) -> np.ndarray | None:
@@ -173,6 +175,6 @@ def check_fit_inputs(X, y, loss, penalty, sample_weight):
     n, p = X.shape
     y = check_vector(y, n, "y")
     loss = check_loss(loss)
-    pen = check_penalty(penalty, p)
+    pen, l1 = check_penalty(penalty, p)
     w = check_sample_weight(sample_weight, n)
-    return X, y, loss, pen, w
+    return X, y, loss, pen, l1, w

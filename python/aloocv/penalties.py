@@ -7,14 +7,49 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["L2", "Penalty"]
+__all__ = ["L1", "L2", "ElasticNet", "Penalty"]
+
+
+def _check_weights(name: str, value) -> float | np.ndarray:
+    lam = np.asarray(value, dtype=np.float64)
+    if lam.ndim > 1:
+        raise ValueError(f"{name} must be a scalar or a 1-d vector, got shape {lam.shape}")
+    if lam.ndim == 1 and lam.size == 0:
+        raise ValueError(f"{name} vector is empty")
+    if not np.all(np.isfinite(lam)):
+        raise ValueError(f"{name} must be finite")
+    if np.any(lam < 0):
+        raise ValueError(f"{name} must be non-negative, got min {lam.min()!r}")
+    return float(lam) if lam.ndim == 0 else lam.copy()
+
+
+def _expand(name: str, value, n_features: int) -> np.ndarray:
+    lam = np.asarray(value, dtype=np.float64)
+    if lam.ndim == 0:
+        return np.full(n_features, float(lam))
+    if lam.shape[0] != n_features:
+        raise ValueError(f"{name} vector has length {lam.shape[0]} but X has {n_features} features")
+    return np.ascontiguousarray(lam)
+
+
+def _same(a, b) -> bool:
+    return np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def _show(v) -> str:
+    return f"array(shape={v.shape})" if isinstance(v, np.ndarray) else repr(v)
 
 
 class Penalty:
     """Base class of the penalties understood by :func:`aloocv.fit` and :func:`aloocv.loo`."""
 
     def l2_vector(self, n_features: int) -> np.ndarray:  # pragma: no cover - abstract
+        """Per-feature weights of the ``1/2 theta_j^2`` terms."""
         raise NotImplementedError
+
+    def l1_vector(self, n_features: int) -> np.ndarray | None:
+        """Per-feature weights of the ``|theta_j|`` terms (None: no L1 term)."""
+        return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,36 +73,70 @@ class L2(Penalty):
     lam: float | np.ndarray = 1.0
 
     def __post_init__(self) -> None:
-        lam = np.asarray(self.lam, dtype=np.float64)
-        if lam.ndim > 1:
-            raise ValueError(f"L2: lam must be a scalar or a 1-d vector, got shape {lam.shape}")
-        if lam.ndim == 1 and lam.size == 0:
-            raise ValueError("L2: lam vector is empty")
-        if not np.all(np.isfinite(lam)):
-            raise ValueError("L2: lam must be finite")
-        if np.any(lam < 0):
-            raise ValueError(f"L2: lam must be non-negative, got min {lam.min()!r}")
-        object.__setattr__(self, "lam", float(lam) if lam.ndim == 0 else lam.copy())
+        object.__setattr__(self, "lam", _check_weights("L2: lam", self.lam))
 
     def l2_vector(self, n_features: int) -> np.ndarray:
         """The diagonal of the penalty's Hessian, one entry per feature."""
-        lam = np.asarray(self.lam, dtype=np.float64)
-        if lam.ndim == 0:
-            return np.full(n_features, float(lam))
-        if lam.shape[0] != n_features:
-            raise ValueError(
-                f"L2: lam vector has length {lam.shape[0]} but X has {n_features} features"
-            )
-        return np.ascontiguousarray(lam)
+        return _expand("L2: lam", self.lam, n_features)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, L2) and np.array_equal(np.asarray(self.lam), np.asarray(other.lam))
+        return isinstance(other, L2) and _same(self.lam, other.lam)
 
     def __hash__(self) -> int:
         return hash(np.asarray(self.lam).tobytes())
 
     def __repr__(self) -> str:
-        lam = self.lam
-        if isinstance(lam, np.ndarray):
-            return f"L2(lam=array(shape={lam.shape}))"
-        return f"L2(lam={lam!r})"
+        return f"L2(lam={_show(self.lam)})"
+
+
+@dataclass(frozen=True, eq=False)
+class ElasticNet(Penalty):
+    """Elastic-net penalty ``l1 * ||theta||_1 + l2 / 2 * ||theta||^2``.
+
+    Parameters
+    ----------
+    l1, l2 : float or array_like of shape (n_features,)
+        Non-negative weights, scalar or per feature. ``ElasticNet(0, l2)`` is
+        ``L2(l2)``; ``aloocv.L1(l1)`` is ``ElasticNet(l1, 0)``.
+
+    Notes
+    -----
+    scikit-learn's ``ElasticNet(alpha, l1_ratio)`` minimizes the *mean* squared
+    loss; the same problem here is ``ElasticNet(l1=n*alpha*l1_ratio,
+    l2=n*alpha*(1-l1_ratio))`` with ``loss="squared"``.
+    ``LogisticRegression(penalty="elasticnet", C=C, l1_ratio=r)`` is
+    ``ElasticNet(l1=r/C, l2=(1-r)/C)`` with ``loss="logistic"``.
+
+    Leave-one-out estimates restrict every formula to the active set
+    ``{j : theta_j != 0}`` plus the intercept (the paper, end of Section 3).
+    """
+
+    l1: float | np.ndarray = 1.0
+    l2: float | np.ndarray = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "l1", _check_weights("ElasticNet: l1", self.l1))
+        object.__setattr__(self, "l2", _check_weights("ElasticNet: l2", self.l2))
+
+    def l2_vector(self, n_features: int) -> np.ndarray:
+        return _expand("ElasticNet: l2", self.l2, n_features)
+
+    def l1_vector(self, n_features: int) -> np.ndarray | None:
+        v = _expand("ElasticNet: l1", self.l1, n_features)
+        return v if np.any(v > 0) else None
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ElasticNet) and _same(self.l1, other.l1) and _same(self.l2, other.l2)
+        )
+
+    def __hash__(self) -> int:
+        return hash((np.asarray(self.l1).tobytes(), np.asarray(self.l2).tobytes()))
+
+    def __repr__(self) -> str:
+        return f"ElasticNet(l1={_show(self.l1)}, l2={_show(self.l2)})"
+
+
+def L1(l1: float | np.ndarray = 1.0) -> ElasticNet:
+    """Lasso penalty ``l1 * ||theta||_1``: ``ElasticNet(l1, 0)``."""
+    return ElasticNet(l1, 0.0)

@@ -52,7 +52,11 @@ struct CsrView {
 struct Columns {
   const Index* cols = nullptr;
   Index size = 0;
-  bool all() const { return cols == nullptr; }
+  bool subset = false;  // false: all columns
+  bool all() const { return !subset; }
+  static Columns of(const std::vector<Index>& v) {
+    return Columns{v.data(), static_cast<Index>(v.size()), true};
+  }
 };
 
 struct Design {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "losses.hpp"
+#include "enet.hpp"
 #include "newton.hpp"
 
 namespace aloocv {
@@ -38,7 +39,7 @@ LooResult approx_loo(const Problem& pb, const FitState& st, LooMethod method, in
   out.losses.resize(n);
   out.predictions.resize(n);
   out.leverages.resize(n);
-  leverages(pb.X, pb.intercept, st.chol, out.leverages.data(), nt);
+  leverages(pb.X, pb.intercept, st.chol, out.leverages.data(), nt, st.columns());
   const double tiny = 64 * std::numeric_limits<double>::epsilon();
   ExceptionCatcher guard;
 #pragma omp parallel for schedule(static) num_threads(nt)
@@ -158,6 +159,38 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
         out.losses[i] = Loss::value(y, eta[i]);
       });
     }
+  }
+  guard.rethrow();
+  out.n_not_converged = not_converged;
+  return out;
+}
+
+// Exact LOO with an L1 term: the full elastic-net problem refitted without each
+// sample, warm-started from the full fit, parallel over samples.
+template <class Loss>
+LooResult enet_exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index n = pb.n();
+  LooResult out;
+  out.losses.resize(n);
+  out.predictions.resize(n);
+  Index not_converged = 0;
+  FitOptions serial = opt;
+  serial.n_threads = 1;
+  ExceptionCatcher guard;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) reduction(+ : not_converged)
+  for (Index i = 0; i < n; ++i) {
+    if (guard.failed()) continue;
+    guard.run([&] {
+      double e = st.eta[i];
+      if (pb.weight(i) != 0.0) {
+        const FitState r = enet_fit<Loss>(pb, serial, &st.beta, i, false);
+        if (!r.converged) ++not_converged;
+        e = r.eta[i];
+      }
+      out.predictions[i] = e;
+      out.losses[i] = Loss::value(pb.y[i], e);
+    });
   }
   guard.rethrow();
   out.n_not_converged = not_converged;

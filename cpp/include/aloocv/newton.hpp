@@ -21,7 +21,7 @@ double objective(const Problem& pb, const double* eta, const Vec& beta, int n_th
     const double w = pb.weight(i);
     return (i == skip || w == 0.0) ? 0.0 : w * Loss::value(pb.y[i], eta[i]);
   });
-  return f + 0.5 * pb.pen.dot(beta.cwiseAbs2());
+  return f + 0.5 * pb.pen.dot(beta.cwiseAbs2()) + pb.l1_norm(beta);
 }
 
 // g_i = w_i l'_i, d_i = w_i l''_i (both zero at `skip`).

@@ -17,6 +17,10 @@ struct Problem {
   const double* w = nullptr;  // nullptr: unit weights
   bool intercept = true;
   Vec pen;  // (p1) diagonal of the penalty Hessian; 0 for the intercept
+  Vec l1;   // (p1) L1 weights (0 for the intercept); empty when there is no L1 term
+
+  bool has_l1() const { return l1.size() > 0 && l1.maxCoeff() > 0.0; }
+  double l1_norm(const Vec& beta) const { return has_l1() ? l1.dot(beta.cwiseAbs()) : 0.0; }
 
   Index n() const { return X.n; }
   Index p1() const { return X.p + (intercept ? 1 : 0); }
@@ -41,6 +45,13 @@ struct FitOptions {
 struct FitState {
   Vec beta, eta, grad;  // coefficients, linear predictor, objective gradient
   Cholesky chol;        // factor of the last Newton Hessian (at or next to beta)
+  // With an L1 term the LOO formulas live on the active set (the paper, end of its
+  // Section 3): chol then factors the Hessian of the columns `active` (+ intercept).
+  bool restricted = false;
+  std::vector<Index> active;
+  Columns columns() const {
+    return restricted ? Columns::of(active) : Columns{};
+  }
   double objective = 0.0;
   Index n_iter = 0;
   bool converged = false;

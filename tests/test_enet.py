@@ -1,0 +1,196 @@
+"""Elastic net / lasso: fits against scikit-learn, LOO against brute-force refits."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import ElasticNet, Lasso, LogisticRegression
+
+import aloocv
+from conftest import loss_value
+
+
+def sparse_truth(n, p, k, seed, loss="squared"):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    b = np.zeros(p)
+    b[:k] = rng.standard_normal(k) * 2
+    eta = X @ b
+    if loss == "squared":
+        y = eta + rng.standard_normal(n)
+    elif loss == "logistic":
+        y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
+    else:
+        y = rng.poisson(np.exp(0.2 * eta)).astype(float)
+    return X, y
+
+
+@pytest.mark.parametrize(("alpha", "ratio"), [(0.05, 1.0), (0.1, 0.5), (0.3, 0.9)])
+def test_squared_matches_sklearn(alpha, ratio):
+    X, y = sparse_truth(200, 30, 5, seed=60)
+    n = X.shape[0]
+    if ratio == 1.0:
+        ref = Lasso(alpha=alpha, tol=1e-14, max_iter=100000).fit(X, y)
+        pen = aloocv.L1(n * alpha)
+    else:
+        ref = ElasticNet(alpha=alpha, l1_ratio=ratio, tol=1e-14, max_iter=100000).fit(X, y)
+        pen = aloocv.ElasticNet(n * alpha * ratio, n * alpha * (1 - ratio))
+    res = aloocv.fit(X, y, loss="squared", penalty=pen, tol=1e-12)
+    assert res.converged_
+    np.testing.assert_allclose(res.coef_, ref.coef_, atol=1e-9)
+    assert res.intercept_ == pytest.approx(ref.intercept_, abs=1e-9)
+    np.testing.assert_array_equal(res.coef_ != 0, ref.coef_ != 0)
+    assert 0 < np.count_nonzero(res.coef_) < 30
+
+
+def test_logistic_matches_sklearn_saga():
+    X, y = sparse_truth(200, 20, 4, seed=61, loss="logistic")
+    C, r = 0.5, 0.6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        ref = LogisticRegression(
+            penalty="elasticnet", solver="saga", C=C, l1_ratio=r, tol=1e-12, max_iter=100000
+        ).fit(X, y)
+    res = aloocv.fit(
+        X, y, loss="logistic", penalty=aloocv.ElasticNet(r / C, (1 - r) / C), tol=1e-12
+    )
+    np.testing.assert_allclose(res.coef_, ref.coef_[0], atol=1e-5)
+    assert res.intercept_ == pytest.approx(ref.intercept_[0], abs=1e-5)
+
+
+def test_poisson_kkt_conditions():
+    # independent optimality check of the composite objective, written in numpy
+    X, y = sparse_truth(300, 15, 3, seed=62, loss="poisson")
+    l1, l2 = 8.0, 1.0
+    res = aloocv.fit(X, y, loss="poisson", penalty=aloocv.ElasticNet(l1, l2), tol=1e-12)
+    eta = X @ res.coef_ + res.intercept_
+    g = X.T @ (np.exp(eta) - y) + l2 * res.coef_
+    nz = res.coef_ != 0
+    assert abs(np.sum(np.exp(eta) - y)) < 1e-8
+    np.testing.assert_allclose(g[nz], -l1 * np.sign(res.coef_[nz]), atol=1e-8)
+    assert np.all(np.abs(g[~nz]) <= l1 + 1e-8)
+    assert 0 < nz.sum() < 15
+
+
+@pytest.mark.parametrize("method", ["alo", "if", "lemma3", "exact"])
+def test_zero_l1_reduces_to_ridge(loss, method):
+    rng = np.random.default_rng(63)
+    X = rng.standard_normal((80, 5))
+    y = {
+        "squared": rng.standard_normal(80),
+        "logistic": (rng.random(80) < 0.5) * 1.0,
+        "poisson": rng.poisson(1.0, 80) * 1.0,
+    }[loss]
+    a = aloocv.loo(X, y, loss=loss, penalty=aloocv.ElasticNet(0.0, 2.0), method=method)
+    b = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(2.0), method=method)
+    np.testing.assert_array_equal(a.losses, b.losses)
+
+
+def lasso_brute_force(X, y, lam):
+    n = X.shape[0]
+    eta = np.empty(n)
+    for i in range(n):
+        k = np.arange(n) != i
+        m = Lasso(alpha=lam / (n - 1), tol=1e-14, max_iter=100000).fit(X[k], y[k])
+        eta[i] = m.predict(X[i : i + 1])[0]
+    return eta
+
+
+def test_lasso_exact_loo_matches_sklearn_refits():
+    X, y = sparse_truth(80, 12, 3, seed=64)
+    lam = 20.0
+    ref = lasso_brute_force(X, y, lam)
+    ex = aloocv.loo(X, y, loss="squared", penalty=aloocv.L1(lam), method="exact", tol=1e-12)
+    np.testing.assert_allclose(ex.predictions, ref, atol=1e-8)
+
+
+def test_lasso_alo_close_to_exact_when_support_is_stable():
+    # Strong signal on 3 features, the rest pure noise: the support does not change
+    # when one sample is left out, and on a fixed support the lasso LOO is the ridge
+    # LOO of the active columns, where ALO is exact for squared loss. Tolerance: the
+    # residual error comes from the samples whose removal does flip a coefficient
+    # near the threshold; we require the mean within 1% and the median per-sample
+    # error below 1e-6 of the typical loss.
+    X, y = sparse_truth(120, 10, 3, seed=65)
+    lam = 40.0
+    ref = lasso_brute_force(X, y, lam)
+    alo = aloocv.loo(X, y, loss="squared", penalty=aloocv.L1(lam), tol=1e-12)
+    ref_loss = loss_value("squared", y, ref)
+    assert alo.mean == pytest.approx(ref_loss.mean(), rel=0.01)
+    assert np.median(np.abs(alo.losses - ref_loss)) < 1e-6 * np.median(ref_loss)
+    # the leverages live on the active set: they are those of the restricted ridge
+    A = np.flatnonzero(alo.fit.coef_)
+    Xt = np.hstack([np.ones((120, 1)), X[:, A]])
+    hat = np.einsum("ij,ji->i", Xt, np.linalg.solve(Xt.T @ Xt, Xt.T))
+    np.testing.assert_allclose(alo.leverages, hat, rtol=1e-9)
+
+
+def test_logistic_enet_alo_close_to_exact():
+    X, y = sparse_truth(200, 20, 4, seed=66, loss="logistic")
+    pen = aloocv.ElasticNet(2.0, 1.0)
+    ex = aloocv.loo(X, y, loss="logistic", penalty=pen, method="exact", tol=1e-10)
+    alo = aloocv.loo(X, y, loss="logistic", penalty=pen)
+    inf = aloocv.loo(X, y, loss="logistic", penalty=pen, method="if")
+    assert alo.mean == pytest.approx(ex.mean, rel=0.02)
+    assert abs(inf.mean - ex.mean) > abs(alo.mean - ex.mean)
+
+
+def test_sparse_X_enet_equals_dense():
+    X, y = sparse_truth(150, 25, 4, seed=67, loss="logistic")
+    X[np.abs(X) < 1.0] = 0.0
+    pen = aloocv.ElasticNet(3.0, 0.5)
+    d = aloocv.loo(X, y, loss="logistic", penalty=pen)
+    s = aloocv.loo(sp.csr_matrix(X), y, loss="logistic", penalty=pen)
+    np.testing.assert_allclose(s.fit.coef_, d.fit.coef_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(s.losses, d.losses, rtol=1e-9)
+
+
+def test_all_zero_solution():
+    X, y = sparse_truth(60, 5, 2, seed=68)
+    res = aloocv.loo(X, y, loss="squared", penalty=aloocv.L1(1e6))
+    assert np.all(res.fit.coef_ == 0)
+    # only the intercept remains: h_i = 1/n, the LOO of the mean
+    np.testing.assert_allclose(res.leverages, 1 / 60)
+    loo_mean = (y.sum() - y) / 59
+    np.testing.assert_allclose(res.predictions, loo_mean, rtol=1e-12)
+
+
+def test_many_features_working_set():
+    # p > n with a strong L1 term: the working set stays small, the fit is exact
+    X, y = sparse_truth(100, 2000, 3, seed=69)
+    lam = 60.0
+    res = aloocv.fit(X, y, loss="squared", penalty=aloocv.L1(lam), tol=1e-12)
+    ref = Lasso(alpha=lam / 100, tol=1e-14, max_iter=100000).fit(X, y)
+    np.testing.assert_allclose(res.coef_, ref.coef_, atol=1e-8)
+
+
+@pytest.mark.parametrize("bad", [-1.0, np.nan, np.array([1.0, -1.0])])
+def test_bad_penalties(bad):
+    with pytest.raises(ValueError, match="must be"):
+        aloocv.ElasticNet(bad, 1.0)
+    with pytest.raises(ValueError, match="must be"):
+        aloocv.ElasticNet(1.0, bad)
+
+
+def test_penalty_equality_and_l1_helper():
+    assert aloocv.L1(2.0) == aloocv.ElasticNet(2.0, 0.0)
+    assert aloocv.ElasticNet(1.0, 2.0) != aloocv.ElasticNet(1.0, 3.0)
+    with pytest.raises(ValueError, match="l1 vector has length 3"):
+        aloocv.fit(np.eye(4, 2), np.ones(4), loss="squared", penalty=aloocv.L1(np.ones(3)))
+
+
+def test_coef_from_sklearn_lasso():
+    X, y = sparse_truth(150, 10, 3, seed=70)
+    lam = 30.0
+    m = Lasso(alpha=lam / 150, tol=1e-14, max_iter=100000).fit(X, y)
+    a = aloocv.loo(
+        X, y, loss="squared", penalty=aloocv.L1(lam), coef=m.coef_, intercept=m.intercept_
+    )
+    b = aloocv.loo(X, y, loss="squared", penalty=aloocv.L1(lam), tol=1e-12)
+    assert a.fit.n_iter_ == 0
+    np.testing.assert_allclose(a.losses, b.losses, rtol=1e-7)
