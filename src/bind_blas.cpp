@@ -29,10 +29,11 @@ void bind_blas(py::module_& m) {
         t.syrk = reinterpret_cast<blas::dsyrk_t*>(capsule_pointer(caps, "dsyrk"));
         t.trsm = reinterpret_cast<blas::dtrsm_t*>(capsule_pointer(caps, "dtrsm"));
         t.potrf = reinterpret_cast<blas::dpotrf_t*>(capsule_pointer(caps, "dpotrf"));
+        t.gemm = reinterpret_cast<blas::dgemm_t*>(capsule_pointer(caps, "dgemm"));
         blas::set_table(t);
       },
       py::arg("capsules"),
-      "Registers dsyrk, dtrsm (BLAS) and dpotrf (LAPACK) from a dict of PyCapsules "
+      "Registers dsyrk, dtrsm, dgemm (BLAS) and dpotrf (LAPACK) from a dict of PyCapsules "
       "holding Fortran-ABI function pointers (scipy.linalg.cython_blas / cython_lapack).");
   m.def("use_blas", &blas::set_enabled, py::arg("enabled"),
         "Switches between the registered BLAS and the built-in Eigen kernels.");

@@ -1,6 +1,7 @@
 // Binding of the leave-one-out estimators.
 #include <pybind11/stl.h>
 
+#include "aloocv/hypergrad.hpp"
 #include "arrays.hpp"
 
 namespace aloocv::bind {
@@ -13,7 +14,7 @@ void bind_loo(py::module_& m) {
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
          double tol, Index max_iter, int n_threads, const std::optional<py::array>& beta,
-         bool refit, const std::optional<py::array>& l1) {
+         bool refit, const std::optional<py::array>& l1, bool gradient) {
         Problem pb = make_problem(X, y, w, pen, intercept, l1);
         const LossKind kind = loss_from_name(loss);
         const LooMethod meth = loo_method_from_name(method);
@@ -22,11 +23,16 @@ void bind_loo(py::module_& m) {
         if (beta) b = to_vec(*beta, pb.p1(), "beta");
         FitState st;
         LooResult res;
+        HyperGradient hg;
+        if (gradient && meth != LooMethod::ALO) {
+          throw py::value_error("the hypergradient is available for method='alo' only");
+        }
         {
           py::gil_scoped_release release;
           // refit: Newton from beta (warm start); otherwise beta is taken as the fit.
           st = (b && !refit) ? prepare(pb, kind, opt, *b) : fit(pb, kind, opt, b ? &*b : nullptr);
-          res = loo(pb, kind, meth, st, opt);
+          res = gradient ? loo_gradient(pb, kind, st, opt.n_threads, hg)
+                         : loo(pb, kind, meth, st, opt);
         }
         py::dict out = state_to_dict(st, intercept);
         out["losses"] = to_numpy(res.losses);
@@ -34,11 +40,15 @@ void bind_loo(py::module_& m) {
         out["leverages"] = meth == LooMethod::Exact ? py::object(py::none())
                                                     : py::object(to_numpy(res.leverages));
         out["n_not_converged"] = res.n_not_converged;
+        if (gradient) {
+          out["grad_l2"] = to_numpy(hg.l2);
+          out["grad_l1"] = to_numpy(hg.l1);
+        }
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false, py::arg("l1") = py::none(),
+      py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false, py::arg("l1") = py::none(), py::arg("gradient") = false,
       "Leave-one-out losses and predictions ('alo', 'if', 'lemma3', 'exact').");
 }
 

@@ -14,7 +14,9 @@ bool fits_int(Index a) { return a >= 0 && a <= INT_MAX; }
 
 void set_table(const Table& t) { g_table = t; }
 void set_enabled(bool on) { g_enabled.store(on); }
-bool enabled() { return g_enabled.load() && g_table.syrk && g_table.trsm && g_table.potrf; }
+bool enabled() {
+  return g_enabled.load() && g_table.syrk && g_table.trsm && g_table.potrf && g_table.gemm;
+}
 
 void syrk_lower(Index n, Index k, const double* A, Index lda, double beta, double* C, Index ldc) {
   if (n == 0) return;
@@ -37,20 +39,43 @@ void syrk_lower(Index n, Index k, const double* A, Index lda, double beta, doubl
   Cm.selfadjointView<Eigen::Lower>().rankUpdate(Am);
 }
 
-void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index ldb) {
+void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index ldb, bool trans) {
   if (n == 0 || m == 0) return;
   if (enabled() && fits_int(n) && fits_int(m) && fits_int(ldl) && fits_int(ldb)) {
-    char side = 'L', uplo = 'L', trans = 'N', diag = 'N';
+    char side = 'L', uplo = 'L', tr = trans ? 'T' : 'N', diag = 'N';
     int in = static_cast<int>(n), im = static_cast<int>(m), ildl = static_cast<int>(ldl),
         ildb = static_cast<int>(ldb);
     double alpha = 1.0;
-    g_table.trsm(&side, &uplo, &trans, &diag, &in, &im, &alpha, const_cast<double*>(L), &ildl, B,
+    g_table.trsm(&side, &uplo, &tr, &diag, &in, &im, &alpha, const_cast<double*>(L), &ildl, B,
                  &ildb);
     return;
   }
   Eigen::Map<const Mat, 0, Eigen::OuterStride<>> Lm(L, n, n, Eigen::OuterStride<>(ldl));
   Eigen::Map<Mat, 0, Eigen::OuterStride<>> Bm(B, n, m, Eigen::OuterStride<>(ldb));
-  Lm.triangularView<Eigen::Lower>().solveInPlace(Bm);
+  if (trans) {
+    Lm.transpose().triangularView<Eigen::Upper>().solveInPlace(Bm);
+  } else {
+    Lm.triangularView<Eigen::Lower>().solveInPlace(Bm);
+  }
+}
+
+void gemm(Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,
+          double* C, Index ldc) {
+  if (m == 0 || n == 0) return;
+  if (enabled() && k > 0 && fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) &&
+      fits_int(ldb) && fits_int(ldc)) {
+    char tn = 'N';
+    int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k),
+        ilda = static_cast<int>(lda), ildb = static_cast<int>(ldb), ildc = static_cast<int>(ldc);
+    double one = 1.0, zero = 0.0;
+    g_table.gemm(&tn, &tn, &im, &in, &ik, &one, const_cast<double*>(A), &ilda,
+                 const_cast<double*>(B), &ildb, &zero, C, &ildc);
+    return;
+  }
+  Eigen::Map<const Mat, 0, Eigen::OuterStride<>> Am(A, m, k, Eigen::OuterStride<>(lda));
+  Eigen::Map<const Mat, 0, Eigen::OuterStride<>> Bm(B, k, n, Eigen::OuterStride<>(ldb));
+  Eigen::Map<Mat, 0, Eigen::OuterStride<>> Cm(C, m, n, Eigen::OuterStride<>(ldc));
+  Cm.noalias() = Am * Bm;
 }
 
 int potrf_lower(Index n, double* A, Index lda) {

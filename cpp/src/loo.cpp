@@ -1,3 +1,4 @@
+#include "aloocv/hypergrad.hpp"
 #include "aloocv/loo.hpp"
 
 namespace aloocv {
@@ -19,6 +20,14 @@ LooResult loo(const Problem& pb, LossKind loss, LooMethod method, const FitState
       return pb.has_l1() ? enet_exact_loo<Loss>(pb, st, opt) : exact_loo<Loss>(pb, st, opt);
     }
     return approx_loo<Loss>(pb, st, method, opt.n_threads);
+  });
+}
+
+LooResult loo_gradient(const Problem& pb, LossKind loss, const FitState& st, int n_threads,
+                       HyperGradient& grad) {
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    return alo_with_gradient<Loss>(pb, st, n_threads, grad);
   });
 }
 

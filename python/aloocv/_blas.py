@@ -29,6 +29,7 @@ def register() -> bool:
     caps = {
         "dsyrk": cython_blas.__pyx_capi__["dsyrk"],
         "dtrsm": cython_blas.__pyx_capi__["dtrsm"],
+        "dgemm": cython_blas.__pyx_capi__["dgemm"],
         "dpotrf": cython_lapack.__pyx_capi__["dpotrf"],
     }
     _core.set_blas(caps)

@@ -42,6 +42,11 @@ class LOOResult:
         The full-data fit the estimate is built on.
     sample_weight : ndarray or None
         Weights of the weighted mean.
+    gradient : ndarray or None
+        With ``return_gradient=True``: the paper's approximate gradient (Lemma 4,
+        eq. 14-16) of :attr:`mean` with respect to the penalty's parameters
+        (``penalty.params()``: ``[lam]`` for a scalar L2, the per-feature vector for a
+        vector L2, ``[l1, l2]`` for a scalar elastic net).
     """
 
     losses: np.ndarray
@@ -50,6 +55,7 @@ class LOOResult:
     method: str
     fit: FitResult
     sample_weight: np.ndarray | None = None
+    gradient: np.ndarray | None = None
 
     @property
     def mean(self) -> float:
@@ -90,6 +96,7 @@ def loo(
     tol: float = 1e-8,
     max_iter: int = 100,
     n_jobs: int | None = None,
+    return_gradient: bool = False,
 ) -> LOOResult:
     """Leave-one-out cross-validation of an L2-penalized GLM.
 
@@ -110,6 +117,9 @@ def loo(
         Bring your own fit: use these coefficients (e.g. from a scikit-learn model
         fitted on the same objective) instead of fitting. They should minimize the
         objective; a ``ConvergenceWarning`` says when their gradient is not small.
+    return_gradient : bool
+        Also compute the ALO hypergradient (``method="alo"`` only) in the same
+        blocked pass that computes the leverages; see :attr:`LOOResult.gradient`.
 
     Returns
     -------
@@ -127,6 +137,8 @@ def loo(
     """
     if not isinstance(method, str) or method not in LOO_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(LOO_METHODS)}")
+    if return_gradient and method != "alo":
+        raise ValueError("return_gradient=True needs method='alo'")
     penalty = as_penalty(penalty)
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
     tol, max_iter = check_options(tol, max_iter)
@@ -163,6 +175,7 @@ def loo(
             beta,
             False,
             l1,
+            bool(return_gradient),
         )
     fitres = _result(out, loss, penalty, bool(fit_intercept))
     if beta is None:
@@ -181,7 +194,11 @@ def loo(
             ConvergenceWarning,
             stacklevel=2,
         )
+    gradient = None
+    if return_gradient:
+        gradient = penalty.chain(out["grad_l1"], out["grad_l2"])
     return LOOResult(
+        gradient=gradient,
         losses=out["losses"],
         predictions=out["predictions"],
         leverages=out["leverages"],

@@ -51,6 +51,32 @@ class Penalty:
         """Per-feature weights of the ``|theta_j|`` terms (None: no L1 term)."""
         return None
 
+    # The free regularization parameters as one flat vector (what tuning moves).
+    def params(self) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def with_params(self, values: np.ndarray) -> Penalty:  # pragma: no cover - abstract
+        """A penalty of the same structure with these parameter values."""
+        raise NotImplementedError
+
+    def chain(self, grad_l1: np.ndarray, grad_l2: np.ndarray) -> np.ndarray:  # pragma: no cover
+        """Derivative wrt :meth:`params` from per-feature derivatives wrt l1_j and l2_j."""
+        raise NotImplementedError
+
+
+def _flat(v) -> np.ndarray:
+    return np.atleast_1d(np.asarray(v, dtype=np.float64)).copy()
+
+
+def _split(v, like, values: np.ndarray, start: int):
+    k = 1 if np.ndim(like) == 0 else len(like)
+    part = values[start : start + k]
+    return (float(part[0]) if np.ndim(like) == 0 else part.copy()), start + k
+
+
+def _reduce(g: np.ndarray, like) -> np.ndarray:
+    return np.array([g.sum()]) if np.ndim(like) == 0 else g
+
 
 @dataclass(frozen=True, eq=False)
 class L2(Penalty):
@@ -78,6 +104,16 @@ class L2(Penalty):
     def l2_vector(self, n_features: int) -> np.ndarray:
         """The diagonal of the penalty's Hessian, one entry per feature."""
         return _expand("L2: lam", self.lam, n_features)
+
+    def params(self) -> np.ndarray:
+        return _flat(self.lam)
+
+    def with_params(self, values: np.ndarray) -> L2:
+        lam, _ = _split(self.lam, self.lam, np.asarray(values, dtype=np.float64), 0)
+        return L2(lam)
+
+    def chain(self, grad_l1: np.ndarray, grad_l2: np.ndarray) -> np.ndarray:
+        return _reduce(grad_l2, self.lam)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, L2) and _same(self.lam, other.lam)
@@ -124,6 +160,18 @@ class ElasticNet(Penalty):
     def l1_vector(self, n_features: int) -> np.ndarray | None:
         v = _expand("ElasticNet: l1", self.l1, n_features)
         return v if np.any(v > 0) else None
+
+    def params(self) -> np.ndarray:
+        return np.concatenate([_flat(self.l1), _flat(self.l2)])
+
+    def with_params(self, values: np.ndarray) -> ElasticNet:
+        values = np.asarray(values, dtype=np.float64)
+        l1, k = _split(self.l1, self.l1, values, 0)
+        l2, _ = _split(self.l2, self.l2, values, k)
+        return ElasticNet(l1, l2)
+
+    def chain(self, grad_l1: np.ndarray, grad_l2: np.ndarray) -> np.ndarray:
+        return np.concatenate([_reduce(grad_l1, self.l1), _reduce(grad_l2, self.l2)])
 
     def __eq__(self, other: object) -> bool:
         return (

@@ -13,11 +13,14 @@ using dsyrk_t = void(char*, char*, int*, int*, double*, double*, int*, double*, 
 using dtrsm_t = void(char*, char*, char*, char*, int*, int*, double*, double*, int*, double*,
                      int*);
 using dpotrf_t = void(char*, int*, double*, int*, int*);
+using dgemm_t = void(char*, char*, int*, int*, int*, double*, double*, int*, double*, int*,
+                     double*, double*, int*);
 
 struct Table {
   dsyrk_t* syrk = nullptr;
   dtrsm_t* trsm = nullptr;
   dpotrf_t* potrf = nullptr;
+  dgemm_t* gemm = nullptr;
 };
 
 void set_table(const Table& t);
@@ -27,8 +30,13 @@ bool enabled();  // registered and enabled
 // C (n x n, lower triangle) = beta C + A A^T, with A n x k (leading dimension lda).
 void syrk_lower(Index n, Index k, const double* A, Index lda, double beta, double* C, Index ldc);
 
-// B (n x m) <- L^{-1} B with L lower triangular n x n.
-void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index ldb);
+// B (n x m) <- L^{-1} B (or L^{-T} B when trans) with L lower triangular n x n.
+void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index ldb,
+                bool trans = false);
+
+// C (m x n) = A (m x k) B (k x n), all column-major with leading dimensions.
+void gemm(Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,
+          double* C, Index ldc);
 
 // In-place lower Cholesky factor of A (n x n); returns LAPACK's info (0 = success).
 int potrf_lower(Index n, double* A, Index lda);

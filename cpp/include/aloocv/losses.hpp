@@ -1,6 +1,6 @@
 // Per-sample losses in the linear predictor eta: value, first and second derivative.
 //
-// Adding a loss: write one struct like those below (name, domain, value, d1, d2,
+// Adding a loss: write one struct like those below (name, domain, value, d1, d2, d3,
 // valid, init_intercept, constant_curvature) and add one line to
 // ALOOCV_FOR_EACH_LOSS. Everything else (enum, dispatch, Python names) follows.
 #pragma once
@@ -35,6 +35,7 @@ struct Squared {
   static double value(double y, double eta) { return 0.5 * (y - eta) * (y - eta); }
   static double d1(double y, double eta) { return eta - y; }
   static double d2(double, double) { return 1.0; }
+  static double d3(double, double) { return 0.0; }
   static double init_intercept(double ybar) { return ybar; }
 };
 
@@ -49,6 +50,10 @@ struct Logistic {
   static double d2(double, double eta) {
     const double e = std::exp(-std::abs(eta));  // s (1 - s) = e / (1 + e)^2, no overflow
     return e / ((1.0 + e) * (1.0 + e));
+  }
+  static double d3(double y, double eta) {  // s (1 - s) (1 - 2 s)
+    const double s = detail::sigmoid(eta);
+    return d2(y, eta) * (1.0 - 2.0 * s);
   }
   static double init_intercept(double ybar) {
     const double q = std::min(std::max(ybar, 1e-6), 1.0 - 1e-6);
@@ -65,6 +70,7 @@ struct Poisson {
   static double value(double y, double eta) { return std::exp(eta) - y * eta + std::lgamma(y + 1.0); }
   static double d1(double y, double eta) { return std::exp(eta) - y; }
   static double d2(double, double eta) { return std::exp(eta); }
+  static double d3(double, double eta) { return std::exp(eta); }
   static double init_intercept(double ybar) { return std::log(std::max(ybar, 1e-10)); }
 };
 
