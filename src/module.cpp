@@ -7,6 +7,7 @@ namespace aloocv::bind {
 void bind_blas(py::module_& m);
 void bind_fit(py::module_& m);
 void bind_loo(py::module_& m);
+void bind_tune(py::module_& m);
 }  // namespace aloocv::bind
 
 PYBIND11_MODULE(_core, m) {
@@ -14,4 +15,5 @@ PYBIND11_MODULE(_core, m) {
   aloocv::bind::bind_blas(m);
   aloocv::bind::bind_fit(m);
   aloocv::bind::bind_loo(m);
+  aloocv::bind::bind_tune(m);
 }

@@ -19,4 +19,12 @@ FitState prepare(const Problem& pb, LossKind loss, const FitOptions& opt, const 
   });
 }
 
+double step(const Problem& pb, LossKind loss, FitState& st, bool refresh, int n_threads) {
+  if (pb.has_l1()) throw InvalidInput("a single Newton step needs a smooth (L2) penalty");
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    return newton_step<Loss>(pb, st, refresh, n_threads);
+  });
+}
+
 }  // namespace aloocv

@@ -31,4 +31,12 @@ LooResult loo_gradient(const Problem& pb, LossKind loss, const FitState& st, int
   });
 }
 
+HyperGradient loo_sample_gradient(const Problem& pb, LossKind loss, const FitState& st,
+                                  const Index* idx, Index m, double& acv) {
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    return sample_gradient<Loss>(pb, st, idx, m, acv);
+  });
+}
+
 }  // namespace aloocv

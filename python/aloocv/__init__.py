@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import _blas
 from ._fit import FitResult, fit
 from ._loo import LOOResult, loo
+from ._tune import TuneResult, tune
 from .penalties import L1, L2, ElasticNet, Penalty
 
 _blas.register()
@@ -22,7 +23,9 @@ __all__ = [
     "FitResult",
     "LOOResult",
     "Penalty",
+    "TuneResult",
     "__version__",
     "fit",
     "loo",
+    "tune",
 ]

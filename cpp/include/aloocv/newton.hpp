@@ -151,8 +151,44 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   return st;
 }
 
+// One damped Newton step from st with the factor already in st (a chord step: the
+// Hessian may be stale, e.g. from an earlier penalty along a tuning run), or with a
+// fresh Hessian when `refresh`. Updates beta, eta, grad and (if refreshed) the factor.
+// Returns the step length taken (0: no decrease found).
+template <class Loss>
+double newton_step(const Problem& pb, FitState& st, bool refresh, int n_threads) {
+  const int nt = resolve_threads(n_threads);
+  const Index n = pb.n();
+  Vec g(n), d(n), H, xs(n), eta_try(n);
+  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+  detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
+  if (refresh || st.chol.empty()) detail::factor_hessian(pb, d.data(), H, st.chol, nt);
+  Vec step = -st.grad;
+  st.chol.solve(step.data());
+  const double dec = -st.grad.dot(step);
+  const double f = detail::objective<Loss>(pb, st.eta.data(), st.beta, nt);
+  linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
+  double f_try = f;
+  double t = 0.0;
+  if (dec > 0.0) {
+    t = detail::line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt);
+  }
+  if (t > 0.0) {
+    st.beta += t * step;
+    st.eta.swap(eta_try);
+    st.objective = f_try;
+    ++st.n_iter;
+    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), nullptr, nt);
+    detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
+  }
+  st.grad_norm = st.grad.cwiseAbs().maxCoeff() / pb.weight_sum();
+  st.converged = false;
+  return t;
+}
+
 // Non-template entry points (instantiated for every registered loss in fit.cpp).
 FitState fit(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec* beta0);
 FitState prepare(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec& beta);
+double step(const Problem& pb, LossKind loss, FitState& st, bool refresh, int n_threads);
 
 }  // namespace aloocv

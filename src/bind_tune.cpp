@@ -1,0 +1,128 @@
+// A fitted problem kept alive across calls, for tuning loops: warm-started refits,
+// single Newton steps, ALO with its hypergradient, stochastic per-sample gradients.
+// Orchestration only; the math lives in cpp/.
+#include <pybind11/stl.h>
+
+#include "aloocv/hypergrad.hpp"
+#include "arrays.hpp"
+
+namespace aloocv::bind {
+
+py::dict state_to_dict(const FitState& st, bool intercept);
+
+namespace {
+
+class TuneState {
+ public:
+  TuneState(py::object X, py::array y, std::optional<py::array> w, const std::string& loss,
+            const py::array& pen, bool intercept, double tol, Index max_iter, int n_threads,
+            const std::optional<py::array>& l1, const std::optional<py::array>& beta0)
+      : X_(std::move(X)), y_(std::move(y)), w_(std::move(w)) {
+    pb_ = make_problem(X_, y_, w_, pen, intercept, l1);
+    kind_ = loss_from_name(loss);
+    opt_ = FitOptions{tol, max_iter, n_threads};
+    dispatch_loss(kind_, [&](auto L) { check_response<decltype(L)>(pb_.y, pb_.n()); });
+    if (beta0) {
+      st_.beta = to_vec(*beta0, pb_.p1(), "beta0");
+    } else {
+      st_.beta.resize(0);
+    }
+  }
+
+  void set_penalty(const py::array& pen, const std::optional<py::array>& l1) {
+    Problem fresh = make_problem(X_, y_, w_, pen, pb_.intercept, l1);
+    pb_.pen = fresh.pen;
+    pb_.l1 = fresh.l1;
+  }
+
+  py::dict fit() {
+    {
+      py::gil_scoped_release release;
+      const bool warm = st_.beta.size() == pb_.p1();
+      const Vec b0 = st_.beta;
+      st_ = aloocv::fit(pb_, kind_, opt_, warm ? &b0 : nullptr);
+    }
+    fitted_ = true;
+    return state_to_dict(st_, pb_.intercept);
+  }
+
+  double step(bool refresh) {
+    require_fit();
+    py::gil_scoped_release release;
+    return aloocv::step(pb_, kind_, st_, refresh, opt_.n_threads);
+  }
+
+  py::dict alo(bool gradient) {
+    require_fit();
+    LooResult res;
+    HyperGradient hg;
+    {
+      py::gil_scoped_release release;
+      res = gradient ? loo_gradient(pb_, kind_, st_, opt_.n_threads, hg)
+                     : loo(pb_, kind_, LooMethod::ALO, st_, opt_);
+    }
+    py::dict out = state_to_dict(st_, pb_.intercept);
+    out["losses"] = to_numpy(res.losses);
+    out["predictions"] = to_numpy(res.predictions);
+    out["leverages"] = to_numpy(res.leverages);
+    if (gradient) {
+      out["grad_l1"] = to_numpy(hg.l1);
+      out["grad_l2"] = to_numpy(hg.l2);
+    }
+    return out;
+  }
+
+  py::tuple sample_gradient(const py::array_t<Index, py::array::c_style | py::array::forcecast>& idx) {
+    require_fit();
+    double acv = 0.0;
+    HyperGradient hg;
+    {
+      py::gil_scoped_release release;
+      hg = loo_sample_gradient(pb_, kind_, st_, idx.data(), idx.size(), acv);
+    }
+    return py::make_tuple(acv, to_numpy(hg.l1), to_numpy(hg.l2));
+  }
+
+  py::dict state() const {
+    if (!fitted_) throw py::value_error("no fit yet");
+    return state_to_dict(st_, pb_.intercept);
+  }
+
+ private:
+  void require_fit() const {
+    if (!fitted_) throw py::value_error("call fit() first");
+  }
+  py::object X_;
+  py::array y_;
+  std::optional<py::array> w_;
+  Problem pb_;
+  LossKind kind_{};
+  FitOptions opt_;
+  FitState st_;
+  bool fitted_ = false;
+};
+
+}  // namespace
+
+void bind_tune(py::module_& m) {
+  py::class_<TuneState>(m, "TuneState",
+                        "A problem kept alive for tuning: warm-started refits, Newton steps, "
+                        "ALO with its hypergradient.")
+      .def(py::init<py::object, py::array, std::optional<py::array>, const std::string&,
+                    const py::array&, bool, double, Index, int, const std::optional<py::array>&,
+                    const std::optional<py::array>&>(),
+           py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+           py::arg("penalty"), py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"),
+           py::arg("n_threads"), py::arg("l1") = py::none(), py::arg("beta0") = py::none())
+      .def("set_penalty", &TuneState::set_penalty, py::arg("penalty"), py::arg("l1") = py::none())
+      .def("fit", &TuneState::fit, "Fit to tol, warm-started from the current coefficients.")
+      .def("step", &TuneState::step, py::arg("refresh"),
+           "One damped Newton step (stale factor unless refresh); returns the step length.")
+      .def("alo", &TuneState::alo, py::arg("gradient") = true,
+           "ALO at the current state, with the hypergradient.")
+      .def("sample_gradient", &TuneState::sample_gradient, py::arg("indices"),
+           "(mean ALO loss, d/dl1, d/dl2) of eq. 16 over the given samples.")
+      .def("state", &TuneState::state);
+}
+
+}  // namespace aloocv::bind
