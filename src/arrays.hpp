@@ -15,7 +15,7 @@ namespace aloocv::bind {
 namespace py = pybind11;
 
 inline void require_float64(const py::array& a, const char* name) {
-  if (!a.dtype().is(py::dtype::of<double>())) {
+  if (!py::array_t<double>::check_(a)) {  // equivalent dtype (any instance, native order)
     throw py::type_error(std::string(name) + " must be a float64 array, got dtype " +
                          std::string(py::str(a.dtype())));
   }
@@ -50,7 +50,7 @@ inline const double* vector_ptr(const py::array& a, Index n, const char* name) {
 }
 
 inline const int* int32_ptr(const py::array& a, Index n, const char* name) {
-  if (!a.dtype().is(py::dtype::of<int>())) throw py::type_error(std::string(name) + " must be int32");
+  if (!py::array_t<int>::check_(a)) throw py::type_error(std::string(name) + " must be int32");
   if (a.ndim() != 1 || a.shape(0) != n || (n > 1 && a.strides(0) != 4)) {
     throw py::value_error(std::string(name) + " must be a contiguous 1-d array of length " +
                           std::to_string(n));

@@ -10,6 +10,7 @@ from . import _blas
 from ._fit import FitResult, fit
 from ._loo import LOOResult, loo
 from ._tune import TuneResult, tune
+from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
 from .penalties import L1, L2, ElasticNet, Penalty
 
 _blas.register()
@@ -19,6 +20,9 @@ __version__ = "0.1.0"
 __all__ = [
     "L1",
     "L2",
+    "ALOElasticNetCV",
+    "ALOLogisticRegressionCV",
+    "ALORidgeCV",
     "ElasticNet",
     "FitResult",
     "LOOResult",

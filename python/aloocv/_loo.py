@@ -15,6 +15,7 @@ from ._validation import (
     LOO_METHODS,
     as_penalty,
     check_fit_inputs,
+    check_loo_samples,
     check_options,
     core_design,
     n_threads,
@@ -141,6 +142,7 @@ def loo(
         raise ValueError("return_gradient=True needs method='alo'")
     penalty = as_penalty(penalty)
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
+    check_loo_samples(X.shape[0])
     tol, max_iter = check_options(tol, max_iter)
     beta = None
     if coef is not None:

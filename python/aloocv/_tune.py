@@ -18,6 +18,7 @@ from ._loo import LOOResult
 from ._validation import (
     as_penalty,
     check_fit_inputs,
+    check_loo_samples,
     check_options,
     core_design,
     n_threads,
@@ -275,6 +276,7 @@ def tune(
         raise ValueError(f"tol must be positive, got {tol!r}")
     penalty = as_penalty(penalty)
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
+    check_loo_samples(X.shape[0])
     fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
     if loss == "logistic" and np.unique(y).size < 2:
         raise ValueError("y has a single class: logistic regression needs both 0 and 1")

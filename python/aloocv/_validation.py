@@ -170,6 +170,11 @@ def n_threads(n_jobs: Any) -> int:
     return int(n_jobs)
 
 
+def check_loo_samples(n: int) -> None:
+    if n < 2:
+        raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={n}")
+
+
 def check_fit_inputs(X, y, loss, penalty, sample_weight):
     X = check_X(X)
     n, p = X.shape

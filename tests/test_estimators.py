@@ -1,0 +1,152 @@
+"""scikit-learn estimators: API compliance and agreement with their peers."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.linear_model import ElasticNet, LogisticRegression, RidgeCV
+from sklearn.utils.estimator_checks import check_estimator
+
+import aloocv
+from conftest import loss_value, make_data
+
+WEIGHT_SEMANTICS = (
+    "leave-one-out removes a sample together with its weight: an integer weight k "
+    "removes k copies at once, while k repeated rows leave one copy out at a time, so "
+    "the CV estimates (and the chosen regularization) differ by design"
+)
+EXPECTED = {
+    "check_sample_weight_equivalence_on_dense_data": WEIGHT_SEMANTICS,
+    "check_sample_weight_equivalence_on_sparse_data": WEIGHT_SEMANTICS,
+}
+
+
+@pytest.mark.parametrize(
+    "est",
+    [
+        aloocv.ALORidgeCV(),
+        aloocv.ALOElasticNetCV(n_alphas=5),
+        aloocv.ALOLogisticRegressionCV(Cs=4),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_check_estimator(est):
+    with warnings.catch_warnings():
+        # the checks feed deliberately degenerate data (e.g. constant columns)
+        warnings.simplefilter("ignore")
+        results = check_estimator(est, expected_failed_checks=EXPECTED, on_fail=None)
+    failed = [
+        (r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"
+    ]
+    assert failed == []
+
+
+@pytest.mark.parametrize("intercept", [True, False])
+def test_ridge_cv_matches_sklearn(intercept):
+    X, y = make_data("squared", 150, 8, seed=110)
+    alphas = np.logspace(-3, 3, 15)
+    ours = aloocv.ALORidgeCV(alphas=alphas, fit_intercept=intercept).fit(X, y)
+    ref = RidgeCV(alphas=alphas, fit_intercept=intercept, store_cv_results=True).fit(X, y)
+    assert ours.alpha_ == ref.alpha_
+    np.testing.assert_allclose(ours.loo_values_, ref.cv_results_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ours.coef_, ref.coef_, rtol=1e-9, atol=1e-12)
+    assert ours.intercept_ == pytest.approx(ref.intercept_, abs=1e-10)
+    means = ours.cv_results_["mean"][np.argsort(ours.cv_results_["alpha"])]
+    np.testing.assert_allclose(2 * means, ref.cv_results_.mean(axis=0), rtol=1e-9)
+    # leave-one-out predictions for stacking
+    k = int(np.flatnonzero(alphas == ref.alpha_)[0])
+    np.testing.assert_allclose((y - ours.loo_predictions_) ** 2, ref.cv_results_[:, k], rtol=1e-8)
+
+
+def test_ridge_cv_per_feature_and_gradient_search():
+    rng = np.random.default_rng(111)
+    X = rng.standard_normal((150, 12))
+    y = X[:, :3] @ np.array([3.0, -2.0, 1.0]) + rng.standard_normal(150)
+    grid = aloocv.ALORidgeCV(alphas=np.logspace(-2, 3, 6)).fit(X, y)
+    grad = aloocv.ALORidgeCV(alphas=np.logspace(-2, 3, 6), search="gradient").fit(X, y)
+    per = aloocv.ALORidgeCV(alphas=np.logspace(-2, 3, 6), alpha_per_feature=True).fit(X, y)
+    assert grad.best_score_ <= grid.best_score_ + 1e-12
+    assert per.best_score_ <= grad.best_score_ + 1e-12
+    assert per.alpha_.shape == (12,)
+    assert np.median(per.alpha_[3:]) > 10 * np.median(per.alpha_[:3])
+
+
+def test_elastic_net_cv_conventions():
+    rng = np.random.default_rng(112)
+    X = rng.standard_normal((200, 15))
+    y = X[:, :4] @ np.array([2.0, -1.0, 1.5, 0.5]) + rng.standard_normal(200)
+    est = aloocv.ALOElasticNetCV(l1_ratio=[0.3, 0.8], n_alphas=12).fit(X, y)
+    ref = ElasticNet(alpha=est.alpha_, l1_ratio=est.l1_ratio_, tol=1e-12, max_iter=100000)
+    ref.fit(X, y)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-6)
+    # each reported mean is the ALO of that candidate, recomputed independently
+    res = est.cv_results_
+    for a, r, m in list(zip(res["alpha"], res["l1_ratio"], res["mean"]))[::5]:
+        pen = aloocv.ElasticNet(200 * a * r, 200 * a * (1 - r))
+        assert aloocv.loo(X, y, loss="squared", penalty=pen).mean == pytest.approx(m, rel=1e-7)
+    assert res["mean"].min() == pytest.approx(est.best_score_)
+
+
+def test_logistic_cv():
+    X, y = make_data("logistic", 300, 6, seed=113, scale=3.0)
+    labels = np.where(y > 0, "yes", "no")
+    est = aloocv.ALOLogisticRegressionCV(Cs=8).fit(X, labels)
+    assert list(est.classes_) == ["no", "yes"]
+    k = int(np.argmin(est.cv_results_["mean"]))
+    assert est.C_[0] == pytest.approx(est.cv_results_["C"][k])
+    ref = LogisticRegression(C=est.C_[0], tol=1e-12, solver="newton-cholesky").fit(X, labels)
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(est.predict_proba(X), ref.predict_proba(X), atol=1e-8)
+    assert np.all(est.predict(X) == ref.predict(X))
+    # loo_predictions_ are leave-one-out probabilities: their log-loss is best_score_
+    p = est.loo_predictions_
+    ll = -np.mean(np.where(y > 0, np.log(p), np.log1p(-p)))
+    assert ll == pytest.approx(est.best_score_, rel=1e-9)
+    assert ll == pytest.approx(loss_value("logistic", y, np.log(p / (1 - p))).mean(), rel=1e-9)
+
+
+def test_logistic_cv_elasticnet_and_1se():
+    X, y = make_data("logistic", 300, 10, seed=114, scale=3.0)
+    en = aloocv.ALOLogisticRegressionCV(Cs=6, penalty="elasticnet", l1_ratios=[0.2, 0.9])
+    en.fit(X, y)
+    assert en.l1_ratio_[0] in (pytest.approx(0.2), pytest.approx(0.9))
+    mn = aloocv.ALOLogisticRegressionCV(Cs=12).fit(X, y)
+    se = aloocv.ALOLogisticRegressionCV(Cs=12, selection="1se").fit(X, y)
+    assert se.C_[0] <= mn.C_[0]
+
+
+@pytest.mark.parametrize(
+    ("est", "match"),
+    [
+        (aloocv.ALORidgeCV(alphas=[]), "alphas must be a non-empty"),
+        (aloocv.ALORidgeCV(alphas=[1.0, -1.0]), "alphas must be positive"),
+        (aloocv.ALORidgeCV(search="random"), "search must be one of"),
+        (aloocv.ALORidgeCV(selection="2se"), "selection must be one of"),
+        (aloocv.ALOElasticNetCV(l1_ratio=0.0), "l1_ratio must be in"),
+        (aloocv.ALOLogisticRegressionCV(Cs=0), "Cs must be a positive"),
+        (aloocv.ALOLogisticRegressionCV(penalty="elasticnet"), "needs l1_ratios"),
+    ],
+)
+def test_bad_parameters(est, match):
+    X, y = make_data("logistic", 50, 3, seed=115)
+    with pytest.raises(ValueError, match=match):
+        est.fit(X, y)
+
+
+def test_single_class_and_multiclass():
+    X, _ = make_data("logistic", 30, 3, seed=116)
+    with pytest.raises(ValueError, match="Only binary classification"):
+        aloocv.ALOLogisticRegressionCV().fit(X, np.arange(30) % 3)
+    with pytest.raises(ValueError):
+        aloocv.ALOLogisticRegressionCV().fit(X, np.zeros(30))
+
+
+def test_plot_cv(tmp_path):
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    X, y = make_data("squared", 100, 5, seed=117)
+    fig = aloocv.ALORidgeCV(alphas=np.logspace(-2, 2, 9)).fit(X, y).plot_cv()
+    fig.savefig(tmp_path / "cv.png")
+    assert (tmp_path / "cv.png").stat().st_size > 1000
