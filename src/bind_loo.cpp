@@ -2,13 +2,48 @@
 #include <pybind11/stl.h>
 
 #include "aloocv/hypergrad.hpp"
+#include "aloocv/ridge_path.hpp"
 #include "arrays.hpp"
 
 namespace aloocv::bind {
 
 py::dict state_to_dict(const FitState& st, bool intercept);
 
+namespace {
+py::array_t<double> to_numpy(const Mat& M) {
+  py::array_t<double, py::array::f_style> out({M.rows(), M.cols()});
+  std::copy(M.data(), M.data() + M.size(), out.mutable_data());
+  return out;
+}
+}  // namespace
+
 void bind_loo(py::module_& m) {
+  m.def(
+      "ridge_path",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const py::array& lams, bool intercept, int n_threads) {
+        const Index k = lams.ndim() == 1 ? lams.shape(0) : -1;
+        const double* lp = vector_ptr(lams, k, "lambdas");
+        const Index p = make_design(X).p;
+        py::array_t<double> zeros(p);
+        std::fill(zeros.mutable_data(), zeros.mutable_data() + p, 0.0);
+        Problem pb = make_problem(X, y, w, zeros, intercept);
+        RidgePath path;
+        {
+          py::gil_scoped_release release;
+          path = ridge_path(pb, lp, k, n_threads);
+        }
+        py::dict out;
+        out["losses"] = to_numpy(path.losses);
+        out["predictions"] = to_numpy(path.predictions);
+        out["coef"] = to_numpy(path.coef);
+        out["intercept"] = aloocv::bind::to_numpy(path.intercept);
+        return out;
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("lambdas"),
+      py::arg("fit_intercept"), py::arg("n_threads"),
+      "Exact ridge LOO along a grid of scalar lambdas from one eigendecomposition.");
+
   m.def(
       "loo",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,

@@ -200,3 +200,32 @@ def test_plot(tmp_path):
     fig2.savefig(tmp_path / "gd.png")
     assert (tmp_path / "grid.png").stat().st_size > 1000
     assert len(fig2.axes) == 2
+
+
+@pytest.mark.parametrize("intercept", [True, False])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_ridge_grid_path_equals_pointwise_loo(intercept, sparse):
+    # squared + scalar L2 grids run from one eigendecomposition; check every point
+    import scipy.sparse as sps
+
+    X, y = make_data("squared", 120, 7, seed=101)
+    w = np.random.default_rng(5).uniform(0.3, 3.0, 120)
+    Xin = sps.csr_matrix(X) if sparse else X
+    grid = np.logspace(-2, 3, 9)
+    res = aloocv.tune(
+        Xin,
+        y,
+        loss="squared",
+        penalty=aloocv.L2(1.0),
+        method="grid",
+        grid=grid,
+        fit_intercept=intercept,
+        sample_weight=w,
+    )
+    for k, lam in enumerate(res.history["params"][:, 0]):
+        ref = aloocv.loo(
+            X, y, loss="squared", penalty=aloocv.L2(lam), fit_intercept=intercept, sample_weight=w
+        )
+        np.testing.assert_allclose(res.path_losses[:, k], ref.losses, rtol=1e-9, atol=1e-14)
+        assert res.history["acv"][k] == pytest.approx(ref.mean, rel=1e-10)
+        assert res.history["stderr"][k] == pytest.approx(ref.stderr, rel=1e-8)

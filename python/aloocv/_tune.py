@@ -23,7 +23,7 @@ from ._validation import (
     core_design,
     n_threads,
 )
-from .penalties import Penalty
+from .penalties import L2, Penalty
 
 __all__ = ["TuneResult", "tune"]
 
@@ -69,6 +69,7 @@ class TuneResult:
     n_fits: int
     converged: bool
     selection: str = "min"
+    path_losses: np.ndarray | None = field(default=None, repr=False)
     _best_index: int = field(default=-1, repr=False)
 
     def plot(self, ax: Any = None, **kwargs: Any) -> Any:
@@ -296,6 +297,24 @@ def tune(
         l1,
     )
     obj = _Objective(state, penalty, w, p)
+    if (
+        method == "grid"
+        and loss == "squared"
+        and isinstance(penalty, L2)
+        and l1 is None
+        and (np.ndim(penalty.lam) == 0)
+    ):
+        points = _check_grid(grid, penalty, n_grid)
+        with _blas.single_threaded_blas():
+            path = _core.ridge_path(
+                core_design(X),
+                y,
+                w,
+                np.array([v[0] for v in points]),
+                bool(fit_intercept),
+                n_threads(n_jobs),
+            )
+        return _ridge_grid(obj, points, path, selection, loss, bool(fit_intercept))
     if method == "grid":
         return _grid(
             obj,
@@ -375,7 +394,17 @@ class _History:
 
 
 def _finish(
-    obj, u, hist, method, n_iter, converged, loss, intercept, selection="min", best_index=-1
+    obj,
+    u,
+    hist,
+    method,
+    n_iter,
+    converged,
+    loss,
+    intercept,
+    selection="min",
+    best_index=-1,
+    path_losses=None,
 ) -> TuneResult:
     acv, se, _, out = obj.evaluate(u, gradient=False)
     pen = obj.penalty_at(u)
@@ -400,6 +429,7 @@ def _finish(
         n_fits=obj.n_fits,
         converged=converged,
         selection=selection,
+        path_losses=path_losses,
         _best_index=best_index,
     )
 
@@ -413,11 +443,47 @@ def _diverged(msg: str) -> None:
     )
 
 
+def _select(h: dict[str, np.ndarray], selection: str) -> int:
+    if not np.all(np.isfinite(h["acv"])):
+        raise ValueError("ACV is not finite at some grid points")
+    best = int(np.argmin(h["acv"]))
+    if selection == "1se":
+        # points are ordered from most to least regularized: the first within 1 SE
+        limit = h["acv"][best] + h["stderr"][best]
+        best = int(np.flatnonzero(h["acv"] <= limit)[0])
+    return best
+
+
+def _ridge_grid(obj, points, path, selection, loss, intercept) -> TuneResult:
+    # squared loss + scalar L2: the whole grid from one eigendecomposition (exact LOO)
+    hist = _History(1)
+    losses = path["losses"]
+    for k, v in enumerate(points):
+        acv = float(np.average(losses[:, k], weights=obj.w))
+        hist.add(v, acv, _stderr(losses[:, k], obj.w), np.full(1, np.nan), 0)
+    best = _select(hist.arrays(), selection)
+    return _finish(
+        obj,
+        np.log(points[best]),
+        hist,
+        "grid",
+        len(points),
+        True,
+        loss,
+        intercept,
+        selection,
+        best,
+        np.asarray(losses),
+    )
+
+
 def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneResult:
     hist = _History(points[0].size)
+    all_losses = []
     bar = _progress(len(points), verbose, "aloocv grid")
     for k, v in enumerate(points):
-        acv, se, g, _ = obj.evaluate(np.log(v), gradient=False)
+        acv, se, g, out = obj.evaluate(np.log(v), gradient=False)
+        all_losses.append(out["losses"])
         hist.add(v, acv, se, g, obj.n_fits)
         if callback is not None:
             callback(k, obj.penalty_at(np.log(v)), acv)

@@ -69,6 +69,7 @@ class _ALOBase(BaseEstimator):
         res = tune(
             X, y, penalty=start, method="grid", grid=grid, selection=self.selection, **common
         )
+        self._grid_result = res
         if self.search == "gradient":
             best = res.penalty
             g = tune(X, y, penalty=best, method="gd", **common)
@@ -169,25 +170,11 @@ class ALORidgeCV(RegressorMixin, _ALOBase):
         res = self._search(
             X, y, "squared", L2(float(alphas[0])), [L2(float(a)) for a in alphas], sample_weight
         )
-        from ._loo import loo
-
-        vals = np.column_stack(
-            [
-                loo(
-                    X,
-                    y,
-                    loss="squared",
-                    penalty=L2(float(a)),
-                    fit_intercept=self.fit_intercept,
-                    sample_weight=sample_weight,
-                    tol=self.tol,
-                    max_iter=self.max_iter,
-                    n_jobs=self.n_jobs,
-                ).losses
-                * 2.0
-                for a in alphas
-            ]
-        )
+        # squared LOO errors per sample and alpha, in the order of `alphas`
+        grid_res = self._grid_result
+        lam_hist = grid_res.history["params"][:, 0]
+        order = [int(np.flatnonzero(lam_hist == a)[0]) for a in alphas]
+        vals = 2.0 * grid_res.path_losses[:, order]
         if self.alpha_per_feature:
             start = L2(np.full(X.shape[1], float(res.penalty.lam)))
             g = tune(

@@ -1,0 +1,24 @@
+// Exact leave-one-out of ridge regression along a grid of scalar lambdas, from one
+// eigendecomposition (what RidgeCV does with an SVD): with the intercept eliminated by
+// its Schur complement, G = X_c^T W X_c = V diag(s) V^T, z_i = V^T (x_i - mu),
+// c = V^T X_c^T W y, every lambda costs O(n p):
+//   h_i = 1/sum(w) + sum_k z_ik^2 / (s_k + lambda),
+//   eta_i = ybar + sum_k z_ik c_k / (s_k + lambda),
+// and the LOO prediction is the ALO (= exact, Corollary 2) formula. One Hessian pass,
+// one O(p^3) eigendecomposition and one pass of z_i = V^T (x_i - mu) for the whole grid.
+#pragma once
+
+#include "problem.hpp"
+
+namespace aloocv {
+
+struct RidgePath {
+  Mat losses;       // (n x k) 1/2 (y_i - eta~_i)^2
+  Mat predictions;  // (n x k) eta~_i
+  Mat coef;         // (p x k)
+  Vec intercept;    // (k)
+};
+
+RidgePath ridge_path(const Problem& pb, const double* lams, Index k, int n_threads);
+
+}  // namespace aloocv
