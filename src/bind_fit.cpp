@@ -14,6 +14,7 @@ py::dict state_to_dict(const FitState& st, bool intercept) {
   out["converged"] = st.converged;
   out["objective"] = st.objective;
   out["grad_norm"] = st.grad_norm;
+  out["hessian_passes"] = st.hessian_passes;
   return out;
 }
 

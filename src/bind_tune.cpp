@@ -40,7 +40,8 @@ class TuneState {
       py::gil_scoped_release release;
       const bool warm = st_.beta.size() == pb_.p1();
       const Vec b0 = st_.beta;
-      st_ = aloocv::fit(pb_, kind_, opt_, warm ? &b0 : nullptr);
+      st_ = fitted_ ? fit_from(pb_, kind_, opt_, st_)
+                    : aloocv::fit(pb_, kind_, opt_, warm ? &b0 : nullptr);
     }
     fitted_ = true;
     return state_to_dict(st_, pb_.intercept);

@@ -229,3 +229,14 @@ def test_ridge_grid_path_equals_pointwise_loo(intercept, sparse):
         np.testing.assert_allclose(res.path_losses[:, k], ref.losses, rtol=1e-9, atol=1e-14)
         assert res.history["acv"][k] == pytest.approx(ref.mean, rel=1e-10)
         assert res.history["stderr"][k] == pytest.approx(ref.stderr, rel=1e-8)
+
+
+def test_logistic_grid_path_fits_equal_independent_fits():
+    # along a grid each fit starts from the previous point's Hessian (chord steps);
+    # the result must be the same converged fit and ALO as a cold start
+    X, y = make_data("logistic", 400, 8, seed=102, scale=3.0)
+    grid = np.logspace(-3, 3, 8)
+    res = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1.0), method="grid", grid=grid)
+    for k, lam in enumerate(res.history["params"][:, 0]):
+        ref = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(lam))
+        np.testing.assert_allclose(res.path_losses[:, k], ref.losses, rtol=1e-7, atol=1e-12)

@@ -19,6 +19,14 @@ FitState prepare(const Problem& pb, LossKind loss, const FitOptions& opt, const 
   });
 }
 
+FitState fit_from(const Problem& pb, LossKind loss, const FitOptions& opt, const FitState& prev) {
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    if (pb.has_l1()) return enet_fit<Loss>(pb, opt, prev.beta.size() == pb.p1() ? &prev.beta : nullptr);
+    return path_fit<Loss>(pb, opt, prev);
+  });
+}
+
 double step(const Problem& pb, LossKind loss, FitState& st, bool refresh, int n_threads) {
   if (pb.has_l1()) throw InvalidInput("a single Newton step needs a smooth (L2) penalty");
   return dispatch_loss(loss, [&](auto L) {

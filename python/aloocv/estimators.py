@@ -82,7 +82,7 @@ class _ALOBase(BaseEstimator):
         self.loo_predictions_ = res.loo.predictions.copy()
         self.best_score_ = res.acv
         self.best_stderr_ = res.stderr
-        self.n_iter_ = res.fit.n_iter_
+        self.n_iter_ = res.n_fits  # warm-started fits during the search
 
     def plot_cv(self, ax: Any = None) -> Any:
         """ACV against the regularization (see :meth:`aloocv.TuneResult.plot`)."""

@@ -49,12 +49,14 @@ inline void full_gradient(const Problem& pb, const double* g, const Vec& beta, V
   }
 }
 
-// Hessian X~^T D X~ + diag(pen), factored into chol.
+// Hessian X~^T D X~ + diag(pen), factored into chol; the unpenalized part is kept in
+// `unpen` when given.
 inline void factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Cholesky& chol,
-                           int n_threads) {
+                           int n_threads, Vec* unpen = nullptr) {
   const Index p1 = pb.p1();
   Hbuf.resize(p1 * p1);
   hessian(pb.X, d, pb.intercept, Hbuf.data(), n_threads);
+  if (unpen) *unpen = Hbuf;
   for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
   chol.factor(Hbuf.data(), p1);
 }
@@ -92,7 +94,8 @@ FitState prepare_at(const Problem& pb, const Vec& beta, const FitOptions& opt) {
   Vec g(n), d(n), H;
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
   detail::full_gradient(pb, g.data(), beta, st.grad, nt);
-  detail::factor_hessian(pb, d.data(), H, st.chol, nt);
+  detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
+  st.hessian_passes = 1;
   st.objective = detail::objective<Loss>(pb, st.eta.data(), beta, nt);
   st.grad_norm = st.grad.cwiseAbs().maxCoeff() / pb.weight_sum();
   st.converged = st.grad_norm <= opt.tol;
@@ -127,7 +130,8 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
 
   for (Index it = 0; it < std::max<Index>(1, opt.max_iter); ++it) {
     if (!(Loss::constant_curvature && !st.chol.empty())) {
-      detail::factor_hessian(pb, d.data(), H, st.chol, nt);
+      detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
+      ++st.hessian_passes;
     }
     step = -st.grad;
     st.chol.solve(step.data());
@@ -186,9 +190,90 @@ double newton_step(const Problem& pb, FitState& st, bool refresh, int n_threads)
   return t;
 }
 
+// A fit along a lambda path: from the previous point's state `prev` (same data, new
+// penalty in pb), Newton steps use prev's unpenalized Hessian plus the new penalty
+// (no pass over X for the Hessian: chord steps, O(n p) each) while they contract
+// fast; then one fresh Hessian at the solution serves the leave-one-out formulas.
+// Falls back to plain Newton when the chord steps stall. About one Hessian pass per
+// path point instead of one per Newton iteration.
+template <class Loss>
+FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev) {
+  const Index p1 = pb.p1();
+  if (prev.hx.size() != p1 * p1 || prev.beta.size() != p1 || prev.eta.size() != pb.n()) {
+    return newton_fit<Loss>(pb, opt, prev.beta.size() == p1 ? &prev.beta : nullptr);
+  }
+  const int nt = resolve_threads(opt.n_threads);
+  const Index n = pb.n();
+  const double sw = pb.weight_sum();
+  FitState st;
+  st.beta = prev.beta;
+  st.eta = prev.eta;
+  Vec H = prev.hx;
+  for (Index j = 0; j < p1; ++j) H[j * p1 + j] += pb.pen[j];
+  st.chol.factor(H.data(), p1);
+  Vec g(n), d(n), xs(n), eta_try(n), step(p1);
+  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+  detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
+  double f = detail::objective<Loss>(pb, st.eta.data(), st.beta, nt);
+  double gnorm = st.grad.cwiseAbs().maxCoeff();
+  bool done = gnorm / sw <= opt.tol;
+  for (Index it = 0; !done && it < std::max<Index>(1, opt.max_iter); ++it) {
+    step = -st.grad;
+    st.chol.solve(step.data());
+    const double dec = -st.grad.dot(step);
+    linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
+    double f_try = f;
+    const double t =
+        detail::line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt);
+    if (t == 0.0) break;
+    st.beta += t * step;
+    st.eta.swap(eta_try);
+    f = f_try;
+    ++st.n_iter;
+    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+    detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
+    const double gnew = st.grad.cwiseAbs().maxCoeff();
+    done = gnew / sw <= opt.tol;
+    if (!done && gnew > 0.3 * gnorm) break;  // slow contraction: plain Newton from here
+    gnorm = gnew;
+  }
+  if (!done) {
+    FitState nt_st = newton_fit<Loss>(pb, opt, &st.beta);
+    nt_st.n_iter += st.n_iter;
+    return nt_st;
+  }
+  if (Loss::constant_curvature) {
+    st.hx = prev.hx;  // exact: the Hessian does not depend on beta
+  } else {
+    detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);  // at the solution
+    st.hessian_passes = 1;
+    // one full Newton step with it (no further pass): quadratic accuracy, as newton_fit
+    step = -st.grad;
+    st.chol.solve(step.data());
+    const double dec = -st.grad.dot(step);
+    linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
+    double f_try = f;
+    const double t =
+        detail::line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt);
+    if (t > 0.0) {
+      st.beta += t * step;
+      st.eta.swap(eta_try);
+      f = f_try;
+      ++st.n_iter;
+      detail::derivatives<Loss>(pb, st.eta.data(), g.data(), nullptr, nt);
+      detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
+    }
+  }
+  st.objective = f;
+  st.grad_norm = st.grad.cwiseAbs().maxCoeff() / sw;
+  st.converged = st.grad_norm <= opt.tol;
+  return st;
+}
+
 // Non-template entry points (instantiated for every registered loss in fit.cpp).
 FitState fit(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec* beta0);
 FitState prepare(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec& beta);
 double step(const Problem& pb, LossKind loss, FitState& st, bool refresh, int n_threads);
+FitState fit_from(const Problem& pb, LossKind loss, const FitOptions& opt, const FitState& prev);
 
 }  // namespace aloocv

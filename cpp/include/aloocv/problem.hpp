@@ -56,6 +56,10 @@ struct FitState {
   Index n_iter = 0;
   bool converged = false;
   double grad_norm = 0.0;  // max |grad| / sum(w)
+  // X~^T D X~ (no penalty) of the last full Hessian pass (smooth fits): along a
+  // lambda path the next fit starts Newton with it plus the new penalty.
+  Vec hx;
+  Index hessian_passes = 0;
 };
 
 // Sums f(i) over [0, n) in fixed chunks (deterministic for any thread count).
