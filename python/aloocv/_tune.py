@@ -491,16 +491,19 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
             bar.update(1)
     if bar is not None:
         bar.close()
-    h = hist.arrays()
-    if not np.all(np.isfinite(h["acv"])):
-        raise ValueError("ACV is not finite at some grid points")
-    best = int(np.argmin(h["acv"]))
-    if selection == "1se":
-        # points are ordered from most to least regularized: the first within 1 SE
-        limit = h["acv"][best] + h["stderr"][best]
-        best = int(np.flatnonzero(h["acv"] <= limit)[0])
+    best = _select(hist.arrays(), selection)
     return _finish(
-        obj, np.log(points[best]), hist, "grid", len(points), True, loss, intercept, selection, best
+        obj,
+        np.log(points[best]),
+        hist,
+        "grid",
+        len(points),
+        True,
+        loss,
+        intercept,
+        selection,
+        best,
+        np.column_stack(all_losses),
     )
 
 
