@@ -15,6 +15,7 @@ py::dict state_to_dict(const FitState& st, bool intercept) {
   out["objective"] = st.objective;
   out["grad_norm"] = st.grad_norm;
   out["hessian_passes"] = st.hessian_passes;
+  out["stale_eta"] = st.stale_eta;
   return out;
 }
 

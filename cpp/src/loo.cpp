@@ -12,10 +12,11 @@ LooMethod loo_method_from_name(const std::string& name) {
                      "'; expected one of 'alo', 'exact', 'if', 'lemma3'");
 }
 
-LooResult loo(const Problem& pb, LossKind loss, LooMethod method, const FitState& st,
+LooResult loo(const Problem& pb, LossKind loss, LooMethod method, FitState& st,
               const FitOptions& opt) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
+    if (method != LooMethod::Exact) fresh_factor<Loss>(pb, st, opt.n_threads);
     if (method == LooMethod::Exact) {
       return pb.has_l1() ? enet_exact_loo<Loss>(pb, st, opt) : exact_loo<Loss>(pb, st, opt);
     }
@@ -23,10 +24,11 @@ LooResult loo(const Problem& pb, LossKind loss, LooMethod method, const FitState
   });
 }
 
-LooResult loo_gradient(const Problem& pb, LossKind loss, const FitState& st, int n_threads,
+LooResult loo_gradient(const Problem& pb, LossKind loss, FitState& st, int n_threads,
                        HyperGradient& grad) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
+    fresh_factor<Loss>(pb, st, n_threads);
     return alo_with_gradient<Loss>(pb, st, n_threads, grad);
   });
 }

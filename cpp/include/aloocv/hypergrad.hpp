@@ -249,7 +249,7 @@ HyperGradient sample_gradient(const Problem& pb, const FitState& st, const Index
   return g;
 }
 
-LooResult loo_gradient(const Problem& pb, LossKind loss, const FitState& st, int n_threads,
+LooResult loo_gradient(const Problem& pb, LossKind loss, FitState& st, int n_threads,
                        HyperGradient& grad);
 HyperGradient loo_sample_gradient(const Problem& pb, LossKind loss, const FitState& st,
                                   const Index* idx, Index m, double& acv);

@@ -197,7 +197,8 @@ LooResult enet_exact_loo(const Problem& pb, const FitState& st, const FitOptions
   return out;
 }
 
-LooResult loo(const Problem& pb, LossKind loss, LooMethod method, const FitState& st,
+// Refreshes st's factor at beta when needed (fresh_factor), then the method.
+LooResult loo(const Problem& pb, LossKind loss, LooMethod method, FitState& st,
               const FitOptions& opt);
 
 }  // namespace aloocv

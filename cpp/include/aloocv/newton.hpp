@@ -145,6 +145,7 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
     st.eta.swap(eta_try);
     f = f_try;
     ++st.n_iter;
+    st.stale_eta = Loss::constant_curvature ? 0.0 : t * xs.cwiseAbs().maxCoeff();
     detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
     detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
     if (st.grad.cwiseAbs().maxCoeff() / sw <= opt.tol) break;
@@ -260,6 +261,7 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
       st.eta.swap(eta_try);
       f = f_try;
       ++st.n_iter;
+      st.stale_eta = t * xs.cwiseAbs().maxCoeff();
       detail::derivatives<Loss>(pb, st.eta.data(), g.data(), nullptr, nt);
       detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
     }
@@ -268,6 +270,20 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
   st.grad_norm = st.grad.cwiseAbs().maxCoeff() / sw;
   st.converged = st.grad_norm <= opt.tol;
   return st;
+}
+
+// The LOO formulas need the Hessian at beta itself. A fit ends with the factor of the
+// Hessian one (small) Newton step earlier; when that step moved some eta_i by more than
+// `threshold`, recompute the Hessian at beta (one pass). Smooth (L2) states only.
+template <class Loss>
+void fresh_factor(const Problem& pb, FitState& st, int n_threads, double threshold = 1e-7) {
+  if (Loss::constant_curvature || st.restricted || !(st.stale_eta > threshold)) return;
+  const int nt = resolve_threads(n_threads);
+  Vec g(pb.n()), d(pb.n()), H;
+  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+  detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
+  ++st.hessian_passes;
+  st.stale_eta = 0.0;
 }
 
 // Non-template entry points (instantiated for every registered loss in fit.cpp).

@@ -60,6 +60,9 @@ struct FitState {
   // lambda path the next fit starts Newton with it plus the new penalty.
   Vec hx;
   Index hessian_passes = 0;
+  // max_i |change of eta_i| in the step taken after the last Hessian: when it is not
+  // negligible, the LOO formulas refresh the factor at beta first (see fresh_factor).
+  double stale_eta = 0.0;
 };
 
 // Sums f(i) over [0, n) in fixed chunks (deterministic for any thread count).
