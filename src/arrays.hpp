@@ -78,8 +78,8 @@ inline Design make_design(const py::object& X) {
 }
 
 inline Problem make_problem(const py::object& X, const py::array& y,
-                            const std::optional<py::array>& w, const py::array& pen,
-                            bool intercept, const std::optional<py::array>& l1 = {}) {
+                            const std::optional<py::array>& w, const py::array& pen, bool intercept,
+                            const std::optional<py::array>& l1 = {}) {
   Problem pb;
   pb.X = make_design(X);
   pb.intercept = intercept;

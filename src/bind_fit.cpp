@@ -25,9 +25,8 @@ void bind_fit(py::module_& m) {
   m.def(
       "fit",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
-         const std::string& loss, const py::array& pen, bool intercept, double tol,
-         Index max_iter, int n_threads, const std::optional<py::array>& beta0,
-         const std::optional<py::array>& l1) {
+         const std::string& loss, const py::array& pen, bool intercept, double tol, Index max_iter,
+         int n_threads, const std::optional<py::array>& beta0, const std::optional<py::array>& l1) {
         Problem pb = make_problem(X, y, w, pen, intercept, l1);
         const LossKind kind = loss_from_name(loss);
         FitOptions opt{tol, max_iter, n_threads};

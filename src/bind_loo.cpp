@@ -72,8 +72,8 @@ void bind_loo(py::module_& m) {
         py::dict out = state_to_dict(st, intercept);
         out["losses"] = to_numpy(res.losses);
         out["predictions"] = to_numpy(res.predictions);
-        out["leverages"] = meth == LooMethod::Exact ? py::object(py::none())
-                                                    : py::object(to_numpy(res.leverages));
+        out["leverages"] =
+            meth == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(res.leverages));
         out["n_not_converged"] = res.n_not_converged;
         if (gradient) {
           out["grad_l2"] = to_numpy(hg.l2);
@@ -83,7 +83,8 @@ void bind_loo(py::module_& m) {
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false, py::arg("l1") = py::none(), py::arg("gradient") = false,
+      py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false,
+      py::arg("l1") = py::none(), py::arg("gradient") = false,
       "Leave-one-out losses and predictions ('alo', 'if', 'lemma3', 'exact').");
 }
 

@@ -73,7 +73,8 @@ class TuneState {
     return out;
   }
 
-  py::tuple sample_gradient(const py::array_t<Index, py::array::c_style | py::array::forcecast>& idx) {
+  py::tuple sample_gradient(
+      const py::array_t<Index, py::array::c_style | py::array::forcecast>& idx) {
     require_fit();
     double acv = 0.0;
     HyperGradient hg;

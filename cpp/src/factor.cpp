@@ -61,7 +61,7 @@ void Cholesky::solve(double* b) const {
 Mat Cholesky::inverse() const {
   Mat Z = Mat::Identity(p1_, p1_);
   blas::trsm_lower(p1_, p1_, L_.data(), p1_, Z.data(), p1_);  // Z = L^{-1}
-  const Mat Zt = Z.transpose();  // column-major copy of Z^T
+  const Mat Zt = Z.transpose();                               // column-major copy of Z^T
   Mat out(p1_, p1_);
   blas::syrk_lower(p1_, p1_, Zt.data(), p1_, 0.0, out.data(), p1_);
   out.triangularView<Eigen::StrictlyUpper>() = out.transpose();
@@ -79,7 +79,8 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
     std::vector<int> pos;
     if (!cols.all()) {
       pos.assign(static_cast<size_t>(X.p), -1);
-      for (Index k = 0; k < cols.size; ++k) pos[static_cast<size_t>(cols.cols[k])] = static_cast<int>(k);
+      for (Index k = 0; k < cols.size; ++k)
+        pos[static_cast<size_t>(cols.cols[k])] = static_cast<int>(k);
     }
     const CsrView& S = X.csr;
 #pragma omp parallel num_threads(nt)

@@ -22,7 +22,8 @@ FitState prepare(const Problem& pb, LossKind loss, const FitOptions& opt, const 
 FitState fit_from(const Problem& pb, LossKind loss, const FitOptions& opt, const FitState& prev) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
-    if (pb.has_l1()) return enet_fit<Loss>(pb, opt, prev.beta.size() == pb.p1() ? &prev.beta : nullptr);
+    if (pb.has_l1())
+      return enet_fit<Loss>(pb, opt, prev.beta.size() == pb.p1() ? &prev.beta : nullptr);
     return path_fit<Loss>(pb, opt, prev);
   });
 }

@@ -1,5 +1,5 @@
-#include "aloocv/hypergrad.hpp"
 #include "aloocv/loo.hpp"
+#include "aloocv/hypergrad.hpp"
 
 namespace aloocv {
 

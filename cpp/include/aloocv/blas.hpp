@@ -10,11 +10,10 @@
 namespace aloocv::blas {
 
 using dsyrk_t = void(char*, char*, int*, int*, double*, double*, int*, double*, double*, int*);
-using dtrsm_t = void(char*, char*, char*, char*, int*, int*, double*, double*, int*, double*,
-                     int*);
+using dtrsm_t = void(char*, char*, char*, char*, int*, int*, double*, double*, int*, double*, int*);
 using dpotrf_t = void(char*, int*, double*, int*, int*);
-using dgemm_t = void(char*, char*, int*, int*, int*, double*, double*, int*, double*, int*,
-                     double*, double*, int*);
+using dgemm_t = void(char*, char*, int*, int*, int*, double*, double*, int*, double*, int*, double*,
+                     double*, int*);
 
 struct Table {
   dsyrk_t* syrk = nullptr;

@@ -155,7 +155,9 @@ struct Design {
   }
 
   // x~_i as a dense vector of length p + intercept.
-  void row(Index i, bool intercept, double* out) const { pack_rows(i, i + 1, nullptr, intercept, out); }
+  void row(Index i, bool intercept, double* out) const {
+    pack_rows(i, i + 1, nullptr, intercept, out);
+  }
 };
 
 }  // namespace aloocv

@@ -16,9 +16,7 @@ namespace aloocv {
 
 namespace detail {
 
-inline double soft_threshold(double u, double t) {
-  return u > t ? u - t : (u < -t ? u + t : 0.0);
-}
+inline double soft_threshold(double u, double t) { return u > t ? u - t : (u < -t ? u + t : 0.0); }
 
 // max_j of the minimum-norm subgradient of the objective (gradient of the smooth part
 // `grad`, L1 weights pb.l1) at beta.
@@ -142,8 +140,7 @@ FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, In
     const Index m = static_cast<Index>(W.size());
     if (!(have_H && same_W && Loss::constant_curvature)) {
       H.resize(m, m);
-      hessian(pb.X, d.data(), pb.intercept, H.data(), nt,
-              Columns::of(Wcols));
+      hessian(pb.X, d.data(), pb.intercept, H.data(), nt, Columns::of(Wcols));
       for (Index k = 0; k < m; ++k) H(k, k) += pb.pen[W[k]];
       have_H = true;
     }
@@ -164,8 +161,8 @@ FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, In
     if (!(dF < 0.0)) break;  // no descent left at this precision
     linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
     double f_try = f;
-    const double t = detail::line_search<Loss>(pb, st.beta, step, st.eta, xs, f, -dF, eta_try,
-                                               f_try, nt, skip);
+    const double t =
+        detail::line_search<Loss>(pb, st.beta, step, st.eta, xs, f, -dF, eta_try, f_try, nt, skip);
     if (t == 0.0) break;
     st.beta += t * step;
     // exact zeros for coordinates the step set to zero (a full step lands on them)
@@ -207,8 +204,7 @@ FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, In
     for (Index a = 0; a < q; ++a)
       for (Index b = 0; b < q; ++b) HA(a, b) = H(keep[a], keep[b]);
   } else {
-    hessian(pb.X, d.data(), pb.intercept, HA.data(), nt,
-            Columns::of(st.active));
+    hessian(pb.X, d.data(), pb.intercept, HA.data(), nt, Columns::of(st.active));
     for (Index a = 0; a < q; ++a) HA(a, a) += pb.pen[a < off ? 0 : st.active[a - off] + off];
   }
   st.chol.factor(HA.data(), q);
@@ -235,8 +231,7 @@ FitState enet_prepare_at(const Problem& pb, const Vec& beta, const FitOptions& o
     if (beta[j] != 0.0) st.active.push_back(j - off);
   const Index q = static_cast<Index>(st.active.size()) + off;
   Mat HA(q, q);
-  hessian(pb.X, d.data(), pb.intercept, HA.data(), nt,
-          Columns::of(st.active));
+  hessian(pb.X, d.data(), pb.intercept, HA.data(), nt, Columns::of(st.active));
   for (Index a = 0; a < q; ++a) HA(a, a) += pb.pen[a < off ? 0 : st.active[a - off] + off];
   st.chol.factor(HA.data(), q);
   return st;

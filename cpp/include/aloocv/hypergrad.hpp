@@ -5,8 +5,8 @@
 //   d ACV_i / d lambda_m = - l'(y_i, eta~_i) / (1 - d_i h_i) * a_i^T grad r_m(beta~(i)),
 // with H_{-i} evaluated at beta_hat (O(n p^2) for all i together). The penalty terms
 // are per feature: r_j = theta_j^2 / 2 (grad: theta_j e_j) and r_j = |theta_j|
-// (grad: sign(theta_j) e_j on the active set of beta_hat); scalar lambdas are sums of these. The result is the
-// derivative of the weighted mean sum_i w_i ACV_i / sum_i w_i.
+// (grad: sign(theta_j) e_j on the active set of beta_hat); scalar lambdas are sums of these. The
+// result is the derivative of the weighted mean sum_i w_i ACV_i / sum_i w_i.
 //
 // Curvature correction. The paper's eq. 16 evaluates H_{-i} at beta~(i); evaluating it
 // at beta_hat instead (O(n p^2) rather than O(n^2 p^2)) loses a term of the same order
@@ -114,7 +114,8 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
               const double kappa = -cbuf[static_cast<size_t>(k)] * sbuf[static_cast<size_t>(k)];
               if (kappa == 0.0) continue;
               const double r = std::sqrt(std::abs(kappa));
-              double* dst = kappa > 0 ? pos_buf.data() + (np_++) * q1 : neg_buf.data() + (nn_++) * q1;
+              double* dst =
+                  kappa > 0 ? pos_buf.data() + (np_++) * q1 : neg_buf.data() + (nn_++) * q1;
               for (Index j = 0; j < q1; ++j) dst[j] = r * Z(j, k);
             }
             blas::syrk_lower(q1, np_, pos_buf.data(), q1, 1.0, Spos, q1);

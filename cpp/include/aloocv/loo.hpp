@@ -5,8 +5,8 @@
 #include <limits>
 #include <sstream>
 
-#include "losses.hpp"
 #include "enet.hpp"
+#include "losses.hpp"
 #include "newton.hpp"
 
 namespace aloocv {

@@ -67,7 +67,9 @@ struct Poisson {
   static constexpr const char* domain = "finite y >= 0";
   static constexpr bool constant_curvature = false;
   static bool valid(double y) { return std::isfinite(y) && y >= 0.0; }
-  static double value(double y, double eta) { return std::exp(eta) - y * eta + std::lgamma(y + 1.0); }
+  static double value(double y, double eta) {
+    return std::exp(eta) - y * eta + std::lgamma(y + 1.0);
+  }
   static double d1(double y, double eta) { return std::exp(eta) - y; }
   static double d2(double, double eta) { return std::exp(eta); }
   static double d3(double, double eta) { return std::exp(eta); }

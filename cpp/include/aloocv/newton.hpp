@@ -66,8 +66,8 @@ inline void factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Choles
 // decrease is below rounding.
 template <class Loss>
 double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Vec& eta,
-                   const Vec& xs, double f, double dec, Vec& eta_try, double& f_try,
-                   int n_threads, Index skip = -1) {
+                   const Vec& xs, double f, double dec, Vec& eta_try, double& f_try, int n_threads,
+                   Index skip = -1) {
   const bool tiny = 0.5 * dec <= 1e-13 * std::max(1.0, std::abs(f));
   double t = 1.0;
   for (int ls = 0; ls < 60; ++ls, t *= 0.5) {

@@ -49,9 +49,7 @@ struct FitState {
   // Section 3): chol then factors the Hessian of the columns `active` (+ intercept).
   bool restricted = false;
   std::vector<Index> active;
-  Columns columns() const {
-    return restricted ? Columns::of(active) : Columns{};
-  }
+  Columns columns() const { return restricted ? Columns::of(active) : Columns{}; }
   double objective = 0.0;
   Index n_iter = 0;
   bool converged = false;
