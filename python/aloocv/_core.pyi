@@ -1,0 +1,77 @@
+"""Type stubs of the compiled core ``aloocv._core`` (pybind11)."""
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+_F64 = NDArray[np.float64]
+# X: a 2-d float64 array (any layout) or a CSR tuple (data, indices, indptr, n, p)
+_Design = _F64 | tuple[_F64, NDArray[np.int32], NDArray[np.int32], int, int]
+
+def set_blas(capsules: dict[str, Any]) -> None: ...
+def use_blas(enabled: bool) -> None: ...
+def blas_enabled() -> bool: ...
+def max_threads() -> int: ...
+def loss_names() -> list[str]: ...
+def fit(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: str,
+    penalty: _F64,
+    fit_intercept: bool,
+    tol: float,
+    max_iter: int,
+    n_threads: int,
+    beta0: _F64 | None = None,
+    l1: _F64 | None = None,
+) -> dict[str, Any]: ...
+def hessian(X: _Design, d: _F64, fit_intercept: bool, n_threads: int) -> _F64: ...
+def loss_eval(loss: str, y: _F64, eta: _F64) -> tuple[_F64, _F64, _F64]: ...
+def loo(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: str,
+    penalty: _F64,
+    fit_intercept: bool,
+    method: str,
+    tol: float,
+    max_iter: int,
+    n_threads: int,
+    beta: _F64 | None = None,
+    refit: bool = False,
+    l1: _F64 | None = None,
+    gradient: bool = False,
+) -> dict[str, Any]: ...
+def ridge_path(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    lambdas: _F64,
+    fit_intercept: bool,
+    n_threads: int,
+) -> dict[str, Any]: ...
+
+class TuneState:
+    def __init__(
+        self,
+        X: _Design,
+        y: _F64,
+        sample_weight: _F64 | None,
+        loss: str,
+        penalty: _F64,
+        fit_intercept: bool,
+        tol: float,
+        max_iter: int,
+        n_threads: int,
+        l1: _F64 | None = None,
+        beta0: _F64 | None = None,
+    ) -> None: ...
+    def set_penalty(self, penalty: _F64, l1: _F64 | None = None) -> None: ...
+    def fit(self) -> dict[str, Any]: ...
+    def step(self, refresh: bool) -> float: ...
+    def alo(self, gradient: bool = True) -> dict[str, Any]: ...
+    def sample_gradient(self, indices: NDArray[np.int64]) -> tuple[float, _F64, _F64]: ...
+    def state(self) -> dict[str, Any]: ...
