@@ -216,8 +216,11 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
   detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
   double f = detail::objective<Loss>(pb, st.eta.data(), st.beta, nt);
+  // Chord steps are cheap (no Hessian pass): converge them 100x below tol, so that the
+  // fresh Hessian taken at the end is at the returned beta (no final step, no refresh).
+  const double tight = 0.01 * opt.tol;
   double gnorm = st.grad.cwiseAbs().maxCoeff();
-  bool done = gnorm / sw <= opt.tol;
+  bool done = gnorm / sw <= tight;
   for (Index it = 0; !done && it < std::max<Index>(1, opt.max_iter); ++it) {
     step = -st.grad;
     st.chol.solve(step.data());
@@ -234,10 +237,14 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
     detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
     detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
     const double gnew = st.grad.cwiseAbs().maxCoeff();
-    done = gnew / sw <= opt.tol;
-    if (!done && gnew > 0.3 * gnorm) break;  // slow contraction: plain Newton from here
+    done = gnew / sw <= tight;
+    if (!done && gnew > 0.3 * gnorm) {  // slow contraction (or the rounding floor)
+      done = gnew / sw <= opt.tol;      // accept at tol, else plain Newton from here
+      break;
+    }
     gnorm = gnew;
   }
+  if (!done) done = st.grad.cwiseAbs().maxCoeff() / sw <= opt.tol;
   if (!done) {
     FitState nt_st = newton_fit<Loss>(pb, opt, &st.beta);
     nt_st.n_iter += st.n_iter;
@@ -246,25 +253,9 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
   if (Loss::constant_curvature) {
     st.hx = prev.hx;  // exact: the Hessian does not depend on beta
   } else {
-    detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);  // at the solution
+    detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);  // at beta itself
     st.hessian_passes = 1;
-    // one full Newton step with it (no further pass): quadratic accuracy, as newton_fit
-    step = -st.grad;
-    st.chol.solve(step.data());
-    const double dec = -st.grad.dot(step);
-    linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
-    double f_try = f;
-    const double t =
-        detail::line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt);
-    if (t > 0.0) {
-      st.beta += t * step;
-      st.eta.swap(eta_try);
-      f = f_try;
-      ++st.n_iter;
-      st.stale_eta = t * xs.cwiseAbs().maxCoeff();
-      detail::derivatives<Loss>(pb, st.eta.data(), g.data(), nullptr, nt);
-      detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
-    }
+    st.stale_eta = 0.0;
   }
   st.objective = f;
   st.grad_norm = st.grad.cwiseAbs().maxCoeff() / sw;
