@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import _blas
 from ._fit import FitResult, fit
+from ._kfold import KFoldResult, kfold
 from ._loo import LOOResult, loo
 from ._tune import TuneResult, tune
 from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
@@ -25,11 +26,13 @@ __all__ = [
     "ALORidgeCV",
     "ElasticNet",
     "FitResult",
+    "KFoldResult",
     "LOOResult",
     "Penalty",
     "TuneResult",
     "__version__",
     "fit",
+    "kfold",
     "loo",
     "tune",
 ]

@@ -154,6 +154,15 @@ struct Design {
     }
   }
 
+  // Like pack_rows for the rows idx[0..m) (any order): column k = scale[k] * x~_{idx[k]}.
+  void pack_indices(const Index* idx, Index m, const double* scale, bool intercept, double* out,
+                    Columns cols = {}) const {
+    const Index p1 = (cols.all() ? p : cols.size) + (intercept ? 1 : 0);
+    for (Index k = 0; k < m; ++k) {
+      pack_rows(idx[k], idx[k] + 1, scale ? scale + k : nullptr, intercept, out + k * p1, cols);
+    }
+  }
+
   // x~_i as a dense vector of length p + intercept.
   void row(Index i, bool intercept, double* out) const {
     pack_rows(i, i + 1, nullptr, intercept, out);

@@ -1,0 +1,46 @@
+// Binding of K-fold cross-validation (approximate and exact).
+#include <pybind11/stl.h>
+
+#include "aloocv/kfold.hpp"
+#include "aloocv/newton.hpp"
+#include "arrays.hpp"
+
+namespace aloocv::bind {
+
+py::dict state_to_dict(const FitState& st, bool intercept);
+
+void bind_kfold(py::module_& m) {
+  m.def(
+      "kfold",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const std::string& loss, const py::array& pen, bool intercept, const py::array& folds,
+         Index n_folds, const std::string& method, double tol, Index max_iter, int n_threads,
+         const std::optional<py::array>& l1) {
+        Problem pb = make_problem(X, y, w, pen, intercept, l1);
+        const LossKind kind = loss_from_name(loss);
+        const int* f = int32_ptr(folds, pb.n(), "folds");
+        if (method != "alo" && method != "exact") {
+          throw py::value_error("unknown method '" + method + "'; expected 'alo' or 'exact'");
+        }
+        FitOptions opt{tol, max_iter, n_threads};
+        FitState st;
+        KFoldOutput res;
+        {
+          py::gil_scoped_release release;
+          st = fit(pb, kind, opt, nullptr);
+          res = method == "alo" ? kfold_approx(pb, kind, st, f, n_folds, n_threads)
+                                : kfold_exact(pb, kind, st, f, n_folds, opt);
+        }
+        py::dict out = state_to_dict(st, intercept);
+        out["losses"] = to_numpy(res.losses);
+        out["predictions"] = to_numpy(res.predictions);
+        out["n_not_converged"] = res.n_not_converged;
+        return out;
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
+      py::arg("fit_intercept"), py::arg("folds"), py::arg("n_folds"), py::arg("method"),
+      py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"), py::arg("l1") = py::none(),
+      "K-fold CV: one Newton step per fold on the exact fold-out Hessian ('alo'), or refits.");
+}
+
+}  // namespace aloocv::bind
