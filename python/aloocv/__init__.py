@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import _blas
 from ._fit import FitResult, fit
+from ._kernel import kernel_ridge_loo
 from ._kfold import KFoldResult, kfold
 from ._loo import LOOResult, loo
 from ._tune import TuneResult, tune
@@ -32,6 +33,7 @@ __all__ = [
     "TuneResult",
     "__version__",
     "fit",
+    "kernel_ridge_loo",
     "kfold",
     "loo",
     "tune",

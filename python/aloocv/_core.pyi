@@ -53,6 +53,37 @@ def ridge_path(
     fit_intercept: bool,
     n_threads: int,
 ) -> dict[str, Any]: ...
+def kfold(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: str,
+    penalty: _F64,
+    fit_intercept: bool,
+    folds: NDArray[np.int32],
+    n_folds: int,
+    method: str,
+    tol: float,
+    max_iter: int,
+    n_threads: int,
+    l1: _F64 | None = None,
+) -> dict[str, Any]: ...
+def dual(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: str,
+    penalty: _F64,
+    fit_intercept: bool,
+    method: str,
+    tol: float,
+    max_iter: int,
+    n_threads: int,
+    want_loo: bool = True,
+) -> dict[str, Any]: ...
+def kernel_ridge_loo(
+    K: _F64, y: _F64, sample_weight: _F64 | None, lam: float, fit_intercept: bool
+) -> dict[str, Any]: ...
 
 class TuneState:
     def __init__(

@@ -15,6 +15,7 @@ from ._validation import (
     as_penalty,
     check_fit_inputs,
     check_options,
+    choose_solver,
     core_design,
     is_sparse,
     n_threads,
@@ -112,6 +113,7 @@ def fit(
     max_iter: int = 100,
     n_jobs: int | None = None,
     warm_start: FitResult | None = None,
+    solver: str = "auto",
 ) -> FitResult:
     """Fit ``min_beta sum_i w_i l(y_i, x~_i^T beta) + lambda^T r(theta)`` by Newton's method.
 
@@ -139,7 +141,12 @@ def fit(
     n_jobs : int, optional
         OpenMP threads (None: OpenMP's default, -1: all cores).
     warm_start : FitResult, optional
-        Start Newton from this solution.
+        Start Newton from this solution (primal solver).
+    solver : {"auto", "primal", "dual"}
+        ``"primal"``: Newton on the p x p Hessian, O(n p^2 + p^3) per step.
+        ``"dual"``: Newton on the n x n system with ``K = X P^{-1} X^T`` computed once
+        (O(n^2 p)), then O(n^3) per step; needs an L2 penalty > 0 on every feature.
+        ``"auto"``: the dual when n < p and it applies.
 
     Returns
     -------
@@ -172,6 +179,24 @@ def fit(
         )
         if beta0.shape != (X.shape[1] + int(fit_intercept),):
             raise ValueError("warm_start does not match the shape of this problem")
+    if choose_solver(solver, X, pen, l1) == "dual":
+        with _blas.single_threaded_blas():
+            out = _core.dual(
+                core_design(X),
+                y,
+                w,
+                loss,
+                pen,
+                bool(fit_intercept),
+                "alo",
+                tol,
+                max_iter,
+                n_threads(n_jobs),
+                False,
+            )
+        res = _result(out, loss, penalty, bool(fit_intercept))
+        _warn_not_converged(res, tol, max_iter)
+        return res
     with _blas.single_threaded_blas():
         out = _core.fit(
             core_design(X),

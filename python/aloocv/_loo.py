@@ -17,6 +17,7 @@ from ._validation import (
     check_fit_inputs,
     check_loo_samples,
     check_options,
+    choose_solver,
     core_design,
     n_threads,
 )
@@ -98,6 +99,7 @@ def loo(
     max_iter: int = 100,
     n_jobs: int | None = None,
     return_gradient: bool = False,
+    solver: str = "auto",
 ) -> LOOResult:
     """Leave-one-out cross-validation of an L2-penalized GLM.
 
@@ -121,6 +123,9 @@ def loo(
     return_gradient : bool
         Also compute the ALO hypergradient (``method="alo"`` only) in the same
         blocked pass that computes the leverages; see :attr:`LOOResult.gradient`.
+    solver : {"auto", "primal", "dual"}
+        As in :func:`aloocv.fit`: with ``"dual"`` (default when n < p, L2 > 0 on every
+        feature) the leverages come from the n x n system, ``O(n^2 p + n^3)``.
 
     Returns
     -------
@@ -162,6 +167,40 @@ def loo(
             beta = np.ascontiguousarray(c)
     elif intercept is not None:
         raise ValueError("intercept= requires coef=")
+    if choose_solver(solver, X, pen, l1) == "dual" and beta is None:
+        if return_gradient:
+            raise ValueError("return_gradient=True needs solver='primal'")
+        with _blas.single_threaded_blas():
+            out = _core.dual(
+                core_design(X),
+                y,
+                w,
+                loss,
+                pen,
+                bool(fit_intercept),
+                method,
+                tol,
+                max_iter,
+                n_threads(n_jobs),
+                True,
+            )
+        fitres = _result(out, loss, penalty, bool(fit_intercept))
+        _warn_not_converged(fitres, tol, max_iter)
+        if out["n_not_converged"]:
+            warnings.warn(
+                f"exact LOO: {out['n_not_converged']} of {X.shape[0]} refits did not reach "
+                f"tol={tol:g}",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        return LOOResult(
+            losses=out["losses"],
+            predictions=out["predictions"],
+            leverages=out["leverages"],
+            method=method,
+            fit=fitres,
+            sample_weight=w,
+        )
     with _blas.single_threaded_blas():
         out = _core.loo(
             core_design(X),

@@ -183,3 +183,27 @@ def check_fit_inputs(X, y, loss, penalty, sample_weight):
     pen, l1 = check_penalty(penalty, p)
     w = check_sample_weight(sample_weight, n)
     return X, y, loss, pen, l1, w
+
+
+SOLVERS = ("auto", "primal", "dual")
+
+
+def choose_solver(solver: Any, X: Any, pen: np.ndarray, l1: np.ndarray | None) -> str:
+    """'primal' or 'dual' for a checked problem ('auto': dual when n < p, L2 only, and
+    every feature penalized)."""
+    if solver not in SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)}")
+    n, p = X.shape
+    dual_ok = l1 is None and bool(np.all(pen > 0))
+    if solver == "dual":
+        if l1 is not None:
+            raise ValueError("solver='dual' needs an L2 penalty (an L1 term uses the active set)")
+        if not dual_ok:
+            raise ValueError(
+                "solver='dual' needs a strictly positive penalty on every feature; "
+                f"{int(np.sum(pen <= 0))} feature(s) have lam = 0"
+            )
+        return "dual"
+    if solver == "auto":
+        return "dual" if (dual_ok and n < p) else "primal"
+    return "primal"

@@ -29,23 +29,21 @@ namespace detail {
 }
 }  // namespace detail
 
-// The closed forms on a fitted state: O(n p^2) for the leverages (one blocked
-// triangular solve against X~^T), O(n) for the rest.
+// The closed forms from the linear predictor eta and the leverages h (already in
+// out.leverages): O(n).
 template <class Loss>
-LooResult approx_loo(const Problem& pb, const FitState& st, LooMethod method, int n_threads) {
+void loo_formulas(const Problem& pb, const double* eta_hat, LooMethod method, LooResult& out,
+                  int n_threads) {
   const int nt = resolve_threads(n_threads);
   const Index n = pb.n();
-  LooResult out;
   out.losses.resize(n);
   out.predictions.resize(n);
-  out.leverages.resize(n);
-  leverages(pb.X, pb.intercept, st.chol, out.leverages.data(), nt, st.columns());
   const double tiny = 64 * std::numeric_limits<double>::epsilon();
   ExceptionCatcher guard;
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (Index i = 0; i < n; ++i) {
     guard.run([&] {
-      const double y = pb.y[i], eta = st.eta[i], w = pb.weight(i), h = out.leverages[i];
+      const double y = pb.y[i], eta = eta_hat[i], w = pb.weight(i), h = out.leverages[i];
       const double l1 = Loss::d1(y, eta);
       const double g = w * l1, dh = w * Loss::d2(y, eta) * h;
       const double den = 1.0 - dh;
@@ -71,6 +69,17 @@ LooResult approx_loo(const Problem& pb, const FitState& st, LooMethod method, in
     });
   }
   guard.rethrow();
+}
+
+// The closed forms on a fitted state: O(n p^2) for the leverages (one blocked
+// triangular solve against X~^T), O(n) for the rest.
+template <class Loss>
+LooResult approx_loo(const Problem& pb, const FitState& st, LooMethod method, int n_threads) {
+  const int nt = resolve_threads(n_threads);
+  LooResult out;
+  out.leverages.resize(pb.n());
+  leverages(pb.X, pb.intercept, st.chol, out.leverages.data(), nt, st.columns());
+  loo_formulas<Loss>(pb, st.eta.data(), method, out, nt);
   return out;
 }
 

@@ -1,0 +1,272 @@
+#include "aloocv/dual.hpp"
+
+#include <Eigen/Cholesky>
+#include <limits>
+#include <sstream>
+
+#include "aloocv/blas.hpp"
+#include "aloocv/hessian.hpp"
+#include "aloocv/newton.hpp"
+
+namespace aloocv {
+
+Mat dual_kernel(const Problem& pb, int n_threads) {
+  const int nt = resolve_threads(n_threads);
+  const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0;
+  Vec isd(p);
+  for (Index j = 0; j < p; ++j) {
+    const double lam = pb.pen[off + j];
+    if (!(lam > 0.0)) {
+      throw InvalidInput("the dual route needs a strictly positive penalty on every feature (" +
+                         std::string("feature ") + std::to_string(j) +
+                         " has lam = " + std::to_string(lam) + "); use solver='primal'");
+    }
+    isd[j] = 1.0 / std::sqrt(lam);
+  }
+  Mat K = Mat::Zero(n, n);
+  if (pb.X.sparse) {
+    using SM = Eigen::SparseMatrix<double, Eigen::RowMajor, int>;
+    const CsrView& c = pb.X.csr;
+    Eigen::Map<const SM> M(n, p, c.indptr[n], c.indptr, c.indices, c.data);
+    const SM A = M * isd.asDiagonal();
+    const SM At = A.transpose();
+    K = Mat(A * At);
+    return K;
+  }
+  // Column blocks of X scaled by P^{-1/2}, one SYRK each into per-chunk partials
+  // (fixed chunks over features: deterministic for any thread count).
+  const Index pb_cols =
+      std::max<Index>(32, std::min<Index>(1024, Index(131072) / std::max<Index>(1, n)));
+  const Partition part{p, std::max<Index>(1, std::min<Index>(std::max<Index>(nt, 8), p / pb_cols))};
+  std::vector<Mat> partial(static_cast<size_t>(part.chunks));
+  ExceptionCatcher guard;
+#pragma omp parallel num_threads(nt)
+  {
+    Mat buf;
+#pragma omp for schedule(dynamic, 1)
+    for (Index c = 0; c < part.chunks; ++c) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        Mat& acc = partial[static_cast<size_t>(c)];
+        acc = Mat::Zero(n, n);
+        for (Index j0 = part.begin(c); j0 < part.begin(c + 1); j0 += pb_cols) {
+          const Index j1 = std::min(part.begin(c + 1), j0 + pb_cols), m = j1 - j0;
+          buf.resize(n, m);
+          const DenseView& V = pb.X.dense;
+          for (Index j = j0; j < j1; ++j)
+            for (Index i = 0; i < n; ++i) buf(i, j - j0) = V(i, j) * isd[j];
+          blas::syrk_lower(n, m, buf.data(), n, 1.0, acc.data(), n);
+        }
+      });
+    }
+  }
+  guard.rethrow();
+  for (Index c = 0; c < part.chunks; ++c) K += partial[static_cast<size_t>(c)];
+  K.triangularView<Eigen::StrictlyUpper>() = K.transpose();
+  return K;
+}
+
+namespace {
+
+Eigen::LLT<Mat> factor_spd(const Mat& M, const char* what) {
+  Eigen::LLT<Mat> llt(M);
+  if (llt.info() != Eigen::Success) {
+    throw SingularHessian(std::string("the ") + what +
+                          " is not positive definite; use a larger penalty");
+  }
+  return llt;
+}
+
+template <class Loss>
+DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const DualState* warm,
+                   Index skip, bool have_x) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index n = pb.n();
+  const double sw = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
+  DualState st;
+  if (warm) {
+    st = *warm;
+    st.n_iter = 0;
+  } else {
+    st.alpha = Vec::Zero(n);
+    st.b = 0.0;
+    if (pb.intercept) {
+      double sy = 0.0;
+      for (Index i = 0; i < n; ++i)
+        if (i != skip) sy += pb.weight(i) * pb.y[i];
+      st.b = Loss::init_intercept(sy / sw);
+    }
+    st.eta = Vec::Constant(n, st.b);
+  }
+  Vec u(n), d(n), s(n), r(n), Ka(n), eta_try(n);
+  auto objective = [&](const Vec& eta, const Vec& alpha, const Vec& Kalpha) {
+    double f = 0.0;
+    for (Index i = 0; i < n; ++i) {
+      const double w = i == skip ? 0.0 : pb.weight(i);
+      if (w != 0.0) f += w * Loss::value(pb.y[i], eta[i]);
+    }
+    return f + 0.5 * alpha.dot(Kalpha);
+  };
+  Ka = K * st.alpha;
+  double f = objective(st.eta, st.alpha, Ka);
+  Vec gx(pb.p1());
+  for (Index it = 0;; ++it) {
+    double gb = 0.0;
+    for (Index i = 0; i < n; ++i) {
+      const double w = i == skip ? 0.0 : pb.weight(i);
+      u[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], st.eta[i]);
+      d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], st.eta[i]);
+      s[i] = std::sqrt(d[i]);
+      gb += u[i];
+    }
+    r = u + st.alpha;
+    // primal gradient: (sum u, X^T r) (theta-part) when X is available
+    double gnorm = pb.intercept ? std::abs(gb) : 0.0;
+    if (have_x) {
+      gradient(pb.X, r.data(), false, gx.data(), skip >= 0 ? 1 : nt);
+      gnorm = std::max(gnorm, gx.head(pb.X.p).cwiseAbs().maxCoeff());
+    } else {
+      gnorm = std::max(gnorm, (K * r).cwiseAbs().maxCoeff());
+    }
+    st.grad_norm = gnorm / sw;
+    if (it > 0 && (st.grad_norm <= opt.tol || Loss::constant_curvature)) {
+      st.converged = st.grad_norm <= opt.tol || Loss::constant_curvature;
+      break;
+    }
+    if (it >= std::max<Index>(1, opt.max_iter)) break;
+    Mat M = s.asDiagonal() * K * s.asDiagonal();
+    M.diagonal().array() += 1.0;
+    const auto llt = factor_spd(M, "dual Newton matrix I + S K S");
+    const Vec Kr = K * r;
+    const Vec t = llt.solve(s.cwiseProduct(Kr));
+    double db = 0.0;
+    Vec v = -t;
+    if (pb.intercept) {
+      const Vec ms = llt.solve(s);
+      const double denom = s.dot(ms);
+      if (!(denom > 0.0)) throw SingularHessian("no curvature left for the intercept");
+      db = (s.dot(t) - gb) / denom;
+      v -= db * (s - ms);
+    }
+    const Vec dalpha = -r - s.cwiseProduct(v) - db * d;
+    const Vec Kda = K * dalpha;
+    const double dec = -(gb * db + r.dot(Kda));  // -grad^T step
+    // Armijo on the objective along (alpha, b) + t (dalpha, db)
+    double tstep = 1.0, f_try = f;
+    bool ok = false;
+    const bool tiny = 0.5 * dec <= 1e-13 * std::max(1.0, std::abs(f));
+    for (int ls = 0; ls < 60; ++ls, tstep *= 0.5) {
+      eta_try = st.eta + tstep * (Kda.array() + db).matrix();
+      const Vec a_try = st.alpha + tstep * dalpha;
+      const Vec Ka_try = Ka + tstep * Kda;
+      f_try = objective(eta_try, a_try, Ka_try);
+      if (std::isfinite(f_try) && (tiny || f_try <= f - 1e-4 * tstep * dec)) {
+        ok = true;
+        break;
+      }
+    }
+    if (!ok) break;
+    st.alpha += tstep * dalpha;
+    st.b += tstep * db;
+    Ka += tstep * Kda;
+    st.eta.swap(eta_try);
+    f = f_try;
+    ++st.n_iter;
+  }
+  st.objective = f;
+  return st;
+}
+
+template <class Loss>
+Vec dual_leverages(const Problem& pb, const Mat& K, const DualState& st) {
+  const Index n = pb.n();
+  Vec d(n), s(n);
+  for (Index i = 0; i < n; ++i) {
+    const double w = pb.weight(i);
+    d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], st.eta[i]);
+    s[i] = std::sqrt(d[i]);
+  }
+  Mat Kc = K;
+  double base = 0.0;
+  if (pb.intercept) {
+    const double sd = d.sum();
+    if (!(sd > 0.0)) throw SingularHessian("no curvature for the intercept (all d_i = 0)");
+    const Vec kd = K * d / sd;
+    const double dkd = d.dot(kd) / sd;
+    Kc.colwise() -= kd;  // K - (K d) 1^T / sd
+    Kc.rowwise() -= kd.transpose();
+    Kc.array() += dkd;
+    base = 1.0 / sd;
+  }
+  Mat M = s.asDiagonal() * Kc * s.asDiagonal();
+  M.diagonal().array() += 1.0;
+  const auto llt = factor_spd(M, "dual leverage matrix I + S K_c S");
+  Mat W = s.asDiagonal() * Kc;  // S K_c
+  llt.matrixL().solveInPlace(W);
+  Vec h(n);
+  for (Index i = 0; i < n; ++i) h[i] = base + Kc(i, i) - W.col(i).squaredNorm();
+  return h;
+}
+
+template <class Loss>
+DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const FitOptions& opt,
+                     bool want_loo) {
+  const bool have_x = pb.X.n > 0 && pb.X.p > 0 && (pb.X.sparse || pb.X.dense.data);
+  if (!have_x && !Loss::constant_curvature) {
+    throw InvalidInput("a user kernel supports the squared loss only");
+  }
+  DualResult out;
+  out.st = dual_fit<Loss>(pb, K, opt, nullptr, -1, have_x);
+  if (have_x) {
+    // theta = P^{-1} X^T alpha
+    const Index off = pb.intercept ? 1 : 0;
+    Vec xa(pb.p1());
+    gradient(pb.X, out.st.alpha.data(), pb.intercept, xa.data(), opt.n_threads);
+    out.coef.resize(pb.X.p);
+    for (Index j = 0; j < pb.X.p; ++j) out.coef[j] = xa[off + j] / pb.pen[off + j];
+  }
+  if (!want_loo) return out;
+  const Index n = pb.n();
+  if (method == LooMethod::Exact) {
+    out.loo.losses.resize(n);
+    out.loo.predictions.resize(n);
+    FitOptions serial = opt;
+    serial.n_threads = 1;
+    Index not_converged = 0;
+    ExceptionCatcher guard;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(opt.n_threads)) \
+    reduction(+ : not_converged)
+    for (Index i = 0; i < n; ++i) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        double e = out.st.eta[i];
+        if (pb.weight(i) != 0.0) {
+          const DualState r = dual_fit<Loss>(pb, K, serial, &out.st, i, have_x);
+          if (!r.converged) ++not_converged;
+          e = r.eta[i];
+        }
+        out.loo.predictions[i] = e;
+        out.loo.losses[i] = Loss::value(pb.y[i], e);
+      });
+    }
+    guard.rethrow();
+    out.loo.n_not_converged = not_converged;
+    return out;
+  }
+  out.loo.leverages = dual_leverages<Loss>(pb, K, out.st);
+  loo_formulas<Loss>(pb, out.st.eta.data(), method, out.loo, opt.n_threads);
+  return out;
+}
+
+}  // namespace
+
+DualResult dual_loo(const Problem& pb, LossKind loss, const Mat& K, LooMethod method,
+                    const FitOptions& opt, bool want_loo) {
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    check_response<Loss>(pb.y, pb.n());
+    return dual_impl<Loss>(pb, K, method, opt, want_loo);
+  });
+}
+
+}  // namespace aloocv

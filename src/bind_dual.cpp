@@ -1,0 +1,83 @@
+// Bindings of the n x n dual route and of kernel ridge leave-one-out.
+#include <pybind11/stl.h>
+
+#include "aloocv/dual.hpp"
+#include "arrays.hpp"
+
+namespace aloocv::bind {
+
+namespace {
+py::dict result_to_dict(const DualResult& r, LooMethod method, bool want_loo) {
+  py::dict out;
+  out["coef"] = to_numpy(r.coef);
+  out["intercept"] = r.st.b;
+  out["n_iter"] = r.st.n_iter;
+  out["converged"] = r.st.converged;
+  out["objective"] = r.st.objective;
+  out["grad_norm"] = r.st.grad_norm;
+  out["alpha"] = to_numpy(r.st.alpha);
+  if (want_loo) {
+    out["losses"] = to_numpy(r.loo.losses);
+    out["predictions"] = to_numpy(r.loo.predictions);
+    out["leverages"] =
+        method == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(r.loo.leverages));
+    out["n_not_converged"] = r.loo.n_not_converged;
+  }
+  return out;
+}
+}  // namespace
+
+void bind_dual(py::module_& m) {
+  m.def(
+      "dual",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
+         double tol, Index max_iter, int n_threads, bool want_loo) {
+        Problem pb = make_problem(X, y, w, pen, intercept);
+        const LossKind kind = loss_from_name(loss);
+        const LooMethod meth = loo_method_from_name(method);
+        FitOptions opt{tol, max_iter, n_threads};
+        DualResult r;
+        {
+          py::gil_scoped_release release;
+          const Mat K = dual_kernel(pb, n_threads);
+          r = dual_loo(pb, kind, K, meth, opt, want_loo);
+        }
+        return result_to_dict(r, meth, want_loo);
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
+      py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
+      py::arg("n_threads"), py::arg("want_loo") = true,
+      "Fit (and LOO) through the n x n dual system: K = X P^{-1} X^T once, O(n^3) per step.");
+
+  m.def(
+      "kernel_ridge_loo",
+      [](const py::array& K, const py::array& y, const std::optional<py::array>& w, double lam,
+         bool intercept) {
+        require_float64(K, "K");
+        if (K.ndim() != 2 || K.shape(0) != K.shape(1)) throw py::value_error("K must be square");
+        const Index n = K.shape(0);
+        Problem pb;
+        pb.X.n = n;  // no features: the kernel stands for X P^{-1} X^T
+        pb.X.p = 0;
+        pb.intercept = intercept;
+        pb.y = vector_ptr(y, n, "y");
+        pb.w = w ? vector_ptr(*w, n, "sample_weight") : nullptr;
+        pb.pen = Vec::Zero(pb.p1());
+        Mat Km(n, n);
+        const auto s0 = K.strides(0) / 8, s1 = K.strides(1) / 8;
+        const double* kp = static_cast<const double*>(K.data());
+        for (Index j = 0; j < n; ++j)
+          for (Index i = 0; i < n; ++i) Km(i, j) = kp[i * s0 + j * s1] / lam;
+        DualResult r;
+        {
+          py::gil_scoped_release release;
+          r = dual_loo(pb, LossKind::Squared, Km, LooMethod::ALO, FitOptions{1e-12, 10, 0}, true);
+        }
+        return result_to_dict(r, LooMethod::ALO, true);
+      },
+      py::arg("K"), py::arg("y"), py::arg("sample_weight"), py::arg("lam"),
+      py::arg("fit_intercept"), "Exact LOO of kernel ridge regression from a kernel matrix.");
+}
+
+}  // namespace aloocv::bind

@@ -1,0 +1,145 @@
+"""The n x n dual route (n < p) and kernel ridge LOO, against the primal and brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import aloocv
+from conftest import ridge_exact_loo
+
+
+def wide(loss, n=40, p=120, seed=130):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    eta = X[:, :5] @ rng.standard_normal(5) * 0.5
+    if loss == "squared":
+        y = eta + rng.standard_normal(n)
+    elif loss == "logistic":
+        y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
+    else:
+        y = rng.poisson(np.exp(0.3 * eta)).astype(float)
+    return X, y
+
+
+@pytest.mark.parametrize("intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("lam", [2.0, "vector"])
+def test_dual_equals_primal(loss, intercept, weighted, lam):
+    X, y = wide(loss)
+    lam = np.linspace(0.5, 5.0, 120) if lam == "vector" else lam
+    w = np.random.default_rng(1).uniform(0.5, 2.0, 40) if weighted else None
+    kw = dict(
+        loss=loss, penalty=aloocv.L2(lam), fit_intercept=intercept, sample_weight=w, tol=1e-12
+    )
+    pr = aloocv.loo(X, y, solver="primal", **kw)
+    du = aloocv.loo(X, y, solver="dual", **kw)
+    np.testing.assert_allclose(du.fit.coef_, pr.fit.coef_, rtol=1e-8, atol=1e-10)
+    assert du.fit.intercept_ == pytest.approx(pr.fit.intercept_, abs=1e-9)
+    np.testing.assert_allclose(du.leverages, pr.leverages, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(du.losses, pr.losses, rtol=1e-6, atol=1e-9)
+    f = aloocv.fit(X, y, solver="dual", **kw)
+    np.testing.assert_allclose(f.coef_, pr.fit.coef_, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("method", ["if", "lemma3", "exact"])
+def test_dual_other_methods(method):
+    X, y = wide("logistic", n=30, p=80)
+    kw = dict(loss="logistic", penalty=aloocv.L2(1.0), method=method, tol=1e-11)
+    a = aloocv.loo(X, y, solver="primal", **kw)
+    b = aloocv.loo(X, y, solver="dual", **kw)
+    np.testing.assert_allclose(b.losses, a.losses, rtol=1e-6, atol=1e-9)
+
+
+def test_wide_squared_alo_is_exact_loo():
+    X, y = wide("squared", n=30, p=100)
+    res = aloocv.loo(X, y, loss="squared", penalty=aloocv.L2(3.0))  # auto -> dual
+    ref = ridge_exact_loo(X, y, 3.0)
+    np.testing.assert_allclose(res.predictions, ref, rtol=1e-9, atol=1e-11)
+
+
+def test_auto_switch_and_sparse():
+    X, y = wide("logistic")
+    X[np.abs(X) < 1.0] = 0.0
+    a = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1.0))  # dual (n < p)
+    b = aloocv.loo(sp.csr_matrix(X), y, loss="logistic", penalty=aloocv.L2(1.0), solver="dual")
+    c = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1.0), solver="primal")
+    np.testing.assert_allclose(a.losses, b.losses, rtol=1e-9)
+    np.testing.assert_allclose(a.losses, c.losses, rtol=1e-6)
+
+
+def test_dual_threads_equal_serial():
+    X, y = wide("logistic", n=50, p=3000)
+    a = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1.0), n_jobs=1)
+    b = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1.0), n_jobs=2)
+    np.testing.assert_array_equal(a.losses, b.losses)
+
+
+def test_dual_bad_input():
+    X, y = wide("squared")
+    with pytest.raises(ValueError, match="strictly positive penalty"):
+        aloocv.loo(X, y, loss="squared", penalty=aloocv.L2(np.r_[0.0, np.ones(119)]), solver="dual")
+    with pytest.raises(ValueError, match="unknown solver"):
+        aloocv.fit(X, y, loss="squared", solver="cholesky")
+    with pytest.raises(ValueError, match="needs an L2 penalty"):
+        aloocv.fit(X, y, loss="squared", penalty=aloocv.ElasticNet(1.0, 1.0), solver="dual")
+    with pytest.raises(ValueError, match="return_gradient=True needs solver='primal'"):
+        aloocv.loo(X, y, loss="squared", return_gradient=True, solver="dual")
+
+
+def rbf(A, gamma=0.5):
+    sq = np.sum(A**2, 1)
+    return np.exp(-gamma * (sq[:, None] + sq[None, :] - 2 * A @ A.T))
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_kernel_ridge_loo_equals_brute_force(intercept):
+    rng = np.random.default_rng(131)
+    A = rng.uniform(-2, 2, (40, 2))
+    y = np.sin(A[:, 0]) + 0.1 * rng.standard_normal(40)
+    K = rbf(A)
+    lam = 0.1
+    res = aloocv.kernel_ridge_loo(K, y, lam, fit_intercept=intercept)
+    pred = np.empty(40)
+    for i in range(40):
+        k = np.arange(40) != i
+        Kk = K[np.ix_(k, k)]
+        if intercept:
+            # [Kk + lam I, 1; 1^T, 0] [alpha; b] = [y; 0]
+            m = k.sum()
+            M = np.block([[Kk + lam * np.eye(m), np.ones((m, 1))], [np.ones((1, m)), 0]])
+            sol = np.linalg.solve(M, np.r_[y[k], 0.0])
+            pred[i] = K[i, k] @ sol[:-1] + sol[-1]
+        else:
+            pred[i] = K[i, k] @ np.linalg.solve(Kk + lam * np.eye(k.sum()), y[k])
+    np.testing.assert_allclose(res.predictions, pred, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(res.losses, 0.5 * (y - pred) ** 2, rtol=1e-8, atol=1e-12)
+
+
+def test_kernel_ridge_matches_sklearn_fit():
+    from sklearn.kernel_ridge import KernelRidge
+
+    rng = np.random.default_rng(132)
+    A = rng.uniform(-2, 2, (30, 3))
+    y = A[:, 0] ** 2 + 0.1 * rng.standard_normal(30)
+    K = rbf(A)
+    res = aloocv.kernel_ridge_loo(K, y, 0.3)
+    ref = KernelRidge(alpha=0.3, kernel="precomputed").fit(K, y)
+    np.testing.assert_allclose(res.fit.coef_, ref.dual_coef_, rtol=1e-8)
+
+
+@pytest.mark.parametrize(
+    ("K", "y", "lam", "match"),
+    [
+        (np.ones((3, 4)), np.ones(3), 1.0, "square"),
+        (np.array([[1.0, 0.5], [0.2, 1.0]]), np.ones(2), 1.0, "not symmetric"),
+        (np.eye(3), np.ones(4), 1.0, "y has 4 entries"),
+        (np.eye(3), np.ones(3), 0.0, "lam must be positive"),
+        (np.eye(3), np.ones(3), -1.0, "lam must be positive"),
+        (np.array([[np.nan, 0], [0, 1.0]]), np.ones(2), 1.0, "NaN"),
+    ],
+)
+def test_kernel_bad_input(K, y, lam, match):
+    with pytest.raises(ValueError, match=match):
+        aloocv.kernel_ridge_loo(K, y, lam)
