@@ -355,12 +355,44 @@ def bench_kfold(q: bool, rep: int) -> None:
     )
 
 
+def bench_dual(q: bool, rep: int) -> None:
+    n, p = (300, 3000) if q else (500, 20000)
+    pp = min(p, 2000 if q else 5000)  # the primal at p=20000 takes minutes (p^3 Cholesky)
+    print(f"[dual] n={n} p={p}: the n x n dual route (primal measured at p={pp})")
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((n, p))
+    beta = np.zeros(p)
+    beta[:50] = rng.standard_normal(50)
+    y = X @ beta + rng.standard_normal(n)
+    yb = (rng.random(n) < 1 / (1 + np.exp(-X @ beta / 5))).astype(float)
+
+    def one(loss, yy, Xd, solver):
+        return aloocv.loo(Xd, yy, loss=loss, penalty=aloocv.L2(10.0), solver=solver)
+
+    Xs = X[:, :pp]
+    for loss, yy in (("squared", y), ("logistic", yb)):
+        t_d, _ = timeit(lambda loss=loss, yy=yy: one(loss, yy, X, "dual"), rep)
+        t_ds, ds = timeit(lambda loss=loss, yy=yy: one(loss, yy, Xs, "dual"), rep)
+        t_ps, ps = timeit(lambda loss=loss, yy=yy: one(loss, yy, Xs, "primal"), 1)
+        diff = float(np.max(np.abs(ds.leverages - ps.leverages)))
+        row(
+            "dual",
+            f"{loss} ALO incl. fit, dual vs primal at p={pp}",
+            t_ds,
+            t_ps,
+            "primal route",
+            "target <= 0.1",
+            f"(max leverage diff {diff:.1e}; dual at p={p}: {t_d:.3f}s)",
+        )
+
+
 SECTIONS = {
     "hessian": bench_hessian,
     "fit": bench_fit,
     "exact": bench_exact,
     "enet": bench_enet,
     "kfold": bench_kfold,
+    "dual": bench_dual,
     "sparse": bench_sparse,
     "tuning": bench_tuning,
 }
