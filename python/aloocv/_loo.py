@@ -167,10 +167,11 @@ def loo(
             beta = np.ascontiguousarray(c)
     elif intercept is not None:
         raise ValueError("intercept= requires coef=")
-    if choose_solver(solver, X, pen, l1) == "dual" and beta is None:
-        if return_gradient:
-            raise ValueError("return_gradient=True needs solver='primal'")
-        with _blas.single_threaded_blas():
+    use_dual = beta is None and choose_solver(solver, X, pen, l1) == "dual"
+    if use_dual and return_gradient:
+        raise ValueError("return_gradient=True needs solver='primal'")
+    with _blas.single_threaded_blas():
+        if use_dual:
             out = _core.dual(
                 core_design(X),
                 y,
@@ -184,40 +185,23 @@ def loo(
                 n_threads(n_jobs),
                 True,
             )
-        fitres = _result(out, loss, penalty, bool(fit_intercept))
-        _warn_not_converged(fitres, tol, max_iter)
-        if out["n_not_converged"]:
-            warnings.warn(
-                f"exact LOO: {out['n_not_converged']} of {X.shape[0]} refits did not reach "
-                f"tol={tol:g}",
-                ConvergenceWarning,
-                stacklevel=2,
+        else:
+            out = _core.loo(
+                core_design(X),
+                y,
+                w,
+                loss,
+                pen,
+                bool(fit_intercept),
+                method,
+                tol,
+                max_iter,
+                n_threads(n_jobs),
+                beta,
+                False,
+                l1,
+                bool(return_gradient),
             )
-        return LOOResult(
-            losses=out["losses"],
-            predictions=out["predictions"],
-            leverages=out["leverages"],
-            method=method,
-            fit=fitres,
-            sample_weight=w,
-        )
-    with _blas.single_threaded_blas():
-        out = _core.loo(
-            core_design(X),
-            y,
-            w,
-            loss,
-            pen,
-            bool(fit_intercept),
-            method,
-            tol,
-            max_iter,
-            n_threads(n_jobs),
-            beta,
-            False,
-            l1,
-            bool(return_gradient),
-        )
     fitres = _result(out, loss, penalty, bool(fit_intercept))
     if beta is None:
         _warn_not_converged(fitres, tol, max_iter)

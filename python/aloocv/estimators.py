@@ -90,7 +90,28 @@ class _ALOBase(BaseEstimator):
         return self.tune_result_.plot(ax=ax)
 
 
-class ALORidgeCV(RegressorMixin, _ALOBase):
+class _ALORegressor(RegressorMixin, _ALOBase):
+    """Prediction and tags shared by the linear regressors."""
+
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Linear prediction ``X coef_ + intercept_``."""
+        check_is_fitted(self, "coef_")
+        X = validate_data(
+            self,
+            X,
+            accept_sparse=["csr", "csc", "coo"],
+            reset=False,
+            dtype=[np.float64, np.float32],
+        )
+        return np.asarray(X @ self.coef_).ravel() + self.intercept_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class ALORidgeCV(_ALORegressor):
     """Ridge regression with the regularization chosen by exact leave-one-out.
 
     For squared loss with an L2 penalty ALOOCV *is* exact LOO (the paper's
@@ -202,23 +223,6 @@ class ALORidgeCV(RegressorMixin, _ALOBase):
         )
         return self
 
-    def predict(self, X: ArrayLike) -> np.ndarray:
-        """Linear prediction ``X coef_ + intercept_``."""
-        check_is_fitted(self, "coef_")
-        X = validate_data(
-            self,
-            X,
-            accept_sparse=["csr", "csc", "coo"],
-            reset=False,
-            dtype=[np.float64, np.float32],
-        )
-        return np.asarray(X @ self.coef_).ravel() + self.intercept_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
 
 def _enet_from_sklearn(alpha: float, l1_ratio: float, n: float) -> Penalty:
     """scikit-learn's ElasticNet(alpha, l1_ratio) on n samples as a summed objective."""
@@ -226,7 +230,7 @@ def _enet_from_sklearn(alpha: float, l1_ratio: float, n: float) -> Penalty:
     return L2(l2) if l1 == 0 else ElasticNet(l1, l2)
 
 
-class ALOElasticNetCV(RegressorMixin, _ALOBase):
+class ALOElasticNetCV(_ALORegressor):
     """Elastic net with ``alpha`` (and ``l1_ratio``) chosen by ALOOCV.
 
     Mirrors scikit-learn's ``ElasticNetCV``: the objective
@@ -340,23 +344,6 @@ class ALOElasticNetCV(RegressorMixin, _ALOBase):
             lambda row: [(row[0] + row[1]) / n, row[0] / (row[0] + row[1])],
         )
         return self
-
-    def predict(self, X: ArrayLike) -> np.ndarray:
-        """Linear prediction ``X coef_ + intercept_``."""
-        check_is_fitted(self, "coef_")
-        X = validate_data(
-            self,
-            X,
-            accept_sparse=["csr", "csc", "coo"],
-            reset=False,
-            dtype=[np.float64, np.float32],
-        )
-        return np.asarray(X @ self.coef_).ravel() + self.intercept_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
 
 
 class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):

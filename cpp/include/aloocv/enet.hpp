@@ -84,17 +84,7 @@ FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, In
   const Index n = pb.n(), p1 = pb.p1(), off = pb.intercept ? 1 : 0;
   const double sw = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
   FitState st;
-  if (beta0) {
-    st.beta = *beta0;
-  } else {
-    st.beta = Vec::Zero(p1);
-    if (pb.intercept) {
-      double sy = 0.0;
-      for (Index i = 0; i < n; ++i)
-        if (i != skip) sy += pb.weight(i) * pb.y[i];
-      st.beta[0] = Loss::init_intercept(sy / sw);
-    }
-  }
+  st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb, skip);
   st.eta.resize(n);
   linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
   Vec g(n), d(n), xs(n), eta_try(n), viol(p1), step(p1);

@@ -79,6 +79,23 @@ double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Ve
   return 0.0;
 }
 
+// Zero slopes and the intercept at the loss's link of the weighted mean of y
+// (samples other than `skip`).
+template <class Loss>
+Vec initial_beta(const Problem& pb, Index skip = -1) {
+  Vec beta = Vec::Zero(pb.p1());
+  if (pb.intercept) {
+    double sy = 0.0, sw = 0.0;
+    for (Index i = 0; i < pb.n(); ++i) {
+      if (i == skip) continue;
+      sy += pb.weight(i) * pb.y[i];
+      sw += pb.weight(i);
+    }
+    beta[0] = Loss::init_intercept(sy / sw);
+  }
+  return beta;
+}
+
 }  // namespace detail
 
 // Everything the LOO formulas need at a given beta (no optimization): eta, gradient,
@@ -110,16 +127,7 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   const Index n = pb.n(), p1 = pb.p1();
   const double sw = pb.weight_sum();
   FitState st;
-  if (beta0) {
-    st.beta = *beta0;
-  } else {
-    st.beta = Vec::Zero(p1);
-    if (pb.intercept) {
-      double sy = 0.0;
-      for (Index i = 0; i < n; ++i) sy += pb.weight(i) * pb.y[i];
-      st.beta[0] = Loss::init_intercept(sy / sw);
-    }
-  }
+  st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb);
   st.eta.resize(n);
   linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
   Vec g(n), d(n), H, step(p1), xs(n), eta_try(n);
