@@ -23,6 +23,7 @@ void bind_kfold(py::module_& m) {
           throw py::value_error("unknown method '" + method + "'; expected 'alo' or 'exact'");
         }
         FitOptions opt{tol, max_iter, n_threads};
+        opt.fresh_end = method == "alo";  // the fold downdates need the Hessian at beta
         FitState st;
         KFoldOutput res;
         {

@@ -54,6 +54,7 @@ void bind_loo(py::module_& m) {
         const LossKind kind = loss_from_name(loss);
         const LooMethod meth = loo_method_from_name(method);
         FitOptions opt{tol, max_iter, n_threads};
+        opt.fresh_end = meth != LooMethod::Exact;  // ALO needs the Hessian at beta
         std::optional<Vec> b;
         if (beta) b = to_vec(*beta, pb.p1(), "beta");
         FitState st;

@@ -136,10 +136,14 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   double f = detail::objective<Loss>(pb, st.eta.data(), st.beta, nt);
   if (!std::isfinite(f)) throw InvalidInput("the objective is not finite at the starting point");
 
+  const bool fresh_end = opt.fresh_end && !Loss::constant_curvature;
+  bool chord = false;
+  double prev_gnorm = std::numeric_limits<double>::infinity();
   for (Index it = 0; it < std::max<Index>(1, opt.max_iter); ++it) {
-    if (!(Loss::constant_curvature && !st.chol.empty())) {
+    if (!(Loss::constant_curvature && !st.chol.empty()) && !chord) {
       detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
       ++st.hessian_passes;
+      st.stale_eta = 0.0;
     }
     step = -st.grad;
     st.chol.solve(step.data());
@@ -153,10 +157,28 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
     st.eta.swap(eta_try);
     f = f_try;
     ++st.n_iter;
-    st.stale_eta = Loss::constant_curvature ? 0.0 : t * xs.cwiseAbs().maxCoeff();
+    if (!Loss::constant_curvature) st.stale_eta += t * xs.cwiseAbs().maxCoeff();
     detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
     detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
-    if (st.grad.cwiseAbs().maxCoeff() / sw <= opt.tol) break;
+    const double gn = st.grad.cwiseAbs().maxCoeff();
+    if (!fresh_end) {
+      if (gn / sw <= opt.tol) break;
+      continue;
+    }
+    // chord phase: converge 100x below tol on the current factor, refresh when slow
+    if (gn / sw <= 0.01 * opt.tol) break;
+    if (chord && gn > 0.3 * prev_gnorm) {
+      chord = false;
+    } else if (!chord && t == 1.0 && st.stale_eta < 0.05) {
+      chord = true;
+    }
+    prev_gnorm = gn;
+  }
+  if (fresh_end && st.stale_eta > 0.0) {  // the Hessian at beta itself
+    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+    detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
+    ++st.hessian_passes;
+    st.stale_eta = 0.0;
   }
   st.objective = f;
   st.grad_norm = st.grad.cwiseAbs().maxCoeff() / sw;

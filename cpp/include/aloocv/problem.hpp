@@ -39,6 +39,10 @@ struct FitOptions {
   double tol = 1e-8;     // on max_j |gradient_j| / sum(w)
   Index max_iter = 100;  // Newton iterations
   int n_threads = 0;     // <= 0: OpenMP default
+  // End on a Hessian factored at the returned beta (what the LOO formulas need): near
+  // the optimum, Newton continues with chord steps on the last factor (O(n p) each)
+  // instead of new Hessians, and one fresh Hessian is taken at the end.
+  bool fresh_end = false;
 };
 
 // A fitted point with everything the LOO formulas reuse.
