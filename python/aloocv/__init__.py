@@ -13,6 +13,7 @@ from ._kfold import KFoldResult, kfold
 from ._loo import LOOResult, loo
 from ._tune import TuneResult, tune
 from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
+from .nested import DevSetResult, NestedCVResult, dev_set, nested_cv
 from .penalties import L1, L2, ElasticNet, Penalty
 
 _blas.register()
@@ -25,16 +26,20 @@ __all__ = [
     "ALOElasticNetCV",
     "ALOLogisticRegressionCV",
     "ALORidgeCV",
+    "DevSetResult",
     "ElasticNet",
     "FitResult",
     "KFoldResult",
     "LOOResult",
+    "NestedCVResult",
     "Penalty",
     "TuneResult",
     "__version__",
+    "dev_set",
     "fit",
     "kernel_ridge_loo",
     "kfold",
     "loo",
+    "nested_cv",
     "tune",
 ]

@@ -1,0 +1,336 @@
+"""Risk estimation with hyperparameter choice: nested cross-validation and the dev set.
+
+The quantities and their estimators (the course notes in our sources):
+
+=========================================  ===========================================
+quantity to estimate                       estimator
+=========================================  ===========================================
+``l_D(A(S))`` (a given training set S)     test error on fresh data
+``min_theta l_D(A_theta(S))``              development set: :func:`dev_set`
+``E[l_D(A(S))]`` (over draws of S)         cross-validation: :func:`aloocv.kfold`,
+                                           :func:`aloocv.loo`
+``E[min_theta l_D(A_theta(S))]``           nested cross-validation: :func:`nested_cv`
+=========================================  ===========================================
+
+``min_theta`` of a CV estimate (what a tuned estimator reports as ``best_score_``) is a
+cheap estimate of the last quantity that tends to underestimate it; nested CV runs the
+whole tuning inside each outer training part, and ALOOCV makes that inner tuning cost
+one fit per candidate instead of ``K'`` refits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ._fit import fit
+from ._kfold import kfold
+from ._tune import tune
+from ._validation import check_vector, check_X
+from .penalties import L2, ElasticNet, Penalty
+
+__all__ = ["DevSetResult", "NestedCVResult", "dev_set", "nested_cv"]
+
+
+@dataclass
+class NestedCVResult:
+    """Outcome of :func:`nested_cv`.
+
+    Attributes
+    ----------
+    estimate : float
+        Mean of the outer fold errors: the nested-CV estimate of
+        ``E[min_theta l_D(A_theta(S))]`` for training sets of the outer training size.
+    stderr : float
+        ``std(fold_errors) / sqrt(outer_folds)``.
+    fold_errors : ndarray of shape (outer_folds,)
+        Mean loss on each outer test part of the model tuned and refitted on its
+        training part.
+    chosen : list of Penalty
+        The penalty chosen in each outer fold.
+    inner_scores : ndarray of shape (outer_folds, n_candidates)
+        The inner CV estimate of every candidate in every outer fold.
+    candidates : list of Penalty
+    inner : str
+    """
+
+    estimate: float
+    stderr: float
+    fold_errors: np.ndarray
+    chosen: list[Penalty]
+    inner_scores: np.ndarray
+    candidates: list[Penalty]
+    inner: str
+
+
+@dataclass
+class DevSetResult:
+    """Outcome of :func:`dev_set`: ``estimate`` is the dev-set loss of the chosen
+    candidate, an estimate of ``min_theta l_D(A_theta(S_train))``; ``fit`` is the
+    chosen candidate refitted on all of S."""
+
+    estimate: float
+    chosen: Penalty
+    scores: np.ndarray
+    candidates: list[Penalty]
+    fit: Any
+
+
+def _spec(spec: Any) -> tuple[str, list[Penalty], bool]:
+    """(loss, candidate penalties, fit_intercept) from an estimator or a spec dict."""
+    from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
+
+    if isinstance(spec, ALORidgeCV):
+        return "squared", [L2(float(a)) for a in np.atleast_1d(spec.alphas)], spec.fit_intercept
+    if isinstance(spec, ALOLogisticRegressionCV):
+        Cs = spec.Cs
+        Cs = np.logspace(-4, 4, int(Cs)) if isinstance(Cs, (int, np.integer)) else np.asarray(Cs)
+        if spec.penalty == "l2":
+            cands = [L2(1.0 / C) for C in Cs]
+        else:
+            ratios = [1.0] if spec.penalty == "l1" else list(spec.l1_ratios)
+            cands = [ElasticNet(r / C, (1 - r) / C) for r in ratios for C in Cs]
+        return "logistic", cands, spec.fit_intercept
+    if isinstance(spec, ALOElasticNetCV):
+        raise TypeError(
+            "ALOElasticNetCV scales its alphas with the training size; pass a spec dict "
+            "{'loss': 'squared', 'candidates': [aloocv.ElasticNet(...), ...]} instead"
+        )
+    if isinstance(spec, dict):
+        if "loss" not in spec or "candidates" not in spec:
+            raise ValueError("a spec dict needs 'loss' and 'candidates'")
+        cands = []
+        for c in spec["candidates"]:
+            if isinstance(c, Penalty):
+                cands.append(c)
+            elif np.ndim(c) == 0 and float(c) > 0:
+                cands.append(L2(float(c)))
+            else:
+                raise ValueError(f"candidate {c!r} must be a penalty or a positive L2 lambda")
+        return str(spec["loss"]), cands, bool(spec.get("fit_intercept", True))
+    raise TypeError(
+        "estimator_or_spec must be ALORidgeCV, ALOLogisticRegressionCV or a dict "
+        "{'loss': ..., 'candidates': [...]}"
+    )
+
+
+def _splits(n: int, outer: Any, random_state: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    if hasattr(outer, "split"):  # a scikit-learn splitter
+        return [(np.asarray(a), np.asarray(b)) for a, b in outer.split(np.zeros((n, 1)))]
+    if isinstance(outer, bool) or not isinstance(outer, (int, np.integer)):
+        raise TypeError(f"outer_folds must be an integer or a splitter, got {outer!r}")
+    if outer < 2:
+        raise ValueError(f"outer_folds must be >= 2, got {outer}")
+    if outer > n:
+        raise ValueError(f"outer_folds={outer} is larger than the number of samples ({n})")
+    rng = np.random.default_rng(random_state)
+    labels = np.empty(n, dtype=int)
+    labels[rng.permutation(n)] = np.arange(n) % outer
+    return [(np.flatnonzero(labels != k), np.flatnonzero(labels == k)) for k in range(outer)]
+
+
+def _mean_loss(loss: str, y: np.ndarray, eta: np.ndarray) -> float:
+    if loss == "squared":
+        return float(np.mean(0.5 * (y - eta) ** 2))
+    if loss == "logistic":
+        return float(np.mean(np.logaddexp(0.0, eta) - y * eta))
+    from scipy.special import gammaln
+
+    return float(np.mean(np.exp(eta) - y * eta + gammaln(y + 1.0)))
+
+
+def nested_cv(
+    estimator_or_spec: Any,
+    X: ArrayLike,
+    y: ArrayLike,
+    outer_folds: Any = 5,
+    inner: str | int = "alo",
+    random_state: int | None = 0,
+    tol: float = 1e-8,
+    n_jobs: int | None = None,
+) -> NestedCVResult:
+    """K-fold nested cross-validation (the notes' Algorithm 1).
+
+    Parameters
+    ----------
+    estimator_or_spec : ALORidgeCV, ALOLogisticRegressionCV or dict
+        The family ``{A_theta}``: an estimator (its loss and candidate grid), or
+        ``{"loss": "logistic", "candidates": [aloocv.L2(0.1), ...], "fit_intercept":
+        True}`` (a bare positive number is ``L2`` of it).
+    X, y : array_like
+    outer_folds : int or scikit-learn splitter
+        Outer folds (shuffled with ``random_state``), or e.g. ``KFold(5)``.
+    inner : "alo", "exact" or int
+        How each outer training part chooses theta: ``"alo"`` by ALOOCV (one fit per
+        candidate, warm-started along the grid); ``"exact"`` (5 folds) or an int
+        ``K'`` by exact inner ``K'``-fold CV on unshuffled contiguous folds, as
+        ``GridSearchCV(cv=K')`` does, scored by the mean of the fold means.
+    random_state : int, optional
+        Seeds the outer folds (when ``outer_folds`` is an int).
+
+    Returns
+    -------
+    NestedCVResult
+    """
+    loss, cands, intercept = _spec(estimator_or_spec)
+    if not cands:
+        raise ValueError("no candidates to choose from")
+    X = check_X(X)
+    y = check_vector(y, X.shape[0], "y")
+    n = X.shape[0]
+    if inner == "exact":
+        inner = 5
+    if inner != "alo":
+        if isinstance(inner, bool) or not isinstance(inner, (int, np.integer)) or inner < 2:
+            raise ValueError(f"inner must be 'alo', 'exact' or an integer >= 2, got {inner!r}")
+    splits = _splits(n, outer_folds, random_state)
+    errors, chosen, scores = [], [], []
+    for train, test in splits:
+        Xtr, ytr = X[train], y[train]
+        if inner == "alo":
+            res = tune(
+                Xtr,
+                ytr,
+                loss=loss,
+                penalty=cands[0],
+                method="grid",
+                grid=cands,
+                fit_intercept=intercept,
+                fit_tol=tol,
+                n_jobs=n_jobs,
+            )
+            # scores in the candidates' order
+            params = [c.params() for c in cands]
+            hp = res.history["params"]
+            s = np.array(
+                [
+                    res.history["acv"][
+                        int(
+                            np.flatnonzero(np.all(np.isclose(hp, pv, rtol=1e-12, atol=0), axis=1))[
+                                0
+                            ]
+                        )
+                    ]
+                    for pv in params
+                ]
+            )
+            best = int(np.argmin(s))
+            model = (
+                res.fit
+                if res.penalty == cands[best]
+                else fit(
+                    Xtr,
+                    ytr,
+                    loss=loss,
+                    penalty=cands[best],
+                    fit_intercept=intercept,
+                    tol=tol,
+                    n_jobs=n_jobs,
+                )
+            )
+        else:
+            if int(inner) > len(train):
+                raise ValueError(
+                    f"inner folds ({inner}) larger than the outer training part ({len(train)})"
+                )
+            labels = np.repeat(np.arange(int(inner)), _fold_sizes(len(train), int(inner)))
+            s = np.array(
+                [
+                    kfold(
+                        Xtr,
+                        ytr,
+                        loss=loss,
+                        penalty=c,
+                        method="exact",
+                        folds=labels,
+                        fit_intercept=intercept,
+                        tol=tol,
+                        n_jobs=n_jobs,
+                    ).fold_means.mean()
+                    for c in cands
+                ]
+            )
+            best = int(np.argmin(s))
+            model = fit(
+                Xtr,
+                ytr,
+                loss=loss,
+                penalty=cands[best],
+                fit_intercept=intercept,
+                tol=tol,
+                n_jobs=n_jobs,
+            )
+        errors.append(_mean_loss(loss, y[test], model.decision_function(X[test])))
+        chosen.append(cands[best])
+        scores.append(s)
+    errors = np.asarray(errors)
+    return NestedCVResult(
+        estimate=float(errors.mean()),
+        stderr=float(errors.std(ddof=1) / np.sqrt(len(errors))),
+        fold_errors=errors,
+        chosen=chosen,
+        inner_scores=np.asarray(scores),
+        candidates=cands,
+        inner=str(inner),
+    )
+
+
+def _fold_sizes(n: int, k: int) -> np.ndarray:
+    # scikit-learn KFold: the first n % k folds have one extra sample
+    sizes = np.full(k, n // k)
+    sizes[: n % k] += 1
+    return sizes
+
+
+def dev_set(
+    estimator_or_spec: Any,
+    X: ArrayLike,
+    y: ArrayLike,
+    dev_fraction: float = 0.2,
+    random_state: int | None = 0,
+    tol: float = 1e-8,
+    n_jobs: int | None = None,
+) -> DevSetResult:
+    """Tune on a train/dev split (the notes' development-set estimator).
+
+    Every candidate is fitted on the training part and scored on the dev part; the
+    best dev loss estimates ``min_theta l_D(A_theta(S_train))``. The chosen candidate
+    is refitted on all the data (``fit``), as is done in practice.
+    """
+    loss, cands, intercept = _spec(estimator_or_spec)
+    X = check_X(X)
+    y = check_vector(y, X.shape[0], "y")
+    n = X.shape[0]
+    if not 0 < dev_fraction < 1:
+        raise ValueError(f"dev_fraction must be in (0, 1), got {dev_fraction!r}")
+    n_dev = round(dev_fraction * n)
+    if n_dev < 1 or n - n_dev < 2:
+        raise ValueError(f"dev_fraction={dev_fraction} leaves an empty part of {n} samples")
+    perm = np.random.default_rng(random_state).permutation(n)
+    dev, train = perm[:n_dev], perm[n_dev:]
+    scores = []
+    prev = None
+    for c in cands:
+        m = fit(
+            X[train],
+            y[train],
+            loss=loss,
+            penalty=c,
+            fit_intercept=intercept,
+            tol=tol,
+            n_jobs=n_jobs,
+            warm_start=prev,
+        )
+        prev = m
+        scores.append(_mean_loss(loss, y[dev], m.decision_function(X[dev])))
+    scores = np.asarray(scores)
+    best = int(np.argmin(scores))
+    final = fit(
+        X, y, loss=loss, penalty=cands[best], fit_intercept=intercept, tol=tol, n_jobs=n_jobs
+    )
+    return DevSetResult(
+        estimate=float(scores[best]), chosen=cands[best], scores=scores, candidates=cands, fit=final
+    )
