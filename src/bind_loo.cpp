@@ -19,6 +19,38 @@ py::array_t<double> to_numpy(const Mat& M) {
 
 void bind_loo(py::module_& m) {
   m.def(
+      "ridge_spectrum",
+      [](const py::object& X, const py::array& Z, bool intercept, int n_threads) {
+        require_float64(Z, "Z");
+        if (Z.ndim() != 2) throw py::value_error("Z must be 2-dimensional");
+        const Index p = make_design(X).p;
+        py::array_t<double> zeros(p);
+        std::fill(zeros.mutable_data(), zeros.mutable_data() + p, 0.0);
+        const Index n = Z.shape(0), mcols = Z.shape(1);
+        // columns of Z as a contiguous column-major copy (Z is small: T + 1 responses)
+        Mat Zc(n, mcols);
+        const double* zp = static_cast<const double*>(Z.data());
+        const auto s0 = Z.strides(0) / 8, s1 = Z.strides(1) / 8;
+        for (Index j = 0; j < mcols; ++j)
+          for (Index i = 0; i < n; ++i) Zc(i, j) = zp[i * s0 + j * s1];
+        Problem pb = make_problem(X, py::array_t<double>(py::array::ShapeContainer{n}), {}, zeros,
+                                  intercept);
+        RidgeSpectrum sp;
+        {
+          py::gil_scoped_release release;
+          sp = ridge_spectrum(pb, Zc.data(), mcols, n_threads);
+        }
+        py::dict out;
+        out["s"] = aloocv::bind::to_numpy(sp.s);
+        out["V"] = to_numpy(sp.V);
+        out["C"] = to_numpy(sp.C);
+        out["mu"] = aloocv::bind::to_numpy(sp.mu);
+        return out;
+      },
+      py::arg("X"), py::arg("Z"), py::arg("fit_intercept"), py::arg("n_threads"),
+      "Eigendecomposition of X_c^T X_c and V^T X_c^T Z: ridge for many responses at once.");
+
+  m.def(
       "ridge_path",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::array& lams, bool intercept, int n_threads) {

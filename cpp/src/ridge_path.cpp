@@ -107,4 +107,32 @@ RidgePath ridge_path(const Problem& pb, const double* lams, Index k, int n_threa
   return out;
 }
 
+RidgeSpectrum ridge_spectrum(const Problem& pb, const double* Z, Index m, int n_threads) {
+  const int nt = resolve_threads(n_threads);
+  const Index n = pb.n(), p = pb.X.p, p1 = pb.p1();
+  Vec ones = Vec::Ones(n);
+  Mat H(p1, p1);
+  hessian(pb.X, ones.data(), pb.intercept, H.data(), nt);
+  RidgeSpectrum out;
+  Mat G = H.bottomRightCorner(p, p);
+  out.mu = Vec::Zero(p);
+  if (pb.intercept) {
+    out.mu = H.col(0).tail(p) / static_cast<double>(n);
+    G.noalias() -= static_cast<double>(n) * out.mu * out.mu.transpose();
+  }
+  Eigen::SelfAdjointEigenSolver<Mat> eig(G);
+  if (eig.info() != Eigen::Success) throw InvalidInput("eigendecomposition of X^T X failed");
+  out.s = eig.eigenvalues().cwiseMax(0.0);
+  out.V = eig.eigenvectors();
+  Mat XtZ(p, m);
+  Vec col(p1);
+  for (Index j = 0; j < m; ++j) {  // X~^T z_j, then the centering through the intercept row
+    gradient(pb.X, Z + j * n, pb.intercept, col.data(), nt);
+    XtZ.col(j) = col.tail(p);
+    if (pb.intercept) XtZ.col(j) -= out.mu * col[0];
+  }
+  out.C = out.V.transpose() * XtZ;
+  return out;
+}
+
 }  // namespace aloocv

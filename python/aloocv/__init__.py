@@ -12,6 +12,7 @@ from ._kernel import kernel_ridge_loo
 from ._kfold import KFoldResult, kfold
 from ._loo import LOOResult, loo
 from ._tune import TuneResult, tune
+from .bkk import BKKCriterion, BKKRidge
 from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
 from .nested import DevSetResult, NestedCVResult, dev_set, nested_cv
 from .penalties import L1, L2, ElasticNet, Penalty
@@ -26,6 +27,8 @@ __all__ = [
     "ALOElasticNetCV",
     "ALOLogisticRegressionCV",
     "ALORidgeCV",
+    "BKKCriterion",
+    "BKKRidge",
     "DevSetResult",
     "ElasticNet",
     "FitResult",

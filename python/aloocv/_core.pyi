@@ -84,6 +84,7 @@ def dual(
 def kernel_ridge_loo(
     K: _F64, y: _F64, sample_weight: _F64 | None, lam: float, fit_intercept: bool
 ) -> dict[str, Any]: ...
+def ridge_spectrum(X: _Design, Z: _F64, fit_intercept: bool, n_threads: int) -> dict[str, Any]: ...
 
 class TuneState:
     def __init__(

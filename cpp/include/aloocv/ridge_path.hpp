@@ -21,4 +21,18 @@ struct RidgePath {
 
 RidgePath ridge_path(const Problem& pb, const double* lams, Index k, int n_threads);
 
+// The spectral form of ridge for many responses at once (batched solves sharing one
+// factorization): with the features centered when pb.intercept (by the Schur complement
+// of the intercept, never by copying X), G = X_c^T X_c = V diag(s) V^T and for each
+// response column z_j of Z (n x m, column-major): C[:, j] = V^T X_c^T z_j. Then
+// beta(lambda) = V diag(1 / (s + lambda)) C[:, j] and
+// RSS_j(lambda) = ||z_j - zbar_j||^2 - sum_k C_kj^2 (s_k + 2 lambda) / (s_k + lambda)^2.
+struct RidgeSpectrum {
+  Vec s;   // (p) eigenvalues of G
+  Mat V;   // (p x p) eigenvectors
+  Mat C;   // (p x m)
+  Vec mu;  // (p) column means (zero without intercept)
+};
+RidgeSpectrum ridge_spectrum(const Problem& pb, const double* Z, Index m, int n_threads);
+
 }  // namespace aloocv
