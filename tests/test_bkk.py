@@ -101,3 +101,77 @@ def test_check_estimator():
         (r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"
     ]
     assert failed == []
+
+
+def sig(t):
+    return 1 / (1 + np.exp(-t))
+
+
+def brute_family_value(X, y, theta, family, T, seed):
+    """BKK of Definitions 1-2 written directly from the paper, with sklearn Ridge."""
+    lam, kappa = np.exp(theta[0]), np.exp(theta[1])
+    gamma, mu = theta[2:-1], theta[-1]
+    gc = gamma - gamma.mean()
+    s = sig(kappa * (np.sum(gc**2) + 1e-2) * gc)
+    rng = np.random.default_rng(seed)
+    resp = [y] + [y[rng.permutation(len(y))] for _ in range(T)]
+    norms = []
+    for z in resp:
+        bR = Ridge(alpha=lam).fit(X, z)
+        mS = Ridge(alpha=lam).fit(X * s, z)
+        predS = (X * s) @ mS.coef_ + mS.intercept_
+        if family == "ridge":
+            pred = bR.predict(X)
+        elif family == "sparse":
+            pred = predS
+        else:
+            pred = sig(mu) * bR.predict(X) + (1 - sig(mu)) * predS
+        norms.append(rms(z - pred))
+    return norms[0] + (np.mean([abs(1 - v) for v in norms[1:]]) if T else 0.0)
+
+
+@pytest.mark.parametrize("family", ["ridge", "sparse", "interp"])
+def test_family_criteria_values_and_gradients(family):
+    from aloocv.bkk import BKKFamilyCriterion
+
+    X, y = data(seed=152, n=50, p=8)
+    crit = BKKFamilyCriterion.from_data(X, y, T=4, random_state=2, family=family)
+    theta = crit.initial(2.0, 0.5, 0.4)
+    theta[2:-1] = np.random.default_rng(0).standard_normal(8) * 0.7
+    value, grad = crit.value_and_grad(theta)
+    assert value == pytest.approx(brute_family_value(X, y, theta, family, 4, 2), rel=1e-9)
+    h = 1e-6
+    fd = np.array(
+        [
+            (crit.value_and_grad(theta + e)[0] - crit.value_and_grad(theta - e)[0]) / (2 * h)
+            for e in np.eye(theta.size) * h
+        ]
+    )
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("cls", [aloocv.SBKKRegressor, aloocv.ABKKRegressor])
+def test_family_estimators(cls):
+    rng = np.random.default_rng(153)
+    X = rng.standard_normal((100, 20))
+    y = 1.0 + X[:, :3] @ np.array([3.0, -2.0, 1.5]) + rng.standard_normal(100)
+    m = cls().fit(X, y)
+    assert m.score(X, y) > 0.7
+    assert m.n_iter_ >= 1 and np.all((m.scales_ > 0) & (m.scales_ <= 1))
+    # the coefficients are the family's estimator at the returned parameters
+    s = m.scales_
+    ys = (y - y.mean()) / np.sqrt(np.mean((y - y.mean()) ** 2))
+    bS = s * Ridge(alpha=m.alpha_).fit(X * s, ys).coef_ * np.sqrt(np.mean((y - y.mean()) ** 2))
+    if cls is aloocv.SBKKRegressor:
+        np.testing.assert_allclose(m.coef_, bS, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("cls", [aloocv.SBKKRegressor, aloocv.ABKKRegressor])
+def test_family_check_estimator(cls):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(cls(max_iter=50), on_fail=None)
+    failed = [
+        (r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"
+    ]
+    assert failed == []

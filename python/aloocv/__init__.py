@@ -12,7 +12,7 @@ from ._kernel import kernel_ridge_loo
 from ._kfold import KFoldResult, kfold
 from ._loo import LOOResult, loo
 from ._tune import TuneResult, tune
-from .bkk import BKKCriterion, BKKRidge
+from .bkk import ABKKRegressor, BKKCriterion, BKKRidge, SBKKRegressor
 from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
 from .nested import DevSetResult, NestedCVResult, dev_set, nested_cv
 from .penalties import L1, L2, ElasticNet, Penalty
@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "L1",
     "L2",
+    "ABKKRegressor",
     "ALOElasticNetCV",
     "ALOLogisticRegressionCV",
     "ALORidgeCV",
@@ -36,6 +37,7 @@ __all__ = [
     "LOOResult",
     "NestedCVResult",
     "Penalty",
+    "SBKKRegressor",
     "TuneResult",
     "__version__",
     "dev_set",
