@@ -80,8 +80,9 @@ class BKKCriterion:
         dnorm = drss / (2 * self.n * np.maximum(norm, 1e-300))
         return norm, dnorm
 
-    def value_and_grad(self, log_lam: float) -> tuple[float, float]:
-        lam = float(np.exp(log_lam))
+    def value_and_grad(self, log_lam) -> tuple[float, float]:
+        """BKK and its derivative in log(lambda) (a scalar, or theta = [log lambda])."""
+        lam = float(np.exp(np.ravel(log_lam)[0]))
         norm, dnorm = self.norms(lam)
         value = norm[0]
         grad = dnorm[0]
@@ -154,55 +155,33 @@ class BKKRidge(RegressorMixin, BaseEstimator):
     def fit(self, X: ArrayLike, y: ArrayLike) -> BKKRidge:
         """Minimize BKK over lambda by Adam, then fit the ridge at that lambda."""
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C")
-        if not (np.isfinite(self.lam0) and self.lam0 > 0):
-            raise ValueError(f"lam0 must be positive, got {self.lam0!r}")
-        if not (self.learning_rate > 0):
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate!r}")
-        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
-            raise ValueError("beta1 and beta2 must lie in [0, 1)")
-        if (
-            isinstance(self.max_iter, bool)
-            or not isinstance(self.max_iter, (int, np.integer))
-            or (self.max_iter < 1)
-        ):
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
-        y = np.asarray(y, dtype=np.float64)
-        ybar = float(y.mean()) if self.fit_intercept else 0.0
-        scale = float(np.sqrt(np.mean((y - ybar) ** 2)))
-        if not scale > 0:
-            scale = 1.0
-        yr = (y - ybar) / scale
+        _check_adam(self, ("lam0", "learning_rate"))
+        ybar, scale, yr = _rescaled(y, self.fit_intercept)
         crit = BKKCriterion.from_data(
             X, yr, self.T, self.random_state, self.fit_intercept, self.n_jobs
         )
-        u = float(np.log(self.lam0))
-        m = v = 0.0
-        value, grad = crit.value_and_grad(u)
-        hist = [(np.exp(u), value)]
-        it = 0
-        for it in range(1, int(self.max_iter) + 1):
-            m = self.beta1 * m + (1 - self.beta1) * grad
-            v = self.beta2 * v + (1 - self.beta2) * grad * grad
-            step = (
-                self.learning_rate
-                * (m / (1 - self.beta1**it))
-                / (np.sqrt(v / (1 - self.beta2**it)) + 1e-8)
-            )
-            u = float(np.clip(u - step, -30.0, 30.0))
-            new, grad = crit.value_and_grad(u)
-            hist.append((np.exp(u), new))
-            done = abs(new - value) < self.tol
-            value = new
-            if done:
-                break
-        lam = float(np.exp(u))
+
+        def vg(theta):
+            value, grad = crit.value_and_grad(theta[0])
+            return value, np.array([grad])
+
+        theta, value, it, hist, path = _adam(
+            vg,
+            np.array([np.log(self.lam0)]),
+            self.learning_rate,
+            self.beta1,
+            self.beta2,
+            self.tol,
+            self.max_iter,
+        )
+        lam = float(np.exp(theta[0]))
         beta = crit.coef(lam) * scale
         self.alpha_ = lam
         self.coef_ = beta
         self.intercept_ = ybar - float(crit.mu @ beta) if self.fit_intercept else 0.0
         self.criterion_ = value
         self.n_iter_ = it
-        self.history_ = np.asarray(hist)
+        self.history_ = np.column_stack([np.exp(path[:, 0]), hist])
         return self
 
     def predict(self, X: ArrayLike) -> np.ndarray:
@@ -326,24 +305,56 @@ class BKKFamilyCriterion:
         return float(value), grad
 
 
-def _adam(crit, theta, lr, beta1, beta2, tol, max_iter):
-    value, grad = crit.value_and_grad(theta)
+def _check_adam(est, positive: tuple[str, ...]) -> None:
+    """Shared checks of the Adam settings of the BKK estimators."""
+    if isinstance(est.T, bool) or not isinstance(est.T, (int, np.integer)) or est.T < 0:
+        raise ValueError(f"T must be a non-negative integer, got {est.T!r}")
+    for name in positive:
+        val = getattr(est, name)
+        if not (np.isfinite(val) and val > 0):
+            raise ValueError(f"{name} must be positive, got {val!r}")
+    if not (0 <= est.beta1 < 1 and 0 <= est.beta2 < 1):
+        raise ValueError("beta1 and beta2 must lie in [0, 1)")
+    if (
+        isinstance(est.max_iter, bool)
+        or not isinstance(est.max_iter, (int, np.integer))
+        or (est.max_iter < 1)
+    ):
+        raise ValueError(f"max_iter must be a positive integer, got {est.max_iter!r}")
+
+
+def _rescaled(y: np.ndarray, fit_intercept: bool) -> tuple[float, float, np.ndarray]:
+    """(mean, RMS scale, centered and rescaled y): the frame of the BKK criteria."""
+    y = np.asarray(y, dtype=np.float64)
+    ybar = float(y.mean()) if fit_intercept else 0.0
+    scale = float(np.sqrt(np.mean((y - ybar) ** 2)))
+    scale = scale if scale > 0 else 1.0
+    return ybar, scale, (y - ybar) / scale
+
+
+def _adam(value_and_grad, theta, lr, beta1, beta2, tol, max_iter):
+    """Adam until the criterion changes by less than tol; (theta, value, iterations,
+    criterion per iteration, theta per iteration). log-scale entries theta[:2] are
+    kept within [-30, 30]."""
+    value, grad = value_and_grad(theta)
     m = np.zeros_like(theta)
     v = np.zeros_like(theta)
     hist = [value]
+    path = [theta.copy()]
     it = 0
     for it in range(1, int(max_iter) + 1):
         m = beta1 * m + (1 - beta1) * grad
         v = beta2 * v + (1 - beta2) * grad * grad
         theta = theta - lr * (m / (1 - beta1**it)) / (np.sqrt(v / (1 - beta2**it)) + 1e-8)
         theta[:2] = np.clip(theta[:2], -30.0, 30.0)
-        new, grad = crit.value_and_grad(theta)
+        new, grad = value_and_grad(theta)
         hist.append(new)
+        path.append(theta.copy())
         done = abs(new - value) < tol
         value = new
         if done:
             break
-    return theta, value, it, np.asarray(hist)
+    return theta, value, it, np.asarray(hist), np.asarray(path)
 
 
 class _BKKFamilyRegressor(RegressorMixin, BaseEstimator):
@@ -380,34 +391,20 @@ class _BKKFamilyRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X: ArrayLike, y: ArrayLike):
         """Minimize the criterion over all parameters by Adam, then set the model."""
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C")
-        for name in ("lam0", "kappa0", "learning_rate"):
-            val = getattr(self, name)
-            if not (np.isfinite(val) and val > 0):
-                raise ValueError(f"{name} must be positive, got {val!r}")
-        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
-            raise ValueError("beta1 and beta2 must lie in [0, 1)")
-        if (
-            isinstance(self.max_iter, bool)
-            or not isinstance(self.max_iter, (int, np.integer))
-            or (self.max_iter < 1)
-        ):
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
-        y = np.asarray(y, dtype=np.float64)
-        ybar = float(y.mean()) if self.fit_intercept else 0.0
-        scale = float(np.sqrt(np.mean((y - ybar) ** 2)))
-        scale = scale if scale > 0 else 1.0
+        _check_adam(self, ("lam0", "kappa0", "learning_rate"))
+        ybar, scale, yr = _rescaled(y, self.fit_intercept)
         crit = BKKFamilyCriterion.from_data(
-            X,
-            (y - ybar) / scale,
-            self.T,
-            self.random_state,
-            self.fit_intercept,
-            self._family,
-            self.n_jobs,
+            X, yr, self.T, self.random_state, self.fit_intercept, self._family, self.n_jobs
         )
         theta0 = crit.initial(self.lam0, self.kappa0, self.mu0)
-        theta, value, it, hist = _adam(
-            crit, theta0, self.learning_rate, self.beta1, self.beta2, self.tol, self.max_iter
+        theta, value, it, hist, _ = _adam(
+            crit.value_and_grad,
+            theta0,
+            self.learning_rate,
+            self.beta1,
+            self.beta2,
+            self.tol,
+            self.max_iter,
         )
         beta, o = crit.betas(theta)
         coef = beta[:, 0] * scale
