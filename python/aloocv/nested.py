@@ -202,35 +202,16 @@ def nested_cv(
                 fit_tol=tol,
                 n_jobs=n_jobs,
             )
-            # scores in the candidates' order
-            params = [c.params() for c in cands]
+            # scores in the candidates' order (the grid runs most regularized first)
             hp = res.history["params"]
-            s = np.array(
-                [
-                    res.history["acv"][
-                        int(
-                            np.flatnonzero(np.all(np.isclose(hp, pv, rtol=1e-12, atol=0), axis=1))[
-                                0
-                            ]
-                        )
-                    ]
-                    for pv in params
-                ]
-            )
+            order = [
+                int(np.flatnonzero(np.all(np.isclose(hp, c.params(), rtol=1e-12, atol=0), 1))[0])
+                for c in cands
+            ]
+            s = res.history["acv"][order]
             best = int(np.argmin(s))
-            model = (
-                res.fit
-                if res.penalty == cands[best]
-                else fit(
-                    Xtr,
-                    ytr,
-                    loss=loss,
-                    penalty=cands[best],
-                    fit_intercept=intercept,
-                    tol=tol,
-                    n_jobs=n_jobs,
-                )
-            )
+            # tune selected the same minimum: its final fit is the refit on the training part
+            model = res.fit
         else:
             if int(inner) > len(train):
                 raise ValueError(
