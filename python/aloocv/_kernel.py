@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import _core
+from . import _blas, _core
 from ._fit import FitResult
 from ._loo import LOOResult
 from ._validation import check_sample_weight, check_vector
@@ -65,7 +65,8 @@ def kernel_ridge_loo(
         raise ValueError(f"lam must be positive and finite, got {lam!r}")
     y = check_vector(y, n, "y")
     w = check_sample_weight(sample_weight, n)
-    out = _core.kernel_ridge_loo(Km, y, w, lam, bool(fit_intercept))
+    with _blas.single_threaded_blas():
+        out = _core.kernel_ridge_loo(Km, y, w, lam, bool(fit_intercept))
     fit = FitResult(
         coef_=out["alpha"] / lam,
         intercept_=float(out["intercept"]),
