@@ -79,6 +79,104 @@ double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Ve
   return 0.0;
 }
 
+// The full Newton step in one pass over X: xs = X~ step, eta_new = eta + xs, and, at
+// eta_new, gX = X~^T (w l') and the summed loss (returned). Each row block is read
+// once for both products while it is in cache; fixed chunks make the sums
+// independent of the thread count.
+template <class Loss>
+double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_new, Vec& xs,
+                  Vec& gX, int n_threads) {
+  const int nt = resolve_threads(n_threads);
+  const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0, p1 = p + off;
+  const Partition part{n, reduction_chunks(n, p1 + 1, nt, 1024)};
+  const Index B = std::max<Index>(64, std::min<Index>(4096, Index(32768) / std::max<Index>(1, p)));
+  std::vector<double> partial(static_cast<size_t>(part.chunks * (p1 + 1)), 0.0);
+  Eigen::Map<const Vec> theta(step.data() + off, p);
+  const double b = pb.intercept ? step[0] : 0.0;
+  ExceptionCatcher guard;
+#pragma omp parallel num_threads(nt)
+  {
+    Vec gb;
+#pragma omp for schedule(dynamic, 1)
+    for (Index c = 0; c < part.chunks; ++c) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        double* acc = partial.data() + c * (p1 + 1);
+        Eigen::Map<Vec> acc_theta(acc + off, p);
+        for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
+          const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
+          gb.resize(m);
+          pb.X.with_rows(i0, i1, [&](const auto& M) {
+            Eigen::Map<Vec> x(xs.data() + i0, m);
+            x.noalias() = M * theta;
+            x.array() += b;
+            double fsum = 0.0;
+            for (Index k = 0; k < m; ++k) {
+              const Index i = i0 + k;
+              const double e = eta[i] + x[k];
+              eta_new[i] = e;
+              const double w = pb.weight(i);
+              if (w == 0.0) {
+                gb[k] = 0.0;
+                continue;
+              }
+              fsum += w * Loss::value(pb.y[i], e);
+              gb[k] = w * Loss::d1(pb.y[i], e);
+            }
+            acc_theta.noalias() += M.transpose() * gb;
+            if (off) acc[0] += gb.sum();
+            acc[p1] += fsum;
+          });
+        }
+      });
+    }
+  }
+  guard.rethrow();
+  gX = Vec::Zero(p1);
+  double f = 0.0;
+  for (Index c = 0; c < part.chunks; ++c) {
+    gX += Eigen::Map<const Vec>(partial.data() + c * (p1 + 1), p1);
+    f += partial[static_cast<size_t>(c * (p1 + 1) + p1)];
+  }
+  return f;
+}
+
+// Moves st along the Newton direction `step` (decrement dec): the full step is tried
+// in one fused pass (the common case); otherwise Armijo backtracking. On success beta,
+// eta, f, the gradient st.grad and the derivatives g, d at the new point are updated
+// and the step length is returned; 0 when no decrease was found (st unchanged).
+template <class Loss>
+double newton_move(const Problem& pb, FitState& st, const Vec& step, double dec, double& f, Vec& xs,
+                   Vec& eta_try, Vec& g, Vec& d, int nt) {
+  Vec gX;
+  const double floss = fused_step<Loss>(pb, step, st.eta, eta_try, xs, gX, nt);
+  const Vec b1 = st.beta + step;
+  const double f1 = floss + 0.5 * pb.pen.dot(b1.cwiseAbs2());
+  const bool tiny = 0.5 * dec <= 1e-13 * std::max(1.0, std::abs(f));
+  if (std::isfinite(f1) && (tiny || f1 <= f - 1e-4 * dec)) {
+    st.beta = b1;
+    st.eta.swap(eta_try);
+    f = f1;
+    st.grad = gX + pb.pen.cwiseProduct(st.beta);
+    if (!st.grad.allFinite()) {
+      throw InvalidInput(
+          "the gradient is not finite (overflow of the loss at extreme linear predictors); "
+          "rescale X or increase the penalty");
+    }
+    derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+    return 1.0;
+  }
+  double f_try = f;
+  const double t = line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt);
+  if (t == 0.0) return 0.0;
+  st.beta += t * step;
+  st.eta.swap(eta_try);
+  f = f_try;
+  derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+  full_gradient(pb, g.data(), st.beta, st.grad, nt);
+  return t;
+}
+
 // Zero slopes and the intercept at the loss's link of the weighted mean of y
 // (samples other than `skip`).
 template <class Loss>
@@ -148,18 +246,10 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
     step = -st.grad;
     st.chol.solve(step.data());
     const double dec = -st.grad.dot(step);  // Newton decrement squared
-    linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
-    double f_try = f;
-    const double t =
-        detail::line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt);
+    const double t = detail::newton_move<Loss>(pb, st, step, dec, f, xs, eta_try, g, d, nt);
     if (t == 0.0) break;  // no further decrease possible
-    st.beta += t * step;
-    st.eta.swap(eta_try);
-    f = f_try;
     ++st.n_iter;
     if (!Loss::constant_curvature) st.stale_eta += t * xs.cwiseAbs().maxCoeff();
-    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
-    detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
     const double gn = st.grad.cwiseAbs().maxCoeff();
     if (!fresh_end) {
       if (gn / sw <= opt.tol) break;
@@ -255,17 +345,9 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
     step = -st.grad;
     st.chol.solve(step.data());
     const double dec = -st.grad.dot(step);
-    linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
-    double f_try = f;
-    const double t =
-        detail::line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt);
+    const double t = detail::newton_move<Loss>(pb, st, step, dec, f, xs, eta_try, g, d, nt);
     if (t == 0.0) break;
-    st.beta += t * step;
-    st.eta.swap(eta_try);
-    f = f_try;
     ++st.n_iter;
-    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
-    detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
     const double gnew = st.grad.cwiseAbs().maxCoeff();
     done = gnew / sw <= tight;
     if (!done && gnew > 0.3 * gnorm) {  // slow contraction (or the rounding floor)
