@@ -135,12 +135,31 @@ def test_bad_parameters(est, match):
         est.fit(X, y)
 
 
-def test_single_class_and_multiclass():
+def test_single_class_is_rejected():
     X, _ = make_data("logistic", 30, 3, seed=116)
-    with pytest.raises(ValueError, match="Only binary classification"):
-        aloocv.ALOLogisticRegressionCV().fit(X, np.arange(30) % 3)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="only 1 class"):
         aloocv.ALOLogisticRegressionCV().fit(X, np.zeros(30))
+
+
+def test_multiclass_one_vs_rest():
+    from sklearn.datasets import load_iris
+
+    d = load_iris()
+    X = (d.data - d.data.mean(0)) / d.data.std(0)
+    est = aloocv.ALOLogisticRegressionCV(Cs=6).fit(X, d.target)
+    assert est.coef_.shape == (3, 4) and est.C_.shape == (3,)
+    for k in range(3):  # each row is the binary problem of class k, tuned on its own
+        yk = (d.target == k).astype(int)
+        bin_est = aloocv.ALOLogisticRegressionCV(Cs=6).fit(X, yk)
+        assert est.C_[k] == pytest.approx(bin_est.C_[0])
+        np.testing.assert_allclose(est.coef_[k], bin_est.coef_[0], rtol=1e-9, atol=1e-12)
+    P = est.predict_proba(X)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    assert np.all(est.predict(X) == est.classes_[np.argmax(P, axis=1)])
+    assert est.score(X, d.target) > 0.9
+    assert est.loo_predictions_.shape == (150, 3)
+    np.testing.assert_allclose(est.loo_predictions_.sum(axis=1), 1.0)
+    assert est.cv_results_["mean"].shape == (3, 6)
 
 
 def test_plot_cv(tmp_path):

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.linear_model._base import LinearClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._tune import TuneResult, tune
@@ -347,7 +347,11 @@ class ALOElasticNetCV(_ALORegressor):
 
 
 class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
-    """Binary logistic regression with ``C`` (and ``l1_ratio``) chosen by ALOOCV.
+    """Logistic regression with ``C`` (and ``l1_ratio``) chosen by ALOOCV.
+
+    Binary targets fit one model; with more classes, one binary model per class
+    (one-vs-rest), each with its own C chosen by its own ALOOCV, and probabilities
+    normalized across classes as scikit-learn's one-vs-rest models do.
 
     Mirrors scikit-learn's ``LogisticRegressionCV``:
     ``C sum_i logloss_i + (1 - l1_ratio)/2 ||w||^2 + l1_ratio ||w||_1`` is
@@ -369,16 +373,19 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-    C_ : ndarray of shape (1,)
-    l1_ratio_ : ndarray of shape (1,)
-    coef_ : ndarray of shape (1, n_features)
-    intercept_ : ndarray of shape (1,)
+    classes_ : ndarray of shape (n_classes,)
+    C_, l1_ratio_ : ndarray of shape (1,) (binary) or (n_classes,)
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
     cv_results_ : dict
-        ``"C"``, ``"l1_ratio"``, ``"mean"`` (leave-one-out log-loss), ``"stderr"``.
-    loo_predictions_ : ndarray of shape (n_samples,)
-        Leave-one-out probabilities of ``classes_[1]`` for every training point.
-    tune_result_ : TuneResult
+        ``"C"``, ``"l1_ratio"``, ``"mean"`` (leave-one-out log-loss), ``"stderr"``; with
+        more than two classes ``"mean"`` and ``"stderr"`` have one row per class.
+    loo_predictions_ : ndarray of shape (n_samples,) or (n_samples, n_classes)
+        Leave-one-out probabilities of ``classes_[1]`` (binary) or of every class
+        (normalized one-vs-rest) for every training point.
+    best_score_ : float
+        Leave-one-out log-loss at the choice (the mean over classes, one-vs-rest).
+    tune_result_ : TuneResult or list of TuneResult (one per class)
     """
 
     def __init__(
@@ -412,20 +419,14 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
             self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32]
         )
         check_classification_targets(y)
-        y_type = type_of_target(y, input_name="y", raise_unknown=True)
-        if y_type != "binary":
-            raise ValueError(
-                f"Only binary classification is supported. The type of the target is {y_type}."
-            )
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
         self.classes_ = np.unique(y)
-        if self.classes_.size != 2:
+        if self.classes_.size < 2:
             raise ValueError(
-                f"ALOLogisticRegressionCV supports binary targets; y has {self.classes_.size} "
-                "class(es)"
+                "ALOLogisticRegressionCV needs at least 2 classes; y has only "
+                f"{self.classes_.size} class"
             )
-        y01 = (y == self.classes_[1]).astype(np.float64)
         _check_choice("penalty", self.penalty, ("l2", "l1", "elasticnet"))
         if isinstance(self.Cs, Integral) and not isinstance(self.Cs, bool):
             if self.Cs < 1:
@@ -453,42 +454,64 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         else:
             grid = [L2(1.0 / C) for C in Cs]
             start = grid[0]
-        res = self._search(X, y01, "logistic", start, grid, sample_weight)
-        self._store(res)
-        self.loo_predictions_ = 0.5 * (1.0 + np.tanh(0.5 * res.loo.predictions))
-        pen = res.penalty
-        if isinstance(pen, ElasticNet):
-            l1, l2 = pen.params()
-            C = 1.0 / (l1 + l2)
-            ratio = l1 / (l1 + l2)
-        else:
-            C, ratio = 1.0 / float(pen.lam), 0.0
-        self.C_ = np.array([C])
-        self.l1_ratio_ = np.array([ratio])
-        self.coef_ = res.fit.coef_.reshape(1, -1).copy()
-        self.intercept_ = np.array([res.fit.intercept_])
+        binary = self.classes_.size == 2
+        targets = [self.classes_[1]] if binary else list(self.classes_)
+        results = [
+            self._search(X, (y == c).astype(np.float64), "logistic", start, grid, sample_weight)
+            for c in targets
+        ]
+
+        def c_ratio(pen):
+            if isinstance(pen, ElasticNet):
+                l1, l2 = pen.params()
+                return 1.0 / (l1 + l2), l1 / (l1 + l2)
+            return 1.0 / float(pen.lam), 0.0
 
         def convert(row):
             if row.size == 1:
                 return [1.0 / row[0], 0.0]
             return [1.0 / (row[0] + row[1]), row[0] / (row[0] + row[1])]
 
-        self.cv_results_ = _cv_results(res, ["C", "l1_ratio"], convert)
+        self._store(results[0])
+        cr = [c_ratio(r.penalty) for r in results]
+        self.C_ = np.array([c for c, _ in cr])
+        self.l1_ratio_ = np.array([r for _, r in cr])
+        self.coef_ = np.vstack([r.fit.coef_ for r in results])
+        self.intercept_ = np.array([r.fit.intercept_ for r in results])
+        probs = np.column_stack([0.5 * (1.0 + np.tanh(0.5 * r.loo.predictions)) for r in results])
+        cvs = [_cv_results(r, ["C", "l1_ratio"], convert) for r in results]
+        if binary:
+            self.loo_predictions_ = probs[:, 0]
+            self.cv_results_ = cvs[0]
+        else:
+            self.tune_result_ = results
+            self.loo_predictions_ = probs / probs.sum(axis=1, keepdims=True)
+            self.best_score_ = float(np.mean([r.acv for r in results]))
+            self.best_stderr_ = float(np.sqrt(np.mean([r.stderr**2 for r in results])))
+            self.n_iter_ = int(sum(r.n_fits for r in results))
+            merged = dict(cvs[0])
+            merged["mean"] = np.vstack([c["mean"] for c in cvs])
+            merged["stderr"] = np.vstack([c["stderr"] for c in cvs])
+            self.cv_results_ = merged
         return self
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        """Probabilities of ``classes_[0]`` and ``classes_[1]``."""
+        """Class probabilities (one-vs-rest ones normalized across classes)."""
         d = self.decision_function(X)
-        p1 = 0.5 * (1.0 + np.tanh(0.5 * d))
-        return np.column_stack([1.0 - p1, p1])
+        if d.ndim == 1:
+            p1 = 0.5 * (1.0 + np.tanh(0.5 * d))
+            return np.column_stack([1.0 - p1, p1])
+        p = 0.5 * (1.0 + np.tanh(0.5 * d))
+        return p / p.sum(axis=1, keepdims=True)
 
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
-        """Log of :meth:`predict_proba` without overflow."""
+        """Log of :meth:`predict_proba` (without overflow for two classes)."""
         d = self.decision_function(X)
-        return np.column_stack([-np.logaddexp(0.0, d), -np.logaddexp(0.0, -d)])
+        if d.ndim == 1:
+            return np.column_stack([-np.logaddexp(0.0, d), -np.logaddexp(0.0, -d)])
+        return np.log(self.predict_proba(X))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
-        tags.classifier_tags.multi_class = False
         return tags
