@@ -1,4 +1,8 @@
-"""asv benchmarks of the core: Hessian accumulation, fits, ALO, tuning."""
+"""asv benchmarks of the core: Hessian accumulation, fits, ALO, tuning.
+
+Sizes stay modest (largest n = 100000, p = 200) so that a full ``asv run`` takes
+minutes; ``benchmarks/compare.py`` has the larger side-by-side comparisons.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,11 @@ import numpy as np
 import aloocv
 from aloocv import _blas, _core
 
+PEN = aloocv.L2(1.0)
 
-def _logistic(n, p, seed=0):
+
+def _logistic(n: int, p: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian design, labels from a logistic model with ||beta|| ~ 2."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
     beta = rng.standard_normal(p) / np.sqrt(p) * 2
@@ -16,62 +23,129 @@ def _logistic(n, p, seed=0):
     return X, y
 
 
-class Hessian:
-    params = ([10000, 100000], [50, 200], ["C", "F"])
-    param_names = ("n", "p", "order")
+def _problem(n: int, p: int, loss: str) -> tuple[np.ndarray, np.ndarray]:
+    """Design and a response suited to ``loss``."""
+    X, y = _logistic(n, p)
+    if loss == "squared":
+        y = X[:, 0] + np.random.default_rng(1).standard_normal(n)
+    elif loss == "poisson":
+        y = np.random.default_rng(1).poisson(np.exp(0.3 * X[:, 0])).astype(np.float64)
+    return X, y
 
-    def setup(self, n, p, order):
+
+class Hessian:
+    """``X~^T diag(d) X~`` by the core, with scipy's BLAS or the built-in Eigen kernels."""
+
+    params = ([10000, 100000], [50, 200], ["C", "F"], ["blas", "eigen"])
+    param_names = ("n", "p", "order", "kernel")
+
+    def setup(self, n: int, p: int, order: str, kernel: str) -> None:
         rng = np.random.default_rng(0)
         self.X = np.asarray(rng.standard_normal((n, p)), order=order)
-        self.d = rng.uniform(0, 1, n)
+        self.d = rng.uniform(0.0, 1.0, n)
+        _blas.use_blas(kernel == "blas")
 
-    def time_hessian(self, n, p, order):
+    def teardown(self, n: int, p: int, order: str, kernel: str) -> None:
+        _blas.use_blas(True)
+
+    def _hessian(self) -> np.ndarray:
         with _blas.single_threaded_blas():
-            _core.hessian(self.X, self.d, True, 0)
+            return _core.hessian(self.X, self.d, True, 0)
 
-    def time_numpy_peer(self, n, p, order):
+    def time_hessian(self, n: int, p: int, order: str, kernel: str) -> None:
+        self._hessian()
+
+    def peakmem_hessian(self, n: int, p: int, order: str, kernel: str) -> None:
+        self._hessian()
+
+
+class HessianPeers:
+    """The same product by numpy and by scipy's dsyrk (row-major X, as numpy gives it)."""
+
+    params = ([10000, 100000], [50, 200])
+    param_names = ("n", "p")
+
+    def setup(self, n: int, p: int) -> None:
+        rng = np.random.default_rng(0)
+        self.X = rng.standard_normal((n, p))
+        self.d = rng.uniform(0.0, 1.0, n)
+
+    def time_numpy(self, n: int, p: int) -> None:
         (self.X * self.d[:, None]).T @ self.X
+
+    def time_scipy_dsyrk(self, n: int, p: int) -> None:
+        from scipy.linalg.blas import dsyrk
+
+        dsyrk(1.0, self.X * np.sqrt(self.d)[:, None], trans=1)
 
 
 class Fit:
+    """``aloocv.fit`` and ``aloocv.loo(method="alo")`` (including its fit), tol 1e-6."""
+
     params = ([10000, 100000], [50, 200], ["squared", "logistic", "poisson"])
     param_names = ("n", "p", "loss")
+    timeout = 120
 
-    def setup(self, n, p, loss):
-        X, y = _logistic(n, p)
-        if loss == "squared":
-            y = X[:, 0] + np.random.default_rng(1).standard_normal(n)
-        elif loss == "poisson":
-            y = np.random.default_rng(1).poisson(np.exp(0.3 * X[:, 0])).astype(float)
-        self.X, self.y, self.loss = X, y, loss
+    def setup(self, n: int, p: int, loss: str) -> None:
+        self.X, self.y = _problem(n, p, loss)
+        self.loss = loss
 
-    def time_fit(self, n, p, loss):
-        aloocv.fit(self.X, self.y, loss=self.loss, penalty=aloocv.L2(1.0), tol=1e-6)
+    def time_fit(self, n: int, p: int, loss: str) -> None:
+        aloocv.fit(self.X, self.y, loss=self.loss, penalty=PEN, tol=1e-6)
 
-    def time_loo_alo(self, n, p, loss):
-        aloocv.loo(self.X, self.y, loss=self.loss, penalty=aloocv.L2(1.0), tol=1e-6)
+    def peakmem_fit(self, n: int, p: int, loss: str) -> None:
+        aloocv.fit(self.X, self.y, loss=self.loss, penalty=PEN, tol=1e-6)
 
-    def peakmem_loo_alo(self, n, p, loss):
-        aloocv.loo(self.X, self.y, loss=self.loss, penalty=aloocv.L2(1.0), tol=1e-6)
+    def time_loo_alo(self, n: int, p: int, loss: str) -> None:
+        aloocv.loo(self.X, self.y, loss=self.loss, penalty=PEN, method="alo", tol=1e-6)
+
+    def peakmem_loo_alo(self, n: int, p: int, loss: str) -> None:
+        aloocv.loo(self.X, self.y, loss=self.loss, penalty=PEN, method="alo", tol=1e-6)
+
+    def track_fit_iterations(self, n: int, p: int, loss: str) -> int:
+        """Newton iterations of the fit (each one Hessian pass over X)."""
+        return aloocv.fit(self.X, self.y, loss=self.loss, penalty=PEN, tol=1e-6).n_iter_
+
+    track_fit_iterations.unit = "iterations"
+
+
+class FitPeer:
+    """scikit-learn's ``LogisticRegression(solver="newton-cholesky")`` at the same tol."""
+
+    params = ([10000, 100000], [50, 200])
+    param_names = ("n", "p")
+    timeout = 120
+
+    def setup(self, n: int, p: int) -> None:
+        self.X, self.y = _logistic(n, p)
+
+    def time_sklearn_newton_cholesky(self, n: int, p: int) -> None:
+        from sklearn.linear_model import LogisticRegression
+
+        LogisticRegression(C=1.0, solver="newton-cholesky", tol=1e-6).fit(self.X, self.y)
 
 
 class Hypergradient:
+    """ALO with the hypergradient of a per-feature L2 penalty."""
+
     params = ([10000, 50000], [50, 200])
     param_names = ("n", "p")
 
-    def setup(self, n, p):
+    def setup(self, n: int, p: int) -> None:
         self.X, self.y = _logistic(n, p)
 
-    def time_alo_with_gradient(self, n, p):
+    def time_alo_with_gradient(self, n: int, p: int) -> None:
         aloocv.loo(
             self.X, self.y, loss="logistic", penalty=aloocv.L2(np.ones(p)), return_gradient=True
         )
 
 
 class Tuning:
+    """A 10-point logistic grid and the paper's 50-lambda ridge run."""
+
     timeout = 300
 
-    def setup(self):
+    def setup(self) -> None:
         self.X, self.y = _logistic(50000, 100)
         rng = np.random.default_rng(4)
         self.Xr = rng.standard_normal((150, 50))
@@ -79,7 +153,7 @@ class Tuning:
         b[:10] = rng.standard_normal(10)
         self.yr = self.Xr @ b + rng.standard_normal(150)
 
-    def time_logistic_grid_10(self):
+    def time_logistic_grid_10(self) -> None:
         aloocv.tune(
             self.X,
             self.y,
@@ -89,7 +163,7 @@ class Tuning:
             grid=np.logspace(-4, 4, 10),
         )
 
-    def time_paper_diagonal_ridge_800(self):
+    def time_paper_diagonal_ridge_800(self) -> None:
         aloocv.tune(
             self.Xr,
             self.yr,
@@ -102,9 +176,11 @@ class Tuning:
 
 
 class ElasticNetSparse:
+    """Sparse logistic elastic net, ALO including the fit."""
+
     timeout = 300
 
-    def setup(self):
+    def setup(self) -> None:
         import scipy.sparse as sp
 
         rng = np.random.default_rng(3)
@@ -114,5 +190,5 @@ class ElasticNetSparse:
         b[:100] = rng.standard_normal(100)
         self.y = (rng.random(50000) < 1 / (1 + np.exp(-(self.X @ b)))).astype(float)
 
-    def time_sparse_enet_alo(self):
+    def time_sparse_enet_alo(self) -> None:
         aloocv.loo(self.X, self.y, loss="logistic", penalty=aloocv.ElasticNet(20.0, 1.0))
