@@ -72,7 +72,7 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
                Columns cols) {
   const Index off = intercept ? 1 : 0;
   const Index p1 = (cols.all() ? X.p : cols.size) + off;
-  const int nt = resolve_threads(n_threads);
+  const int nt = threads_for(n_threads, double(X.n) * double(p1) * double(p1));
   ExceptionCatcher guard;
   if (X.sparse) {
     const Mat Hinv = chol.inverse();

@@ -15,7 +15,8 @@ void linear_predictor(const Design& X, const double* beta, bool intercept, doubl
   const Index B = 4096;
   const Index nblocks = (X.n + B - 1) / B;
   ExceptionCatcher guard;
-#pragma omp parallel for schedule(static) num_threads(resolve_threads(n_threads))
+#pragma omp parallel for schedule(static) \
+    num_threads(threads_for(n_threads, double(X.n) * double(X.p + 1)))
   for (Index blk = 0; blk < nblocks; ++blk) {
     guard.run([&] {
       const Index i0 = blk * B, i1 = std::min(X.n, i0 + B);
@@ -30,7 +31,7 @@ void linear_predictor(const Design& X, const double* beta, bool intercept, doubl
 void gradient(const Design& X, const double* r, bool intercept, double* out, int n_threads) {
   const Index off = intercept ? 1 : 0;
   const Index p1 = X.p + off;
-  const int nt = resolve_threads(n_threads);
+  const int nt = threads_for(n_threads, double(X.n) * double(p1));
   const Partition part{X.n, reduction_chunks(X.n, p1, nt, 1024)};
   std::vector<double> partial(static_cast<size_t>(part.chunks * p1), 0.0);
   ExceptionCatcher guard;
@@ -99,7 +100,7 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
   const Index q = cols.all() ? X.p : cols.size;
   const Index p1 = q + off;
   const Index pp = p1 * p1;
-  const int nt = resolve_threads(n_threads);
+  const int nt = threads_for(n_threads, double(X.n) * double(pp));
   const Partition part{X.n, reduction_chunks(X.n, pp, nt)};
   const Index B = block_rows(p1);
   std::vector<double> partial(static_cast<size_t>(part.chunks * pp));

@@ -34,8 +34,8 @@ namespace detail {
 template <class Loss>
 void loo_formulas(const Problem& pb, const double* eta_hat, LooMethod method, LooResult& out,
                   int n_threads) {
-  const int nt = resolve_threads(n_threads);
   const Index n = pb.n();
+  const int nt = threads_for(n_threads, 32.0 * double(n));
   out.losses.resize(n);
   out.predictions.resize(n);
   const double tiny = 64 * std::numeric_limits<double>::epsilon();

@@ -28,7 +28,7 @@ double objective(const Problem& pb, const double* eta, const Vec& beta, int n_th
 template <class Loss>
 void derivatives(const Problem& pb, const double* eta, double* g, double* d, int n_threads,
                  Index skip = -1) {
-#pragma omp parallel for schedule(static) num_threads(resolve_threads(n_threads))
+#pragma omp parallel for schedule(static) num_threads(threads_for(n_threads, 16.0 * double(pb.n())))
   for (Index i = 0; i < pb.n(); ++i) {
     const double w = (i == skip) ? 0.0 : pb.weight(i);
     g[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], eta[i]);
@@ -86,8 +86,8 @@ double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Ve
 template <class Loss>
 double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_new, Vec& xs,
                   Vec& gX, int n_threads) {
-  const int nt = resolve_threads(n_threads);
   const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0, p1 = p + off;
+  const int nt = threads_for(n_threads, 4.0 * double(n) * double(p1));
   const Partition part{n, reduction_chunks(n, p1 + 1, nt, 1024)};
   const Index B = std::max<Index>(64, std::min<Index>(4096, Index(32768) / std::max<Index>(1, p)));
   std::vector<double> partial(static_cast<size_t>(part.chunks * (p1 + 1)), 0.0);

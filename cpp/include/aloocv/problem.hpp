@@ -72,7 +72,7 @@ template <class F>
 double parallel_sum(Index n, int n_threads, F&& f) {
   const Partition part{n, std::max<Index>(1, std::min<Index>(64, n / 4096))};
   std::vector<double> partial(static_cast<size_t>(part.chunks), 0.0);
-#pragma omp parallel for schedule(static) num_threads(resolve_threads(n_threads))
+#pragma omp parallel for schedule(static) num_threads(threads_for(n_threads, 16.0 * double(n)))
   for (Index c = 0; c < part.chunks; ++c) {
     double s = 0.0;
     for (Index i = part.begin(c); i < part.begin(c + 1); ++i) s += f(i);
