@@ -100,3 +100,18 @@ def test_input_arrays_are_not_modified():
     aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1.0), method="exact")
     np.testing.assert_array_equal(X, Xc)
     np.testing.assert_array_equal(y, yc)
+
+
+def test_single_threaded_blas_is_reentrant_and_restores():
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    with _blas.single_threaded_blas():
+        assert set(blas_threads()) == {1}
+        with _blas.single_threaded_blas():
+            assert set(blas_threads()) == {1}
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before

@@ -16,6 +16,7 @@ threads, 0.7 ms inside the context).
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 
 from . import _core
@@ -53,11 +54,26 @@ def _controller():
     return _CONTROLLER
 
 
+_DEPTH = threading.local()
+
+
 @contextlib.contextmanager
 def single_threaded_blas() -> Iterator[None]:
-    """Limit the loaded BLAS libraries to one thread (our OpenMP loops parallelize)."""
-    if not _core.blas_enabled():
-        yield
+    """Limit the loaded BLAS libraries to one thread (our OpenMP loops parallelize).
+
+    Re-entrant and cheap when nested: loops that call the core many times (tuning)
+    enter it once, and inner calls cost nothing."""
+    depth = getattr(_DEPTH, "n", 0)
+    if depth > 0 or not _core.blas_enabled():
+        _DEPTH.n = depth + 1
+        try:
+            yield
+        finally:
+            _DEPTH.n = depth
         return
     with _controller().limit(limits=1, user_api="blas"):
-        yield
+        _DEPTH.n = 1
+        try:
+            yield
+        finally:
+            _DEPTH.n = 0

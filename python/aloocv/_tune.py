@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -137,6 +138,18 @@ def _progress(total: int, verbose: bool, desc: str):
     return tqdm(total=total, desc=desc, leave=False)
 
 
+def _single_threaded_blas_throughout(func):
+    """Run the whole tuning loop inside one single-threaded-BLAS context: the many
+    core calls of an optimization then pay nothing for it (the context is re-entrant)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with _blas.single_threaded_blas():
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
 def _check_grid(grid: Any, penalty: Penalty, n_grid: int) -> list[np.ndarray]:
     m = penalty.params().size
     if grid is None:
@@ -166,6 +179,7 @@ def _check_grid(grid: Any, penalty: Penalty, n_grid: int) -> list[np.ndarray]:
     return [pts[i] for i in order]
 
 
+@_single_threaded_blas_throughout
 def tune(
     X: ArrayLike,
     y: ArrayLike,
