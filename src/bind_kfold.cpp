@@ -1,6 +1,8 @@
 // Binding of K-fold cross-validation (approximate and exact).
 #include <pybind11/stl.h>
 
+#include <chrono>
+
 #include "aloocv/kfold.hpp"
 #include "aloocv/newton.hpp"
 #include "arrays.hpp"
@@ -26,22 +28,32 @@ void bind_kfold(py::module_& m) {
         opt.fresh_end = method == "alo";  // the fold downdates need the Hessian at beta
         FitState st;
         KFoldOutput res;
+        using clock = std::chrono::steady_clock;
+        double t_fit = 0.0, t_folds = 0.0;
         {
           py::gil_scoped_release release;
+          const auto t0 = clock::now();
           st = fit(pb, kind, opt, nullptr);
+          const auto t1 = clock::now();
           res = method == "alo" ? kfold_approx(pb, kind, st, f, n_folds, n_threads)
                                 : kfold_exact(pb, kind, st, f, n_folds, opt);
+          t_fit = std::chrono::duration<double>(t1 - t0).count();
+          t_folds = std::chrono::duration<double>(clock::now() - t1).count();
         }
         py::dict out = state_to_dict(st, intercept);
         out["losses"] = to_numpy(res.losses);
         out["predictions"] = to_numpy(res.predictions);
         out["n_not_converged"] = res.n_not_converged;
+        out["n_woodbury"] = res.n_woodbury;
+        out["seconds_fit"] = t_fit;      // wall time of the full fit
+        out["seconds_folds"] = t_folds;  // of the fold downdates or refits
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("folds"), py::arg("n_folds"), py::arg("method"),
       py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"), py::arg("l1") = py::none(),
-      "K-fold CV: one Newton step per fold on the exact fold-out Hessian ('alo'), or refits.");
+      "K-fold CV: one Newton step per fold on the exact fold-out Hessian, in the cheaper of "
+      "the q x q Woodbury and p x p forms ('alo'), or refits ('exact').");
 }
 
 }  // namespace aloocv::bind

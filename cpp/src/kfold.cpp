@@ -1,5 +1,7 @@
 #include "aloocv/kfold.hpp"
 
+#include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "aloocv/blas.hpp"
@@ -12,9 +14,13 @@ namespace aloocv {
 namespace {
 
 std::vector<std::vector<Index>> members(const int* fold, Index n, Index K) {
+  if (K < 2) throw InvalidInput("K-fold needs at least 2 folds, got " + std::to_string(K));
   std::vector<std::vector<Index>> out(static_cast<size_t>(K));
   for (Index i = 0; i < n; ++i) {
-    if (fold[i] < 0 || fold[i] >= K) throw InvalidInput("fold label out of range");
+    if (fold[i] < 0 || fold[i] >= K) {
+      throw InvalidInput("fold label " + std::to_string(fold[i]) + " of sample " +
+                         std::to_string(i) + " is outside [0, " + std::to_string(K) + ")");
+    }
     out[static_cast<size_t>(fold[i])].push_back(i);
   }
   for (Index k = 0; k < K; ++k) {
@@ -25,84 +31,180 @@ std::vector<std::vector<Index>> members(const int* fold, Index n, Index K) {
   return out;
 }
 
+[[noreturn]] void throw_fold_singular(Index k, Index q, const std::string& detail) {
+  std::ostringstream msg;
+  msg << "the Hessian without fold " << k << " (" << q << (q == 1 ? " sample" : " samples")
+      << ") is singular" << detail
+      << ": the remaining samples do not determine the fit; use a larger penalty or smaller "
+         "folds";
+  throw SingularHessian(msg.str());
+}
+
+// Per-thread scratch of the approximate folds.
+struct FoldScratch {
+  std::vector<double> pack, zt, kmat, scale;
+  Vec g, s, c, t, r, bS;
+  Mat HS;
+  Cholesky chol;
+};
+
+// q x q (Woodbury) form for the fold S: writes eta~ and the losses of its samples.
+template <class Loss>
+void woodbury_fold(const Problem& pb, const FitState& st, const Columns& cols, Index q1, Index k,
+                   const std::vector<Index>& S, FoldScratch& w, Vec& pred, Vec& losses) {
+  const Index q = static_cast<Index>(S.size());
+  w.pack.resize(static_cast<size_t>(q1 * q));
+  pb.X.pack_indices(S.data(), q, nullptr, pb.intercept, w.pack.data(), cols);
+  blas::trsm_lower(q1, q, st.chol.lower(), q1, w.pack.data(), q1);  // Z_S = L^{-1} X~_S^T
+  // K_S = Z_S^T Z_S by a SYRK of the (q x q1) transpose
+  w.zt.resize(static_cast<size_t>(q * q1));
+  Eigen::Map<const Mat> Z(w.pack.data(), q1, q);
+  Eigen::Map<Mat> Zt(w.zt.data(), q, q1);
+  Zt = Z.transpose();
+  w.kmat.resize(static_cast<size_t>(q * q));
+  blas::syrk_lower(q, q1, w.zt.data(), q, 0.0, w.kmat.data(), q);
+  Eigen::Map<Mat> Km(w.kmat.data(), q, q);
+  Km.triangularView<Eigen::StrictlyUpper>() = Km.transpose();
+  w.g.resize(q);
+  w.s.resize(q);
+  for (Index a = 0; a < q; ++a) {
+    const Index i = S[static_cast<size_t>(a)];
+    const double wi = pb.weight(i);
+    w.g[a] = wi == 0.0 ? 0.0 : wi * Loss::d1(pb.y[i], st.eta[i]);
+    w.s[a] = wi == 0.0 ? 0.0 : std::sqrt(wi * Loss::d2(pb.y[i], st.eta[i]));
+  }
+  w.c.noalias() = Km * w.g;  // c = K g
+  // M = I - diag(s) K diag(s), factored in place of w.HS
+  w.HS = -(w.s.asDiagonal() * Km * w.s.asDiagonal());
+  w.HS.diagonal().array() += 1.0;
+  try {
+    w.chol.factor(w.HS.data(), q);
+  } catch (const SingularHessian&) {
+    throw_fold_singular(k, q, " (I - D^1/2 K D^1/2 is not positive definite)");
+  }
+  // M has unit scale (its eigenvalues lie in (0, 1]): a pivot at rounding level means
+  // the fold-out Hessian is numerically singular (the q = 1 case is the LOO test
+  // 1 - d_i h_i > 64 eps).
+  const double tiny = 64 * std::numeric_limits<double>::epsilon();
+  Eigen::Map<const Mat> LM(w.chol.lower(), q, q);
+  for (Index a = 0; a < q; ++a) {
+    const double piv2 = LM(a, a) * LM(a, a);
+    if (!(piv2 > tiny)) {
+      std::ostringstream d;
+      d << " (pivot " << piv2 << " of I - D^1/2 K D^1/2)";
+      throw_fold_singular(k, q, d.str());
+    }
+  }
+  w.t = w.s.cwiseProduct(w.c);
+  w.chol.solve(w.t.data());  // M^{-1} (s o c)
+  w.t.array() *= w.s.array();
+  w.c.noalias() += Km * w.t;  // K g + K S M^{-1} S K g = K (I - D K)^{-1} g
+  for (Index a = 0; a < q; ++a) {
+    const Index i = S[static_cast<size_t>(a)];
+    const double e = st.eta[i] + w.c[a];
+    pred[i] = e;
+    losses[i] = Loss::value(pb.y[i], e);
+  }
+}
+
+// p x p form for the fold S: beta~_S = beta_hat + H_{-S}^{-1} X~_S^T g_S.
+template <class Loss>
+void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, Index q1, Index k,
+                   const std::vector<Index>& S, const Mat& H, const Vec& bq, FoldScratch& w,
+                   Vec& pred, Vec& losses) {
+  const Index q = static_cast<Index>(S.size());
+  const Index B = block_rows(q1);
+  w.pack.resize(static_cast<size_t>(q1 * std::min(B, q)));
+  w.scale.resize(static_cast<size_t>(std::min(B, q)));
+  w.HS.resize(q1, q1);  // X~_S^T D_S X~_S (lower), then H_{-S} = H - that
+  w.r = Vec::Zero(q1);
+  for (Index a = 0; a < q; a += B) {
+    const Index m = std::min(B, q - a);
+    for (Index t = 0; t < m; ++t) {
+      const Index i = S[static_cast<size_t>(a + t)];
+      const double wi = pb.weight(i);
+      w.scale[static_cast<size_t>(t)] =
+          wi == 0.0 ? 0.0 : std::sqrt(wi * Loss::d2(pb.y[i], st.eta[i]));
+    }
+    pb.X.pack_indices(S.data() + a, m, w.scale.data(), pb.intercept, w.pack.data(), cols);
+    blas::syrk_lower(q1, m, w.pack.data(), q1, a == 0 ? 0.0 : 1.0, w.HS.data(), q1);
+    pb.X.pack_indices(S.data() + a, m, nullptr, pb.intercept, w.pack.data(), cols);
+    Eigen::Map<const Mat> Z(w.pack.data(), q1, m);
+    for (Index t = 0; t < m; ++t) {
+      const Index i = S[static_cast<size_t>(a + t)];
+      const double wi = pb.weight(i);
+      if (wi != 0.0) w.r.noalias() += (wi * Loss::d1(pb.y[i], st.eta[i])) * Z.col(t);
+    }
+  }
+  w.HS = H - w.HS;  // the lower triangle is what counts
+  w.HS.triangularView<Eigen::StrictlyUpper>() = w.HS.transpose();
+  try {
+    w.chol.factor(w.HS.data(), q1);
+  } catch (const SingularHessian&) {
+    throw_fold_singular(k, q, "");
+  }
+  w.chol.solve(w.r.data());
+  w.bS = bq + w.r;  // beta~_S
+  for (Index a = 0; a < q; a += B) {
+    const Index m = std::min(B, q - a);
+    pb.X.pack_indices(S.data() + a, m, nullptr, pb.intercept, w.pack.data(), cols);
+    Eigen::Map<const Mat> Z(w.pack.data(), q1, m);
+    for (Index t = 0; t < m; ++t) {
+      const Index i = S[static_cast<size_t>(a + t)];
+      const double e = Z.col(t).dot(w.bS);
+      pred[i] = e;
+      losses[i] = Loss::value(pb.y[i], e);
+    }
+  }
+}
+
 template <class Loss>
 KFoldOutput approx_impl(const Problem& pb, FitState& st, const int* fold, Index K, int n_threads) {
-  fresh_factor<Loss>(pb, st, n_threads);
-  const int nt = resolve_threads(n_threads);
   const Index n = pb.n(), off = pb.intercept ? 1 : 0;
+  const auto groups = members(fold, n, K);
+  fresh_factor<Loss>(pb, st, n_threads);
   const Columns cols = st.columns();
   const Index q1 = (cols.all() ? pb.X.p : cols.size) + off;
-  const auto groups = members(fold, n, K);
-  // H of the factor's coordinates, rebuilt from its Cholesky factor (L L^T)
-  Eigen::Map<const Mat> L(st.chol.lower(), q1, q1);
-  const Mat H = L.triangularView<Eigen::Lower>() * L.transpose();
-  // beta restricted to the factor's coordinates
-  Vec bq(q1);
-  if (pb.intercept) bq[0] = st.beta[0];
-  for (Index k = 0; k < q1 - off; ++k) bq[off + k] = st.beta[off + (cols.all() ? k : cols.cols[k])];
+  std::vector<char> small(static_cast<size_t>(K));
+  bool any_large = false;
+  double work = 0.0;
   KFoldOutput out;
+  for (Index k = 0; k < K; ++k) {
+    const Index q = static_cast<Index>(groups[static_cast<size_t>(k)].size());
+    const bool wb = kfold_use_woodbury(q, q1);
+    small[static_cast<size_t>(k)] = wb;
+    any_large = any_large || !wb;
+    out.n_woodbury += wb ? 1 : 0;
+    const double a = double(q), b = double(q1);
+    work += wb ? a * b * b + a * a * b + a * a * a / 3 : a * b * b + b * b * b / 3;
+  }
+  // The p x p form needs H itself: rebuilt once from the factor (H = L L^T).
+  Mat H;
+  Vec bq;
+  if (any_large) {
+    Eigen::Map<const Mat> L(st.chol.lower(), q1, q1);
+    H = L.triangularView<Eigen::Lower>() * L.transpose();
+    bq.resize(q1);  // beta in the factor's coordinates
+    if (pb.intercept) bq[0] = st.beta[0];
+    for (Index j = 0; j < q1 - off; ++j)
+      bq[off + j] = st.beta[off + (cols.all() ? j : cols.cols[j])];
+  }
   out.losses.resize(n);
   out.predictions.resize(n);
-  const Index B = block_rows(q1);
+  const int nt = static_cast<int>(std::min<Index>(threads_for(n_threads, work), K));
   ExceptionCatcher guard;
 #pragma omp parallel num_threads(nt)
   {
-    std::vector<double> pack, scale;
-    Mat HS;
-    Vec r, bS;
-    Cholesky chol;
-    guard.run([&] {
-      pack.resize(static_cast<size_t>(q1 * B));
-      scale.resize(static_cast<size_t>(B));
-    });
+    FoldScratch w;
 #pragma omp for schedule(dynamic, 1)
     for (Index k = 0; k < K; ++k) {
       if (guard.failed()) continue;
       guard.run([&] {
         const auto& S = groups[static_cast<size_t>(k)];
-        const Index q = static_cast<Index>(S.size());
-        HS.resize(q1, q1);  // X~_S^T D_S X~_S (lower), then H_{-S} = H - that
-        r = Vec::Zero(q1);
-        for (Index a = 0; a < q; a += B) {
-          const Index m = std::min(B, q - a);
-          for (Index t = 0; t < m; ++t) {
-            const Index i = S[static_cast<size_t>(a + t)];
-            const double w = pb.weight(i);
-            scale[static_cast<size_t>(t)] = std::sqrt(w * Loss::d2(pb.y[i], st.eta[i]));
-          }
-          pb.X.pack_indices(S.data() + a, m, scale.data(), pb.intercept, pack.data(), cols);
-          blas::syrk_lower(q1, m, pack.data(), q1, a == 0 ? 0.0 : 1.0, HS.data(), q1);
-          Eigen::Map<Mat> Z(pack.data(), q1, m);
-          pb.X.pack_indices(S.data() + a, m, nullptr, pb.intercept, pack.data(), cols);
-          for (Index t = 0; t < m; ++t) {
-            const Index i = S[static_cast<size_t>(a + t)];
-            const double g = pb.weight(i) * Loss::d1(pb.y[i], st.eta[i]);
-            r.noalias() += g * Z.col(t);
-          }
-        }
-        HS = H - HS;  // the lower triangle is what counts
-        HS.triangularView<Eigen::StrictlyUpper>() = HS.transpose();
-        try {
-          chol.factor(HS.data(), q1);
-        } catch (const SingularHessian&) {
-          std::ostringstream msg;
-          msg << "the Hessian without fold " << k << " (" << q
-              << " samples) is singular: the remaining samples do not determine the fit; use "
-                 "a larger penalty or fewer folds";
-          throw SingularHessian(msg.str());
-        }
-        chol.solve(r.data());
-        bS = bq + r;  // beta~_S
-        for (Index a = 0; a < q; a += B) {
-          const Index m = std::min(B, q - a);
-          pb.X.pack_indices(S.data() + a, m, nullptr, pb.intercept, pack.data(), cols);
-          Eigen::Map<const Mat> Z(pack.data(), q1, m);
-          for (Index t = 0; t < m; ++t) {
-            const Index i = S[static_cast<size_t>(a + t)];
-            const double e = Z.col(t).dot(bS);
-            out.predictions[i] = e;
-            out.losses[i] = Loss::value(pb.y[i], e);
-          }
+        if (small[static_cast<size_t>(k)]) {
+          woodbury_fold<Loss>(pb, st, cols, q1, k, S, w, out.predictions, out.losses);
+        } else {
+          downdate_fold<Loss>(pb, st, cols, q1, k, S, H, bq, w, out.predictions, out.losses);
         }
       });
     }
@@ -114,30 +216,54 @@ KFoldOutput approx_impl(const Problem& pb, FitState& st, const int* fold, Index 
 template <class Loss>
 KFoldOutput exact_impl(const Problem& pb, const FitState& st, const int* fold, Index K,
                        const FitOptions& opt) {
-  const Index n = pb.n();
+  const Index n = pb.n(), p1 = pb.p1();
   const auto groups = members(fold, n, K);
   KFoldOutput out;
   out.losses.resize(n);
   out.predictions.resize(n);
   Vec w(n);
   for (Index i = 0; i < n; ++i) w[i] = pb.weight(i);
-  // Each refit is the full problem with the fold's weights set to zero, warm-started
-  // from the full fit; the folds run one after the other, each with all threads.
-  for (Index k = 0; k < K; ++k) {
+  const int nt = resolve_threads(opt.n_threads);
+  // Folds in parallel (each refit on one thread) when there are enough of them to keep
+  // every thread busy and the refits' O(n) buffers fit a memory budget; otherwise one
+  // after the other, each refit with all threads. Fits do not depend on their thread
+  // count (fixed-chunk reductions), so neither does the result.
+  const double per_fit = 12.0 * double(n) + 4.0 * double(p1) * double(p1);  // doubles
+  const bool over_folds = nt > 1 && K >= nt && per_fit * nt <= 128.0 * 1024 * 1024;
+  FitOptions fopt = opt;
+  if (over_folds) fopt.n_threads = 1;
+  auto refit = [&](Index k) -> bool {  // true when converged
     const auto& S = groups[static_cast<size_t>(k)];
     Vec wk = w;
     for (Index i : S) wk[i] = 0.0;
-    if (!(wk.sum() > 0.0)) throw InvalidInput("a training part has zero total weight");
+    if (!(wk.sum() > 0.0)) {
+      throw InvalidInput("the training part without fold " + std::to_string(k) +
+                         " has zero total sample weight");
+    }
     Problem pk = pb;
     pk.w = wk.data();
-    const FitState r = pb.has_l1() ? enet_fit<Loss>(pk, opt, &st.beta, -1, false)
-                                   : newton_fit<Loss>(pk, opt, &st.beta);
-    if (!r.converged) ++out.n_not_converged;
+    const FitState r = pb.has_l1() ? enet_fit<Loss>(pk, fopt, &st.beta, -1, false)
+                                   : newton_fit<Loss>(pk, fopt, &st.beta);
     for (Index i : S) {
       out.predictions[i] = r.eta[i];
       out.losses[i] = Loss::value(pb.y[i], r.eta[i]);
     }
+    return r.converged;
+  };
+  Index not_converged = 0;
+  if (!over_folds) {
+    for (Index k = 0; k < K; ++k) not_converged += refit(k) ? 0 : 1;
+    out.n_not_converged = not_converged;
+    return out;
   }
+  ExceptionCatcher guard;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) reduction(+ : not_converged)
+  for (Index k = 0; k < K; ++k) {
+    if (guard.failed()) continue;
+    guard.run([&] { not_converged += refit(k) ? 0 : 1; });
+  }
+  guard.rethrow();
+  out.n_not_converged = not_converged;
   return out;
 }
 

@@ -1,13 +1,27 @@
-// K-fold cross-validation from one fit (approximate) or by refits (exact).
+// K-fold (leave-q-out) cross-validation from one fit (approximate) or by refits (exact).
 //
 // Approximate: the leave-q-out extension of ALO (the paper's remark after its
-// Definition 6), one Newton step from beta_hat on the problem without fold S with its
-// exact Hessian H_{-S} = H - X~_S^T D_S X~_S:
-//   beta~_S = beta_hat + H_{-S}^{-1} X~_S^T g_S,   eta~_S = X~_S beta~_S,
-// which equals the Woodbury form eta_S + K_S (I - D_S K_S)^{-1} g_S of DESIGN.md
-// (K_S = X~_S H^{-1} X~_S^T) and is exact for quadratic objectives. The p x p form
-// costs O(q p^2 + p^3) per fold, O(n p^2 + K p^3) in all; the q x q Woodbury form would
-// cost O(q^3) per fold, which is worse whenever folds are larger than p.
+// Definition 6). For a fold S of q samples, with H = L L^T the Hessian of the full fit,
+// D_S = diag(w l'')_S and g_S = (w l')_S, the held-out linear predictors are those of one
+// Newton step from beta_hat on the problem without S, taken with its exact Hessian
+// H_{-S} = H - X~_S^T D_S X~_S (a rank-q downdate). Two algebraically equal forms:
+//
+//  - q x q (Woodbury, DESIGN.md section 2): Z_S = L^{-1} X~_S^T (one TRSM), K_S = Z_S^T Z_S,
+//      eta~_S = eta_S + K_S (I - D_S K_S)^{-1} g_S
+//             = eta_S + c + K_S s o M^{-1} (s o c),   c = K_S g_S, s = sqrt(d_S),
+//    with M = I - diag(s) K_S diag(s) symmetric (the identity (I - S S K)^{-1} =
+//    I + S (I - S K S)^{-1} S K needs no division by s, so zero-weight samples are fine).
+//    M is positive definite exactly when H_{-S} is. Cost O(q p^2 + q^2 p + q^3).
+//  - p x p: beta~_S = beta_hat + H_{-S}^{-1} X~_S^T g_S, eta~_S = X~_S beta~_S, with H_{-S}
+//    formed by a SYRK of the fold's rows and factored. Cost O(q p^2 + p^3).
+//
+// Each fold takes the cheaper form (q x q when q^2 p + q^3 / 3 < p^3 / 3, i.e. q below
+// about p / 2): many small folds (leave-q-out, n_folds = n) cost O(n p^2 + n q^2) in
+// all, a few large ones O(n p^2 + K p^3). Both are exact for quadratic objectives.
+// Folds run in parallel; each fold's arithmetic is independent of the thread count.
+//
+// Exact: the full problem with the fold's weights set to zero, refitted from the full
+// fit (newton_fit / enet_fit with beta0 = beta_hat), then the held-out rows predicted.
 #pragma once
 
 #include <vector>
@@ -19,10 +33,18 @@ namespace aloocv {
 
 struct KFoldOutput {
   Vec losses, predictions;
-  Index n_not_converged = 0;
+  Index n_not_converged = 0;  // exact refits that missed the tolerance
+  Index n_woodbury = 0;       // folds done in the q x q form (approximate)
 };
 
-// fold[i] in [0, K) for every sample.
+// True when the q x q form is cheaper than the p x p form for a fold of q samples and
+// p1 coordinates.
+inline bool kfold_use_woodbury(Index q, Index p1) {
+  const double a = static_cast<double>(q), b = static_cast<double>(p1);
+  return a * a * (b + a / 3.0) < b * b * b / 3.0;
+}
+
+// fold[i] in [0, K) for every sample; every fold non-empty.
 KFoldOutput kfold_approx(const Problem& pb, LossKind loss, FitState& st, const int* fold, Index K,
                          int n_threads);
 KFoldOutput kfold_exact(const Problem& pb, LossKind loss, const FitState& st, const int* fold,

@@ -1,0 +1,116 @@
+"""Approximate 10-fold CV against exact 10-fold CV, side by side in one run.
+
+    python benchmarks/kfold_compare.py            # logistic n=50000, p=200 (a minute or two)
+    python benchmarks/kfold_compare.py --quick    # n=5000, p=50
+    python benchmarks/kfold_compare.py --n-jobs 1
+
+Both estimates use the same folds and the same full-data fit:
+
+* ``aloocv.kfold(method="alo")``: the fit, then one rank-q downdate of its Hessian per
+  fold (a Newton step on the exact fold-out Hessian), no refit;
+* ``aloocv.kfold(method="exact")``: the fit, then one refit per fold (the fold's
+  weights set to zero), warm-started from the full fit and solved to the same tol.
+
+Printed: wall times (median of ``--repeat`` calls after an untimed warm-up for the
+approximate route, one call for the exact route), the split of each call into the full
+fit and the per-fold work (``KFoldResult.timings``), the ratio exact / approximate with
+and without that shared fit, and per-fold means of both with their relative
+differences. Targets: exact / approximate >= 20 and every fold
+mean within 2 % of the exact one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from typing import Any, Callable
+
+import numpy as np
+from threadpoolctl import threadpool_info
+
+import aloocv
+
+
+def logistic_data(n: int, p: int, seed: int = 0, scale: float = 2.0):
+    """Gaussian design and Bernoulli labels from a logistic model with ||beta|| ~ scale."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    beta = rng.standard_normal(p) / np.sqrt(p) * scale
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-X @ beta))).astype(np.float64)
+    return X, y
+
+
+def timed(f: Callable[[], Any], repeat: int, warmup: bool) -> tuple[float, Any]:
+    out = f() if warmup else None
+    ts = []
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        out = f()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts), out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="n=5000, p=50")
+    ap.add_argument("--n", type=int, default=None)
+    ap.add_argument("--p", type=int, default=None)
+    ap.add_argument("--folds", type=int, default=10)
+    ap.add_argument("--lam", type=float, default=1.0)
+    ap.add_argument("--tol", type=float, default=1e-8)
+    ap.add_argument("--repeat", type=int, default=5, help="timed calls of the approximate route")
+    ap.add_argument("--n-jobs", type=int, default=None)
+    args = ap.parse_args(argv)
+    n = args.n or (5000 if args.quick else 50000)
+    p = args.p or (50 if args.quick else 200)
+    K = args.folds
+
+    blas = ", ".join(f"{b['internal_api']} ({b['num_threads']} thr)" for b in threadpool_info())
+    print(
+        f"aloocv {aloocv.__version__}, numpy {np.__version__}, python "
+        f"{platform.python_version()}, {os.cpu_count()} cores, n_jobs={args.n_jobs}; "
+        f"BLAS: {blas or 'none'}"
+    )
+    print(f"logistic n={n} p={p} lambda={args.lam} tol={args.tol}, {K} shuffled folds")
+    X, y = logistic_data(n, p, seed=8)
+    pen = aloocv.L2(args.lam)
+    kw = dict(loss="logistic", penalty=pen, n_folds=K, tol=args.tol, n_jobs=args.n_jobs)
+
+    t_alo, a = timed(lambda: aloocv.kfold(X, y, method="alo", **kw), args.repeat, warmup=True)
+    t_ex, e = timed(lambda: aloocv.kfold(X, y, method="exact", **kw), 1, warmup=False)
+    assert np.array_equal(a.folds, e.folds)
+
+    print()
+    print(
+        f"{'':14s}{'time (s)':>10s}{'full fit':>10s}{'per fold':>10s}{'mean':>12s}{'stderr':>11s}"
+    )
+    for name, t, r in (("approximate", t_alo, a), ("exact", t_ex, e)):
+        print(
+            f"{name:14s}{t:10.3f}{r.timings['fit']:10.3f}{r.timings['folds']:10.3f}"
+            f"{r.mean:12.6f}{r.stderr:11.2e}"
+        )
+    print(f"(per fold: {K} rank-q downdates for approximate, {K} warm-started refits for exact)")
+    print()
+    sizes = np.bincount(a.folds, minlength=K)
+    rel = (a.fold_means - e.fold_means) / e.fold_means
+    print(f"{'fold':>4s}{'q':>7s}{'approximate':>14s}{'exact':>12s}{'rel. diff':>12s}")
+    for k in range(K):
+        print(f"{k:4d}{sizes[k]:7d}{a.fold_means[k]:14.6f}{e.fold_means[k]:12.6f}{rel[k]:12.2e}")
+    print(f"{'all':>4s}{n:7d}{a.mean:14.6f}{e.mean:12.6f}{(a.mean - e.mean) / e.mean:12.2e}")
+    print()
+    ratio = t_ex / t_alo
+    beyond = e.timings["folds"] / max(a.timings["folds"], 1e-9)
+    err = float(np.max(np.abs(rel)))
+    met = "met" if ratio >= 20 else "NOT met"
+    print(f"time exact / approximate, whole calls:        {ratio:8.1f}x  (target >= 20x: {met})")
+    print(f"time exact / approximate, per-fold work only: {beyond:8.1f}x")
+    met = "met" if err <= 0.02 else "NOT met"
+    print(f"max relative fold-mean difference:            {err:10.2e} (target <= 2e-02: {met})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
