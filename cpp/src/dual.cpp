@@ -3,6 +3,8 @@
 #include <Eigen/Cholesky>
 #include <limits>
 #include <sstream>
+#include <type_traits>
+#include <vector>
 
 #include "aloocv/blas.hpp"
 #include "aloocv/hessian.hpp"
@@ -25,16 +27,21 @@ Mat dual_kernel(const Problem& pb, int n_threads) {
   }
   Mat K = Mat::Zero(n, n);
   if (pb.X.sparse) {
-    using SM = Eigen::SparseMatrix<double, Eigen::RowMajor, int>;
-    const CsrView& c = pb.X.csr;
-    Eigen::Map<const SM> M(n, p, c.indptr[n], c.indptr, c.indices, c.data);
-    const SM A = M * isd.asDiagonal();
-    const SM At = A.transpose();
-    K = Mat(A * At);
+    // One sparse product (cost ~ sum of squared column counts, not n^2 p).
+    pb.X.with_rows(0, n, [&](const auto& X) {
+      using T = std::decay_t<decltype(X)>;
+      if constexpr (std::is_base_of_v<Eigen::SparseMatrixBase<T>, T>) {
+        using SM = Eigen::SparseMatrix<double, Eigen::RowMajor, int>;
+        const SM A = X * isd.asDiagonal();
+        const SM At = A.transpose();
+        K = Mat(A * At);
+      }
+    });
     return K;
   }
-  // Column blocks of X scaled by P^{-1/2}, one SYRK each into per-chunk partials
-  // (fixed chunks over features: deterministic for any thread count).
+  // Column blocks of X scaled by P^{-1/2} (packed by the design, in its storage order), one
+  // SYRK each into per-chunk partials summed in chunk order: the same chunks, hence bitwise
+  // the same K, for every thread count up to 8.
   const Index pb_cols =
       std::max<Index>(32, std::min<Index>(1024, Index(131072) / std::max<Index>(1, n)));
   const Partition part{p, std::max<Index>(1, std::min<Index>(std::max<Index>(nt, 8), p / pb_cols))};
@@ -42,7 +49,7 @@ Mat dual_kernel(const Problem& pb, int n_threads) {
   ExceptionCatcher guard;
 #pragma omp parallel num_threads(nt)
   {
-    Mat buf;
+    std::vector<double> buf;
 #pragma omp for schedule(dynamic, 1)
     for (Index c = 0; c < part.chunks; ++c) {
       if (guard.failed()) continue;
@@ -50,11 +57,9 @@ Mat dual_kernel(const Problem& pb, int n_threads) {
         Mat& acc = partial[static_cast<size_t>(c)];
         acc = Mat::Zero(n, n);
         for (Index j0 = part.begin(c); j0 < part.begin(c + 1); j0 += pb_cols) {
-          const Index j1 = std::min(part.begin(c + 1), j0 + pb_cols), m = j1 - j0;
-          buf.resize(n, m);
-          const DenseView& V = pb.X.dense;
-          for (Index j = j0; j < j1; ++j)
-            for (Index i = 0; i < n; ++i) buf(i, j - j0) = V(i, j) * isd[j];
+          const Index m = std::min(part.begin(c + 1), j0 + pb_cols) - j0;
+          buf.resize(static_cast<size_t>(n * m));
+          pb.X.pack_cols(j0, j0 + m, isd.data() + j0, buf.data());
           blas::syrk_lower(n, m, buf.data(), n, 1.0, acc.data(), n);
         }
       });
