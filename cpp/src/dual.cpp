@@ -104,6 +104,8 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
     st.eta = Vec::Constant(n, st.b);
   }
   Vec u(n), d(n), s(n), r(n), Ka(n), eta_try(n);
+  const Index off = pb.intercept ? 1 : 0;
+  const double pen_max = have_x ? pb.pen.tail(pb.pen.size() - off).maxCoeff() : 0.0;
   auto objective = [&](const Vec& eta, const Vec& alpha, const Vec& Kalpha) {
     double f = 0.0;
     for (Index i = 0; i < n; ++i) {
@@ -125,13 +127,18 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
       gb += u[i];
     }
     r = u + st.alpha;
+    const Vec Kr = K * r;
     // primal gradient: (sum u, X^T r) (theta-part) when X is available
     double gnorm = pb.intercept ? std::abs(gb) : 0.0;
-    if (have_x) {
-      gradient(pb.X, r.data(), false, gx.data(), skip >= 0 ? 1 : nt);
+    if (have_x && skip < 0) {
+      gradient(pb.X, r.data(), false, gx.data(), nt);
       gnorm = std::max(gnorm, gx.head(pb.X.p).cwiseAbs().maxCoeff());
+    } else if (have_x) {
+      // LOO refits stay off X: (x_j^T r)^2 / pen_j <= sum_k (x_k^T r)^2 / pen_k = r^T K r
+      // bounds the primal gradient from above (conservative: may cost one more step)
+      gnorm = std::max(gnorm, std::sqrt(std::max(0.0, pen_max * r.dot(Kr))));
     } else {
-      gnorm = std::max(gnorm, (K * r).cwiseAbs().maxCoeff());
+      gnorm = std::max(gnorm, Kr.cwiseAbs().maxCoeff());
     }
     st.grad_norm = gnorm / sw;
     // O(n^3) steps are cheap next to forming K: converge 100x below tol, as the primal
@@ -144,7 +151,6 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
     Mat M = s.asDiagonal() * K * s.asDiagonal();
     M.diagonal().array() += 1.0;
     const auto llt = factor_spd(M, "dual Newton matrix I + S K S");
-    const Vec Kr = K * r;
     const Vec t = llt.solve(s.cwiseProduct(Kr));
     double db = 0.0;
     Vec v = -t;
