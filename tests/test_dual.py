@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
 
 import aloocv
 from conftest import ridge_exact_loo
@@ -44,6 +45,32 @@ def test_dual_equals_primal(loss, intercept, weighted, lam):
     np.testing.assert_allclose(du.losses, pr.losses, rtol=1e-6, atol=1e-9)
     f = aloocv.fit(X, y, solver="dual", **kw)
     np.testing.assert_allclose(f.coef_, pr.fit.coef_, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("intercept", [True, False])
+@pytest.mark.parametrize("method", ["alo", "exact"])
+def test_dual_at_given_coef(intercept, method):
+    """coef= (bring your own fit) goes through the dual too, and matches the primal."""
+    X, y = wide("logistic", n=30, p=80)
+    kw = dict(loss="logistic", penalty=aloocv.L2(1.0), fit_intercept=intercept, method=method)
+    ref = aloocv.fit(X, y, solver="primal", tol=1e-12, **{k: kw[k] for k in kw if k != "method"})
+    given = dict(coef=ref.coef_, intercept=ref.intercept_ if intercept else None)
+    pr = aloocv.loo(X, y, solver="primal", tol=1e-11, **given, **kw)
+    du = aloocv.loo(X, y, solver="dual", tol=1e-11, **given, **kw)
+    np.testing.assert_array_equal(du.fit.coef_, ref.coef_)
+    np.testing.assert_allclose(du.losses, pr.losses, rtol=1e-8, atol=1e-12)
+    if method == "alo":
+        np.testing.assert_allclose(du.leverages, pr.leverages, rtol=1e-8)
+    assert du.fit.gradient_norm_ == pytest.approx(pr.fit.gradient_norm_, rel=1e-6, abs=1e-14)
+    # a coef that is not the minimizer: the same warning as on the primal route
+    with pytest.warns(ConvergenceWarning, match="not a minimizer"):
+        aloocv.loo(X, y, solver="dual", coef=2 * ref.coef_, intercept=given["intercept"], **kw)
+
+
+def test_auto_hypergradient_takes_the_primal():
+    X, y = wide("squared", n=30, p=60)
+    res = aloocv.loo(X, y, loss="squared", penalty=aloocv.L2(np.ones(60)), return_gradient=True)
+    assert res.gradient is not None and res.gradient.shape == (60,)
 
 
 @pytest.mark.parametrize("method", ["if", "lemma3", "exact"])

@@ -222,16 +222,43 @@ Vec dual_leverages(const Problem& pb, const Mat& K, const DualState& st) {
   return h;
 }
 
+// The state at a given beta = (b, theta), taken as the fit ("bring your own fit", as
+// prepare_at in the primal): eta, objective and gradient norm; no representer form.
+template <class Loss>
+DualState dual_state_at(const Problem& pb, const Vec& beta, const FitOptions& opt) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index n = pb.n();
+  DualState st;
+  st.eta.resize(n);
+  linear_predictor(pb.X, beta.data(), pb.intercept, st.eta.data(), nt);
+  Vec g(n), d(n), grad;
+  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+  detail::full_gradient(pb, g.data(), beta, grad, nt);
+  st.b = pb.intercept ? beta[0] : 0.0;
+  st.objective = detail::objective<Loss>(pb, st.eta.data(), beta, nt);
+  st.grad_norm = grad.cwiseAbs().maxCoeff() / pb.weight_sum();
+  st.converged = st.grad_norm <= opt.tol;
+  return st;
+}
+
 template <class Loss>
 DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const FitOptions& opt,
-                     bool want_loo) {
+                     bool want_loo, const Vec* beta) {
   const bool have_x = pb.X.n > 0 && pb.X.p > 0 && (pb.X.sparse || pb.X.dense.data);
   if (!have_x && !Loss::constant_curvature) {
     throw InvalidInput("a user kernel supports the squared loss only");
   }
+  if (beta && (!have_x || beta->size() != pb.p1())) {
+    throw InvalidInput("a given beta needs X and p + intercept entries");
+  }
   DualResult out;
-  out.st = dual_fit<Loss>(pb, K, opt, nullptr, -1, have_x);
-  if (have_x) {
+  if (beta) {
+    out.st = dual_state_at<Loss>(pb, *beta, opt);
+    out.coef = beta->tail(pb.X.p);
+  } else {
+    out.st = dual_fit<Loss>(pb, K, opt, nullptr, -1, have_x);
+  }
+  if (have_x && !beta) {
     // theta = P^{-1} X^T alpha
     const Index off = pb.intercept ? 1 : 0;
     Vec xa(pb.p1());
@@ -244,6 +271,10 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
   if (method == LooMethod::Exact) {
     out.loo.losses.resize(n);
     out.loo.predictions.resize(n);
+    // refits warm-start from the dual fit (a given beta need not have a representer form)
+    DualState fitted;
+    if (beta) fitted = dual_fit<Loss>(pb, K, opt, nullptr, -1, have_x);
+    const DualState& from = beta ? fitted : out.st;
     FitOptions serial = opt;
     serial.n_threads = 1;
     Index not_converged = 0;
@@ -253,9 +284,9 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
     for (Index i = 0; i < n; ++i) {
       if (guard.failed()) continue;
       guard.run([&] {
-        double e = out.st.eta[i];
+        double e = from.eta[i];
         if (pb.weight(i) != 0.0) {
-          const DualState r = dual_fit<Loss>(pb, K, serial, &out.st, i, have_x);
+          const DualState r = dual_fit<Loss>(pb, K, serial, &from, i, have_x);
           if (!r.converged) ++not_converged;
           e = r.eta[i];
         }
@@ -275,11 +306,11 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
 }  // namespace
 
 DualResult dual_loo(const Problem& pb, LossKind loss, const Mat& K, LooMethod method,
-                    const FitOptions& opt, bool want_loo) {
+                    const FitOptions& opt, bool want_loo, const Vec* beta) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     check_response<Loss>(pb.y, pb.n());
-    return dual_impl<Loss>(pb, K, method, opt, want_loo);
+    return dual_impl<Loss>(pb, K, method, opt, want_loo, beta);
   });
 }
 
