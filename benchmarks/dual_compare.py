@@ -21,40 +21,11 @@ minutes on a 2-core machine; ``--primal-p`` measures it on the first columns of 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
+from compare import timeit  # benchmarks/compare.py: median of repeats after a warm-up
 
 import aloocv
-
-
-def timeit(f: Callable[[], Any], repeat: int, warmup: bool = True) -> tuple[float, Any]:
-    """Median wall time of ``repeat`` calls of ``f`` and the last result.
-
-    Parameters
-    ----------
-    f : callable
-        The measured call.
-    repeat : int
-        Timed calls (at least one).
-    warmup : bool
-        Make one untimed call first.
-
-    Returns
-    -------
-    tuple of (float, object)
-        Seconds and the result of the last call.
-    """
-    out = f() if warmup else None
-    ts = []
-    for _ in range(max(1, repeat)):
-        t0 = time.perf_counter()
-        out = f()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), out
 
 
 def data(n: int, p: int, seed: int = 9) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
