@@ -3,6 +3,8 @@
 #include <Eigen/Cholesky>
 #include <limits>
 #include <sstream>
+#include <type_traits>
+#include <vector>
 
 #include "aloocv/blas.hpp"
 #include "aloocv/hessian.hpp"
@@ -25,16 +27,21 @@ Mat dual_kernel(const Problem& pb, int n_threads) {
   }
   Mat K = Mat::Zero(n, n);
   if (pb.X.sparse) {
-    using SM = Eigen::SparseMatrix<double, Eigen::RowMajor, int>;
-    const CsrView& c = pb.X.csr;
-    Eigen::Map<const SM> M(n, p, c.indptr[n], c.indptr, c.indices, c.data);
-    const SM A = M * isd.asDiagonal();
-    const SM At = A.transpose();
-    K = Mat(A * At);
+    // One sparse product (cost ~ sum of squared column counts, not n^2 p).
+    pb.X.with_rows(0, n, [&](const auto& X) {
+      using T = std::decay_t<decltype(X)>;
+      if constexpr (std::is_base_of_v<Eigen::SparseMatrixBase<T>, T>) {
+        using SM = Eigen::SparseMatrix<double, Eigen::RowMajor, int>;
+        const SM A = X * isd.asDiagonal();
+        const SM At = A.transpose();
+        K = Mat(A * At);
+      }
+    });
     return K;
   }
-  // Column blocks of X scaled by P^{-1/2}, one SYRK each into per-chunk partials
-  // (fixed chunks over features: deterministic for any thread count).
+  // Column blocks of X scaled by P^{-1/2} (packed by the design, in its storage order), one
+  // SYRK each into per-chunk partials summed in chunk order: the same chunks, hence bitwise
+  // the same K, for every thread count up to 8.
   const Index pb_cols =
       std::max<Index>(32, std::min<Index>(1024, Index(131072) / std::max<Index>(1, n)));
   const Partition part{p, std::max<Index>(1, std::min<Index>(std::max<Index>(nt, 8), p / pb_cols))};
@@ -42,7 +49,7 @@ Mat dual_kernel(const Problem& pb, int n_threads) {
   ExceptionCatcher guard;
 #pragma omp parallel num_threads(nt)
   {
-    Mat buf;
+    std::vector<double> buf;
 #pragma omp for schedule(dynamic, 1)
     for (Index c = 0; c < part.chunks; ++c) {
       if (guard.failed()) continue;
@@ -50,11 +57,9 @@ Mat dual_kernel(const Problem& pb, int n_threads) {
         Mat& acc = partial[static_cast<size_t>(c)];
         acc = Mat::Zero(n, n);
         for (Index j0 = part.begin(c); j0 < part.begin(c + 1); j0 += pb_cols) {
-          const Index j1 = std::min(part.begin(c + 1), j0 + pb_cols), m = j1 - j0;
-          buf.resize(n, m);
-          const DenseView& V = pb.X.dense;
-          for (Index j = j0; j < j1; ++j)
-            for (Index i = 0; i < n; ++i) buf(i, j - j0) = V(i, j) * isd[j];
+          const Index m = std::min(part.begin(c + 1), j0 + pb_cols) - j0;
+          buf.resize(static_cast<size_t>(n * m));
+          pb.X.pack_cols(j0, j0 + m, isd.data() + j0, buf.data());
           blas::syrk_lower(n, m, buf.data(), n, 1.0, acc.data(), n);
         }
       });
@@ -99,6 +104,8 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
     st.eta = Vec::Constant(n, st.b);
   }
   Vec u(n), d(n), s(n), r(n), Ka(n), eta_try(n);
+  const Index off = pb.intercept ? 1 : 0;
+  const double pen_max = have_x ? pb.pen.tail(pb.pen.size() - off).maxCoeff() : 0.0;
   auto objective = [&](const Vec& eta, const Vec& alpha, const Vec& Kalpha) {
     double f = 0.0;
     for (Index i = 0; i < n; ++i) {
@@ -120,13 +127,18 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
       gb += u[i];
     }
     r = u + st.alpha;
+    const Vec Kr = K * r;
     // primal gradient: (sum u, X^T r) (theta-part) when X is available
     double gnorm = pb.intercept ? std::abs(gb) : 0.0;
-    if (have_x) {
-      gradient(pb.X, r.data(), false, gx.data(), skip >= 0 ? 1 : nt);
+    if (have_x && skip < 0) {
+      gradient(pb.X, r.data(), false, gx.data(), nt);
       gnorm = std::max(gnorm, gx.head(pb.X.p).cwiseAbs().maxCoeff());
+    } else if (have_x) {
+      // LOO refits stay off X: (x_j^T r)^2 / pen_j <= sum_k (x_k^T r)^2 / pen_k = r^T K r
+      // bounds the primal gradient from above (conservative: may cost one more step)
+      gnorm = std::max(gnorm, std::sqrt(std::max(0.0, pen_max * r.dot(Kr))));
     } else {
-      gnorm = std::max(gnorm, (K * r).cwiseAbs().maxCoeff());
+      gnorm = std::max(gnorm, Kr.cwiseAbs().maxCoeff());
     }
     st.grad_norm = gnorm / sw;
     // O(n^3) steps are cheap next to forming K: converge 100x below tol, as the primal
@@ -139,7 +151,6 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
     Mat M = s.asDiagonal() * K * s.asDiagonal();
     M.diagonal().array() += 1.0;
     const auto llt = factor_spd(M, "dual Newton matrix I + S K S");
-    const Vec Kr = K * r;
     const Vec t = llt.solve(s.cwiseProduct(Kr));
     double db = 0.0;
     Vec v = -t;
@@ -211,16 +222,43 @@ Vec dual_leverages(const Problem& pb, const Mat& K, const DualState& st) {
   return h;
 }
 
+// The state at a given beta = (b, theta), taken as the fit ("bring your own fit", as
+// prepare_at in the primal): eta, objective and gradient norm; no representer form.
+template <class Loss>
+DualState dual_state_at(const Problem& pb, const Vec& beta, const FitOptions& opt) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index n = pb.n();
+  DualState st;
+  st.eta.resize(n);
+  linear_predictor(pb.X, beta.data(), pb.intercept, st.eta.data(), nt);
+  Vec g(n), d(n), grad;
+  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+  detail::full_gradient(pb, g.data(), beta, grad, nt);
+  st.b = pb.intercept ? beta[0] : 0.0;
+  st.objective = detail::objective<Loss>(pb, st.eta.data(), beta, nt);
+  st.grad_norm = grad.cwiseAbs().maxCoeff() / pb.weight_sum();
+  st.converged = st.grad_norm <= opt.tol;
+  return st;
+}
+
 template <class Loss>
 DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const FitOptions& opt,
-                     bool want_loo) {
+                     bool want_loo, const Vec* beta) {
   const bool have_x = pb.X.n > 0 && pb.X.p > 0 && (pb.X.sparse || pb.X.dense.data);
   if (!have_x && !Loss::constant_curvature) {
     throw InvalidInput("a user kernel supports the squared loss only");
   }
+  if (beta && (!have_x || beta->size() != pb.p1())) {
+    throw InvalidInput("a given beta needs X and p + intercept entries");
+  }
   DualResult out;
-  out.st = dual_fit<Loss>(pb, K, opt, nullptr, -1, have_x);
-  if (have_x) {
+  if (beta) {
+    out.st = dual_state_at<Loss>(pb, *beta, opt);
+    out.coef = beta->tail(pb.X.p);
+  } else {
+    out.st = dual_fit<Loss>(pb, K, opt, nullptr, -1, have_x);
+  }
+  if (have_x && !beta) {
     // theta = P^{-1} X^T alpha
     const Index off = pb.intercept ? 1 : 0;
     Vec xa(pb.p1());
@@ -233,6 +271,10 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
   if (method == LooMethod::Exact) {
     out.loo.losses.resize(n);
     out.loo.predictions.resize(n);
+    // refits warm-start from the dual fit (a given beta need not have a representer form)
+    DualState fitted;
+    if (beta) fitted = dual_fit<Loss>(pb, K, opt, nullptr, -1, have_x);
+    const DualState& from = beta ? fitted : out.st;
     FitOptions serial = opt;
     serial.n_threads = 1;
     Index not_converged = 0;
@@ -242,9 +284,9 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
     for (Index i = 0; i < n; ++i) {
       if (guard.failed()) continue;
       guard.run([&] {
-        double e = out.st.eta[i];
+        double e = from.eta[i];
         if (pb.weight(i) != 0.0) {
-          const DualState r = dual_fit<Loss>(pb, K, serial, &out.st, i, have_x);
+          const DualState r = dual_fit<Loss>(pb, K, serial, &from, i, have_x);
           if (!r.converged) ++not_converged;
           e = r.eta[i];
         }
@@ -264,11 +306,11 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
 }  // namespace
 
 DualResult dual_loo(const Problem& pb, LossKind loss, const Mat& K, LooMethod method,
-                    const FitOptions& opt, bool want_loo) {
+                    const FitOptions& opt, bool want_loo, const Vec* beta) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     check_response<Loss>(pb.y, pb.n());
-    return dual_impl<Loss>(pb, K, method, opt, want_loo);
+    return dual_impl<Loss>(pb, K, method, opt, want_loo, beta);
   });
 }
 

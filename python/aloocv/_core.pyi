@@ -80,6 +80,7 @@ def dual(
     max_iter: int,
     n_threads: int,
     want_loo: bool = True,
+    beta: _F64 | None = None,
 ) -> dict[str, Any]: ...
 def kernel_ridge_loo(
     K: _F64, y: _F64, sample_weight: _F64 | None, lam: float, fit_intercept: bool

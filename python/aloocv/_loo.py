@@ -125,7 +125,8 @@ def loo(
         blocked pass that computes the leverages; see :attr:`LOOResult.gradient`.
     solver : {"auto", "primal", "dual"}
         As in :func:`aloocv.fit`: with ``"dual"`` (default when n < p, L2 > 0 on every
-        feature) the leverages come from the n x n system, ``O(n^2 p + n^3)``.
+        feature) the leverages come from the n x n system, ``O(n^2 p + n^3)``, also
+        at a given ``coef``. ``"auto"`` with ``return_gradient=True`` takes the primal.
 
     Returns
     -------
@@ -167,7 +168,10 @@ def loo(
             beta = np.ascontiguousarray(c)
     elif intercept is not None:
         raise ValueError("intercept= requires coef=")
-    use_dual = beta is None and choose_solver(solver, X, pen, l1) == "dual"
+    # "auto" leaves the hypergradient (primal only) to the primal route
+    use_dual = choose_solver(solver, X, pen, l1) == "dual" and not (
+        return_gradient and solver == "auto"
+    )
     if use_dual and return_gradient:
         raise ValueError("return_gradient=True needs solver='primal'")
     with _blas.single_threaded_blas():
@@ -184,6 +188,7 @@ def loo(
                 max_iter,
                 n_threads(n_jobs),
                 True,
+                beta,
             )
         else:
             out = _core.loo(

@@ -163,6 +163,44 @@ struct Design {
     }
   }
 
+  // The column block [j0, j1) of X (no intercept) into out (n x m, column-major, leading
+  // dimension n), column k scaled by scale[k] (scale == nullptr means 1). Reads X in its
+  // storage order: whole columns for Fortran order, short row segments for C order.
+  void pack_cols(Index j0, Index j1, const double* scale, double* out) const {
+    const Index m = j1 - j0;
+    if (sparse) {
+      std::fill(out, out + n * m, 0.0);
+      for (Index i = 0; i < n; ++i) {
+        for (Index a = csr.indptr[i]; a < csr.indptr[i + 1]; ++a) {
+          const Index j = csr.indices[a];
+          if (j < j0 || j >= j1) continue;
+          out[(j - j0) * n + i] += (scale ? scale[j - j0] : 1.0) * csr.data[a];
+        }
+      }
+      return;
+    }
+    const DenseView& X = dense;
+    if (X.row_stride == 1) {
+      for (Index k = 0; k < m; ++k) {
+        const double* col = X.data + (j0 + k) * X.col_stride;
+        const double s = scale ? scale[k] : 1.0;
+        double* o = out + k * n;
+        for (Index i = 0; i < n; ++i) o[i] = s * col[i];
+      }
+      return;
+    }
+    constexpr Index tile = 16;  // rows read together: contiguous reads and writes
+    for (Index i0 = 0; i0 < n; i0 += tile) {
+      const Index i1 = std::min(n, i0 + tile);
+      for (Index k = 0; k < m; ++k) {
+        const double s = scale ? scale[k] : 1.0;
+        const double* x = X.data + i0 * X.row_stride + (j0 + k) * X.col_stride;
+        double* o = out + k * n;
+        for (Index i = i0; i < i1; ++i, x += X.row_stride) o[i] = s * *x;
+      }
+    }
+  }
+
   // x~_i as a dense vector of length p + intercept.
   void row(Index i, bool intercept, double* out) const {
     pack_rows(i, i + 1, nullptr, intercept, out);
