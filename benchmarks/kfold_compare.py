@@ -24,11 +24,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import time
-from typing import Any, Callable
 
 import numpy as np
+from compare import timeit  # benchmarks/compare.py: median of repeats after a warm-up
 from threadpoolctl import threadpool_info
 
 import aloocv
@@ -41,16 +39,6 @@ def logistic_data(n: int, p: int, seed: int = 0, scale: float = 2.0):
     beta = rng.standard_normal(p) / np.sqrt(p) * scale
     y = (rng.random(n) < 1.0 / (1.0 + np.exp(-X @ beta))).astype(np.float64)
     return X, y
-
-
-def timed(f: Callable[[], Any], repeat: int, warmup: bool) -> tuple[float, Any]:
-    out = f() if warmup else None
-    ts = []
-    for _ in range(max(1, repeat)):
-        t0 = time.perf_counter()
-        out = f()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     pen = aloocv.L2(args.lam)
     kw = dict(loss="logistic", penalty=pen, n_folds=K, tol=args.tol, n_jobs=args.n_jobs)
 
-    t_alo, a = timed(lambda: aloocv.kfold(X, y, method="alo", **kw), args.repeat, warmup=True)
-    t_ex, e = timed(lambda: aloocv.kfold(X, y, method="exact", **kw), 1, warmup=False)
+    t_alo, a = timeit(lambda: aloocv.kfold(X, y, method="alo", **kw), args.repeat, warmup=True)
+    t_ex, e = timeit(lambda: aloocv.kfold(X, y, method="exact", **kw), 1, warmup=False)
     assert np.array_equal(a.folds, e.folds)
 
     print()
