@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "aloocv/hypergrad.hpp"
 #include "aloocv/loo.hpp"
 #include "aloocv/newton.hpp"
 
@@ -103,9 +104,37 @@ inline Vec to_vec(const py::array& a, Index n, const char* name) {
   return Eigen::Map<const Vec>(p, n);
 }
 
+// A 2-d float64 array (any layout) as an Eigen matrix (a copy: for small inputs only).
+inline Mat to_mat(const py::array& a, Index rows, const char* name) {
+  require_float64(a, name);
+  if (a.ndim() != 2 || a.shape(0) != rows) {
+    throw py::value_error(std::string(name) + " must be 2-dimensional with " +
+                          std::to_string(rows) + " rows");
+  }
+  const auto s0 = a.strides(0), s1 = a.strides(1);
+  if (s0 % 8 != 0 || s1 % 8 != 0) throw py::value_error(std::string(name) + ": bad strides");
+  const double* p = static_cast<const double*>(a.data());
+  Mat out(rows, a.shape(1));
+  for (Index j = 0; j < out.cols(); ++j)
+    for (Index i = 0; i < rows; ++i) out(i, j) = p[i * (s0 / 8) + j * (s1 / 8)];
+  return out;
+}
+
+inline GradientKind gradient_kind_from_name(const std::string& name) {
+  if (name == "exact") return GradientKind::Exact;
+  if (name == "paper") return GradientKind::Paper;
+  throw py::value_error("unknown gradient '" + name + "'; expected 'exact' or 'paper'");
+}
+
 inline py::array_t<double> to_numpy(const Vec& v) {
   py::array_t<double> out(v.size());
   std::copy(v.data(), v.data() + v.size(), out.mutable_data());
+  return out;
+}
+
+inline py::array_t<double> mat_to_numpy(const Mat& M) {
+  py::array_t<double, py::array::f_style> out({M.rows(), M.cols()});
+  std::copy(M.data(), M.data() + M.size(), out.mutable_data());
   return out;
 }
 

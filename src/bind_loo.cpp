@@ -9,14 +9,6 @@ namespace aloocv::bind {
 
 py::dict state_to_dict(const FitState& st, bool intercept);
 
-namespace {
-py::array_t<double> to_numpy(const Mat& M) {
-  py::array_t<double, py::array::f_style> out({M.rows(), M.cols()});
-  std::copy(M.data(), M.data() + M.size(), out.mutable_data());
-  return out;
-}
-}  // namespace
-
 void bind_loo(py::module_& m) {
   m.def(
       "ridge_spectrum",
@@ -41,10 +33,10 @@ void bind_loo(py::module_& m) {
           sp = ridge_spectrum(pb, Zc.data(), mcols, n_threads);
         }
         py::dict out;
-        out["s"] = aloocv::bind::to_numpy(sp.s);
-        out["V"] = to_numpy(sp.V);
-        out["C"] = to_numpy(sp.C);
-        out["mu"] = aloocv::bind::to_numpy(sp.mu);
+        out["s"] = to_numpy(sp.s);
+        out["V"] = mat_to_numpy(sp.V);
+        out["C"] = mat_to_numpy(sp.C);
+        out["mu"] = to_numpy(sp.mu);
         return out;
       },
       py::arg("X"), py::arg("Z"), py::arg("fit_intercept"), py::arg("n_threads"),
@@ -66,10 +58,10 @@ void bind_loo(py::module_& m) {
           path = ridge_path(pb, lp, k, n_threads);
         }
         py::dict out;
-        out["losses"] = to_numpy(path.losses);
-        out["predictions"] = to_numpy(path.predictions);
-        out["coef"] = to_numpy(path.coef);
-        out["intercept"] = aloocv::bind::to_numpy(path.intercept);
+        out["losses"] = mat_to_numpy(path.losses);
+        out["predictions"] = mat_to_numpy(path.predictions);
+        out["coef"] = mat_to_numpy(path.coef);
+        out["intercept"] = to_numpy(path.intercept);
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("lambdas"),
@@ -81,10 +73,12 @@ void bind_loo(py::module_& m) {
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
          double tol, Index max_iter, int n_threads, const std::optional<py::array>& beta,
-         bool refit, const std::optional<py::array>& l1, bool gradient) {
+         bool refit, const std::optional<py::array>& l1, bool gradient,
+         const std::string& gradient_kind) {
         Problem pb = make_problem(X, y, w, pen, intercept, l1);
         const LossKind kind = loss_from_name(loss);
         const LooMethod meth = loo_method_from_name(method);
+        const GradientKind gkind = gradient_kind_from_name(gradient_kind);
         FitOptions opt{tol, max_iter, n_threads};
         opt.fresh_end = meth != LooMethod::Exact;  // ALO needs the Hessian at beta
         std::optional<Vec> b;
@@ -99,7 +93,7 @@ void bind_loo(py::module_& m) {
           py::gil_scoped_release release;
           // refit: Newton from beta (warm start); otherwise beta is taken as the fit.
           st = (b && !refit) ? prepare(pb, kind, opt, *b) : fit(pb, kind, opt, b ? &*b : nullptr);
-          res = gradient ? loo_gradient(pb, kind, st, opt.n_threads, hg)
+          res = gradient ? loo_gradient(pb, kind, st, opt.n_threads, hg, gkind)
                          : loo(pb, kind, meth, st, opt);
         }
         py::dict out = state_to_dict(st, intercept);
@@ -117,7 +111,7 @@ void bind_loo(py::module_& m) {
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
       py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false,
-      py::arg("l1") = py::none(), py::arg("gradient") = false,
+      py::arg("l1") = py::none(), py::arg("gradient") = false, py::arg("gradient_kind") = "exact",
       "Leave-one-out losses and predictions ('alo', 'if', 'lemma3', 'exact').");
 }
 

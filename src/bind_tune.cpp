@@ -53,23 +53,41 @@ class TuneState {
     return aloocv::step(pb_, kind_, st_, refresh, opt_.n_threads);
   }
 
-  py::dict alo(bool gradient) {
+  py::dict alo(bool gradient, const std::string& gradient_kind) {
     require_fit();
+    const GradientKind gkind = gradient_kind_from_name(gradient_kind);
     LooResult res;
     HyperGradient hg;
     {
       py::gil_scoped_release release;
-      res = gradient ? loo_gradient(pb_, kind_, st_, opt_.n_threads, hg)
+      res = gradient ? loo_gradient(pb_, kind_, st_, opt_.n_threads, hg, gkind)
                      : loo(pb_, kind_, LooMethod::ALO, st_, opt_);
     }
-    py::dict out = state_to_dict(st_, pb_.intercept);
-    out["losses"] = to_numpy(res.losses);
-    out["predictions"] = to_numpy(res.predictions);
-    out["leverages"] = to_numpy(res.leverages);
+    py::dict out = alo_dict(res);
     if (gradient) {
       out["grad_l1"] = to_numpy(hg.l1);
       out["grad_l2"] = to_numpy(hg.l2);
     }
+    return out;
+  }
+
+  // ALO, its exact gradient and the gradient's derivatives along the columns of the
+  // per-feature direction matrices d_l2, d_l1 (p x m).
+  py::dict alo_tangents(const py::array& d_l2, const py::array& d_l1) {
+    require_fit();
+    const Mat D2 = to_mat(d_l2, pb_.X.p, "d_l2"), D1 = to_mat(d_l1, pb_.X.p, "d_l1");
+    LooResult res;
+    HyperGradient hg;
+    HyperTangents tg;
+    {
+      py::gil_scoped_release release;
+      res = loo_gradient_tangents(pb_, kind_, st_, opt_.n_threads, hg, D2, D1, tg);
+    }
+    py::dict out = alo_dict(res);
+    out["grad_l1"] = to_numpy(hg.l1);
+    out["grad_l2"] = to_numpy(hg.l2);
+    out["tangent_l1"] = mat_to_numpy(tg.l1);
+    out["tangent_l2"] = mat_to_numpy(tg.l2);
     return out;
   }
 
@@ -83,6 +101,14 @@ class TuneState {
       hg = loo_sample_gradient(pb_, kind_, st_, idx.data(), idx.size(), acv);
     }
     return py::make_tuple(acv, to_numpy(hg.l1), to_numpy(hg.l2));
+  }
+
+  py::dict alo_dict(const LooResult& res) const {
+    py::dict out = state_to_dict(st_, pb_.intercept);
+    out["losses"] = to_numpy(res.losses);
+    out["predictions"] = to_numpy(res.predictions);
+    out["leverages"] = to_numpy(res.leverages);
+    return out;
   }
 
   py::dict state() const {
@@ -120,10 +146,12 @@ void bind_tune(py::module_& m) {
       .def("fit", &TuneState::fit, "Fit to tol, warm-started from the current coefficients.")
       .def("step", &TuneState::step, py::arg("refresh"),
            "One damped Newton step (stale factor unless refresh); returns the step length.")
-      .def("alo", &TuneState::alo, py::arg("gradient") = true,
-           "ALO at the current state, with the hypergradient.")
+      .def("alo", &TuneState::alo, py::arg("gradient") = true, py::arg("gradient_kind") = "exact",
+           "ALO at the current state, with the hypergradient ('exact' or the paper's).")
+      .def("alo_tangents", &TuneState::alo_tangents, py::arg("d_l2"), py::arg("d_l1"),
+           "ALO, its exact gradient and the gradient's directional derivatives.")
       .def("sample_gradient", &TuneState::sample_gradient, py::arg("indices"),
-           "(mean ALO loss, d/dl1, d/dl2) of eq. 16 over the given samples.")
+           "(batch mean ALO loss, d/dl1, d/dl2): an unbiased estimate of the exact gradient.")
       .def("state", &TuneState::state);
 }
 

@@ -25,11 +25,27 @@ LooResult loo(const Problem& pb, LossKind loss, LooMethod method, FitState& st,
 }
 
 LooResult loo_gradient(const Problem& pb, LossKind loss, FitState& st, int n_threads,
-                       HyperGradient& grad) {
+                       HyperGradient& grad, GradientKind kind) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     fresh_factor<Loss>(pb, st, n_threads);
-    return alo_with_gradient<Loss>(pb, st, n_threads, grad);
+    return alo_with_gradient<Loss>(pb, st, n_threads, grad, kind);
+  });
+}
+
+LooResult loo_gradient_tangents(const Problem& pb, LossKind loss, FitState& st, int n_threads,
+                                HyperGradient& grad, const Mat& D2, const Mat& D1,
+                                HyperTangents& tangents) {
+  if (D2.rows() != pb.X.p || D1.rows() != pb.X.p || D1.cols() != D2.cols()) {
+    throw InvalidInput("hyperparameter directions must be (n_features x m) for l2 and l1");
+  }
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    fresh_factor<Loss>(pb, st, n_threads);
+    AdjointState adj;
+    LooResult res = alo_with_gradient<Loss>(pb, st, n_threads, grad, GradientKind::Exact, &adj);
+    tangents = alo_gradient_tangents<Loss>(pb, st, res, adj, D2, D1, n_threads);
+    return res;
   });
 }
 

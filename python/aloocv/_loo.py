@@ -100,6 +100,7 @@ def loo(
     n_jobs: int | None = None,
     return_gradient: bool = False,
     solver: str = "auto",
+    gradient: str = "exact",
 ) -> LOOResult:
     """Leave-one-out cross-validation of an L2-penalized GLM.
 
@@ -146,6 +147,8 @@ def loo(
         raise ValueError(f"unknown method {method!r}; expected one of {list(LOO_METHODS)}")
     if return_gradient and method != "alo":
         raise ValueError("return_gradient=True needs method='alo'")
+    if gradient not in ("exact", "paper"):
+        raise ValueError(f"unknown gradient {gradient!r}; expected 'exact' or 'paper'")
     penalty = as_penalty(penalty)
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
     check_loo_samples(X.shape[0])
@@ -206,6 +209,7 @@ def loo(
                 False,
                 l1,
                 bool(return_gradient),
+                gradient,
             )
     fitres = _result(out, loss, penalty, bool(fit_intercept))
     if beta is None:
@@ -224,11 +228,11 @@ def loo(
             ConvergenceWarning,
             stacklevel=2,
         )
-    gradient = None
+    grad = None
     if return_gradient:
-        gradient = penalty.chain(out["grad_l1"], out["grad_l2"])
+        grad = penalty.chain(out["grad_l1"], out["grad_l2"])
     return LOOResult(
-        gradient=gradient,
+        gradient=grad,
         losses=out["losses"],
         predictions=out["predictions"],
         leverages=out["leverages"],

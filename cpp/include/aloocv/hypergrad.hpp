@@ -1,257 +1,504 @@
-// The ALO hypergradient (the paper's Lemma 4, eq. 14-16) together with ALO itself,
-// in one blocked pass that shares the Hessian factor. For sample i, with
-// a_i = H^{-1} x~_i, h_i = x~_i^T a_i, s_i = w_i l'_i / (1 - d_i h_i) and the ALO
-// point beta~(i) = beta + s_i a_i, eta~_i = eta_i + s_i h_i:
-//   d ACV_i / d lambda_m = - l'(y_i, eta~_i) / (1 - d_i h_i) * a_i^T grad r_m(beta~(i)),
-// with H_{-i} evaluated at beta_hat (O(n p^2) for all i together). The penalty terms
-// are per feature: r_j = theta_j^2 / 2 (grad: theta_j e_j) and r_j = |theta_j|
-// (grad: sign(theta_j) e_j on the active set of beta_hat); scalar lambdas are sums of these. The
-// result is the derivative of the weighted mean sum_i w_i ACV_i / sum_i w_i.
+// Derivatives of the ALO estimate with respect to the penalty parameters.
 //
-// Curvature correction. The paper's eq. 16 evaluates H_{-i} at beta~(i); evaluating it
-// at beta_hat instead (O(n p^2) rather than O(n^2 p^2)) loses a term of the same order
-// as the gradient itself for non-quadratic losses (seen: a factor 2 on logistic data).
-// To first order, H_{-i}(beta~(i)) = H_{-i}(beta_hat) + E_i with
-// E_i = sum_j w_j l'''_j (x~_j^T Delta_i) x~_j x~_j^T, Delta_i = s_i a_i, which adds
-//   sum_i w_i l'(eta~_i) v^T E_i a_i / (1 - d_i h_i),   v = H^{-1} grad r_m(beta_hat),
-// = rho^T grad r_m  with  rho = H^{-1} X~^T tau,  tau_j = w_j l'''_j x~_j^T S x~_j,
-//   S = sum_i kappa_i a_i a_i^T,  kappa_i = w_i l'(eta~_i) s_i / (1 - d_i h_i):
-// one more accumulation (S, alongside the a_i) and one more pass (x~_j^T S x~_j), so
-// the whole gradient stays O(n p^2). It vanishes for the squared loss (l''' = 0), where
-// the result is the exact derivative of the exact LOO.
+// What loo(...).mean reports is ACV(lambda) = sum_i v_i l(y_i, eta~_i) / sum(v), with
+// eta~_i = eta_i + g_i h_i / t_i, g_i = w_i l'_i, d_i = w_i l''_i, t_i = 1 - d_i h_i and
+// h_i = x~_i^T H^{-1} x~_i, all at the fit beta_hat(lambda). The exact derivative (DESIGN.md
+// section 5, reverse mode): with c_i = v_i l'(y_i, eta~_i) / sum(v),
+//   A_i = d eta~_i / d eta_i = 1 / t_i + w_i g_i l'''_i h_i^2 / t_i^2,
+//   B_i = d eta~_i / d h_i   = g_i / t_i^2,
+//   M   = sum_i c_i B_i a_i a_i^T   (a_i = H^{-1} x~_i; accumulated in the leverage pass),
+//   q_j = x~_j^T M x~_j,  z_j = c_j A_j - w_j l'''_j q_j,  u = H^{-1} X~^T z,
+//   d ACV / d lambda2_k = -u_k theta_k - M_kk,   d ACV / d lambda1_k = -u_k sign(theta_k).
+// Per-feature parameters; scalars and groups are sums over their features (the Python
+// penalty's chain rule). With an L1 term everything lives on the active set, held fixed
+// with its signs, as the ALO estimate holds it. Cost beyond ALO: one signed rank-k update
+// (M), one pass for q (none for the squared loss, l''' = 0) and p x p solves.
+//
+// Second order (forward over reverse): along directions (delta, epsilon) of the per-feature
+// (l2, l1) weights, dbeta = -H^{-1}(delta o theta + epsilon o sign), deta = X~ dbeta,
+// dH = X~^T diag(w l''' deta) X~ + diag(delta), dh_i = -a_i^T dH a_i, and the gradient's
+// pieces are differentiated in turn: dM = N - T - T^T with N = sum d(c B)_i a_i a_i^T and
+// T = H^{-1} dH M, dq_j = x~_j^T dM x~_j, du = H^{-1}(X~^T dz - dH u). About five passes per
+// direction: meant for a few hyperparameters (trust-region Newton).
+//
+// The paper's approximation (Lemma 4, eq. 14-16, H_{-i} evaluated at beta_hat) stays
+// available as GradientKind::Paper for the paper's experiments.
 #pragma once
+
+#include <limits>
 
 #include "blas.hpp"
 #include "loo.hpp"
 
 namespace aloocv {
 
+enum class GradientKind : int { Exact = 0, Paper = 1 };
+
 struct HyperGradient {
   Vec l2;  // (p) d ACV / d lambda_2,j
   Vec l1;  // (p) d ACV / d lambda_1,j (zero without an L1 term)
 };
 
-template <class Loss>
-LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads,
-                            HyperGradient& grad) {
-  const int nt = resolve_threads(n_threads);
-  const Index n = pb.n(), off = pb.intercept ? 1 : 0;
-  const Columns cols = st.columns();
-  const Index q = cols.all() ? pb.X.p : cols.size;  // penalized coordinates in the factor
-  const Index q1 = q + off;
-  const double tiny = 64 * std::numeric_limits<double>::epsilon();
-  // beta restricted to the factor's coordinates
-  Vec bq(q1);
-  if (pb.intercept) bq[0] = st.beta[0];
-  for (Index k = 0; k < q; ++k) bq[off + k] = st.beta[off + (cols.all() ? k : cols.cols[k])];
-  // grad |theta_j| on the support of beta_hat: ACV holds the active set (and its signs)
-  // fixed, so sign(beta_hat) rather than sign(beta~(i)), which can flip for small
-  // coefficients, is the derivative of the estimate being tuned.
-  Vec sgn(q1);
-  for (Index j = 0; j < q1; ++j) sgn[j] = bq[j] > 0.0 ? 1.0 : (bq[j] < 0.0 ? -1.0 : 0.0);
-  if (pb.intercept) sgn[0] = 0.0;
+// Directional derivatives of the per-feature gradient: column k of l2 / l1 is the
+// derivative of HyperGradient::l2 / l1 along direction k.
+struct HyperTangents {
+  Mat l2, l1;  // (p x m)
+};
 
-  LooResult out;
-  out.losses.resize(n);
-  out.predictions.resize(n);
-  out.leverages.resize(n);
-  const bool curved = !Loss::constant_curvature;
-  const Index stride = 2 * q1 + (curved ? 2 * q1 * q1 : 0);
-  const Partition part{n, reduction_chunks(n, stride, nt, 256)};
+// What the reverse pass leaves for the forward (second-order) pass.
+struct AdjointState {
+  Mat M;           // (q1 x q1) sum_i c_i B_i a_i a_i^T
+  Vec u;           // (q1) H^{-1} X~^T z
+  Vec q;           // (n) x~_j^T M x~_j (empty for the squared loss)
+  Vec bq, sgn;     // beta and sign(beta) on the factor's coordinates
+  Mat Hinv;        // explicit inverse (sparse X only)
+  double inv_sw = 0.0;
+};
+
+namespace detail {
+
+// The per-sample pieces of eta~ and of the reverse-mode gradient.
+struct AloTerms {
+  double t, s, e, c, A, B;
+};
+
+template <class Loss>
+AloTerms alo_terms(double y, double eta, double w, double h, double inv_sw, Index i) {
+  constexpr double tiny = 64 * std::numeric_limits<double>::epsilon();
+  AloTerms r{};
+  const double g = w * Loss::d1(y, eta), d = w * Loss::d2(y, eta);
+  r.t = 1.0 - d * h;
+  if (w != 0.0 && !(r.t > tiny)) throw_loo_singular(i, d * h);
+  if (w == 0.0) r.t = 1.0;
+  r.s = g / r.t;
+  r.e = eta + r.s * h;
+  r.c = w * Loss::d1(y, r.e) * inv_sw;
+  r.A = 1.0 / r.t + w * g * Loss::d3(y, eta) * h * h / (r.t * r.t);
+  r.B = g / (r.t * r.t);
+  return r;
+}
+
+// Tangents of c A and c B along (deta, dh).
+template <class Loss>
+void alo_tangent(double y, double eta, double w, double h, double inv_sw, const AloTerms& r,
+                 double deta, double dh, double& dcA, double& dcB) {
+  const double l1 = Loss::d1(y, eta), l2 = Loss::d2(y, eta), l3 = Loss::d3(y, eta);
+  const double l4 = Loss::d4(y, eta);
+  const double g = w * l1, d = w * l2;
+  const double dg = w * l2 * deta, dd = w * l3 * deta;
+  const double t = r.t, t2 = t * t, t3 = t2 * t;
+  const double dt = -(dd * h + d * dh);
+  const double de = r.A * deta + r.B * dh;
+  const double dc = w * Loss::d2(y, r.e) * de * inv_sw;
+  const double F = w * g * l3 * h * h;
+  const double dF = w * (dg * l3 * h * h + g * l4 * deta * h * h + 2.0 * g * l3 * h * dh);
+  const double dA = -dt / t2 + dF / t2 - 2.0 * F * dt / t3;
+  const double dB = dg / t2 - 2.0 * g * dt / t3;
+  dcA = dc * r.A + r.c * dA;
+  dcB = dc * r.B + r.c * dB;
+}
+
+// Per-thread scratch of the blocked passes.
+struct Scratch {
+  std::vector<double> pack, copy, pos, neg, work, wa, wb;
+  void ensure(Index q1, Index B) {
+    const auto sz = static_cast<size_t>(q1 * B);
+    if (pack.size() < sz) {
+      pack.resize(sz);
+      copy.resize(sz);
+      pos.resize(sz);
+      neg.resize(sz);
+      work.resize(sz);
+      wa.resize(static_cast<size_t>(B));
+      wb.resize(static_cast<size_t>(B));
+    }
+  }
+};
+
+// partial (q1 x q1, lower) += sum_k wt[k] z_k z_k^T over the m columns of Z, as two
+// rank-k updates split by the sign of the weights (written as pos - neg).
+inline void signed_syrk(Index q1, Index m, const double* Z, const double* wt, double* Ppos,
+                        double* Pneg, Scratch& s) {
+  Index np = 0, nn = 0;
+  for (Index k = 0; k < m; ++k) {
+    const double a = wt[k];
+    if (a == 0.0) continue;
+    const double r = std::sqrt(std::abs(a));
+    double* dst = a > 0 ? s.pos.data() + (np++) * q1 : s.neg.data() + (nn++) * q1;
+    for (Index j = 0; j < q1; ++j) dst[j] = r * Z[k * q1 + j];
+  }
+  blas::syrk_lower(q1, np, s.pos.data(), q1, 1.0, Ppos, q1);
+  blas::syrk_lower(q1, nn, s.neg.data(), q1, 1.0, Pneg, q1);
+}
+
+// Symmetric (q1 x q1) from the pos/neg lower partials at p (pos) and p + q1*q1 (neg).
+inline Mat signed_sum(const double* p, Index q1) {
+  Mat S = Eigen::Map<const Mat>(p, q1, q1) - Eigen::Map<const Mat>(p + q1 * q1, q1, q1);
+  S.triangularView<Eigen::StrictlyUpper>() = S.transpose();
+  return S;
+}
+
+// Runs body(partial, i0, m, Z, scratch) over row blocks; Z holds x~ of rows [i0, i0 + m)
+// restricted to `cols` (q1 x m). Chunks are fixed by size (not by the thread count) and
+// their `stride` partial doubles are reduced in chunk order: deterministic results.
+template <class Body>
+Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stride,
+                   double flops_per_row, Body&& body) {
+  const Index n = pb.n();
+  const Partition part{n, reduction_chunks(n, std::max<Index>(stride, 1), nt, 256)};
   std::vector<double> partial(static_cast<size_t>(part.chunks * stride), 0.0);
-  Mat Hinv;
-  if (pb.X.sparse) Hinv = st.chol.inverse();
   const Index B = block_rows(q1);
+  const int threads = threads_for(nt, flops_per_row * double(n));
   ExceptionCatcher guard;
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(threads)
   {
-    std::vector<double> pack, sbuf, cbuf, pos_buf, neg_buf;
-    guard.run([&] {
-      pack.resize(static_cast<size_t>(q1 * B));
-      if (curved) {
-        pos_buf.resize(static_cast<size_t>(q1 * B));
-        neg_buf.resize(static_cast<size_t>(q1 * B));
-      }
-      sbuf.resize(static_cast<size_t>(B));
-      cbuf.resize(static_cast<size_t>(B));
-    });
+    Scratch s;
+    guard.run([&] { s.ensure(q1, B); });
 #pragma omp for schedule(dynamic, 1)
     for (Index c = 0; c < part.chunks; ++c) {
       if (guard.failed()) continue;
       guard.run([&] {
-        double* g2 = partial.data() + c * stride;
-        double* g1 = g2 + q1;
-        double* Spos = g1 + q1;
-        double* Sneg = Spos + q1 * q1;
+        double* P = partial.data() + c * stride;
         for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
           const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
-          pb.X.pack_rows(i0, i1, nullptr, pb.intercept, pack.data(), cols);
-          Eigen::Map<Mat> Z(pack.data(), q1, m);
-          if (pb.X.sparse) {
-            Mat A = Hinv * Z;  // a_i = H^{-1} x~_i (O(q^2) per row; sparse rows are short)
-            for (Index k = 0; k < m; ++k) out.leverages[i0 + k] = Z.col(k).dot(A.col(k));
-            Z = A;
-          } else {
-            blas::trsm_lower(q1, m, st.chol.lower(), q1, Z.data(), q1);  // L^{-1} x~
-            for (Index k = 0; k < m; ++k) out.leverages[i0 + k] = Z.col(k).squaredNorm();
-            blas::trsm_lower(q1, m, st.chol.lower(), q1, Z.data(), q1, true);  // a_i
-          }
-          for (Index k = 0; k < m; ++k) {
-            const Index i = i0 + k;
-            const double y = pb.y[i], eta = st.eta[i], w = pb.weight(i), h = out.leverages[i];
-            const double dh = w * Loss::d2(y, eta) * h, den = 1.0 - dh;
-            if (w != 0.0 && !(den > tiny)) detail::throw_loo_singular(i, dh);
-            const double s = w * Loss::d1(y, eta) / den;
-            const double e = eta + s * h;
-            out.predictions[i] = e;
-            out.losses[i] = Loss::value(y, e);
-            sbuf[static_cast<size_t>(k)] = s;
-            cbuf[static_cast<size_t>(k)] = w == 0.0 ? 0.0 : -w * Loss::d1(y, e) / den;
-          }
-          if (curved) {  // S += sum_i kappa_i a_i a_i^T, split by the sign of kappa
-            Index np_ = 0, nn_ = 0;
-            for (Index k = 0; k < m; ++k) {
-              const double kappa = -cbuf[static_cast<size_t>(k)] * sbuf[static_cast<size_t>(k)];
-              if (kappa == 0.0) continue;
-              const double r = std::sqrt(std::abs(kappa));
-              double* dst =
-                  kappa > 0 ? pos_buf.data() + (np_++) * q1 : neg_buf.data() + (nn_++) * q1;
-              for (Index j = 0; j < q1; ++j) dst[j] = r * Z(j, k);
-            }
-            blas::syrk_lower(q1, np_, pos_buf.data(), q1, 1.0, Spos, q1);
-            blas::syrk_lower(q1, nn_, neg_buf.data(), q1, 1.0, Sneg, q1);
-          }
-          for (Index k = 0; k < m; ++k) {
-            const double s = sbuf[static_cast<size_t>(k)], ci = cbuf[static_cast<size_t>(k)];
-            if (ci == 0.0) continue;
-            const double* a = Z.data() + k * q1;
-            for (Index j = off; j < q1; ++j) {
-              const double bt = bq[j] + s * a[j];  // beta~(i)_j
-              g2[j] += ci * a[j] * bt;
-              g1[j] += ci * a[j] * sgn[j];
-            }
-          }
+          pb.X.pack_rows(i0, i1, nullptr, pb.intercept, s.pack.data(), cols);
+          body(P, i0, m, s.pack.data(), s);
         }
       });
     }
   }
   guard.rethrow();
-  const double sw = pb.weight_sum();
+  Vec out = Vec::Zero(stride);
+  for (Index c = 0; c < part.chunks; ++c) out += Eigen::Map<const Vec>(&partial[c * stride], stride);
+  return out;
+}
+
+// Z (q1 x m, the packed rows) <- a_i = H^{-1} x~_i; h[k] = x~_k^T a_k.
+inline void solve_rows(const FitState& st, const Mat& Hinv, bool sparse, Index q1, Index m,
+                       double* Zp, double* h, double* work) {
+  Eigen::Map<Mat> Z(Zp, q1, m);
+  if (sparse) {
+    Eigen::Map<Mat> A(work, q1, m);
+    A.noalias() = Hinv * Z;
+    for (Index k = 0; k < m; ++k) h[k] = Z.col(k).dot(A.col(k));
+    Z = A;
+  } else {
+    blas::trsm_lower(q1, m, st.chol.lower(), q1, Zp, q1);
+    for (Index k = 0; k < m; ++k) h[k] = Z.col(k).squaredNorm();
+    blas::trsm_lower(q1, m, st.chol.lower(), q1, Zp, q1, true);
+  }
+}
+
+inline void solve_cols(const FitState& st, const Mat& Hinv, bool sparse, Mat& R) {
+  if (sparse) {
+    R = Hinv * R;
+  } else {
+    for (Index k = 0; k < R.cols(); ++k) st.chol.solve(R.col(k).data());
+  }
+}
+
+}  // namespace detail
+
+// ALO with its derivative in the penalty parameters (exact by default), in one blocked
+// pass sharing the Hessian factor; fills `adj` (when given) for the second-order pass.
+template <class Loss>
+LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads,
+                            HyperGradient& grad, GradientKind kind = GradientKind::Exact,
+                            AdjointState* adj = nullptr) {
+  const int nt = resolve_threads(n_threads);
+  const Index n = pb.n(), off = pb.intercept ? 1 : 0;
+  const Columns cols = st.columns();
+  const Index q = cols.all() ? pb.X.p : cols.size;  // penalized coordinates in the factor
+  const Index q1 = q + off;
+  const bool curved = !Loss::constant_curvature;
+  const bool exact = kind == GradientKind::Exact;
+  AdjointState local;
+  AdjointState& a = adj ? *adj : local;
+  a.inv_sw = 1.0 / pb.weight_sum();
+  a.bq.resize(q1);
+  a.sgn.resize(q1);
+  for (Index k = 0; k < q1; ++k) {
+    const Index j = k < off ? 0 : off + (cols.all() ? k - off : cols.cols[k - off]);
+    a.bq[k] = st.beta[j];
+    // ACV holds the active set and its signs fixed: sign(beta_hat) is the derivative.
+    a.sgn[k] = k < off ? 0.0 : (a.bq[k] > 0.0 ? 1.0 : (a.bq[k] < 0.0 ? -1.0 : 0.0));
+  }
+  if (pb.X.sparse) a.Hinv = st.chol.inverse();
+  LooResult out;
+  out.losses.resize(n);
+  out.predictions.resize(n);
+  out.leverages.resize(n);
+  // partials: [r or g2 (q1) | g1 (q1) | M pos (q1^2) | M neg (q1^2)]
+  const Index stride = 2 * q1 + (exact ? 2 * q1 * q1 : 0);
+  const double inv_sw = a.inv_sw;
+  Vec red = detail::blocked_reduce(
+      pb, cols, q1, nt, stride, 4.0 * double(q1 * q1),
+      [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
+        if (exact) std::copy(Z, Z + q1 * m, s.copy.data());
+        detail::solve_rows(st, a.Hinv, pb.X.sparse, q1, m, Z, out.leverages.data() + i0,
+                           s.work.data());
+        double* cA = s.wa.data();
+        double* cB = s.wb.data();
+        for (Index k = 0; k < m; ++k) {
+          const Index i = i0 + k;
+          const double y = pb.y[i], w = pb.weight(i);
+          const auto r = detail::alo_terms<Loss>(y, st.eta[i], w, out.leverages[i], inv_sw, i);
+          out.predictions[i] = r.e;
+          out.losses[i] = Loss::value(y, r.e);
+          if (exact) {
+            cA[k] = r.c * r.A;
+            cB[k] = r.c * r.B;
+          } else if (w != 0.0) {  // eq. 16 with H_{-i} at beta_hat
+            const double ci = -r.c / r.t;
+            const double* ak = Z + k * q1;
+            for (Index j = off; j < q1; ++j) {
+              P[j] += ci * ak[j] * (a.bq[j] + r.s * ak[j]);
+              P[q1 + j] += ci * ak[j] * a.sgn[j];
+            }
+          }
+        }
+        if (exact) {
+          Eigen::Map<Vec>(P, q1).noalias() +=
+              Eigen::Map<const Mat>(s.copy.data(), q1, m) * Eigen::Map<const Vec>(cA, m);
+          detail::signed_syrk(q1, m, Z, cB, P + 2 * q1, P + 2 * q1 + q1 * q1, s);
+        }
+      });
   grad.l2 = Vec::Zero(pb.X.p);
   grad.l1 = Vec::Zero(pb.X.p);
-  Vec g2sum = Vec::Zero(q1), g1sum = Vec::Zero(q1);
-  Mat S = Mat::Zero(q1, q1);
-  for (Index c = 0; c < part.chunks; ++c) {
-    const double* g2 = partial.data() + c * stride;
-    g2sum += Eigen::Map<const Vec>(g2, q1);
-    g1sum += Eigen::Map<const Vec>(g2 + q1, q1);
-    if (curved) {
-      S += Eigen::Map<const Mat>(g2 + 2 * q1, q1, q1);
-      S -= Eigen::Map<const Mat>(g2 + 2 * q1 + q1 * q1, q1, q1);
+  Vec g2(q1), g1(q1);
+  if (!exact) {
+    g2 = red.head(q1);
+    g1 = red.segment(q1, q1);
+  } else {
+    a.M = detail::signed_sum(red.data() + 2 * q1, q1);
+    Vec rs = red.head(q1);
+    a.q.resize(0);
+    if (curved) {  // q_j = x~_j^T M x~_j and s = X~^T (w l''' q)
+      a.q.resize(n);
+      rs -= detail::blocked_reduce(
+          pb, cols, q1, nt, q1, 2.0 * double(q1 * q1),
+          [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
+            blas::gemm(q1, m, q1, a.M.data(), q1, Z, q1, s.work.data(), q1);
+            for (Index k = 0; k < m; ++k) {
+              const Index i = i0 + k;
+              const double qi = Eigen::Map<const Vec>(Z + k * q1, q1)
+                                    .dot(Eigen::Map<const Vec>(s.work.data() + k * q1, q1));
+              a.q[i] = qi;
+              s.wa[static_cast<size_t>(k)] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i]) * qi;
+            }
+            Eigen::Map<Vec>(P, q1).noalias() +=
+                Eigen::Map<const Mat>(Z, q1, m) * Eigen::Map<const Vec>(s.wa.data(), m);
+          });
     }
-  }
-  if (curved) {
-    S.triangularView<Eigen::StrictlyUpper>() = S.transpose();
-    // tau_j = w_j l'''_j x~_j^T S x~_j over all rows, then rho = H^{-1} X~_A^T tau
-    Vec tau(n);
-    const Index nb = (n + B - 1) / B;
-#pragma omp parallel num_threads(nt)
-    {
-      std::vector<double> pack, ybuf;
-      guard.run([&] {
-        pack.resize(static_cast<size_t>(q1 * B));
-        ybuf.resize(static_cast<size_t>(q1 * B));
-      });
-#pragma omp for schedule(dynamic, 1)
-      for (Index blk = 0; blk < nb; ++blk) {
-        if (guard.failed()) continue;
-        guard.run([&] {
-          const Index i0 = blk * B, i1 = std::min(n, i0 + B), m = i1 - i0;
-          pb.X.pack_rows(i0, i1, nullptr, pb.intercept, pack.data(), cols);
-          blas::gemm(q1, m, q1, S.data(), q1, pack.data(), q1, ybuf.data(), q1);
-          for (Index k = 0; k < m; ++k) {
-            const Index i = i0 + k;
-            const double qf = Eigen::Map<const Vec>(pack.data() + k * q1, q1)
-                                  .dot(Eigen::Map<const Vec>(ybuf.data() + k * q1, q1));
-            tau[i] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i]) * qf;
-          }
-        });
-      }
+    a.u = rs;
+    if (pb.X.sparse) {
+      a.u = a.Hinv * rs;
+    } else {
+      st.chol.solve(a.u.data());
     }
-    guard.rethrow();
-    Vec xt(pb.p1());
-    gradient(pb.X, tau.data(), pb.intercept, xt.data(), nt);
-    Vec rho(q1);
-    if (pb.intercept) rho[0] = xt[0];
-    for (Index k = 0; k < q; ++k) rho[off + k] = xt[off + (cols.all() ? k : cols.cols[k])];
-    st.chol.solve(rho.data());
-    for (Index k = 0; k < q; ++k) {
-      const double b = bq[off + k];
-      g2sum[off + k] += rho[off + k] * b;
-      g1sum[off + k] += rho[off + k] * sgn[off + k];
+    for (Index k = 0; k < q1; ++k) {
+      g2[k] = -(a.u[k] * a.bq[k] + a.M(k, k));
+      g1[k] = -a.u[k] * a.sgn[k];
     }
   }
   for (Index k = 0; k < q; ++k) {
     const Index j = cols.all() ? k : cols.cols[k];
-    grad.l2[j] = g2sum[off + k] / sw;
-    grad.l1[j] = g1sum[off + k] / sw;
+    grad.l2[j] = g2[off + k];
+    grad.l1[j] = g1[off + k];
   }
   return out;
 }
 
-// Algorithm 2's stochastic gradient: the per-sample terms g(i) of eq. 16 (H_{-i} at
-// beta_hat, without the curvature correction, which is global) averaged over the
-// samples `idx` with their weights, from the factor in `st`: O(|idx| p^2), no pass
-// over X. Also returns the mean ALO loss of those samples in `acv`.
+// Forward-over-reverse: derivatives of the exact per-feature gradient along m directions
+// (columns of D2: per-feature l2 weights, D1: per-feature l1 weights; p x m each).
+template <class Loss>
+HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const LooResult& alo,
+                                    const AdjointState& a, const Mat& D2, const Mat& D1,
+                                    int n_threads) {
+  const int nt = resolve_threads(n_threads);
+  const Index n = pb.n(), off = pb.intercept ? 1 : 0;
+  const Columns cols = st.columns();
+  const Index q = cols.all() ? pb.X.p : cols.size, q1 = q + off;
+  const Index md = D2.cols();
+  const bool curved = !Loss::constant_curvature;
+  const double inv_sw = a.inv_sw;
+  // directions on the factor's coordinates
+  Mat del = Mat::Zero(q1, md), eps = Mat::Zero(q1, md);
+  for (Index k = 0; k < q; ++k) {
+    const Index j = cols.all() ? k : cols.cols[k];
+    del.row(off + k) = D2.row(j);
+    eps.row(off + k) = D1.row(j);
+  }
+  // dbeta = -H^{-1} (delta o beta + epsilon o sign)
+  Mat dB = -(del.array().colwise() * a.bq.array() + eps.array().colwise() * a.sgn.array()).matrix();
+  detail::solve_cols(st, a.Hinv, pb.X.sparse, dB);
+  // F1: deta = X~ dbeta, dH_k = X~^T diag(w l''' deta_k) X~ (+ diag(delta_k) below)
+  Mat dEta(n, md);
+  const Index s1 = curved ? 2 * q1 * q1 * md : 0;
+  Vec red1 = detail::blocked_reduce(
+      pb, cols, q1, nt, s1, (curved ? double(md) : 0.0) * double(q1 * q1) + 2.0 * double(q1 * md),
+      [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
+        Eigen::Map<const Mat> Zm(Z, q1, m);
+        dEta.middleRows(i0, m).noalias() = Zm.transpose() * dB;
+        if (!curved) return;
+        for (Index k = 0; k < md; ++k) {
+          for (Index r = 0; r < m; ++r) {
+            const Index i = i0 + r;
+            s.wa[static_cast<size_t>(r)] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i]) * dEta(i, k);
+          }
+          double* Pk = P + k * 2 * q1 * q1;
+          detail::signed_syrk(q1, m, Z, s.wa.data(), Pk, Pk + q1 * q1, s);
+        }
+      });
+  std::vector<Mat> dH(static_cast<size_t>(md));
+  for (Index k = 0; k < md; ++k) {
+    dH[k] = curved ? detail::signed_sum(red1.data() + k * 2 * q1 * q1, q1) : Mat::Zero(q1, q1);
+    dH[k].diagonal() += del.col(k);
+  }
+  // F2: a_i, dh_i = -a_i^T dH a_i, d(cA)_i, N_k = sum d(cB)_i a_i a_i^T
+  Mat dcA(n, md);
+  const Index s2 = 2 * q1 * q1 * md;
+  Vec red2 = detail::blocked_reduce(
+      pb, cols, q1, nt, s2, (4.0 + 3.0 * double(md)) * double(q1 * q1),
+      [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
+        double* wt = s.wb.data();
+        detail::solve_rows(st, a.Hinv, pb.X.sparse, q1, m, Z, s.wa.data(), s.work.data());
+        for (Index k = 0; k < md; ++k) {
+          blas::gemm(q1, m, q1, dH[k].data(), q1, Z, q1, s.copy.data(), q1);
+          for (Index r = 0; r < m; ++r) {
+            const Index i = i0 + r;
+            const double y = pb.y[i], w = pb.weight(i), eta = st.eta[i];
+            const double hi = alo.leverages[i];
+            const double dh = -Eigen::Map<const Vec>(Z + r * q1, q1)
+                                   .dot(Eigen::Map<const Vec>(s.copy.data() + r * q1, q1));
+            const auto t = detail::alo_terms<Loss>(y, eta, w, hi, inv_sw, i);
+            double dca = 0.0, dcb = 0.0;
+            detail::alo_tangent<Loss>(y, eta, w, hi, inv_sw, t, dEta(i, k), dh, dca, dcb);
+            dcA(i, k) = dca;
+            wt[r] = dcb;
+          }
+          double* Pk = P + k * 2 * q1 * q1;
+          detail::signed_syrk(q1, m, Z, wt, Pk, Pk + q1 * q1, s);
+        }
+      });
+  // dM_k = N_k - T_k - T_k^T with T_k = H^{-1} dH_k M
+  std::vector<Mat> dM(static_cast<size_t>(md));
+  for (Index k = 0; k < md; ++k) {
+    Mat T = dH[k] * a.M;
+    detail::solve_cols(st, a.Hinv, pb.X.sparse, T);
+    dM[k] = detail::signed_sum(red2.data() + k * 2 * q1 * q1, q1) - T - T.transpose();
+  }
+  // F3: dq_i = x~_i^T dM x~_i, dz = d(cA) - w (l'''' deta q + l''' dq), X~^T dz
+  Vec red3 = detail::blocked_reduce(
+      pb, cols, q1, nt, q1 * md, (curved ? 2.0 * double(md) : 0.0) * double(q1 * q1),
+      [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
+        Eigen::Map<const Mat> Zm(Z, q1, m);
+        for (Index k = 0; k < md; ++k) {
+          double* dz = s.wa.data();
+          if (curved) blas::gemm(q1, m, q1, dM[k].data(), q1, Z, q1, s.copy.data(), q1);
+          for (Index r = 0; r < m; ++r) {
+            const Index i = i0 + r;
+            dz[r] = dcA(i, k);
+            if (!curved) continue;
+            const double y = pb.y[i], w = pb.weight(i), eta = st.eta[i];
+            const double dq = Zm.col(r).dot(Eigen::Map<const Vec>(s.copy.data() + r * q1, q1));
+            dz[r] -= w * (Loss::d4(y, eta) * dEta(i, k) * a.q[i] + Loss::d3(y, eta) * dq);
+          }
+          Eigen::Map<Vec>(P + k * q1, q1).noalias() += Zm * Eigen::Map<const Vec>(dz, m);
+        }
+      });
+  HyperTangents out;
+  out.l2 = Mat::Zero(pb.X.p, md);
+  out.l1 = Mat::Zero(pb.X.p, md);
+  for (Index k = 0; k < md; ++k) {
+    Mat du = Eigen::Map<const Vec>(red3.data() + k * q1, q1) - dH[k] * a.u;
+    detail::solve_cols(st, a.Hinv, pb.X.sparse, du);
+    for (Index c = 0; c < q; ++c) {
+      const Index j = cols.all() ? c : cols.cols[c], kk = off + c;
+      out.l2(j, k) = -(du(kk, 0) * a.bq[kk] + a.u[kk] * dB(kk, k) + dM[k](kk, kk));
+      out.l1(j, k) = -du(kk, 0) * a.sgn[kk];
+    }
+  }
+  return out;
+}
+
+// Algorithm 2's stochastic gradient: an unbiased estimate of the exact gradient from the
+// samples idx[0..m) (drawn uniformly with replacement). The terms linear in the samples
+// (X~^T c A, diag M) use the whole batch; the bilinear term sum_j w_j l'''_j x~_j x~_j^T M
+// x~_j uses the batch's first half for M and its second half for j (independent halves,
+// so the product stays unbiased). O(m p^2), no pass over X. Also returns the batch's
+// weighted mean ALO loss in `acv`.
 template <class Loss>
 HyperGradient sample_gradient(const Problem& pb, const FitState& st, const Index* idx, Index m,
                               double& acv) {
-  const Index off = pb.intercept ? 1 : 0;
+  const Index n = pb.n(), off = pb.intercept ? 1 : 0;
   const Columns cols = st.columns();
   const Index q = cols.all() ? pb.X.p : cols.size, q1 = q + off;
-  const double tiny = 64 * std::numeric_limits<double>::epsilon();
+  const double inv_sw = 1.0 / pb.weight_sum();
+  for (Index t = 0; t < m; ++t) {
+    if (idx[t] < 0 || idx[t] >= n) throw InvalidInput("sample index out of range");
+  }
+  Mat Xb(q1, std::max<Index>(m, 1));
+  pb.X.pack_indices(idx, m, nullptr, pb.intercept, Xb.data(), cols);
+  Mat Ab = Xb.leftCols(m);
+  Mat Hinv;
+  if (pb.X.sparse) Hinv = st.chol.inverse();
+  for (Index k = 0; k < m; ++k) {
+    if (pb.X.sparse) {
+      Ab.col(k) = Hinv * Xb.col(k);
+    } else {
+      st.chol.solve(Ab.col(k).data());
+    }
+  }
+  Vec cA(m), cB(m), l3w(m);
+  double loss = 0.0, sw = 0.0;
+  for (Index k = 0; k < m; ++k) {
+    const Index i = idx[k];
+    const double y = pb.y[i], w = pb.weight(i), h = Xb.col(k).dot(Ab.col(k));
+    const auto r = detail::alo_terms<Loss>(y, st.eta[i], w, h, inv_sw, i);
+    cA[k] = r.c * r.A;
+    cB[k] = r.c * r.B;
+    l3w[k] = w * Loss::d3(y, st.eta[i]);
+    loss += w * Loss::value(y, r.e);
+    sw += w;
+  }
+  const double scale = double(n) / double(m);
+  Vec rs = scale * (Xb.leftCols(m) * cA);
+  Vec diagM = scale * (Ab.array().square().matrix() * cB);
+  if (!Loss::constant_curvature && m >= 2) {
+    const Index m1 = m / 2, m2 = m - m1;
+    // q_j estimate from the first half: sum_{i in half 1} (n/m1) c_i B_i (a_i^T x~_j)^2
+    const Mat G = Ab.leftCols(m1).transpose() * Xb.middleCols(m1, m2);  // m1 x m2
+    const Vec qj =
+        (double(n) / double(m1)) * (G.array().square().matrix().transpose() * cB.head(m1));
+    rs -= (double(n) / double(m2)) *
+          (Xb.middleCols(m1, m2) * (l3w.tail(m2).array() * qj.array()).matrix());
+  }
+  Vec u = rs;
+  if (pb.X.sparse) {
+    u = Hinv * rs;
+  } else {
+    st.chol.solve(u.data());
+  }
   HyperGradient g;
   g.l2 = Vec::Zero(pb.X.p);
   g.l1 = Vec::Zero(pb.X.p);
-  Vec x(q1), a(q1);
-  std::vector<double> full(static_cast<size_t>(pb.p1()));
-  double sw = 0.0, loss = 0.0;
-  for (Index t = 0; t < m; ++t) {
-    const Index i = idx[t];
-    if (i < 0 || i >= pb.n()) throw InvalidInput("sample index out of range");
-    const double w = pb.weight(i);
-    if (w == 0.0) continue;
-    pb.row(i, full.data());
-    if (pb.intercept) x[0] = 1.0;
-    for (Index k = 0; k < q; ++k) x[off + k] = full[off + (cols.all() ? k : cols.cols[k])];
-    a = x;
-    st.chol.solve(a.data());
-    const double y = pb.y[i], eta = st.eta[i], h = x.dot(a);
-    const double dh = w * Loss::d2(y, eta) * h, den = 1.0 - dh;
-    if (!(den > tiny)) detail::throw_loo_singular(i, dh);
-    const double s = w * Loss::d1(y, eta) / den, e = eta + s * h;
-    const double c = -w * Loss::d1(y, e) / den;
-    loss += w * Loss::value(y, e);
-    sw += w;
-    for (Index k = 0; k < q; ++k) {
-      const Index j = cols.all() ? k : cols.cols[k];
-      const double b = st.beta[off + j];
-      g.l2[j] += c * a[off + k] * (b + s * a[off + k]);
-      g.l1[j] += c * a[off + k] * (b > 0.0 ? 1.0 : (b < 0.0 ? -1.0 : 0.0));
-    }
+  for (Index k = 0; k < q; ++k) {
+    const Index j = cols.all() ? k : cols.cols[k], kk = off + k;
+    const double b = st.beta[off + j];
+    g.l2[j] = -(u[kk] * b + diagM[kk]);
+    g.l1[j] = -u[kk] * (b > 0.0 ? 1.0 : (b < 0.0 ? -1.0 : 0.0));
   }
-  if (sw > 0.0) {
-    g.l2 /= sw;
-    g.l1 /= sw;
-    acv = loss / sw;
-  } else {
-    acv = 0.0;
-  }
+  acv = sw > 0.0 ? loss / sw : 0.0;
   return g;
 }
 
 LooResult loo_gradient(const Problem& pb, LossKind loss, FitState& st, int n_threads,
-                       HyperGradient& grad);
+                       HyperGradient& grad, GradientKind kind = GradientKind::Exact);
+// ALO, its exact gradient and the gradient's derivatives along the columns of D2 / D1.
+LooResult loo_gradient_tangents(const Problem& pb, LossKind loss, FitState& st, int n_threads,
+                                HyperGradient& grad, const Mat& D2, const Mat& D1,
+                                HyperTangents& tangents);
 HyperGradient loo_sample_gradient(const Problem& pb, LossKind loss, const FitState& st,
                                   const Index* idx, Index m, double& acv);
 

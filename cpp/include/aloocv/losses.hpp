@@ -1,6 +1,7 @@
-// Per-sample losses in the linear predictor eta: value, first and second derivative.
+// Per-sample losses in the linear predictor eta: value and derivatives up to the fourth
+// (the third and fourth enter the exact hypergradient and its second derivatives).
 //
-// Adding a loss: write one struct like those below (name, domain, value, d1, d2, d3,
+// Adding a loss: write one struct like those below (name, domain, value, d1, d2, d3, d4,
 // valid, init_intercept, constant_curvature) and add one line to
 // ALOOCV_FOR_EACH_LOSS. Everything else (enum, dispatch, Python names) follows.
 #pragma once
@@ -36,6 +37,7 @@ struct Squared {
   static double d1(double y, double eta) { return eta - y; }
   static double d2(double, double) { return 1.0; }
   static double d3(double, double) { return 0.0; }
+  static double d4(double, double) { return 0.0; }
   static double init_intercept(double ybar) { return ybar; }
 };
 
@@ -55,6 +57,10 @@ struct Logistic {
     const double s = detail::sigmoid(eta);
     return d2(y, eta) * (1.0 - 2.0 * s);
   }
+  static double d4(double y, double eta) {  // s (1 - s) (1 - 6 s + 6 s^2)
+    const double s = detail::sigmoid(eta);
+    return d2(y, eta) * (1.0 - 6.0 * s * (1.0 - s));
+  }
   static double init_intercept(double ybar) {
     const double q = std::min(std::max(ybar, 1e-6), 1.0 - 1e-6);
     return std::log(q / (1.0 - q));
@@ -73,6 +79,7 @@ struct Poisson {
   static double d1(double y, double eta) { return std::exp(eta) - y; }
   static double d2(double, double eta) { return std::exp(eta); }
   static double d3(double, double eta) { return std::exp(eta); }
+  static double d4(double, double eta) { return std::exp(eta); }
   static double init_intercept(double ybar) { return std::log(std::max(ybar, 1e-10)); }
 };
 
