@@ -21,6 +21,7 @@ class TuneState {
     pb_ = make_problem(X_, y_, w_, pen, intercept, l1);
     kind_ = loss_from_name(loss);
     opt_ = FitOptions{tol, max_iter, n_threads};
+    opt_.fresh_end = true;  // ALO and its derivatives need the Hessian at beta
     dispatch_loss(kind_, [&](auto L) { check_response<decltype(L)>(pb_.y, pb_.n()); });
     if (beta0) {
       st_.beta = to_vec(*beta0, pb_.p1(), "beta0");

@@ -18,7 +18,7 @@ from sklearn.linear_model._base import LinearClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._tune import TuneResult, tune
+from .tuning import TuneResult, tune
 from .penalties import L2, ElasticNet, Penalty
 
 __all__ = ["ALOElasticNetCV", "ALOLogisticRegressionCV", "ALORidgeCV"]

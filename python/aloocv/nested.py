@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike
 
 from ._fit import fit
 from ._kfold import kfold
-from ._tune import tune
+from .tuning import tune
 from ._validation import check_vector, check_X
 from .penalties import L2, ElasticNet, Penalty
 

@@ -63,6 +63,22 @@ class Penalty:
         """Derivative wrt :meth:`params` from per-feature derivatives wrt l1_j and l2_j."""
         raise NotImplementedError
 
+    def jacobian(self, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(J1, J2)``, each (n_features, n_params): the derivatives of the per-feature
+        l1 and l2 weights with respect to :meth:`params` (constant: every penalty is
+        linear in its parameters). ``chain(g1, g2) == J1.T @ g1 + J2.T @ g2``."""
+        m = self.params().size
+        J1, J2 = np.zeros((n_features, m)), np.zeros((n_features, m))
+        for k in range(m):
+            e = np.zeros(m)
+            e[k] = 1.0
+            pen = self.with_params(e)
+            J2[:, k] = pen.l2_vector(n_features)
+            l1 = pen.l1_vector(n_features)
+            if l1 is not None:
+                J1[:, k] = l1
+        return J1, J2
+
 
 def _flat(v) -> np.ndarray:
     return np.atleast_1d(np.asarray(v, dtype=np.float64)).copy()
@@ -84,44 +100,96 @@ class L2(Penalty):
 
     Parameters
     ----------
-    lam : float or array_like of shape (n_features,)
-        A scalar, or one lambda per feature (the paper's "ridge with diagonal
-        regressors": penalty ``sum_j lam_j / 2 * theta_j^2``). Must be finite and
-        non-negative.
+    lam : float or array_like
+        A scalar, one lambda per feature (the paper's "ridge with diagonal
+        regressors": penalty ``sum_j lam_j / 2 * theta_j^2``), or, with ``groups``, one
+        per group. Must be finite and non-negative.
+    groups : array_like of shape (n_features,), optional
+        A group label per feature (any sortable labels): one lambda per group, shared by
+        its features (banded ridge). ``lam`` is then a scalar (the same start for every
+        group) or a vector with one entry per group, in the order of ``np.unique(groups)``.
+        Tuning moves one parameter per group.
 
     Examples
     --------
     >>> import aloocv
     >>> aloocv.L2(0.5)
     L2(lam=0.5)
+    >>> aloocv.L2([1.0, 10.0], groups=[0, 0, 1]).l2_vector(3)
+    array([ 1.,  1., 10.])
     """
 
     lam: float | np.ndarray = 1.0
+    groups: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lam", _check_weights("L2: lam", self.lam))
+        lam = _check_weights("L2: lam", self.lam)
+        if self.groups is not None:
+            labels = np.asarray(self.groups)
+            if labels.ndim != 1 or labels.size == 0:
+                raise ValueError("L2: groups must be a non-empty 1-d sequence of labels")
+            if labels.dtype.kind in "fc" and not np.all(np.isfinite(labels)):
+                raise ValueError("L2: groups contains NaN or inf")
+            if labels.dtype.kind not in "biufUSO":
+                raise TypeError(f"L2: groups must hold labels, got dtype {labels.dtype}")
+            uniq, inverse = np.unique(labels, return_inverse=True)
+            n_groups = uniq.size
+            if np.ndim(lam) == 0:
+                lam = np.full(n_groups, float(lam))
+            elif lam.shape[0] != n_groups:
+                raise ValueError(
+                    f"L2: lam has {lam.shape[0]} entries but groups has {n_groups} groups"
+                )
+            object.__setattr__(self, "groups", labels.copy())
+            object.__setattr__(self, "_inverse", inverse.ravel())
+        object.__setattr__(self, "lam", lam)
 
     def l2_vector(self, n_features: int) -> np.ndarray:
         """The diagonal of the penalty's Hessian, one entry per feature."""
-        return _expand("L2: lam", self.lam, n_features)
+        if self.groups is None:
+            return _expand("L2: lam", self.lam, n_features)
+        if self._inverse.size != n_features:
+            raise ValueError(
+                f"L2: groups has {self._inverse.size} labels but X has {n_features} features"
+            )
+        return np.ascontiguousarray(self.lam[self._inverse])
 
     def params(self) -> np.ndarray:
         return _flat(self.lam)
 
     def with_params(self, values: np.ndarray) -> L2:
         lam, _ = _split(self.lam, self.lam, np.asarray(values, dtype=np.float64), 0)
-        return L2(lam)
+        return L2(lam, groups=self.groups)
 
     def chain(self, grad_l1: np.ndarray, grad_l2: np.ndarray) -> np.ndarray:
+        if self.groups is not None:
+            return np.bincount(self._inverse, weights=grad_l2, minlength=self.lam.size)
         return _reduce(grad_l2, self.lam)
 
+    def jacobian(self, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.groups is not None:
+            J2 = np.zeros((n_features, self.lam.size))
+            J2[np.arange(n_features), self._inverse[:n_features]] = 1.0
+        elif np.ndim(self.lam) == 0:
+            J2 = np.ones((n_features, 1))
+        else:
+            J2 = np.eye(n_features)
+        return np.zeros_like(J2), J2
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, L2) and _same(self.lam, other.lam)
+        return (
+            isinstance(other, L2)
+            and _same(self.lam, other.lam)
+            and (self.groups is None) == (other.groups is None)
+            and (self.groups is None or _same(self.groups, other.groups))
+        )
 
     def __hash__(self) -> int:
         return hash(np.asarray(self.lam).tobytes())
 
     def __repr__(self) -> str:
+        if self.groups is not None:
+            return f"L2(lam={_show(self.lam)}, groups=array(shape={self.groups.shape}))"
         return f"L2(lam={_show(self.lam)})"
 
 

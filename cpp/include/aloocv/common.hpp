@@ -43,9 +43,13 @@ inline int resolve_threads(int n_threads) { return n_threads >= 1 ? n_threads : 
 // calling thread. Waking a team costs microseconds on an idle machine and, measured on a
 // loaded 2-core machine, up to milliseconds (spinning threads competing for the cores):
 // an 800-iteration tuning run of a 150 x 50 ridge took 0.25 s on one thread and 1.8-9 s on
-// two. Results do not depend on the choice (reductions use fixed chunks).
+// two; a leave-one-out pass of breast-cancer size (569 x 30, ~5e5 flops) took 1 ms on one
+// thread and 100-270 ms on two while another process kept both cores busy. Below a few
+// million flops (about a millisecond on one core) a team cannot win much and can lose a
+// lot. Results do not depend on the choice (reductions use fixed chunks).
+constexpr double kSerialFlops = 4.0e6;
 inline int threads_for(int n_threads, double work) {
-  return work < 131072.0 ? 1 : resolve_threads(n_threads);
+  return work < kSerialFlops ? 1 : resolve_threads(n_threads);
 }
 
 // Catches the first exception thrown inside an OpenMP region so that it can be

@@ -51,7 +51,6 @@ struct AdjointState {
   Vec u;           // (q1) H^{-1} X~^T z
   Vec q;           // (n) x~_j^T M x~_j (empty for the squared loss)
   Vec bq, sgn;     // beta and sign(beta) on the factor's coordinates
-  Mat Hinv;        // explicit inverse (sparse X only)
   double inv_sw = 0.0;
 };
 
@@ -147,7 +146,7 @@ Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stri
   const Index n = pb.n();
   const Partition part{n, reduction_chunks(n, std::max<Index>(stride, 1), nt, 256)};
   std::vector<double> partial(static_cast<size_t>(part.chunks * stride), 0.0);
-  const Index B = block_rows(q1);
+  const Index B = std::min(block_rows(q1), std::max<Index>(1, n));
   const int threads = threads_for(nt, flops_per_row * double(n));
   ExceptionCatcher guard;
 #pragma omp parallel num_threads(threads)
@@ -173,28 +172,37 @@ Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stri
   return out;
 }
 
-// Z (q1 x m, the packed rows) <- a_i = H^{-1} x~_i; h[k] = x~_k^T a_k.
-inline void solve_rows(const FitState& st, const Mat& Hinv, bool sparse, Index q1, Index m,
-                       double* Zp, double* h, double* work) {
+// Z (q1 x m, packed rows x~) <- z_i = L^{-1} x~_i, or a_i = H^{-1} x~_i when `full`;
+// h[k] = x~_k^T H^{-1} x~_k = ||z_k||^2. Packed sparse rows are dense here, so the blocked
+// triangular solves serve them too (q^2 per row, half a product with an explicit inverse).
+inline void solve_rows(const FitState& st, Index q1, Index m, double* Zp, double* h, bool full) {
+  blas::trsm_lower(q1, m, st.chol.lower(), q1, Zp, q1);
   Eigen::Map<Mat> Z(Zp, q1, m);
-  if (sparse) {
-    Eigen::Map<Mat> A(work, q1, m);
-    A.noalias() = Hinv * Z;
-    for (Index k = 0; k < m; ++k) h[k] = Z.col(k).dot(A.col(k));
-    Z = A;
-  } else {
-    blas::trsm_lower(q1, m, st.chol.lower(), q1, Zp, q1);
-    for (Index k = 0; k < m; ++k) h[k] = Z.col(k).squaredNorm();
-    blas::trsm_lower(q1, m, st.chol.lower(), q1, Zp, q1, true);
-  }
+  for (Index k = 0; k < m; ++k) h[k] = Z.col(k).squaredNorm();
+  if (full) blas::trsm_lower(q1, m, st.chol.lower(), q1, Zp, q1, true);
 }
 
-inline void solve_cols(const FitState& st, const Mat& Hinv, bool sparse, Mat& R) {
-  if (sparse) {
-    R = Hinv * R;
-  } else {
-    for (Index k = 0; k < R.cols(); ++k) st.chol.solve(R.col(k).data());
-  }
+// R <- H^{-1} R, column by column.
+inline void solve_cols(const FitState& st, Mat& R) {
+  for (Index k = 0; k < R.cols(); ++k) st.chol.solve(R.col(k).data());
+}
+
+// L^{-T} G L^{-1} for a symmetric G (from z-space sums to a-space: sum c z z^T -> sum c a a^T).
+inline Mat to_a_space(const FitState& st, Mat G) {
+  const Index q1 = G.rows();
+  blas::trsm_lower(q1, q1, st.chol.lower(), q1, G.data(), q1, true);  // L^{-T} G
+  Mat T = G.transpose();
+  blas::trsm_lower(q1, q1, st.chol.lower(), q1, T.data(), q1, true);  // L^{-T} G L^{-1}
+  return T;
+}
+
+// L^{-1} A L^{-T} for a symmetric A (a quadratic form in a_i as one in z_i).
+inline Mat to_z_space(const FitState& st, Mat A) {
+  const Index q1 = A.rows();
+  blas::trsm_lower(q1, q1, st.chol.lower(), q1, A.data(), q1);  // L^{-1} A
+  Mat T = A.transpose();
+  blas::trsm_lower(q1, q1, st.chol.lower(), q1, T.data(), q1);  // L^{-1} A L^{-T}
+  return T;
 }
 
 }  // namespace detail
@@ -223,20 +231,18 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
     // ACV holds the active set and its signs fixed: sign(beta_hat) is the derivative.
     a.sgn[k] = k < off ? 0.0 : (a.bq[k] > 0.0 ? 1.0 : (a.bq[k] < 0.0 ? -1.0 : 0.0));
   }
-  if (pb.X.sparse) a.Hinv = st.chol.inverse();
   LooResult out;
   out.losses.resize(n);
   out.predictions.resize(n);
   out.leverages.resize(n);
-  // partials: [r or g2 (q1) | g1 (q1) | M pos (q1^2) | M neg (q1^2)]
+  // partials: [r or g2 (q1) | g1 (q1) | G pos (q1^2) | G neg (q1^2)], G = sum c B z z^T
   const Index stride = 2 * q1 + (exact ? 2 * q1 * q1 : 0);
   const double inv_sw = a.inv_sw;
   Vec red = detail::blocked_reduce(
       pb, cols, q1, nt, stride, 4.0 * double(q1 * q1),
       [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
         if (exact) std::copy(Z, Z + q1 * m, s.copy.data());
-        detail::solve_rows(st, a.Hinv, pb.X.sparse, q1, m, Z, out.leverages.data() + i0,
-                           s.work.data());
+        detail::solve_rows(st, q1, m, Z, out.leverages.data() + i0, !exact);
         double* cA = s.wa.data();
         double* cB = s.wb.data();
         for (Index k = 0; k < m; ++k) {
@@ -270,7 +276,7 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
     g2 = red.head(q1);
     g1 = red.segment(q1, q1);
   } else {
-    a.M = detail::signed_sum(red.data() + 2 * q1, q1);
+    a.M = detail::to_a_space(st, detail::signed_sum(red.data() + 2 * q1, q1));
     Vec rs = red.head(q1);
     a.q.resize(0);
     if (curved) {  // q_j = x~_j^T M x~_j and s = X~^T (w l''' q)
@@ -291,11 +297,7 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
           });
     }
     a.u = rs;
-    if (pb.X.sparse) {
-      a.u = a.Hinv * rs;
-    } else {
-      st.chol.solve(a.u.data());
-    }
+    st.chol.solve(a.u.data());
     for (Index k = 0; k < q1; ++k) {
       g2[k] = -(a.u[k] * a.bq[k] + a.M(k, k));
       g1[k] = -a.u[k] * a.sgn[k];
@@ -331,7 +333,7 @@ HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const
   }
   // dbeta = -H^{-1} (delta o beta + epsilon o sign)
   Mat dB = -(del.array().colwise() * a.bq.array() + eps.array().colwise() * a.sgn.array()).matrix();
-  detail::solve_cols(st, a.Hinv, pb.X.sparse, dB);
+  detail::solve_cols(st, dB);
   // F1: deta = X~ dbeta, dH_k = X~^T diag(w l''' deta_k) X~ (+ diag(delta_k) below)
   Mat dEta(n, md);
   const Index s1 = curved ? 2 * q1 * q1 * md : 0;
@@ -355,16 +357,19 @@ HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const
     dH[k] = curved ? detail::signed_sum(red1.data() + k * 2 * q1 * q1, q1) : Mat::Zero(q1, q1);
     dH[k].diagonal() += del.col(k);
   }
-  // F2: a_i, dh_i = -a_i^T dH a_i, d(cA)_i, N_k = sum d(cB)_i a_i a_i^T
+  // F2: z_i = L^{-1} x~_i, dh_i = -a_i^T dH a_i = -z_i^T E z_i (E = L^{-1} dH L^{-T}), d(cA)_i,
+  // N_k = sum d(cB)_i a_i a_i^T (accumulated in z-space)
+  std::vector<Mat> E(static_cast<size_t>(md));
+  for (Index k = 0; k < md; ++k) E[k] = detail::to_z_space(st, dH[k]);
   Mat dcA(n, md);
   const Index s2 = 2 * q1 * q1 * md;
   Vec red2 = detail::blocked_reduce(
       pb, cols, q1, nt, s2, (4.0 + 3.0 * double(md)) * double(q1 * q1),
       [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
         double* wt = s.wb.data();
-        detail::solve_rows(st, a.Hinv, pb.X.sparse, q1, m, Z, s.wa.data(), s.work.data());
+        detail::solve_rows(st, q1, m, Z, s.wa.data(), false);
         for (Index k = 0; k < md; ++k) {
-          blas::gemm(q1, m, q1, dH[k].data(), q1, Z, q1, s.copy.data(), q1);
+          blas::gemm(q1, m, q1, E[k].data(), q1, Z, q1, s.copy.data(), q1);
           for (Index r = 0; r < m; ++r) {
             const Index i = i0 + r;
             const double y = pb.y[i], w = pb.weight(i), eta = st.eta[i];
@@ -385,8 +390,9 @@ HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const
   std::vector<Mat> dM(static_cast<size_t>(md));
   for (Index k = 0; k < md; ++k) {
     Mat T = dH[k] * a.M;
-    detail::solve_cols(st, a.Hinv, pb.X.sparse, T);
-    dM[k] = detail::signed_sum(red2.data() + k * 2 * q1 * q1, q1) - T - T.transpose();
+    detail::solve_cols(st, T);
+    dM[k] = detail::to_a_space(st, detail::signed_sum(red2.data() + k * 2 * q1 * q1, q1)) - T -
+            T.transpose();
   }
   // F3: dq_i = x~_i^T dM x~_i, dz = d(cA) - w (l'''' deta q + l''' dq), X~^T dz
   Vec red3 = detail::blocked_reduce(
@@ -412,7 +418,7 @@ HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const
   out.l1 = Mat::Zero(pb.X.p, md);
   for (Index k = 0; k < md; ++k) {
     Mat du = Eigen::Map<const Vec>(red3.data() + k * q1, q1) - dH[k] * a.u;
-    detail::solve_cols(st, a.Hinv, pb.X.sparse, du);
+    detail::solve_cols(st, du);
     for (Index c = 0; c < q; ++c) {
       const Index j = cols.all() ? c : cols.cols[c], kk = off + c;
       out.l2(j, k) = -(du(kk, 0) * a.bq[kk] + a.u[kk] * dB(kk, k) + dM[k](kk, kk));

@@ -1,0 +1,729 @@
+"""Search drivers: :func:`tune` and its result.
+
+Default search (``method="auto"``): a short coarse grid brackets the minimum of ALOOCV, then
+second-order steps on the exact derivatives reach it (a bracketed Newton iteration for one
+parameter, trust-region Newton for up to ``SECOND_ORDER_MAX`` parameters, L-BFGS-B beyond).
+The paper's Algorithms 1 (``"gd"``) and 2 (``"sgd"``) and plain grids remain.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.exceptions import ConvergenceWarning
+
+from .. import _blas, _core
+from .._fit import FitResult, _result
+from .._loo import LOOResult
+from .._validation import (
+    as_penalty,
+    check_fit_inputs,
+    check_loo_samples,
+    check_options,
+    core_design,
+    n_threads,
+)
+from ..penalties import L2, Penalty
+from .objective import Objective, weighted_stderr
+from .optimizers import LOG_BOUND, Adam, OptimizeResult, armijo, lbfgsb, newton_1d, trust_newton
+
+__all__ = ["TuneResult", "tune"]
+
+METHODS = ("auto", "newton", "lbfgs", "gd", "sgd", "grid")
+STEP_RULES = ("armijo", "fixed", "adam")
+_LOG_BOUND = LOG_BOUND
+SECOND_ORDER_MAX = 10  # parameters up to which "auto" takes exact Hessians
+BRACKET_POINTS = 7  # the coarse grid of "auto": 1e3 .. 1e-3 times the start
+BRACKET_MARGIN = 3.0 * math.log(10.0)  # the box: the grid's range and 3 decades beyond
+
+
+@dataclass
+class TuneResult:
+    """The outcome of :func:`aloocv.tune`.
+
+    Attributes
+    ----------
+    penalty : Penalty
+        The selected penalty.
+    fit : FitResult
+        The fit at the selected penalty.
+    loo : LOOResult
+        ALO at the selected penalty (``loo.mean`` is :attr:`acv`).
+    acv, stderr : float
+        ALOOCV estimate at the selected penalty and its standard error.
+    history : dict of ndarray
+        Per iteration (or grid point): ``"params"`` (T, m) penalty parameters,
+        ``"acv"`` and ``"stderr"`` (T,), ``"grad"`` (T, m) hypergradient wrt the
+        parameters (NaN where not computed), ``"n_fits"`` (T,) cumulative refits.
+    method : str
+    n_iter : int
+        Iterations (grid points for ``"grid"``).
+    n_fits : int
+        Warm-started refits (each a few Hessian passes; SGD counts Newton steps).
+    converged : bool
+        The stopping test passed: for gradient methods, the (projected) gradient in
+        ``log(lambda)`` fell below ``tol * |acv|``; grids always converge.
+    message : str
+        Why the search stopped.
+    """
+
+    penalty: Penalty
+    fit: FitResult
+    loo: LOOResult
+    acv: float
+    stderr: float
+    history: dict[str, np.ndarray]
+    method: str
+    n_iter: int
+    n_fits: int
+    converged: bool
+    selection: str = "min"
+    message: str = ""
+    path_losses: np.ndarray | None = field(default=None, repr=False)
+    _best_index: int = field(default=-1, repr=False)
+
+    def plot(self, ax: Any = None, **kwargs: Any) -> Any:
+        """ACV against lambda (grid) or ACV and lambda per iteration (gradient runs).
+
+        Needs matplotlib (``pip install aloocv[plot]``); returns the figure.
+        """
+        from ..plotting import plot_tune
+
+        return plot_tune(self, ax=ax, **kwargs)
+
+
+def _progress(total: int, verbose: bool, desc: str):
+    if not verbose:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - optional
+        return None
+    return tqdm(total=total, desc=desc, leave=False)
+
+
+def _single_threaded_blas_throughout(func):
+    """Run the whole tuning loop inside one single-threaded-BLAS context: the many
+    core calls of an optimization then pay nothing for it (the context is re-entrant)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with _blas.single_threaded_blas():
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def _check_grid(grid: Any, penalty: Penalty, n_grid: int) -> list[np.ndarray]:
+    m = penalty.params().size
+    if grid is None:
+        if not isinstance(n_grid, (int, np.integer)) or n_grid < 1:
+            raise ValueError(f"n_grid must be a positive integer, got {n_grid!r}")
+        base = penalty.params()
+        if np.any(base <= 0):
+            raise ValueError("the default grid scales the initial penalty: it must be positive")
+        factors = np.logspace(3, -3, int(n_grid))
+        return [base * f for f in factors]
+    if isinstance(grid, Penalty):
+        grid = [grid]
+    pts = []
+    for g in grid if not isinstance(grid, np.ndarray) or grid.ndim > 0 else [grid]:
+        v = g.params() if isinstance(g, Penalty) else np.atleast_1d(np.asarray(g, dtype=float))
+        if v.size == 1 and m > 1:
+            v = np.full(m, float(v[0]))
+        if v.size != m:
+            raise ValueError(f"grid point {g!r} has {v.size} parameters; the penalty has {m}")
+        if not np.all(np.isfinite(v)) or np.any(v <= 0):
+            raise ValueError(f"grid values must be positive and finite, got {g!r}")
+        pts.append(v.astype(float))
+    if not pts:
+        raise ValueError("the grid is empty")
+    # warm starts run from the most to the least regularized point
+    order = np.argsort([-float(np.sum(v)) for v in pts], kind="stable")
+    return [pts[i] for i in order]
+
+
+@_single_threaded_blas_throughout
+def tune(
+    X: ArrayLike,
+    y: ArrayLike,
+    loss: str = "logistic",
+    penalty: Penalty | float | None = None,
+    method: str = "auto",
+    *,
+    max_iter: int = 100,
+    tol: float = 1e-6,
+    step_rule: str | None = None,
+    learning_rate: float | None = None,
+    batch_size: int = 1,
+    eval_every: int | None = None,
+    grid: Sequence[Any] | np.ndarray | None = None,
+    n_grid: int | None = None,
+    selection: str = "min",
+    gradient: str = "exact",
+    fit_intercept: bool = True,
+    sample_weight: ArrayLike | None = None,
+    random_state: int | None = 0,
+    fit_tol: float = 1e-8,
+    fit_max_iter: int = 100,
+    n_jobs: int | None = None,
+    verbose: bool = False,
+    callback: Callable[[int, Penalty, float], Any] | None = None,
+) -> TuneResult:
+    """Tune regularization parameters by minimizing ALOOCV.
+
+    Parameters
+    ----------
+    X, y, loss, fit_intercept, sample_weight, n_jobs
+        As in :func:`aloocv.fit`.
+    penalty : Penalty
+        The starting point and the structure being tuned: ``L2(lam)`` (one
+        parameter), ``L2(lam_vector)`` (one per feature), ``L2(lam, groups=labels)``
+        (one per group), ``ElasticNet(l1, l2)`` (two, or per-feature vectors). Its
+        parameters must be positive.
+    method : {"auto", "newton", "lbfgs", "gd", "sgd", "grid"}
+        ``"auto"`` (default): a coarse grid of ``n_grid`` points (default 7, from 1e3 to
+        1e-3 times the starting penalty, or ``grid``) brackets the minimum, then
+        second-order steps on the exact derivatives of ALOOCV reach it: a bracketed
+        Newton iteration for one parameter, trust-region Newton (exact Hessian) for up
+        to 10, L-BFGS-B beyond. ``"newton"``: those second-order steps from the starting
+        penalty, no grid. ``"lbfgs"``: L-BFGS-B on the exact gradient from the start.
+        ``"gd"``: Algorithm 1, gradient descent on ``log(lambda)``, each step refit
+        warm-started. ``"sgd"``: Algorithm 2, an unbiased minibatch estimate of the
+        gradient per step, joint with one warm-started Newton step on the
+        coefficients (for large n). ``"grid"``: ALOOCV at every point of ``grid``,
+        warm-started along it.
+    max_iter : int
+        Iterations of the gradient methods.
+    tol : float
+        Gradient methods converge when every component of the (projected) gradient of
+        ALOOCV in ``log(lambda)`` is at most ``tol * |ACV|``; a search that stops
+        otherwise (``max_iter``, no decrease, a bracket that collapsed) returns its best
+        point with ``converged=False`` and a ``ConvergenceWarning`` saying why.
+    step_rule : {"armijo", "fixed", "adam"}
+        ``"gd"``: ``"armijo"`` (default) backtracking with Barzilai-Borwein trial steps;
+        ``"fixed"``: ``log(lambda) -= learning_rate * gradient``; ``"adam"`` (default
+        for ``"sgd"``): Adam on ``log(lambda)``.
+    learning_rate : float, optional
+        For ``"fixed"`` (default 1.0) and ``"adam"`` (default 0.1).
+    batch_size : int
+        Samples per stochastic gradient (``"sgd"``).
+    eval_every : int, optional
+        ``"sgd"``: evaluate the full ACV every this many steps (default: about one
+        pass over the data, ``ceil(n / batch_size)``, at most 50).
+    grid : sequence, optional
+        ``"grid"`` and ``"auto"``: penalties, or parameter values (scalars for
+        one-parameter penalties, rows of parameters otherwise).
+    n_grid : int, optional
+        Size of the default grid (20 for ``"grid"``, 7 for ``"auto"``).
+    selection : {"min", "1se"}
+        The minimum, or the most regularized point whose ACV is within one standard
+        error of the minimum (on a grid: the first such grid point; with a gradient
+        search of one parameter: the largest lambda where ACV equals that limit, solved
+        to ``tol``). ``"1se"`` with more than one parameter raises ValueError.
+    gradient : {"exact", "paper"}
+        The gradient of the first-order methods (``"gd"``, ``"sgd"``): the exact
+        derivative of ALOOCV, or the paper's approximation (Lemma 4, eq. 14-16), for
+        the paper's experiments. Second-order methods always use exact derivatives.
+    random_state : int, optional
+        Seeds the sample order of ``"sgd"``.
+    fit_tol, fit_max_iter
+        Tolerance and iterations of each refit.
+    verbose : bool
+        Progress bar (tqdm, when installed).
+    callback : callable, optional
+        ``callback(iteration, penalty, acv)`` after each evaluation.
+
+    Returns
+    -------
+    TuneResult
+
+    Examples
+    --------
+    >>> import numpy as np, aloocv
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((300, 5)); y = X @ rng.standard_normal(5) + rng.standard_normal(300)
+    >>> res = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(1.0))
+    >>> res.converged
+    True
+    """
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {list(METHODS)}")
+    if step_rule is None:
+        step_rule = "adam" if method == "sgd" else "armijo"
+    if step_rule not in STEP_RULES:
+        raise ValueError(f"unknown step_rule {step_rule!r}; expected one of {list(STEP_RULES)}")
+    if method == "sgd" and step_rule == "armijo":
+        raise ValueError("step_rule='armijo' needs full ACV evaluations: use method='gd'")
+    if selection not in ("min", "1se"):
+        raise ValueError(f"selection must be 'min' or '1se', got {selection!r}")
+    if gradient not in ("exact", "paper"):
+        raise ValueError(f"gradient must be 'exact' or 'paper', got {gradient!r}")
+    if learning_rate is None:
+        learning_rate = 0.1 if step_rule == "adam" else 1.0
+    learning_rate = float(learning_rate)
+    if not (np.isfinite(learning_rate) and learning_rate > 0):
+        raise ValueError(f"learning_rate must be positive, got {learning_rate!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    tol = float(tol)
+    if not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"tol must be positive, got {tol!r}")
+    if n_grid is None:
+        n_grid = BRACKET_POINTS if method == "auto" else 20
+    penalty = as_penalty(penalty)
+    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
+    check_loo_samples(X.shape[0])
+    fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
+    if loss == "logistic" and np.unique(y).size < 2:
+        raise ValueError("y has a single class: logistic regression needs both 0 and 1")
+    n, p = X.shape
+    m = penalty.params().size
+    if method != "grid" and np.any(penalty.params() <= 0):
+        raise ValueError("gradient tuning works on log(lambda): the initial penalty must be > 0")
+    if method != "grid" and selection == "1se" and m > 1:
+        raise ValueError(
+            f"selection='1se' with a gradient search needs one regularization parameter; the "
+            f"penalty has {m} (use method='grid', or selection='min')"
+        )
+    state = _core.TuneState(
+        core_design(X),
+        y,
+        w,
+        loss,
+        pen,
+        bool(fit_intercept),
+        fit_tol,
+        fit_max_iter,
+        n_threads(n_jobs),
+        l1,
+    )
+    obj = Objective(state, penalty, w, p, gradient)
+    intercept = bool(fit_intercept)
+    if method == "grid":
+        points = _check_grid(grid, penalty, n_grid)
+        if loss == "squared" and isinstance(penalty, L2) and l1 is None and m == 1:
+            with _blas.single_threaded_blas():
+                path = _core.ridge_path(
+                    core_design(X),
+                    y,
+                    w,
+                    np.array([v[0] for v in points]),
+                    intercept,
+                    n_threads(n_jobs),
+                )
+            return _ridge_grid(obj, points, path, selection, loss, intercept)
+        return _grid(obj, points, selection, verbose, callback, loss, intercept)
+    if method == "sgd":
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, (int, np.integer))
+            or not (1 <= batch_size <= n)
+        ):
+            raise ValueError(f"batch_size must be an integer in [1, n={n}], got {batch_size!r}")
+        if eval_every is None:
+            eval_every = int(min(50, max(1, math.ceil(n / batch_size))))
+        elif (
+            isinstance(eval_every, bool)
+            or not isinstance(eval_every, (int, np.integer))
+            or (eval_every < 1)
+        ):
+            raise ValueError(f"eval_every must be a positive integer, got {eval_every!r}")
+    hist = _History(m)
+    u0 = np.log(penalty.params())
+    box = (np.full(m, -LOG_BOUND), np.full(m, LOG_BOUND))
+    grid_pts: list[np.ndarray] = []
+    if method == "auto":
+        grid_pts = _check_grid(grid, penalty, n_grid)
+        u0, box = _bracket(obj, grid_pts, hist, callback)
+    gtol_scale = abs(obj.evaluate(u0, 0).acv)
+    gtol = tol * max(gtol_scale, 1e-12)
+    cb = _Recorder(obj, hist, callback, verbose, max_iter, method)
+    try:
+        if method in ("auto", "newton") and m == 1:
+            lo, hi = _neighbours(u0[0], grid_pts)
+            res = newton_1d(
+                obj, lo, u0[0], hi, gtol=gtol, max_iter=max_iter, bounds=(box[0][0], box[1][0])
+            )
+        elif method in ("auto", "newton") and (m <= SECOND_ORDER_MAX or method == "newton"):
+            res = trust_newton(obj, u0, gtol=gtol, max_iter=max_iter, bounds=box)
+        elif method in ("auto", "lbfgs"):
+            res = lbfgsb(obj, u0, gtol=gtol, max_iter=max_iter, bounds=box)
+        elif method == "gd" and step_rule == "armijo":
+            res = armijo(obj, u0, gtol=gtol, max_iter=max_iter)
+        elif method == "gd":
+            res = _first_order(obj, u0, gtol, max_iter, step_rule, learning_rate)
+        else:
+            res = _sgd(
+                obj,
+                u0,
+                n,
+                gtol,
+                max_iter,
+                tol,
+                step_rule,
+                learning_rate,
+                int(batch_size),
+                int(eval_every),
+                random_state,
+                l1 is not None,
+                cb,
+            )
+    finally:
+        cb.close()
+    if method != "sgd":
+        cb.record_trace(res.trace)
+    u, converged, message = res.u, res.converged, res.message
+    if selection == "1se":
+        u, ok, msg = _one_se(obj, res, grid_pts, box[1][0], tol, max_iter)
+        converged = converged and ok
+        message = f"{message}; 1-SE point: {msg}"
+    if not converged:
+        warnings.warn(
+            f"tune(method={method!r}) stopped before the gradient of ALOOCV in log(lambda) "
+            f"fell below tol * |ACV| = {gtol:.3g}: {message}. Returning the best point.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    return _finish(
+        obj, u, hist, method, res.n_iter, converged, loss, intercept, selection, message=message
+    )
+
+
+class _Recorder:
+    """History, callback and progress bar of a gradient search."""
+
+    def __init__(self, obj, hist, callback, verbose, total, method):
+        self.obj, self.hist, self.callback = obj, hist, callback
+        self.bar = _progress(total, verbose, f"aloocv {method}")
+        self.k = len(hist.rows)
+
+    def __call__(self, ev) -> None:
+        g = ev.grad if ev.grad is not None else np.full(ev.u.size, np.nan)
+        self.hist.add(np.exp(ev.u), ev.acv, ev.stderr, g, self.obj.n_fits)
+        if self.callback is not None:
+            self.callback(self.k, self.obj.penalty_at(ev.u), ev.acv)
+        self.k += 1
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def record_trace(self, trace) -> None:
+        for ev in trace:
+            self(ev)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _bracket(obj, points, hist, callback) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """ACV on the coarse grid: the best point and the search box around the grid."""
+    best_u, best_acv = None, np.inf
+    for k, v in enumerate(points):
+        u = np.log(v)
+        try:
+            ev = obj.evaluate(u, 0)
+        except ValueError:
+            continue  # e.g. singular as lambda -> 0: the bracket ends before
+        hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
+        if callback is not None:
+            callback(k, obj.penalty_at(u), ev.acv)
+        if ev.acv < best_acv:
+            best_u, best_acv = u, ev.acv
+    if best_u is None:
+        raise ValueError("ALOOCV is not defined at any point of the bracketing grid")
+    us = np.log(np.array(points))
+    lo = np.maximum(us.min(axis=0) - BRACKET_MARGIN, -LOG_BOUND)
+    hi = np.minimum(us.max(axis=0) + BRACKET_MARGIN, LOG_BOUND)
+    return best_u, (lo, hi)
+
+
+def _neighbours(u: float, points: list[np.ndarray]) -> tuple[float, float]:
+    """The grid points on either side of u (infinite where u is at the grid's edge)."""
+    us = np.sort(np.log([v[0] for v in points])) if points else np.empty(0)
+    below, above = us[us < u], us[us > u]
+    return (below[-1] if below.size else -np.inf), (above[0] if above.size else np.inf)
+
+
+def _one_se(obj, res: OptimizeResult, points, u_max: float, tol: float, max_iter: int):
+    """The largest lambda (one parameter) whose ACV equals min ACV + its stderr."""
+    best = res.evaluation
+    limit = best.acv + best.stderr
+    u_star = float(res.u[0])
+    f = lambda ev: ev.acv - limit  # noqa: E731
+    lo, hi = u_star, None
+    cands = sorted(float(np.log(v[0])) for v in points if np.log(v[0]) > u_star)
+    cands += [min(u_star + k, u_max) for k in (1.0, 2.0, 4.0, 8.0, 16.0)]
+    for c in sorted(set(cands)):
+        ev = obj.evaluate(np.array([c]), 1)
+        if f(ev) > 0:
+            hi, ev_hi = c, ev
+            break
+        lo = c
+        if c >= u_max:
+            return np.array([c]), True, f"ACV stays within one stderr up to the box's end ({c:.4g})"
+    if hi is None:
+        return np.array([lo]), True, "ACV stays within one stderr up to the box's end"
+    # safeguarded Newton on ACV(u) - limit within [lo, hi] (f(lo) <= 0 < f(hi))
+    u, ev = hi, ev_hi
+    for _ in range(max_iter):
+        if abs(f(ev)) <= tol * abs(limit):
+            return np.array([u]), True, "solved"
+        g = float(ev.grad[0])
+        u_new = u - f(ev) / g if g != 0 else np.nan
+        if not (lo < u_new < hi):
+            u_new = 0.5 * (lo + hi)
+        ev = obj.evaluate(np.array([u_new]), 1)
+        u = u_new
+        if f(ev) > 0:
+            hi = u
+        else:
+            lo = u
+        if hi - lo <= 1e-12:
+            break
+    ok = abs(f(ev)) <= tol * abs(limit)
+    return np.array([lo if f(ev) > 0 else u]), ok, "solved" if ok else "root not reached"
+
+
+def _first_order(obj, u0, gtol, max_iter, rule, lr) -> OptimizeResult:
+    """Algorithm 1 with fixed or Adam steps; returns the best point evaluated."""
+    trace = []
+    u = np.asarray(u0, float).copy()
+    ev = obj.evaluate(u, 1)
+    trace.append(ev)
+    best = ev
+    adam = Adam(lr, eps=1e-12)
+    it = 0
+    for it in range(1, max_iter + 1):
+        if np.max(np.abs(ev.grad)) <= gtol:
+            return OptimizeResult(ev.u, ev, it - 1, True, "gradient below tolerance", trace)
+        step = lr * ev.grad if rule == "fixed" else adam.step(ev.grad)
+        u_new = u - step
+        if not np.all(np.isfinite(u_new)) or np.max(np.abs(u_new)) > LOG_BOUND:
+            msg = f"diverged: log(lambda) left [-{LOG_BOUND:g}, {LOG_BOUND:g}] at iteration {it}"
+            return OptimizeResult(best.u, best, it, False, msg, trace)
+        try:
+            ev = obj.evaluate(u_new, 1)
+        except ValueError as exc:
+            return OptimizeResult(best.u, best, it, False, f"the fit failed: {exc}", trace)
+        trace.append(ev)
+        if not np.isfinite(ev.acv) or ev.acv > 10 * best.acv + 1.0:
+            msg = f"diverged: ACV rose to {ev.acv:.4g} from a best of {best.acv:.4g}"
+            return OptimizeResult(best.u, best, it, False, msg, trace)
+        if ev.acv < best.acv:
+            best = ev
+        u = u_new
+    conv = bool(np.max(np.abs(best.grad)) <= gtol)
+    return OptimizeResult(best.u, best, it, conv, f"max_iter={max_iter} reached", trace)
+
+
+class _History:
+    def __init__(self, m: int):
+        self.m = m
+        self.rows: list[tuple[np.ndarray, float, float, np.ndarray, int]] = []
+
+    def add(self, params, acv, se, grad, n_fits):
+        self.rows.append(
+            (np.asarray(params, float).copy(), acv, se, np.asarray(grad).copy(), n_fits)
+        )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        if not self.rows:
+            return {k: np.empty((0,)) for k in ("params", "acv", "stderr", "grad", "n_fits")}
+        return {
+            "params": np.array([r[0] for r in self.rows]),
+            "acv": np.array([r[1] for r in self.rows]),
+            "stderr": np.array([r[2] for r in self.rows]),
+            "grad": np.array([r[3] for r in self.rows]),
+            "n_fits": np.array([r[4] for r in self.rows]),
+        }
+
+
+def _finish(
+    obj,
+    u,
+    hist,
+    method,
+    n_iter,
+    converged,
+    loss,
+    intercept,
+    selection="min",
+    best_index=-1,
+    path_losses=None,
+    message="",
+) -> TuneResult:
+    ev = obj.evaluate(u, 0)
+    out = ev.out
+    pen = obj.penalty_at(u)
+    fitres = _result(out, loss, pen, intercept)
+    res_loo = LOOResult(
+        losses=out["losses"],
+        predictions=out["predictions"],
+        leverages=out["leverages"],
+        method="alo",
+        fit=fitres,
+        sample_weight=obj.w,
+    )
+    return TuneResult(
+        penalty=pen,
+        fit=fitres,
+        loo=res_loo,
+        acv=ev.acv,
+        stderr=ev.stderr,
+        history=hist.arrays(),
+        method=method,
+        n_iter=n_iter,
+        n_fits=obj.n_fits,
+        converged=converged,
+        selection=selection,
+        message=message,
+        path_losses=path_losses,
+        _best_index=best_index,
+    )
+
+
+def _select(h: dict[str, np.ndarray], selection: str) -> int:
+    if not np.all(np.isfinite(h["acv"])):
+        raise ValueError("ACV is not finite at some grid points")
+    best = int(np.argmin(h["acv"]))
+    if selection == "1se":
+        # points are ordered from most to least regularized: the first within 1 SE
+        limit = h["acv"][best] + h["stderr"][best]
+        best = int(np.flatnonzero(h["acv"] <= limit)[0])
+    return best
+
+
+def _ridge_grid(obj, points, path, selection, loss, intercept) -> TuneResult:
+    # squared loss + scalar L2: the whole grid from one eigendecomposition (exact LOO)
+    hist = _History(1)
+    losses = path["losses"]
+    for k, v in enumerate(points):
+        acv = float(np.average(losses[:, k], weights=obj.w))
+        hist.add(v, acv, weighted_stderr(losses[:, k], obj.w), np.full(1, np.nan), 0)
+    best = _select(hist.arrays(), selection)
+    return _finish(
+        obj,
+        np.log(points[best]),
+        hist,
+        "grid",
+        len(points),
+        True,
+        loss,
+        intercept,
+        selection,
+        best,
+        np.asarray(losses),
+        "grid evaluated",
+    )
+
+
+def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneResult:
+    hist = _History(points[0].size)
+    all_losses = []
+    bar = _progress(len(points), verbose, "aloocv grid")
+    for k, v in enumerate(points):
+        ev = obj.evaluate(np.log(v), 0)
+        all_losses.append(ev.out["losses"])
+        hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
+        if callback is not None:
+            callback(k, obj.penalty_at(np.log(v)), ev.acv)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    best = _select(hist.arrays(), selection)
+    return _finish(
+        obj,
+        np.log(points[best]),
+        hist,
+        "grid",
+        len(points),
+        True,
+        loss,
+        intercept,
+        selection,
+        best,
+        np.column_stack(all_losses),
+        "grid evaluated",
+    )
+
+
+def _sgd(
+    obj,
+    u0,
+    n,
+    gtol,
+    max_iter,
+    tol,
+    rule,
+    lr,
+    batch,
+    eval_every,
+    seed,
+    has_l1,
+    record,
+) -> OptimizeResult:
+    """Algorithm 2: unbiased minibatch gradients, one warm Newton step per iteration;
+    the full ACV and its exact gradient every ``eval_every`` steps."""
+    rng = np.random.default_rng(seed)
+    u = np.asarray(u0, float).copy()
+    ev = obj.evaluate(u, 1)
+    record(ev)
+    trace = [ev]
+    best = ev
+    adam = Adam(lr, eps=1e-12)
+    stall = 0
+    state = obj.state
+    it = 0
+    message = f"max_iter={max_iter} reached"
+    for it in range(1, max_iter + 1):
+        idx = rng.integers(0, n, size=batch)
+        _, gl1, gl2 = state.sample_gradient(idx)
+        pen = obj.penalty_at(u)
+        gu = pen.chain(gl1, gl2) * np.exp(u)
+        step = lr * gu if rule == "fixed" else adam.step(gu)
+        u = u - step
+        if not np.all(np.isfinite(u)) or np.max(np.abs(u)) > LOG_BOUND:
+            message = f"diverged: |log(lambda)| > {LOG_BOUND:g} at iteration {it}"
+            break
+        obj.set(obj.penalty_at(u))
+        try:
+            with _blas.single_threaded_blas():
+                if has_l1:
+                    state.fit()  # proximal Newton, warm-started (working set stays small)
+                elif state.step(False) == 0.0:  # one warm-started Newton step
+                    state.step(True)
+        except ValueError as exc:
+            message = f"the fit failed at iteration {it}: {exc}"
+            break
+        obj.n_fits += 1
+        if it % eval_every == 0 or it == max_iter:
+            try:
+                ev = obj.evaluate(u, 1)
+            except ValueError as exc:
+                message = f"the fit failed at iteration {it}: {exc}"
+                break
+            record(ev)
+            trace.append(ev)
+            if not np.isfinite(ev.acv) or ev.acv > 10 * best.acv + 1.0:
+                message = f"diverged: ACV rose to {ev.acv:.4g} from a best of {best.acv:.4g}"
+                break
+            improved = ev.acv < best.acv * (1 - tol)
+            if ev.acv < best.acv:
+                best = ev
+            if np.max(np.abs(ev.grad)) <= gtol:
+                return OptimizeResult(best.u, best, it, True, "gradient below tolerance", trace)
+            stall = 0 if improved else stall + 1
+            if stall >= 3:
+                message = "ACV did not improve over three evaluations"
+                break
+    conv = bool(np.max(np.abs(best.grad)) <= gtol)
+    return OptimizeResult(best.u, best, it, conv, message, trace)
