@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "aloocv/dual.hpp"
+#include "aloocv/hypergrad.hpp"
 #include "arrays.hpp"
 
 namespace aloocv::bind {
@@ -33,24 +34,35 @@ void bind_dual(py::module_& m) {
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
          double tol, Index max_iter, int n_threads, bool want_loo,
-         const std::optional<py::array>& beta) {
+         const std::optional<py::array>& beta, bool gradient) {
         Problem pb = make_problem(X, y, w, pen, intercept);
         const LossKind kind = loss_from_name(loss);
         const LooMethod meth = loo_method_from_name(method);
         FitOptions opt{tol, max_iter, n_threads};
         std::optional<Vec> b;
         if (beta) b = to_vec(*beta, pb.p1(), "beta");
+        if (gradient && (meth != LooMethod::ALO || !want_loo)) {
+          throw py::value_error("the hypergradient is available for method='alo' only");
+        }
         DualResult r;
+        HyperGradient hg;
         {
           py::gil_scoped_release release;
           const Mat K = dual_kernel(pb, n_threads);
           r = dual_loo(pb, kind, K, meth, opt, want_loo, b ? &*b : nullptr);
+          if (gradient) hg = dual_gradient(pb, kind, K, r.st.eta, r.coef, n_threads);
         }
-        return result_to_dict(r, meth, want_loo);
+        py::dict out = result_to_dict(r, meth, want_loo);
+        if (gradient) {
+          out["grad_l2"] = to_numpy(hg.l2);
+          out["grad_l1"] = to_numpy(hg.l1);
+        }
+        return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
       py::arg("n_threads"), py::arg("want_loo") = true, py::arg("beta") = py::none(),
+      py::arg("gradient") = false,
       "Fit (and LOO) through the n x n dual system: K = X P^{-1} X^T once, O(n^3) per step; "
       "a given beta is taken as the fit.");
 

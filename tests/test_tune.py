@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
@@ -25,10 +27,12 @@ def test_gd_per_feature_ridge_penalizes_irrelevant_features_more():
         y,
         loss="squared",
         penalty=aloocv.L2(np.full(20, 1 / 3)),
+        method="gd",
         max_iter=300,
         tol=1e-6,
         fit_intercept=False,
     )
+    assert res.converged
     lam = res.penalty.lam
     assert np.median(lam[5:]) > 100 * np.median(lam[:5])
     h = res.history
@@ -59,17 +63,35 @@ def test_gd_scalar_reaches_the_grid_minimum():
 def test_other_step_rules_decrease_acv(rule):
     X, y, _ = diag_ridge_data(seed=92)
     lr = 5.0 if rule == "fixed" else 0.1
-    res = aloocv.tune(
-        X,
-        y,
-        loss="squared",
-        penalty=aloocv.L2(np.ones(20)),
-        step_rule=rule,
-        learning_rate=lr,
-        max_iter=200,
-        fit_intercept=False,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        res = aloocv.tune(
+            X,
+            y,
+            loss="squared",
+            penalty=aloocv.L2(np.ones(20)),
+            method="gd",
+            tol=1e-7,
+            step_rule=rule,
+            learning_rate=lr,
+            max_iter=200,
+            fit_intercept=False,
+        )
     assert res.acv < res.history["acv"][0]
+    _check_honest(X, y, res, 1e-7, caught, loss="squared", fit_intercept=False)
+
+
+def _check_honest(X, y, res, tol, caught, **kw):
+    """converged=True only when the exact gradient in log(lambda) is below tol * ACV;
+    otherwise exactly one ConvergenceWarning."""
+    ref = aloocv.loo(X, y, penalty=res.penalty, return_gradient=True, **kw)
+    g_u = ref.gradient * res.penalty.params()
+    warned = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    if res.converged:
+        assert np.max(np.abs(g_u)) <= tol * ref.mean * 1.001
+        assert not warned
+    else:
+        assert len(warned) == 1 and res.message in str(warned[0].message)
 
 
 def test_divergence_is_reported_not_nan():
@@ -80,6 +102,7 @@ def test_divergence_is_reported_not_nan():
             y,
             loss="squared",
             penalty=aloocv.L2(np.ones(20)),
+            method="gd",
             step_rule="fixed",
             learning_rate=1e6,
             max_iter=50,
@@ -91,18 +114,23 @@ def test_divergence_is_reported_not_nan():
 def test_sgd_algorithm_2():
     X, y = make_data("logistic", 2000, 8, seed=94, scale=3.0)
     start = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1000.0)).mean
-    res = aloocv.tune(
-        X,
-        y,
-        loss="logistic",
-        penalty=aloocv.L2(1000.0),
-        method="sgd",
-        batch_size=32,
-        max_iter=400,
-        learning_rate=0.2,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        res = aloocv.tune(
+            X,
+            y,
+            loss="logistic",
+            penalty=aloocv.L2(1000.0),
+            method="sgd",
+            batch_size=32,
+            max_iter=400,
+            learning_rate=0.2,
+        )
     assert res.acv < start
-    ref = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1000.0), method="gd")
+    _check_honest(X, y, res, 1e-6, caught, loss="logistic")
+    ref = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1000.0))
+    assert ref.converged
+    assert ref.acv <= res.acv
     assert res.acv <= ref.acv * 1.01
     # the final fit is the converged fit at the returned penalty
     direct = aloocv.fit(X, y, loss="logistic", penalty=res.penalty)
@@ -115,15 +143,18 @@ def test_sgd_elastic_net_returns_the_best_evaluated_point():
     rng = np.random.default_rng(95)
     X = rng.standard_normal((800, 30))
     y = X[:, :4] @ np.array([2.0, -1.5, 1.0, 0.5]) + rng.standard_normal(800)
-    res = aloocv.tune(
-        X,
-        y,
-        loss="squared",
-        penalty=aloocv.ElasticNet(50.0, 10.0),
-        method="sgd",
-        batch_size=16,
-        max_iter=300,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        res = aloocv.tune(
+            X,
+            y,
+            loss="squared",
+            penalty=aloocv.ElasticNet(50.0, 10.0),
+            method="sgd",
+            batch_size=16,
+            max_iter=300,
+        )
+    _check_honest(X, y, res, 1e-6, caught, loss="squared")
     h = res.history
     assert h["acv"].size >= 2
     assert res.acv == pytest.approx(h["acv"].min(), rel=1e-12)
@@ -167,7 +198,7 @@ def test_grid_elastic_net_pairs():
         ({"penalty": aloocv.L2(np.ones(3))}, "lam vector has length 3"),
         ({"step_rule": "fixed", "learning_rate": 0.0}, "learning_rate must be positive"),
         ({"step_rule": "adam", "learning_rate": -1.0}, "learning_rate must be positive"),
-        ({"method": "newton"}, "unknown method"),
+        ({"method": "newtonian"}, "unknown method"),
         ({"penalty": aloocv.L2(0.0)}, "initial penalty must be > 0"),
         ({"method": "sgd", "batch_size": 0}, "batch_size must be"),
         ({"selection": "2se"}, "selection must be"),

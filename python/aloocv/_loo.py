@@ -45,10 +45,12 @@ class LOOResult:
     sample_weight : ndarray or None
         Weights of the weighted mean.
     gradient : ndarray or None
-        With ``return_gradient=True``: the paper's approximate gradient (Lemma 4,
-        eq. 14-16) of :attr:`mean` with respect to the penalty's parameters
-        (``penalty.params()``: ``[lam]`` for a scalar L2, the per-feature vector for a
-        vector L2, ``[l1, l2]`` for a scalar elastic net).
+        With ``return_gradient=True``: the derivative of :attr:`mean` with respect to
+        the penalty's parameters (``penalty.params()``: ``[lam]`` for a scalar L2, the
+        per-feature vector for a vector L2, one per group for ``L2(lam, groups=...)``,
+        ``[l1, l2]`` for a scalar elastic net; with an L1 term the active set and its
+        signs are held fixed, as the estimate holds them). Exact by default (see
+        ``gradient=`` of :func:`loo`).
     """
 
     losses: np.ndarray
@@ -127,7 +129,11 @@ def loo(
     solver : {"auto", "primal", "dual"}
         As in :func:`aloocv.fit`: with ``"dual"`` (default when n < p, L2 > 0 on every
         feature) the leverages come from the n x n system, ``O(n^2 p + n^3)``, also
-        at a given ``coef``. ``"auto"`` with ``return_gradient=True`` takes the primal.
+        at a given ``coef`` and for the hypergradient.
+    gradient : {"exact", "paper"}
+        With ``return_gradient=True``: the exact derivative of :attr:`LOOResult.mean`
+        (default; reverse mode, about three passes over X beyond ALO, any number of
+        parameters), or the paper's approximation (Lemma 4, eq. 14-16; primal route only).
 
     Returns
     -------
@@ -149,6 +155,8 @@ def loo(
         raise ValueError("return_gradient=True needs method='alo'")
     if gradient not in ("exact", "paper"):
         raise ValueError(f"unknown gradient {gradient!r}; expected 'exact' or 'paper'")
+    if return_gradient and gradient == "paper" and solver == "dual":
+        raise ValueError("gradient='paper' is computed on the primal route: use solver='primal'")
     penalty = as_penalty(penalty)
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
     check_loo_samples(X.shape[0])
@@ -171,12 +179,10 @@ def loo(
             beta = np.ascontiguousarray(c)
     elif intercept is not None:
         raise ValueError("intercept= requires coef=")
-    # "auto" leaves the hypergradient (primal only) to the primal route
+    # the paper's approximate gradient lives on the primal route only
     use_dual = choose_solver(solver, X, pen, l1) == "dual" and not (
-        return_gradient and solver == "auto"
+        return_gradient and gradient == "paper"
     )
-    if use_dual and return_gradient:
-        raise ValueError("return_gradient=True needs solver='primal'")
     with _blas.single_threaded_blas():
         if use_dual:
             out = _core.dual(
@@ -192,6 +198,7 @@ def loo(
                 n_threads(n_jobs),
                 True,
                 beta,
+                bool(return_gradient),
             )
         else:
             out = _core.loo(

@@ -19,6 +19,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from .tuning import TuneResult, tune
+from .tuning.drivers import second_order_method
 from .penalties import L2, ElasticNet, Penalty
 
 __all__ = ["ALOElasticNetCV", "ALOLogisticRegressionCV", "ALORidgeCV"]
@@ -66,15 +67,11 @@ class _ALOBase(BaseEstimator):
             fit_max_iter=self.max_iter,
             n_jobs=self.n_jobs,
         )
-        res = tune(
-            X, y, penalty=start, method="grid", grid=grid, selection=self.selection, **common
-        )
+        # "gradient": the grid brackets the minimum, second-order steps on the exact
+        # derivatives of ALOOCV reach it (tune's "auto" search on this grid)
+        method = "grid" if self.search == "grid" else "auto"
+        res = tune(X, y, penalty=start, method=method, grid=grid, selection=self.selection, **common)
         self._grid_result = res
-        if self.search == "gradient":
-            best = res.penalty
-            g = tune(X, y, penalty=best, method="gd", **common)
-            if g.acv <= res.acv:
-                res = g
         return res
 
     def _store(self, res: TuneResult) -> None:
@@ -203,7 +200,7 @@ class ALORidgeCV(_ALORegressor):
                 y,
                 loss="squared",
                 penalty=start,
-                method="gd",
+                method=second_order_method(X.shape[1]),
                 fit_intercept=self.fit_intercept,
                 sample_weight=sample_weight,
                 fit_tol=self.tol,
@@ -427,6 +424,13 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
                 "ALOLogisticRegressionCV needs at least 2 classes; y has only "
                 f"{self.classes_.size} class"
             )
+        if sample_weight is not None:
+            weighted = np.unique(y[sample_weight > 0])
+            if weighted.size < 2:
+                raise ValueError(
+                    "ALOLogisticRegressionCV needs samples of at least 2 classes with positive "
+                    f"sample_weight; only class {weighted.tolist()} has any"
+                )
         _check_choice("penalty", self.penalty, ("l2", "l1", "elasticnet"))
         if isinstance(self.Cs, Integral) and not isinstance(self.Cs, bool):
             if self.Cs < 1:

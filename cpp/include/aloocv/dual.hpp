@@ -42,4 +42,10 @@ struct DualResult {
 DualResult dual_loo(const Problem& pb, LossKind loss, const Mat& K, LooMethod method,
                     const FitOptions& opt, bool want_loo, const Vec* beta = nullptr);
 
+struct HyperGradient;
+// The exact ALO hypergradient (d mean ALO / d lambda_j per feature) at the fit with linear
+// predictor eta and coefficients coef, from the n x n system (see dual_gradient.cpp).
+HyperGradient dual_gradient(const Problem& pb, LossKind loss, const Mat& K, const Vec& eta,
+                            const Vec& coef, int n_threads);
+
 }  // namespace aloocv

@@ -340,9 +340,10 @@ def tune(
     u0 = np.log(penalty.params())
     box = (np.full(m, -LOG_BOUND), np.full(m, LOG_BOUND))
     grid_pts: list[np.ndarray] = []
+    grid_losses: list[np.ndarray] = []
     if method == "auto":
         grid_pts = _check_grid(grid, penalty, n_grid)
-        u0, box = _bracket(obj, grid_pts, hist, callback)
+        u0, box = _bracket(obj, grid_pts, hist, callback, grid_losses)
     gtol_scale = abs(obj.evaluate(u0, 0).acv)
     gtol = tol * max(gtol_scale, 1e-12)
     cb = _Recorder(obj, hist, callback, verbose, max_iter, method)
@@ -393,8 +394,24 @@ def tune(
             stacklevel=3,
         )
     return _finish(
-        obj, u, hist, method, res.n_iter, converged, loss, intercept, selection, message=message
+        obj,
+        u,
+        hist,
+        method,
+        res.n_iter,
+        converged,
+        loss,
+        intercept,
+        selection,
+        path_losses=np.column_stack(grid_losses) if grid_losses else None,
+        message=message,
     )
+
+
+def second_order_method(n_params: int) -> str:
+    """The second-order method for this many parameters: exact-Hessian trust-region
+    Newton up to ``SECOND_ORDER_MAX``, L-BFGS-B beyond."""
+    return "newton" if n_params <= SECOND_ORDER_MAX else "lbfgs"
 
 
 class _Recorder:
@@ -423,8 +440,9 @@ class _Recorder:
             self.bar.close()
 
 
-def _bracket(obj, points, hist, callback) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """ACV on the coarse grid: the best point and the search box around the grid."""
+def _bracket(obj, points, hist, callback, losses):
+    """ACV on the coarse grid (per-sample losses appended to ``losses``): the best point
+    and the search box around the grid."""
     best_u, best_acv = None, np.inf
     for k, v in enumerate(points):
         u = np.log(v)
@@ -433,6 +451,7 @@ def _bracket(obj, points, hist, callback) -> tuple[np.ndarray, tuple[np.ndarray,
         except ValueError:
             continue  # e.g. singular as lambda -> 0: the bracket ends before
         hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
+        losses.append(ev.out["losses"])
         if callback is not None:
             callback(k, obj.penalty_at(u), ev.acv)
         if ev.acv < best_acv:

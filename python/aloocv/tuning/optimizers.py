@@ -57,7 +57,7 @@ class OptimizeResult:
     message : str
         Why it stopped.
     trace : list of Evaluation
-        Every point evaluated, in order.
+        The points evaluated, in order (for :func:`armijo`, the accepted iterates).
     """
 
     u: np.ndarray
@@ -234,7 +234,7 @@ def lbfgsb(
         jac=jac,
         method="L-BFGS-B",
         bounds=list(zip(lo, hi)),
-        options={"gtol": gtol, "maxiter": int(max_iter), "ftol": 1e-15, "maxfun": 4 * max_iter},
+        options={"gtol": gtol, "maxiter": int(max_iter), "ftol": 0.0, "maxfun": 4 * max_iter},
     )
     return _finish_scipy(obj, res, trace, gtol, lo, hi, 1)
 
@@ -269,7 +269,7 @@ def armijo(
         while alpha * gmax > 1e-10:
             u_try = u - alpha * g
             if np.max(np.abs(u_try)) <= LOG_BOUND:
-                cand = _try(obj, u_try, 1, trace)
+                cand = _try(obj, u_try, 1, [])  # trials; the trace keeps the iterates
                 if cand is not None and cand.acv <= ev.acv - ARMIJO_C * alpha * gg:
                     new = cand
                     break
@@ -285,6 +285,7 @@ def armijo(
         alpha = float(du_ @ du_) / curv if curv > 0 else 2.0 * alpha
         alpha = min(alpha, 2.0 / max(np.max(np.abs(new.grad)), 1e-300))
         u, ev = new.u.copy(), new
+        trace.append(ev)
         if callback is not None:
             callback(it, ev)
     conv = bool(np.max(np.abs(ev.grad)) <= gtol)
