@@ -1,101 +1,246 @@
-"""The ALO hypergradient (Lemma 4, eq. 14-16) against finite differences."""
+"""The exact hypergradient (DESIGN.md section 5) and its second derivatives against finite
+differences of what loo(...).mean reports; the paper's eq. 14-16 against a numpy version."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
 
 import aloocv
+from aloocv import _core
+from aloocv._validation import core_design
+from aloocv.tuning import Objective
 from conftest import make_data, ridge_exact_loo
 
-
-def exact_ridge_cv(X, y, lam):
-    eta = ridge_exact_loo(X, y, lam)
-    return np.mean(0.5 * (y - eta) ** 2)
+FD_STEP = 1e-4  # central differences in log(lambda)
+FIT_TOL = 1e-13
 
 
-def fd_params(f, params, rel=1e-5):
-    """Central differences of f in each parameter (relative steps)."""
-    g = np.empty_like(params)
-    for k in range(params.size):
-        e = np.zeros_like(params)
-        e[k] = rel * params[k]
-        g[k] = (f(params + e) - f(params - e)) / (2 * e[k])
+def make(loss, n, p, seed, weights=False):
+    X, y = make_data(loss, n, p, seed=seed, scale=2.0)
+    X = X * np.linspace(0.5, 2.0, p)  # unequal scales
+    X[:, 1] += 0.6 * X[:, 0]  # correlated columns
+    w = np.random.default_rng(seed + 1).uniform(0.3, 2.0, n) if weights else None
+    return X, y, w
+
+
+def acv(X, y, loss, pen, **kw):
+    return aloocv.loo(X, y, loss=loss, penalty=pen, tol=FIT_TOL, max_iter=500, **kw).mean
+
+
+def fd_log(X, y, loss, pen, **kw):
+    """Central differences of loo(...).mean in log(params), one parameter at a time."""
+    u = np.log(pen.params())
+    g = np.empty(u.size)
+    for k in range(u.size):
+        e = np.zeros(u.size)
+        e[k] = FD_STEP
+        plus = acv(X, y, loss, pen.with_params(np.exp(u + e)), **kw)
+        minus = acv(X, y, loss, pen.with_params(np.exp(u - e)), **kw)
+        g[k] = (plus - minus) / (2 * FD_STEP)
     return g
 
 
-@pytest.mark.parametrize("lam", [0.5, 20.0, np.array([0.1, 1.0, 10.0, 100.0, 3.0])])
-def test_squared_gradient_is_exact_derivative_of_exact_loo(lam):
-    # squared loss + L2: ALO is exact LOO and the hypergradient its exact derivative
-    X, y = make_data("squared", 40, 5, seed=80)
-    pen = aloocv.L2(lam)
+def assert_grad_matches(g, ref, rtol=1e-5):
+    # relative to the gradient's size: components near zero are compared absolutely
+    scale = np.max(np.abs(ref))
+    assert scale > 0
+    np.testing.assert_allclose(g, ref, rtol=rtol, atol=rtol * scale)
+
+
+PENALTIES = {
+    "scalar": lambda p: aloocv.L2(3.0),
+    "per-feature": lambda p: aloocv.L2(np.geomspace(0.5, 8.0, p)),
+    "groups": lambda p: aloocv.L2(np.array([1.0, 6.0]), groups=np.arange(p) % 2),
+    "enet": lambda p: aloocv.ElasticNet(2.0, 1.5),
+}
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic", "poisson"])
+@pytest.mark.parametrize("kind", list(PENALTIES))
+@pytest.mark.parametrize("weights", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("intercept", [True, False], ids=["intercept", "no-intercept"])
+@pytest.mark.parametrize("design", ["dense", "sparse"])
+def test_gradient_is_the_derivative_of_the_reported_mean(loss, kind, weights, intercept, design):
+    X, y, w = make(loss, 80, 5, seed=80, weights=weights)
+    if design == "sparse":
+        X[np.abs(X) < 0.4] = 0.0
+        X = sp.csr_matrix(X)
+    pen = PENALTIES[kind](5)
+    kw = dict(sample_weight=w, fit_intercept=intercept)
+    res = aloocv.loo(
+        X, y, loss=loss, penalty=pen, return_gradient=True, tol=FIT_TOL, max_iter=500, **kw
+    )
+    assert res.mean == pytest.approx(acv(X, y, loss, pen, **kw), rel=1e-12)
+    assert_grad_matches(res.gradient * pen.params(), fd_log(X, y, loss, pen, **kw))
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic", "poisson"])
+@pytest.mark.parametrize("kind", ["scalar", "per-feature", "groups"])
+@pytest.mark.parametrize("intercept", [True, False], ids=["intercept", "no-intercept"])
+def test_dual_route_gradient(loss, kind, intercept):
+    X, y, w = make(loss, 30, 60, seed=81, weights=True)
+    pen = PENALTIES[kind](60) if kind != "per-feature" else aloocv.L2(np.geomspace(1, 20, 60))
+    kw = dict(sample_weight=w, fit_intercept=intercept, solver="dual")
+    res = aloocv.loo(
+        X, y, loss=loss, penalty=pen, return_gradient=True, tol=FIT_TOL, max_iter=500, **kw
+    )
+    primal = aloocv.loo(
+        X,
+        y,
+        loss=loss,
+        penalty=pen,
+        return_gradient=True,
+        tol=FIT_TOL,
+        sample_weight=w,
+        fit_intercept=intercept,
+        solver="primal",
+    )
+    assert_grad_matches(res.gradient, primal.gradient, rtol=1e-8)
+    if kind != "per-feature":  # 60 parameters: finite differences of the few others
+        assert_grad_matches(res.gradient * pen.params(), fd_log(X, y, loss, pen, **kw))
+
+
+def test_squared_gradient_is_exact_derivative_of_exact_loo():
+    # squared loss + L2: ALO is exact LOO (Corollary 2); brute-force refits as reference
+    X, y = make_data("squared", 40, 5, seed=82)
+    pen = aloocv.L2(np.array([0.1, 1.0, 10.0, 100.0, 3.0]))
+
+    def exact(lam):
+        return np.mean(0.5 * (y - ridge_exact_loo(X, y, lam)) ** 2)
+
     res = aloocv.loo(X, y, loss="squared", penalty=pen, return_gradient=True)
-    ref = fd_params(lambda v: exact_ridge_cv(X, y, pen.with_params(v).lam), pen.params())
-    np.testing.assert_allclose(res.gradient, ref, rtol=1e-5, atol=1e-12)
-    assert res.mean == pytest.approx(exact_ridge_cv(X, y, lam), rel=1e-10)
+    ref = np.empty(5)
+    for k in range(5):
+        e = np.zeros(5)
+        e[k] = 1e-5 * pen.lam[k]
+        ref[k] = (exact(pen.lam + e) - exact(pen.lam - e)) / (2 * e[k])
+    np.testing.assert_allclose(res.gradient, ref, rtol=1e-6)
 
 
-def test_squared_elastic_net_gradient():
-    # on a fixed support the lasso path is smooth: ACV's derivative in (l1, l2)
-    rng = np.random.default_rng(81)
-    X = rng.standard_normal((60, 8))
-    y = X[:, :3] @ np.array([3.0, -2.0, 1.5]) + rng.standard_normal(60)
-    pen = aloocv.ElasticNet(5.0, 2.0)
+def _real(name):
+    from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 
-    def acv(v):
-        return aloocv.loo(X, y, loss="squared", penalty=pen.with_params(v), tol=1e-13).mean
-
-    res = aloocv.loo(X, y, loss="squared", penalty=pen, return_gradient=True, tol=1e-13)
-    np.testing.assert_allclose(res.gradient, fd_params(acv, pen.params()), rtol=1e-5)
-
-
-# Non-quadratic losses: the hypergradient differentiates the exact LOO with H_{-i}
-# evaluated at the ALO point to first order (see hypergrad.hpp), and ACV itself
-# approximates exact LOO; both errors are O(1/n) relative to the per-sample terms.
-# With n >= 20 p we require agreement with finite differences of ACV to 10% of each
-# component plus 5% of the largest component (components near zero).
+    if name == "breast_cancer":
+        d = load_breast_cancer()
+        X, y = d.data, d.target.astype(float)
+    elif name == "wine":
+        d = load_wine()
+        X, y = d.data, (d.target == 0).astype(float)
+    else:
+        d = load_digits()
+        keep = (d.target == 3) | (d.target == 8)
+        X, y = d.data[keep], (d.target[keep] == 3).astype(float)
+    sd = X.std(0)
+    return (X - X.mean(0)) / np.where(sd > 0, sd, 1.0), y
 
 
-def _check(g, ref):
-    tol = 0.10 * np.abs(ref) + 0.05 * np.max(np.abs(ref))
-    assert np.all(np.abs(g - ref) <= tol), (g, ref)
-
-
-@pytest.mark.parametrize("loss", ["logistic", "poisson"])
-@pytest.mark.parametrize(
-    "pen",
-    [aloocv.L2(2.0), aloocv.L2(np.array([0.5, 1.0, 2.0, 4.0, 8.0])), aloocv.ElasticNet(3.0, 1.0)],
-    ids=["scalar", "vector", "enet"],
-)
-def test_glm_gradient_vs_finite_differences_of_acv(loss, pen):
-    X, y = make_data(loss, 200, 5, seed=82, scale=2.0)
-
-    def acv(v):
-        return aloocv.loo(X, y, loss=loss, penalty=pen.with_params(v), tol=1e-13).mean
-
-    res = aloocv.loo(X, y, loss=loss, penalty=pen, return_gradient=True, tol=1e-13)
-    _check(res.gradient, fd_params(acv, pen.params(), rel=1e-4))
-
-
-@pytest.mark.parametrize("lam", [3.0, 10.0])
-def test_logistic_gradient_tracks_exact_loo_derivative(lam):
-    # away from the CV minimum (near it the gradient is ~0 and only absolute errors
-    # of the order of ACV's own error in slope, ~1e-4 here, can be asked for)
-    X, y = make_data("logistic", 150, 5, seed=83, scale=2.0)
+@pytest.mark.parametrize("name", ["breast_cancer", "wine", "digits"])
+@pytest.mark.parametrize("lam", [0.1, 1.0, 10.0])
+def test_real_data_logistic_gradient(name, lam):
+    # where the paper's approximation is 10x off, or of the wrong sign (wine, lam=0.1)
+    X, y = _real(name)
     pen = aloocv.L2(lam)
+    res = aloocv.loo(X, y, loss="logistic", penalty=pen, return_gradient=True, tol=FIT_TOL)
+    assert_grad_matches(res.gradient * lam, fd_log(X, y, "logistic", pen))
 
-    def exact(v):
-        return aloocv.loo(
-            X, y, loss="logistic", penalty=pen.with_params(v), method="exact", tol=1e-13
-        ).mean
 
-    res = aloocv.loo(X, y, loss="logistic", penalty=pen, return_gradient=True, tol=1e-13)
-    _check(res.gradient, fd_params(exact, pen.params(), rel=1e-4))
+def _objective(X, y, loss, pen, w=None, intercept=True):
+    p = X.shape[1]
+    state = _core.TuneState(
+        core_design(X),
+        y,
+        w,
+        loss,
+        pen.l2_vector(p),
+        intercept,
+        FIT_TOL,
+        500,
+        1,
+        pen.l1_vector(p),
+    )
+    return Objective(state, pen, w, p)
+
+
+@pytest.mark.parametrize(
+    ("loss", "kind"),
+    [
+        ("logistic", "scalar"),
+        ("poisson", "groups"),
+        ("logistic", "per-feature"),
+        ("squared", "enet"),
+        ("logistic", "enet"),
+    ],
+)
+def test_second_derivatives_vs_finite_differences_of_the_gradient(loss, kind):
+    X, y, w = make(loss, 120, 5, seed=83, weights=True)
+    pen = PENALTIES[kind](5)
+    obj = _objective(X, y, loss, pen, w)
+    u = np.log(pen.params())
+    ev = obj.evaluate(u, 2)
+    assert ev.acv == pytest.approx(acv(X, y, loss, pen, sample_weight=w), rel=1e-12)
+    np.testing.assert_allclose(ev.hess, ev.hess.T, rtol=1e-8, atol=1e-12)
+    ref = np.empty((u.size, u.size))
+    for k in range(u.size):
+        e = np.zeros(u.size)
+        e[k] = FD_STEP
+        ref[:, k] = (obj.evaluate(u + e, 1).grad - obj.evaluate(u - e, 1).grad) / (2 * FD_STEP)
+    scale = np.max(np.abs(ref))
+    np.testing.assert_allclose(ev.hess, ref, rtol=1e-5, atol=1e-5 * scale)
+
+
+def _paper_gradient_numpy(X, y, lam):
+    """Eq. 14-16 with H_{-i} at beta_hat, written with numpy (logistic, intercept)."""
+    fit = aloocv.fit(X, y, loss="logistic", penalty=aloocv.L2(lam), tol=FIT_TOL)
+    Xt = np.hstack([np.ones((X.shape[0], 1)), X])
+    beta = np.concatenate([[fit.intercept_], fit.coef_])
+    eta = Xt @ beta
+    mu = 1 / (1 + np.exp(-eta))
+    d = mu * (1 - mu)
+    H = Xt.T @ (Xt * d[:, None]) + np.diag(np.r_[0.0, np.full(X.shape[1], lam)])
+    A = np.linalg.solve(H, Xt.T)  # columns a_i
+    h = np.einsum("ij,ji->i", Xt, A)
+    t = 1 - d * h
+    s = (mu - y) / t
+    et = eta + s * h
+    c = -(1 / (1 + np.exp(-et)) - y) / t
+    bt = beta[:, None] + s[None, :] * A  # beta~(i)
+    g = (A * bt)[1:] @ c / X.shape[0]
+    return g.sum()
+
+
+def test_paper_gradient_option_is_eq_16():
+    X, y = make_data("logistic", 150, 4, seed=84, scale=2.0)
+    res = aloocv.loo(
+        X, y, loss="logistic", penalty=aloocv.L2(2.0), return_gradient=True, gradient="paper"
+    )
+    assert res.gradient[0] == pytest.approx(_paper_gradient_numpy(X, y, 2.0), rel=1e-8)
+    exact = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(2.0), return_gradient=True)
+    assert abs(exact.gradient[0] - res.gradient[0]) > 1e-3 * abs(exact.gradient[0])
+    with pytest.raises(ValueError, match="unknown gradient"):
+        aloocv.loo(X, y, return_gradient=True, gradient="approx")
+
+
+def test_minibatch_gradient_is_unbiased():
+    # Algorithm 2's estimate: its mean over many minibatches is the exact gradient
+    X, y, w = make("logistic", 60, 3, seed=85, weights=True)
+    pen = aloocv.L2(np.array([0.5, 2.0, 1.0]))
+    obj = _objective(X, y, "logistic", pen, w)
+    exact = obj.evaluate(np.log(pen.params()), 1).grad / pen.params()
+    rng = np.random.default_rng(0)
+    draws = np.array(
+        [obj.state.sample_gradient(rng.integers(0, 60, size=8))[2] for _ in range(20000)]
+    )
+    mean, se = draws.mean(0), draws.std(0) / np.sqrt(len(draws))
+    assert np.all(np.abs(mean - exact) <= 5 * se + 1e-12), (mean, exact, se)
 
 
 def test_gradient_alongside_alo_values():
-    X, y = make_data("logistic", 300, 6, seed=84)
+    X, y = make_data("logistic", 300, 6, seed=86)
     a = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1.0), return_gradient=True)
     b = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1.0))
     np.testing.assert_allclose(a.losses, b.losses, rtol=1e-13)
@@ -104,7 +249,7 @@ def test_gradient_alongside_alo_values():
 
 
 def test_gradient_threads_sparse_and_layouts():
-    X, y = make_data("poisson", 3000, 8, seed=85)
+    X, y = make_data("poisson", 3000, 8, seed=87)
     X[np.abs(X) < 0.8] = 0.0
     kw = dict(loss="poisson", penalty=aloocv.L2(np.linspace(1, 3, 8)), return_gradient=True)
     one = aloocv.loo(X, y, n_jobs=1, **kw)
@@ -117,6 +262,38 @@ def test_gradient_threads_sparse_and_layouts():
 
 
 def test_gradient_needs_alo():
-    X, y = make_data("logistic", 50, 3, seed=86)
+    X, y = make_data("logistic", 50, 3, seed=88)
     with pytest.raises(ValueError, match="return_gradient=True needs method='alo'"):
         aloocv.loo(X, y, method="exact", return_gradient=True)
+
+
+def test_groups_penalty():
+    pen = aloocv.L2([1.0, 10.0], groups=["a", "a", "b"])
+    np.testing.assert_array_equal(pen.l2_vector(3), [1.0, 1.0, 10.0])
+    np.testing.assert_array_equal(pen.chain(None, np.array([1.0, 2.0, 3.0])), [3.0, 3.0])
+    assert pen.with_params(np.array([2.0, 3.0])) == aloocv.L2([2.0, 3.0], groups=["a", "a", "b"])
+    with pytest.raises(ValueError, match="2 groups"):
+        aloocv.L2([1.0, 2.0, 3.0], groups=[0, 0, 1])
+    with pytest.raises(ValueError, match="3 labels but X has 4 features"):
+        pen.l2_vector(4)
+    # a grouped penalty is the per-feature one with tied values
+    X, y = make_data("logistic", 100, 3, seed=89)
+    a = aloocv.loo(X, y, penalty=pen, return_gradient=True)
+    b = aloocv.loo(X, y, penalty=aloocv.L2(pen.l2_vector(3)), return_gradient=True)
+    assert a.mean == b.mean
+    np.testing.assert_allclose(a.gradient, [b.gradient[:2].sum(), b.gradient[2]], rtol=1e-12)
+
+
+def test_search_stopped_by_max_iter_is_not_converged():
+    X, y = _real("wine")
+    with pytest.warns(ConvergenceWarning, match="max_iter=1"):
+        res = aloocv.tune(
+            X, y, loss="logistic", penalty=aloocv.L2(30.0), method="newton", max_iter=1
+        )
+    assert not res.converged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ok = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(30.0), method="newton")
+    assert ok.converged
+    g = aloocv.loo(X, y, loss="logistic", penalty=ok.penalty, return_gradient=True)
+    assert abs(g.gradient[0] * ok.penalty.lam) <= 1e-6 * g.mean

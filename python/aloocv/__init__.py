@@ -11,11 +11,11 @@ from ._fit import FitResult, fit
 from ._kernel import kernel_ridge_loo
 from ._kfold import KFoldResult, kfold
 from ._loo import LOOResult, loo
-from .tuning import TuneResult, tune
 from .bkk import ABKKRegressor, BKKCriterion, BKKRidge, SBKKRegressor
 from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
 from .nested import DevSetResult, NestedCVResult, dev_set, nested_cv
 from .penalties import L1, L2, ElasticNet, Penalty
+from .tuning import TuneResult, tune
 
 _blas.register()
 

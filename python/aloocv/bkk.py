@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _blas, _core
 from ._validation import core_design
+from .tuning.optimizers import Adam
 
 __all__ = ["ABKKRegressor", "BKKCriterion", "BKKFamilyCriterion", "BKKRidge", "SBKKRegressor"]
 
@@ -333,19 +334,15 @@ def _rescaled(y: np.ndarray, fit_intercept: bool) -> tuple[float, float, np.ndar
 
 
 def _adam(value_and_grad, theta, lr, beta1, beta2, tol, max_iter):
-    """Adam until the criterion changes by less than tol; (theta, value, iterations,
-    criterion per iteration, theta per iteration). log-scale entries theta[:2] are
-    kept within [-30, 30]."""
+    """Adam (the tuning package's) until the criterion changes by less than tol; (theta,
+    value, iterations, criterion per iteration, theta per iteration). log-scale entries
+    theta[:2] are kept within [-30, 30]."""
     value, grad = value_and_grad(theta)
-    m = np.zeros_like(theta)
-    v = np.zeros_like(theta)
+    adam = Adam(lr, beta1, beta2, eps=1e-8)
     hist = [value]
     path = [theta.copy()]
-    it = 0
-    for it in range(1, int(max_iter) + 1):
-        m = beta1 * m + (1 - beta1) * grad
-        v = beta2 * v + (1 - beta2) * grad * grad
-        theta = theta - lr * (m / (1 - beta1**it)) / (np.sqrt(v / (1 - beta2**it)) + 1e-8)
+    for _ in range(int(max_iter)):
+        theta = theta - adam.step(grad)
         theta[:2] = np.clip(theta[:2], -30.0, 30.0)
         new, grad = value_and_grad(theta)
         hist.append(new)
@@ -354,7 +351,7 @@ def _adam(value_and_grad, theta, lr, beta1, beta2, tol, max_iter):
         value = new
         if done:
             break
-    return theta, value, it, np.asarray(hist), np.asarray(path)
+    return theta, value, adam.t, np.asarray(hist), np.asarray(path)
 
 
 class _BKKFamilyRegressor(RegressorMixin, BaseEstimator):

@@ -18,9 +18,9 @@ from sklearn.linear_model._base import LinearClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from .penalties import L2, ElasticNet, Penalty
 from .tuning import TuneResult, tune
 from .tuning.drivers import second_order_method
-from .penalties import L2, ElasticNet, Penalty
 
 __all__ = ["ALOElasticNetCV", "ALOLogisticRegressionCV", "ALORidgeCV"]
 
@@ -70,7 +70,9 @@ class _ALOBase(BaseEstimator):
         # "gradient": the grid brackets the minimum, second-order steps on the exact
         # derivatives of ALOOCV reach it (tune's "auto" search on this grid)
         method = "grid" if self.search == "grid" else "auto"
-        res = tune(X, y, penalty=start, method=method, grid=grid, selection=self.selection, **common)
+        res = tune(
+            X, y, penalty=start, method=method, grid=grid, selection=self.selection, **common
+        )
         self._grid_result = res
         return res
 

@@ -28,9 +28,9 @@ from numpy.typing import ArrayLike
 
 from ._fit import fit
 from ._kfold import kfold
-from .tuning import tune
 from ._validation import check_vector, check_X
 from .penalties import L2, ElasticNet, Penalty
+from .tuning import tune
 
 __all__ = ["DevSetResult", "NestedCVResult", "dev_set", "nested_cv"]
 

@@ -7,8 +7,8 @@ when the (projected) gradient in ``log(lambda)`` is at most ``gtol``.
 - :func:`newton_1d`: one parameter; Newton steps with the exact second derivative from
   the best point of a bracketing triplet (``f(lo) >= f(mid) <= f(hi)``), bisection of
   the side the derivative points to when a Newton step leaves it.
-- :func:`trust_newton`: a few parameters; scipy's exact trust-region Newton
-  (``trust-exact``) on the exact gradient and Hessian.
+- :func:`trust_newton`: a few parameters; box-constrained trust-region Newton on the exact
+  gradient and Hessian.
 - :func:`lbfgsb`: many parameters; scipy's L-BFGS-B on the exact gradient, in a box.
 - :func:`armijo`: gradient descent with backtracking and Barzilai-Borwein trial steps
   (the paper's Algorithm 1 with a line search).
@@ -76,6 +76,16 @@ def projected_gradient(g: np.ndarray, u: np.ndarray, lo: np.ndarray, hi: np.ndar
     return pg
 
 
+def _converged_message(u, lo, hi) -> str:
+    at = np.flatnonzero((u <= lo) | (u >= hi))
+    if at.size:
+        return (
+            f"projected gradient below tolerance; parameters {at.tolist()} at the search "
+            "box's bound"
+        )
+    return "gradient below tolerance"
+
+
 def _try(obj: Objective, u: np.ndarray, order: int, trace: list) -> Evaluation | None:
     """Evaluate, or None where the fit is not defined there (e.g. a singular Hessian)."""
     try:
@@ -112,26 +122,29 @@ def newton_1d(
         raise ValueError(f"ACV is not defined at the starting point lambda = {np.exp(mid):.4g}")
     m = mid
     it = 0
+    tried: set[float] = set()
     message = f"max_iter={max_iter} reached"
     for it in range(1, max_iter + 1):
         g, h = float(best.grad[0]), float(best.hess[0, 0])
         pg = projected_gradient(np.array([g]), np.array([m]), np.array([blo]), np.array([bhi]))
         if abs(pg[0]) <= gtol:
-            return OptimizeResult(
-                np.array([m]), best, it - 1, True, "gradient below tolerance", trace
-            )
+            msg = _converged_message(np.array([m]), np.array([blo]), np.array([bhi]))
+            return OptimizeResult(np.array([m]), best, it - 1, True, msg, trace)
         # the minimum lies on the side the derivative points away from
         side_lo, side_hi = (lo, m) if g > 0 else (m, hi)
         if side_hi - side_lo <= 1e-12 * max(1.0, abs(m)):
             message = "bracket collapsed before the gradient fell below tolerance"
             break
         u_new = m - g / h if h > 0 else np.nan
+        far = side_lo if g > 0 else side_hi
         if not (side_lo < u_new < side_hi) or abs(u_new - m) > MAX_LOG_STEP:
-            # bisect the side, or a capped step towards an open side
-            far = side_lo if g > 0 else side_hi
-            u_new = 0.5 * (m + far)
-            if abs(u_new - m) > MAX_LOG_STEP:
-                u_new = m - np.sign(g) * MAX_LOG_STEP
+            if far in (blo, bhi) and far not in tried and abs(far - m) <= MAX_LOG_STEP:
+                u_new = far  # the box's end, once: the minimum may sit on it
+                tried.add(far)
+            else:  # bisect the side, or a capped step towards an open side
+                u_new = 0.5 * (m + far)
+                if abs(u_new - m) > MAX_LOG_STEP:
+                    u_new = m - np.sign(g) * MAX_LOG_STEP
         ev = _try(obj, np.array([u_new]), 2, trace)
         if ev is not None and ev.acv <= best.acv:
             # new best: the old mid becomes the bracket end on its side
@@ -154,8 +167,9 @@ def _box(n: int, bounds) -> tuple[np.ndarray, np.ndarray]:
     ).copy()
 
 
-def _scipy_objective(obj: Objective, order: int, trace: list, lo, hi):
-    big = 1e300
+def _scipy_objective(obj: Objective, order: int, trace: list, lo, hi, u0):
+    # a finite wall outside the box and where the fit fails: the step is rejected
+    big = 1e6 * (1.0 + abs(obj.evaluate(u0, order).acv))
 
     def fun(u):
         if np.any(u < lo - 1e-12) or np.any(u > hi + 1e-12):
@@ -163,12 +177,15 @@ def _scipy_objective(obj: Objective, order: int, trace: list, lo, hi):
         ev = _try(obj, u, order, trace)
         return big if ev is None else ev.acv
 
+    def outside(u):
+        return bool(np.any(u < lo - 1e-12) or np.any(u > hi + 1e-12))
+
     def jac(u):
-        ev = _try(obj, u, max(order, 1), trace)
+        ev = None if outside(u) else _try(obj, u, max(order, 1), trace)
         return np.zeros_like(u) if ev is None else ev.grad
 
     def hess(u):
-        ev = _try(obj, u, 2, trace)
+        ev = None if outside(u) else _try(obj, u, 2, trace)
         return np.eye(u.size) if ev is None else ev.hess
 
     return fun, jac, hess
@@ -181,7 +198,7 @@ def _finish_scipy(obj, res, trace, gtol, lo, hi, order) -> OptimizeResult:
     best = min(ok, key=lambda ev: ev.acv)
     pg = projected_gradient(best.grad, best.u, lo, hi)
     conv = bool(np.max(np.abs(pg)) <= gtol)
-    msg = "gradient below tolerance" if conv else f"stopped: {res.message}"
+    msg = _converged_message(best.u, lo, hi) if conv else f"stopped: {res.message}"
     return OptimizeResult(best.u.copy(), best, int(res.nit), conv, msg, trace)
 
 
@@ -193,23 +210,60 @@ def trust_newton(
     max_iter: int = 100,
     bounds=(-LOG_BOUND, LOG_BOUND),
 ) -> OptimizeResult:
-    """Trust-region Newton (scipy's ``trust-exact``) with the exact Hessian in log(lambda).
+    """Box-constrained trust-region Newton with the exact Hessian in log(lambda).
 
-    For a few parameters: each iteration costs about five passes over X per parameter on
-    top of the fit. Points outside ``bounds`` or where the fit fails are rejected steps.
+    For a few parameters. Parameters at a bound whose gradient points out of the box are
+    held there; the others take the Newton step of the Hessian shifted to be positive
+    definite (Levenberg-Marquardt), limited to the trust radius (in the max norm) and
+    projected on the box; a step is accepted when ACV decreases by at least a fraction of
+    the model's prediction. Each iteration costs one warm fit and about five passes over X
+    per parameter.
     """
     trace: list[Evaluation] = []
     lo, hi = _box(np.size(u0), bounds)
-    fun, jac, hess = _scipy_objective(obj, 2, trace, lo, hi)
-    res = scipy.optimize.minimize(
-        fun,
-        np.asarray(u0, float),
-        jac=jac,
-        hess=hess,
-        method="trust-exact",
-        options={"gtol": gtol, "maxiter": int(max_iter)},
+    u = np.clip(np.asarray(u0, float), lo, hi)
+    ev = _try(obj, u, 2, trace)
+    if ev is None:
+        raise ValueError("ACV is not defined at the starting point")
+    radius = 1.0
+    it = 0
+    message = f"max_iter={max_iter} reached"
+    for it in range(1, max_iter + 1):
+        g, H = ev.grad, ev.hess
+        pg = projected_gradient(g, u, lo, hi)
+        if np.max(np.abs(pg)) <= gtol:
+            return OptimizeResult(u, ev, it - 1, True, _converged_message(u, lo, hi), trace)
+        free = pg != 0.0
+        Hf = H[np.ix_(free, free)]
+        w, V = np.linalg.eigh(Hf)
+        floor = 1e-10 * max(np.max(np.abs(w)), 1e-300)
+        w = np.where(w > floor, w, np.maximum(np.abs(w), floor))  # Levenberg-Marquardt-like
+        step = np.zeros_like(u)
+        step[free] = -V @ ((V.T @ g[free]) / w)
+        while True:
+            d = step * min(1.0, radius / max(np.max(np.abs(step)), 1e-300))
+            u_new = np.clip(u + d, lo, hi)
+            d = u_new - u
+            pred = -(g @ d + 0.5 * d @ H @ d)
+            cand = _try(obj, u_new, 2, trace) if pred > 0 else None
+            if cand is not None and ev.acv - cand.acv >= 1e-4 * pred:
+                ratio = (ev.acv - cand.acv) / pred
+                if ratio > 0.75 and np.max(np.abs(d)) >= 0.99 * radius:
+                    radius = min(2.0 * radius, MAX_LOG_STEP * 4)
+                elif ratio < 0.25:
+                    radius *= 0.5
+                u, ev = u_new, cand
+                break
+            radius *= 0.25
+            if radius < 1e-12 or pred <= 0:
+                conv = bool(np.max(np.abs(pg)) <= gtol)
+                msg = "the trust region collapsed: no step decreases ACV"
+                return OptimizeResult(u, ev, it, conv, msg, trace)
+    pg = projected_gradient(ev.grad, u, lo, hi)
+    conv = bool(np.max(np.abs(pg)) <= gtol)
+    return OptimizeResult(
+        u, ev, it, conv, _converged_message(u, lo, hi) if conv else message, trace
     )
-    return _finish_scipy(obj, res, trace, gtol, lo, hi, 2)
 
 
 def lbfgsb(
@@ -227,7 +281,7 @@ def lbfgsb(
     """
     trace: list[Evaluation] = []
     lo, hi = _box(np.size(u0), bounds)
-    fun, jac, _ = _scipy_objective(obj, 1, trace, lo, hi)
+    fun, jac, _ = _scipy_objective(obj, 1, trace, lo, hi, np.clip(np.asarray(u0, float), lo, hi))
     res = scipy.optimize.minimize(
         fun,
         np.clip(np.asarray(u0, float), lo, hi),
