@@ -135,8 +135,8 @@ def test_dual_bad_input():
         aloocv.fit(X, y, loss="squared", solver="cholesky")
     with pytest.raises(ValueError, match="needs an L2 penalty"):
         aloocv.fit(X, y, loss="squared", penalty=aloocv.ElasticNet(1.0, 1.0), solver="dual")
-    with pytest.raises(ValueError, match="return_gradient=True needs solver='primal'"):
-        aloocv.loo(X, y, loss="squared", return_gradient=True, solver="dual")
+    with pytest.raises(ValueError, match="gradient='paper' is computed on the primal route"):
+        aloocv.loo(X, y, loss="squared", return_gradient=True, gradient="paper", solver="dual")
 
 
 def rbf(A, gamma=0.5):
