@@ -55,8 +55,9 @@ class Penalty:
     def params(self) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def with_params(self, values: np.ndarray) -> Penalty:  # pragma: no cover - abstract
-        """A penalty of the same structure with these parameter values."""
+    def with_params(self, values: np.ndarray, check: bool = True) -> Penalty:  # pragma: no cover
+        """A penalty of the same structure with these parameter values (``check=False``:
+        values known to be positive and finite, as in a tuning loop, skip validation)."""
         raise NotImplementedError
 
     def chain(self, grad_l1: np.ndarray, grad_l2: np.ndarray) -> np.ndarray:  # pragma: no cover
@@ -157,9 +158,14 @@ class L2(Penalty):
     def params(self) -> np.ndarray:
         return _flat(self.lam)
 
-    def with_params(self, values: np.ndarray) -> L2:
+    def with_params(self, values: np.ndarray, check: bool = True) -> L2:
         lam, _ = _split(self.lam, self.lam, np.asarray(values, dtype=np.float64), 0)
-        return L2(lam, groups=self.groups)
+        if check or self.groups is not None:
+            return L2(lam, groups=self.groups)
+        out = object.__new__(L2)
+        object.__setattr__(out, "lam", lam)
+        object.__setattr__(out, "groups", None)
+        return out
 
     def chain(self, grad_l1: np.ndarray, grad_l2: np.ndarray) -> np.ndarray:
         if self.groups is not None:
@@ -232,11 +238,16 @@ class ElasticNet(Penalty):
     def params(self) -> np.ndarray:
         return np.concatenate([_flat(self.l1), _flat(self.l2)])
 
-    def with_params(self, values: np.ndarray) -> ElasticNet:
+    def with_params(self, values: np.ndarray, check: bool = True) -> ElasticNet:
         values = np.asarray(values, dtype=np.float64)
         l1, k = _split(self.l1, self.l1, values, 0)
         l2, _ = _split(self.l2, self.l2, values, k)
-        return ElasticNet(l1, l2)
+        if check:
+            return ElasticNet(l1, l2)
+        out = object.__new__(ElasticNet)
+        object.__setattr__(out, "l1", l1)
+        object.__setattr__(out, "l2", l2)
+        return out
 
     def chain(self, grad_l1: np.ndarray, grad_l2: np.ndarray) -> np.ndarray:
         return np.concatenate([_reduce(grad_l1, self.l1), _reduce(grad_l2, self.l2)])

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <limits>
+#include <memory>
 
 #include "blas.hpp"
 #include "loo.hpp"
@@ -97,20 +98,23 @@ void alo_tangent(double y, double eta, double w, double h, double inv_sw, const 
   dcB = dc * r.B + r.c * dB;
 }
 
-// Per-thread scratch of the blocked passes.
+// Per-thread scratch of the blocked passes (uninitialized: every use writes before reading).
 struct Scratch {
-  std::vector<double> pack, copy, pos, neg, work, wa, wb;
+  std::unique_ptr<double[]> buf;
+  Index cap = 0;
+  double *pack = nullptr, *copy = nullptr, *pos = nullptr, *neg = nullptr, *work = nullptr;
+  double *wa = nullptr, *wb = nullptr;
   void ensure(Index q1, Index B) {
-    const auto sz = static_cast<size_t>(q1 * B);
-    if (pack.size() < sz) {
-      pack.resize(sz);
-      copy.resize(sz);
-      pos.resize(sz);
-      neg.resize(sz);
-      work.resize(sz);
-      wa.resize(static_cast<size_t>(B));
-      wb.resize(static_cast<size_t>(B));
+    if (cap >= q1 * B) return;
+    cap = q1 * B;
+    buf.reset(new double[static_cast<size_t>(5 * cap + 2 * B)]);
+    double* p = buf.get();
+    for (double** d : {&pack, &copy, &pos, &neg, &work}) {
+      *d = p;
+      p += cap;
     }
+    wa = p;
+    wb = p + B;
   }
 };
 
@@ -123,11 +127,11 @@ inline void signed_syrk(Index q1, Index m, const double* Z, const double* wt, do
     const double a = wt[k];
     if (a == 0.0) continue;
     const double r = std::sqrt(std::abs(a));
-    double* dst = a > 0 ? s.pos.data() + (np++) * q1 : s.neg.data() + (nn++) * q1;
+    double* dst = a > 0 ? s.pos + (np++) * q1 : s.neg + (nn++) * q1;
     for (Index j = 0; j < q1; ++j) dst[j] = r * Z[k * q1 + j];
   }
-  blas::syrk_lower(q1, np, s.pos.data(), q1, 1.0, Ppos, q1);
-  blas::syrk_lower(q1, nn, s.neg.data(), q1, 1.0, Pneg, q1);
+  blas::syrk_lower(q1, np, s.pos, q1, 1.0, Ppos, q1);
+  blas::syrk_lower(q1, nn, s.neg, q1, 1.0, Pneg, q1);
 }
 
 // Symmetric (q1 x q1) from the pos/neg lower partials at p (pos) and p + q1*q1 (neg).
@@ -160,8 +164,8 @@ Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stri
         double* P = partial.data() + c * stride;
         for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
           const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
-          pb.X.pack_rows(i0, i1, nullptr, pb.intercept, s.pack.data(), cols);
-          body(P, i0, m, s.pack.data(), s);
+          pb.X.pack_rows(i0, i1, nullptr, pb.intercept, s.pack, cols);
+          body(P, i0, m, s.pack, s);
         }
       });
     }
@@ -235,16 +239,19 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
   out.losses.resize(n);
   out.predictions.resize(n);
   out.leverages.resize(n);
-  // partials: [r or g2 (q1) | g1 (q1) | G pos (q1^2) | G neg (q1^2)], G = sum c B z z^T
-  const Index stride = 2 * q1 + (exact ? 2 * q1 * q1 : 0);
+  // partials: [r or g2 (q1) | g1 (q1) | G pos (q1^2) | G neg (q1^2)], G = sum c B z z^T;
+  // for a constant-curvature loss without a second-order pass only diag(M) is needed:
+  // [r (q1) | unused (q1) | diag M (q1)] from a_i itself (the second triangular solve)
+  const bool diag_only = exact && !curved && adj == nullptr;
+  const Index stride = 2 * q1 + (diag_only ? q1 : (exact ? 2 * q1 * q1 : 0));
   const double inv_sw = a.inv_sw;
   Vec red = detail::blocked_reduce(
       pb, cols, q1, nt, stride, 4.0 * double(q1 * q1),
       [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
-        if (exact) std::copy(Z, Z + q1 * m, s.copy.data());
-        detail::solve_rows(st, q1, m, Z, out.leverages.data() + i0, !exact);
-        double* cA = s.wa.data();
-        double* cB = s.wb.data();
+        if (exact) std::copy(Z, Z + q1 * m, s.copy);
+        detail::solve_rows(st, q1, m, Z, out.leverages.data() + i0, !exact || diag_only);
+        double* cA = s.wa;
+        double* cB = s.wb;
         for (Index k = 0; k < m; ++k) {
           const Index i = i0 + k;
           const double y = pb.y[i], w = pb.weight(i);
@@ -265,8 +272,13 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
         }
         if (exact) {
           Eigen::Map<Vec>(P, q1).noalias() +=
-              Eigen::Map<const Mat>(s.copy.data(), q1, m) * Eigen::Map<const Vec>(cA, m);
-          detail::signed_syrk(q1, m, Z, cB, P + 2 * q1, P + 2 * q1 + q1 * q1, s);
+              Eigen::Map<const Mat>(s.copy, q1, m) * Eigen::Map<const Vec>(cA, m);
+          if (diag_only) {
+            Eigen::Map<Vec>(P + 2 * q1, q1).noalias() +=
+                Eigen::Map<const Mat>(Z, q1, m).cwiseAbs2() * Eigen::Map<const Vec>(cB, m);
+          } else {
+            detail::signed_syrk(q1, m, Z, cB, P + 2 * q1, P + 2 * q1 + q1 * q1, s);
+          }
         }
       });
   grad.l2 = Vec::Zero(pb.X.p);
@@ -276,7 +288,13 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
     g2 = red.head(q1);
     g1 = red.segment(q1, q1);
   } else {
-    a.M = detail::to_a_space(st, detail::signed_sum(red.data() + 2 * q1, q1));
+    Vec diagM;
+    if (diag_only) {
+      diagM = red.segment(2 * q1, q1);
+    } else {
+      a.M = detail::to_a_space(st, detail::signed_sum(red.data() + 2 * q1, q1));
+      diagM = a.M.diagonal();
+    }
     Vec rs = red.head(q1);
     a.q.resize(0);
     if (curved) {  // q_j = x~_j^T M x~_j and s = X~^T (w l''' q)
@@ -284,22 +302,22 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
       rs -= detail::blocked_reduce(
           pb, cols, q1, nt, q1, 2.0 * double(q1 * q1),
           [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
-            blas::gemm(q1, m, q1, a.M.data(), q1, Z, q1, s.work.data(), q1);
+            blas::gemm(q1, m, q1, a.M.data(), q1, Z, q1, s.work, q1);
             for (Index k = 0; k < m; ++k) {
               const Index i = i0 + k;
               const double qi = Eigen::Map<const Vec>(Z + k * q1, q1)
-                                    .dot(Eigen::Map<const Vec>(s.work.data() + k * q1, q1));
+                                    .dot(Eigen::Map<const Vec>(s.work + k * q1, q1));
               a.q[i] = qi;
-              s.wa[static_cast<size_t>(k)] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i]) * qi;
+              s.wa[k] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i]) * qi;
             }
             Eigen::Map<Vec>(P, q1).noalias() +=
-                Eigen::Map<const Mat>(Z, q1, m) * Eigen::Map<const Vec>(s.wa.data(), m);
+                Eigen::Map<const Mat>(Z, q1, m) * Eigen::Map<const Vec>(s.wa, m);
           });
     }
     a.u = rs;
     st.chol.solve(a.u.data());
     for (Index k = 0; k < q1; ++k) {
-      g2[k] = -(a.u[k] * a.bq[k] + a.M(k, k));
+      g2[k] = -(a.u[k] * a.bq[k] + diagM[k]);
       g1[k] = -a.u[k] * a.sgn[k];
     }
   }
@@ -346,10 +364,10 @@ HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const
         for (Index k = 0; k < md; ++k) {
           for (Index r = 0; r < m; ++r) {
             const Index i = i0 + r;
-            s.wa[static_cast<size_t>(r)] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i]) * dEta(i, k);
+            s.wa[r] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i]) * dEta(i, k);
           }
           double* Pk = P + k * 2 * q1 * q1;
-          detail::signed_syrk(q1, m, Z, s.wa.data(), Pk, Pk + q1 * q1, s);
+          detail::signed_syrk(q1, m, Z, s.wa, Pk, Pk + q1 * q1, s);
         }
       });
   std::vector<Mat> dH(static_cast<size_t>(md));
@@ -366,16 +384,16 @@ HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const
   Vec red2 = detail::blocked_reduce(
       pb, cols, q1, nt, s2, (4.0 + 3.0 * double(md)) * double(q1 * q1),
       [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
-        double* wt = s.wb.data();
-        detail::solve_rows(st, q1, m, Z, s.wa.data(), false);
+        double* wt = s.wb;
+        detail::solve_rows(st, q1, m, Z, s.wa, false);
         for (Index k = 0; k < md; ++k) {
-          blas::gemm(q1, m, q1, E[k].data(), q1, Z, q1, s.copy.data(), q1);
+          blas::gemm(q1, m, q1, E[k].data(), q1, Z, q1, s.copy, q1);
           for (Index r = 0; r < m; ++r) {
             const Index i = i0 + r;
             const double y = pb.y[i], w = pb.weight(i), eta = st.eta[i];
             const double hi = alo.leverages[i];
             const double dh = -Eigen::Map<const Vec>(Z + r * q1, q1)
-                                   .dot(Eigen::Map<const Vec>(s.copy.data() + r * q1, q1));
+                                   .dot(Eigen::Map<const Vec>(s.copy + r * q1, q1));
             const auto t = detail::alo_terms<Loss>(y, eta, w, hi, inv_sw, i);
             double dca = 0.0, dcb = 0.0;
             detail::alo_tangent<Loss>(y, eta, w, hi, inv_sw, t, dEta(i, k), dh, dca, dcb);
@@ -400,14 +418,14 @@ HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const
       [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
         Eigen::Map<const Mat> Zm(Z, q1, m);
         for (Index k = 0; k < md; ++k) {
-          double* dz = s.wa.data();
-          if (curved) blas::gemm(q1, m, q1, dM[k].data(), q1, Z, q1, s.copy.data(), q1);
+          double* dz = s.wa;
+          if (curved) blas::gemm(q1, m, q1, dM[k].data(), q1, Z, q1, s.copy, q1);
           for (Index r = 0; r < m; ++r) {
             const Index i = i0 + r;
             dz[r] = dcA(i, k);
             if (!curved) continue;
             const double y = pb.y[i], w = pb.weight(i), eta = st.eta[i];
-            const double dq = Zm.col(r).dot(Eigen::Map<const Vec>(s.copy.data() + r * q1, q1));
+            const double dq = Zm.col(r).dot(Eigen::Map<const Vec>(s.copy + r * q1, q1));
             dz[r] -= w * (Loss::d4(y, eta) * dEta(i, k) * a.q[i] + Loss::d3(y, eta) * dq);
           }
           Eigen::Map<Vec>(P + k * q1, q1).noalias() += Zm * Eigen::Map<const Vec>(dz, m);

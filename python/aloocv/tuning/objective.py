@@ -29,7 +29,7 @@ __all__ = ["Evaluation", "Objective"]
 CACHE_SIZE = 16  # evaluations kept (each holds per-sample arrays)
 
 
-@dataclass
+@dataclass(eq=False)
 class Evaluation:
     """ALOOCV and its derivatives at one point ``u = log(params)``.
 
@@ -48,10 +48,18 @@ class Evaluation:
 
     u: np.ndarray
     acv: float
-    stderr: float
     grad: np.ndarray | None
     hess: np.ndarray | None
     out: dict[str, Any]
+    weights: np.ndarray | None = None
+
+    @property
+    def stderr(self) -> float:
+        """Standard error of :attr:`acv` (computed on first use)."""
+        se = self.__dict__.get("_stderr")
+        if se is None:
+            se = self.__dict__["_stderr"] = weighted_stderr(self.out["losses"], self.weights)
+        return se
 
     @property
     def order(self) -> int:
@@ -111,7 +119,7 @@ class Objective:
         return self.template.params().size
 
     def penalty_at(self, u: np.ndarray) -> Penalty:
-        return self.template.with_params(np.exp(np.asarray(u, dtype=np.float64)))
+        return self.template.with_params(np.exp(np.asarray(u, dtype=np.float64)), check=False)
 
     def set(self, pen: Penalty) -> None:
         self.state.set_penalty(pen.l2_vector(self.p), pen.l1_vector(self.p))
@@ -139,7 +147,7 @@ class Objective:
         if hit is None:
             self.n_fits += 1
         losses = out["losses"]
-        acv = float(np.average(losses, weights=self.w))
+        acv = float(losses.mean() if self.w is None else losses @ self.w / self.w.sum())
         x = np.exp(u)
         grad = hess = None
         if order >= 1:
@@ -150,7 +158,7 @@ class Objective:
                 Hp = J1.T @ out["tangent_l1"] + J2.T @ out["tangent_l2"]
                 Hp = 0.5 * (Hp + Hp.T)
                 hess = Hp * np.outer(x, x) + np.diag(grad)
-        ev = Evaluation(u, acv, weighted_stderr(losses, self.w), grad, hess, out)
+        ev = Evaluation(u, acv, grad, hess, out, self.w)
         self._cache.pop(key, None)
         self._cache[key] = ev
         while len(self._cache) > CACHE_SIZE:  # per-sample arrays: keep the recent points
