@@ -139,13 +139,12 @@ class Objective:
         self.set(pen)
         with _blas.single_threaded_blas():
             self.state.fit()
+            self.n_fits += 1  # a warm refit (cheap when the state is already there)
             if order >= 2:
                 J1, J2 = self._jac()
                 out = self.state.alo_tangents(np.asfortranarray(J2), np.asfortranarray(J1))
             else:
                 out = self.state.alo(order >= 1, self.gradient_kind)
-        if hit is None:
-            self.n_fits += 1
         losses = out["losses"]
         acv = float(losses.mean() if self.w is None else losses @ self.w / self.w.sum())
         x = np.exp(u)
