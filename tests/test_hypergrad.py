@@ -167,17 +167,22 @@ def _objective(X, y, loss, pen, w=None, intercept=True):
 
 
 @pytest.mark.parametrize(
-    ("loss", "kind"),
+    ("loss", "kind", "design"),
     [
-        ("logistic", "scalar"),
-        ("poisson", "groups"),
-        ("logistic", "per-feature"),
-        ("squared", "enet"),
-        ("logistic", "enet"),
+        ("logistic", "scalar", "dense"),
+        ("poisson", "groups", "dense"),
+        ("logistic", "per-feature", "dense"),
+        ("squared", "enet", "dense"),
+        ("logistic", "enet", "dense"),
+        ("poisson", "per-feature", "sparse"),
+        ("logistic", "enet", "sparse"),
     ],
 )
-def test_second_derivatives_vs_finite_differences_of_the_gradient(loss, kind):
+def test_second_derivatives_vs_finite_differences_of_the_gradient(loss, kind, design):
     X, y, w = make(loss, 120, 5, seed=83, weights=True)
+    if design == "sparse":
+        X[np.abs(X) < 0.4] = 0.0
+        X = sp.csr_matrix(X)
     pen = PENALTIES[kind](5)
     obj = _objective(X, y, loss, pen, w)
     u = np.log(pen.params())
