@@ -34,3 +34,9 @@ def test_stubs_cover_the_compiled_module():
     public = {n for n in dir(_core) if not n.startswith("_")}
     assert stubbed == public
     assert (pkg / "py.typed").exists()
+
+
+def test_version_is_single_sourced():
+    import importlib.metadata
+
+    assert importlib.metadata.version("aloocv") == aloocv.__version__
