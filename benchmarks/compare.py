@@ -500,7 +500,7 @@ def bench_tuning(q: bool, rep: int) -> None:
         )
         auto = aloocv.tune(X, yb, loss="logistic", penalty=aloocv.L2(1.0), n_jobs=JOBS)
         print(
-            f"  default search (7-point bracket + Newton on the exact derivatives): ACV "
+            f"  default search (5-point bracket + Newton on the exact derivatives): ACV "
             f"{auto.acv:.8f} in {auto.n_fits} fits (converged={auto.converged}); 10-point "
             f"grid: {grid.acv:.8f} (stderr {grid.stderr:.2e}) in 10 fits"
         )

@@ -41,8 +41,8 @@ def test_default_search_reaches_the_minimum_on_real_data(name):
     assert res.converged and res.method == "auto"
     best, _ = dense_minimum(X, y, "logistic", aloocv.L2)
     assert res.acv <= best * (1 + 1e-7)
-    # at most 6 fits after the 7-point bracketing grid
-    assert res.n_fits <= 7 + 6
+    # at most 6 fits after the 5-point bracketing grid
+    assert res.n_fits <= 5 + 6
     # the reported value is what loo reports at the returned penalty (to the fit's
     # tolerance: the search's fits are warm-started, loo's cold)
     assert res.acv == pytest.approx(

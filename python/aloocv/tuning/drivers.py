@@ -40,7 +40,7 @@ METHODS = ("auto", "newton", "lbfgs", "gd", "sgd", "grid")
 STEP_RULES = ("armijo", "fixed", "adam")
 _LOG_BOUND = LOG_BOUND
 SECOND_ORDER_MAX = 10  # parameters up to which "auto" takes exact Hessians
-BRACKET_POINTS = 7  # the coarse grid of "auto": 1e3 .. 1e-3 times the start
+BRACKET_POINTS = 5  # the coarse grid of "auto": 1e3 .. 1e-3 times the start
 BRACKET_MARGIN = 3.0 * math.log(10.0)  # the box: the grid's range and 3 decades beyond
 
 
@@ -189,7 +189,7 @@ def tune(
         (one per group), ``ElasticNet(l1, l2)`` (two, or per-feature vectors). Its
         parameters must be positive.
     method : {"auto", "newton", "lbfgs", "gd", "sgd", "grid"}
-        ``"auto"`` (default): a coarse grid of ``n_grid`` points (default 7, from 1e3 to
+        ``"auto"`` (default): a coarse grid of ``n_grid`` points (default 5, from 1e3 to
         1e-3 times the starting penalty, or ``grid``) brackets the minimum, then
         second-order steps on the exact derivatives of ALOOCV reach it: a bracketed
         Newton iteration for one parameter, trust-region Newton (exact Hessian) for up
