@@ -26,7 +26,7 @@ from ..penalties import Penalty
 
 __all__ = ["Evaluation", "Objective"]
 
-CACHE_SIZE = 16  # evaluations kept (each holds per-sample arrays)
+CACHE_SIZE = 4  # evaluations kept (each holds per-sample arrays: keep few)
 
 
 @dataclass(eq=False)
