@@ -254,9 +254,10 @@ def test_gradient_alongside_alo_values():
 
 
 def test_gradient_threads_sparse_and_layouts():
-    X, y = make_data("poisson", 3000, 8, seed=87)
+    # large enough (n q^2 > kSerialFlops) for the passes to run on two threads
+    X, y = make_data("poisson", 20000, 20, seed=87)
     X[np.abs(X) < 0.8] = 0.0
-    kw = dict(loss="poisson", penalty=aloocv.L2(np.linspace(1, 3, 8)), return_gradient=True)
+    kw = dict(loss="poisson", penalty=aloocv.L2(np.linspace(1, 3, 20)), return_gradient=True)
     one = aloocv.loo(X, y, n_jobs=1, **kw)
     two = aloocv.loo(X, y, n_jobs=2, **kw)
     np.testing.assert_array_equal(one.gradient, two.gradient)
@@ -302,3 +303,47 @@ def test_search_stopped_by_max_iter_is_not_converged():
     assert ok.converged
     g = aloocv.loo(X, y, loss="logistic", penalty=ok.penalty, return_gradient=True)
     assert abs(g.gradient[0] * ok.penalty.lam) <= 1e-6 * g.mean
+
+
+def test_no_active_feature_and_no_intercept():
+    # the factor is empty (q1 = 0): ACV does not move with lambda locally
+    X, y = make_data("squared", 50, 4, seed=90)
+    res = aloocv.loo(
+        X,
+        y,
+        loss="squared",
+        penalty=aloocv.ElasticNet(1e4, 1.0),
+        fit_intercept=False,
+        return_gradient=True,
+    )
+    np.testing.assert_array_equal(res.gradient, 0.0)
+    np.testing.assert_array_equal(res.leverages, 0.0)
+
+
+def test_elastic_net_alo_uses_the_hessian_at_the_fit():
+    # the active-set factor is taken at beta: the estimate does not depend on how tightly
+    # the fit converged (beyond the fit's own error)
+    X, y = _real("breast_cancer")
+    pen = aloocv.ElasticNet(0.5, 1.0)
+    loose = aloocv.loo(X, y, loss="logistic", penalty=pen, return_gradient=True)
+    tight = aloocv.loo(X, y, loss="logistic", penalty=pen, return_gradient=True, tol=FIT_TOL)
+    assert loose.mean == pytest.approx(tight.mean, rel=1e-7)
+    np.testing.assert_allclose(loose.gradient, tight.gradient, rtol=1e-4)
+    # a search either reaches a stationary point or says it stopped at a jump of ACV
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        res = aloocv.tune(X, y, loss="logistic", penalty=pen, method="newton")
+    assert res.acv <= loose.mean
+    if res.converged:
+        g = aloocv.loo(X, y, loss="logistic", penalty=res.penalty, return_gradient=True)
+        assert np.max(np.abs(g.gradient * res.penalty.params())) <= 1e-6 * g.mean * 1.001
+    else:
+        assert len(caught) == 1 and "active set changes" in str(caught[0].message)
+
+
+def test_minibatch_needs_two_samples_for_curved_losses():
+    X, y = make_data("logistic", 60, 3, seed=91)
+    obj = _objective(X, y, "logistic", aloocv.L2(1.0))
+    obj.evaluate(np.zeros(1), 1)
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        obj.state.sample_gradient(np.array([3]))

@@ -143,3 +143,27 @@ def test_estimators_gradient_search_ends_at_the_minimum():
     assert est.best_score_ <= grid.best_score_
     one = aloocv.ALOLogisticRegressionCV(Cs=8, search="gradient", selection="1se").fit(X, y)
     assert one.C_[0] < est.C_[0]  # more regularized
+
+
+@pytest.mark.parametrize("method", ["auto", "lbfgs", "newton", "gd"])
+def test_history_and_callback_follow_the_search(method):
+    X, y = make_data("logistic", 300, 4, seed=125)
+    seen = []
+    res = aloocv.tune(
+        X,
+        y,
+        loss="logistic",
+        penalty=aloocv.L2(np.ones(4)),
+        method=method,
+        tol=1e-5,
+        max_iter=300,
+        callback=lambda k, pen, acv: seen.append((k, acv)),
+    )
+    h = res.history
+    # one row per evaluation, each point once, reported as it happened
+    assert len(seen) == h["acv"].size
+    np.testing.assert_array_equal([s[1] for s in seen], h["acv"])
+    assert np.all(np.diff(h["n_fits"]) >= 0)
+    # each point once (the bracketing grid's best comes back once, with derivatives)
+    rows = h["params"][5:] if method == "auto" else h["params"]
+    assert len({tuple(r) for r in rows}) == rows.shape[0]

@@ -105,16 +105,16 @@ struct Scratch {
   double *pack = nullptr, *copy = nullptr, *pos = nullptr, *neg = nullptr, *work = nullptr;
   double *wa = nullptr, *wb = nullptr;
   void ensure(Index q1, Index B) {
-    if (cap >= q1 * B) return;
-    cap = q1 * B;
-    buf.reset(new double[static_cast<size_t>(5 * cap + 2 * B)]);
+    if (buf && cap >= q1 * B) return;
+    cap = std::max<Index>(1, q1 * B);
+    buf.reset(new double[static_cast<size_t>(5 * cap + 2 * std::max<Index>(1, B))]);
     double* p = buf.get();
     for (double** d : {&pack, &copy, &pos, &neg, &work}) {
       *d = p;
       p += cap;
     }
     wa = p;
-    wb = p + B;
+    wb = p + std::max<Index>(1, B);
   }
 };
 
@@ -329,12 +329,11 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
   return out;
 }
 
-// Forward-over-reverse: derivatives of the exact per-feature gradient along m directions
-// (columns of D2: per-feature l2 weights, D1: per-feature l1 weights; p x m each).
+namespace detail {
+// Forward-over-reverse for a block of directions (see alo_gradient_tangents).
 template <class Loss>
-HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const LooResult& alo,
-                                    const AdjointState& a, const Mat& D2, const Mat& D1,
-                                    int n_threads) {
+HyperTangents tangents_block(const Problem& pb, const FitState& st, const LooResult& alo,
+                             const AdjointState& a, const Mat& D2, const Mat& D1, int n_threads) {
   const int nt = resolve_threads(n_threads);
   const Index n = pb.n(), off = pb.intercept ? 1 : 0;
   const Columns cols = st.columns();
@@ -445,6 +444,34 @@ HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const
   }
   return out;
 }
+}  // namespace detail
+
+// Doubles of per-chunk partial sums that one block of directions may hold (each direction
+// needs two signed q1 x q1 accumulators): blocks of directions bound the memory and keep
+// the chunking independent of the thread count.
+constexpr double kTangentPartialBudget = 4.0e6;
+
+// Forward-over-reverse: derivatives of the exact per-feature gradient along m directions
+// (columns of D2: per-feature l2 weights, D1: per-feature l1 weights; p x m each).
+template <class Loss>
+HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const LooResult& alo,
+                                    const AdjointState& a, const Mat& D2, const Mat& D1,
+                                    int n_threads) {
+  const Index q1 = a.bq.size(), md = D2.cols();
+  const Index per = std::max<Index>(
+      1, static_cast<Index>(kTangentPartialBudget / (2.0 * double(q1) * double(q1) + 1.0)));
+  HyperTangents out;
+  out.l2.resize(pb.X.p, md);
+  out.l1.resize(pb.X.p, md);
+  for (Index k0 = 0; k0 < md; k0 += per) {
+    const Index g = std::min(per, md - k0);
+    const HyperTangents t = detail::tangents_block<Loss>(
+        pb, st, alo, a, D2.middleCols(k0, g), D1.middleCols(k0, g), n_threads);
+    out.l2.middleCols(k0, g) = t.l2;
+    out.l1.middleCols(k0, g) = t.l1;
+  }
+  return out;
+}
 
 // Algorithm 2's stochastic gradient: an unbiased estimate of the exact gradient from the
 // samples idx[0..m) (drawn uniformly with replacement). The terms linear in the samples
@@ -462,18 +489,15 @@ HyperGradient sample_gradient(const Problem& pb, const FitState& st, const Index
   for (Index t = 0; t < m; ++t) {
     if (idx[t] < 0 || idx[t] >= n) throw InvalidInput("sample index out of range");
   }
+  if (!Loss::constant_curvature && m < 2) {
+    throw InvalidInput(
+        "an unbiased minibatch gradient of a non-quadratic loss needs at least 2 samples "
+        "(its bilinear term takes two independent draws)");
+  }
   Mat Xb(q1, std::max<Index>(m, 1));
   pb.X.pack_indices(idx, m, nullptr, pb.intercept, Xb.data(), cols);
   Mat Ab = Xb.leftCols(m);
-  Mat Hinv;
-  if (pb.X.sparse) Hinv = st.chol.inverse();
-  for (Index k = 0; k < m; ++k) {
-    if (pb.X.sparse) {
-      Ab.col(k) = Hinv * Xb.col(k);
-    } else {
-      st.chol.solve(Ab.col(k).data());
-    }
-  }
+  for (Index k = 0; k < m; ++k) st.chol.solve(Ab.col(k).data());
   Vec cA(m), cB(m), l3w(m);
   double loss = 0.0, sw = 0.0;
   for (Index k = 0; k < m; ++k) {
@@ -489,7 +513,7 @@ HyperGradient sample_gradient(const Problem& pb, const FitState& st, const Index
   const double scale = double(n) / double(m);
   Vec rs = scale * (Xb.leftCols(m) * cA);
   Vec diagM = scale * (Ab.array().square().matrix() * cB);
-  if (!Loss::constant_curvature && m >= 2) {
+  if (!Loss::constant_curvature) {
     const Index m1 = m / 2, m2 = m - m1;
     // q_j estimate from the first half: sum_{i in half 1} (n/m1) c_i B_i (a_i^T x~_j)^2
     const Mat G = Ab.leftCols(m1).transpose() * Xb.middleCols(m1, m2);  // m1 x m2
@@ -499,11 +523,7 @@ HyperGradient sample_gradient(const Problem& pb, const FitState& st, const Index
           (Xb.middleCols(m1, m2) * (l3w.tail(m2).array() * qj.array()).matrix());
   }
   Vec u = rs;
-  if (pb.X.sparse) {
-    u = Hinv * rs;
-  } else {
-    st.chol.solve(u.data());
-  }
+  st.chol.solve(u.data());
   HyperGradient g;
   g.l2 = Vec::Zero(pb.X.p);
   g.l1 = Vec::Zero(pb.X.p);

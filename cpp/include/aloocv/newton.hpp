@@ -377,10 +377,27 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
 
 // The LOO formulas need the Hessian at beta itself. A fit ends with the factor of the
 // Hessian one (small) Newton step earlier; when that step moved some eta_i by more than
-// `threshold`, recompute the Hessian at beta (one pass). Smooth (L2) states only.
+// `threshold`, recompute the Hessian at beta (one pass); active-set states always.
 template <class Loss>
 void fresh_factor(const Problem& pb, FitState& st, int n_threads, double threshold = 1e-7) {
-  if (Loss::constant_curvature || st.restricted || !(st.stale_eta > threshold)) return;
+  if (Loss::constant_curvature) return;
+  if (st.restricted) {
+    // Active-set (L1) fits factor a working-set Hessian from before their last step and
+    // keep no record of how far eta moved since: take the active set's Hessian at beta
+    // (one pass over the active columns).
+    const int nt = resolve_threads(n_threads);
+    const Index off = pb.intercept ? 1 : 0;
+    const Index q = static_cast<Index>(st.active.size()) + off;
+    Vec g(pb.n()), d(pb.n());
+    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+    Mat HA(q, q);
+    hessian(pb.X, d.data(), pb.intercept, HA.data(), nt, Columns::of(st.active));
+    for (Index a = 0; a < q; ++a) HA(a, a) += pb.pen[a < off ? 0 : st.active[a - off] + off];
+    st.chol.factor(HA.data(), q);
+    ++st.hessian_passes;
+    return;
+  }
+  if (!(st.stale_eta > threshold)) return;
   const int nt = resolve_threads(n_threads);
   Vec g(pb.n()), d(pb.n()), H;
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);

@@ -32,7 +32,16 @@ from .._validation import (
 )
 from ..penalties import L2, Penalty
 from .objective import Objective, weighted_stderr
-from .optimizers import LOG_BOUND, Adam, OptimizeResult, armijo, lbfgsb, newton_1d, trust_newton
+from .optimizers import (
+    LOG_BOUND,
+    Adam,
+    OptimizeResult,
+    Trace,
+    armijo,
+    lbfgsb,
+    newton_1d,
+    trust_newton,
+)
 
 __all__ = ["TuneResult", "tune"]
 
@@ -59,9 +68,10 @@ class TuneResult:
     acv, stderr : float
         ALOOCV estimate at the selected penalty and its standard error.
     history : dict of ndarray
-        Per iteration (or grid point): ``"params"`` (T, m) penalty parameters,
-        ``"acv"`` and ``"stderr"`` (T,), ``"grad"`` (T, m) hypergradient wrt the
-        parameters (NaN where not computed), ``"n_fits"`` (T,) cumulative refits.
+        Per evaluation (grid point or iterate), in order: ``"params"`` (T, m) penalty
+        parameters, ``"acv"`` and ``"stderr"`` (T,), ``"grad"`` (T, m) the derivative
+        of ACV in ``log(params)`` (NaN where not computed), ``"n_fits"`` (T,)
+        cumulative refits.
     method : str
     n_iter : int
         Iterations (grid points for ``"grid"``).
@@ -214,7 +224,8 @@ def tune(
     learning_rate : float, optional
         For ``"fixed"`` (default 1.0) and ``"adam"`` (default 0.1).
     batch_size : int
-        Samples per stochastic gradient (``"sgd"``).
+        Samples per stochastic gradient (``"sgd"``); at least 2 for non-quadratic losses
+        (the exact gradient's unbiased estimate needs two independent draws).
     eval_every : int, optional
         ``"sgd"``: evaluate the full ACV every this many steps (default: about one
         pass over the data, ``ceil(n / batch_size)``, at most 50).
@@ -222,7 +233,7 @@ def tune(
         ``"grid"`` and ``"auto"``: penalties, or parameter values (scalars for
         one-parameter penalties, rows of parameters otherwise).
     n_grid : int, optional
-        Size of the default grid (20 for ``"grid"``, 7 for ``"auto"``).
+        Size of the default grid (20 for ``"grid"``, 5 for ``"auto"``).
     selection : {"min", "1se"}
         The minimum, or the most regularized point whose ACV is within one standard
         error of the minimum (on a grid: the first such grid point; with a gradient
@@ -347,20 +358,28 @@ def tune(
     gtol_scale = abs(obj.evaluate(u0, 0).acv)
     gtol = tol * max(gtol_scale, 1e-12)
     cb = _Recorder(obj, hist, callback, verbose, max_iter, method)
+    trace = Trace(cb)
     try:
         if method in ("auto", "newton") and m == 1:
             lo, hi = _neighbours(u0[0], grid_pts)
             res = newton_1d(
-                obj, lo, u0[0], hi, gtol=gtol, max_iter=max_iter, bounds=(box[0][0], box[1][0])
+                obj,
+                lo,
+                u0[0],
+                hi,
+                gtol=gtol,
+                max_iter=max_iter,
+                bounds=(box[0][0], box[1][0]),
+                trace=trace,
             )
         elif method in ("auto", "newton") and (m <= SECOND_ORDER_MAX or method == "newton"):
-            res = trust_newton(obj, u0, gtol=gtol, max_iter=max_iter, bounds=box)
+            res = trust_newton(obj, u0, gtol=gtol, max_iter=max_iter, bounds=box, trace=trace)
         elif method in ("auto", "lbfgs"):
-            res = lbfgsb(obj, u0, gtol=gtol, max_iter=max_iter, bounds=box)
+            res = lbfgsb(obj, u0, gtol=gtol, max_iter=max_iter, bounds=box, trace=trace)
         elif method == "gd" and step_rule == "armijo":
-            res = armijo(obj, u0, gtol=gtol, max_iter=max_iter)
+            res = armijo(obj, u0, gtol=gtol, max_iter=max_iter, trace=trace)
         elif method == "gd":
-            res = _first_order(obj, u0, gtol, max_iter, step_rule, learning_rate)
+            res = _first_order(obj, u0, gtol, max_iter, step_rule, learning_rate, trace)
         else:
             res = _sgd(
                 obj,
@@ -371,21 +390,24 @@ def tune(
                 tol,
                 step_rule,
                 learning_rate,
-                int(batch_size),
+                int(batch_size) if loss == "squared" else max(2, int(batch_size)),
                 int(eval_every),
                 random_state,
                 l1 is not None,
-                cb,
+                trace,
             )
     finally:
         cb.close()
-    if method != "sgd":
-        cb.record_trace(res.trace)
     u, converged, message = res.u, res.converged, res.message
     if selection == "1se":
         u, ok, msg = _one_se(obj, res, grid_pts, box[1][0], tol, max_iter)
         converged = converged and ok
         message = f"{message}; 1-SE point: {msg}"
+    if not converged and l1 is not None:
+        message += (
+            " (with an L1 term ALOOCV jumps where the active set changes; its gradient holds "
+            "the active set fixed, so a search can stop at such a jump)"
+        )
     if not converged:
         warnings.warn(
             f"tune(method={method!r}) stopped before the gradient of ALOOCV in log(lambda) "
@@ -430,10 +452,6 @@ class _Recorder:
         self.k += 1
         if self.bar is not None:
             self.bar.update(1)
-
-    def record_trace(self, trace) -> None:
-        for ev in trace:
-            self(ev)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -511,12 +529,11 @@ def _one_se(obj, res: OptimizeResult, points, u_max: float, tol: float, max_iter
     return np.array([lo if f(ev) > 0 else u]), ok, "solved" if ok else "root not reached"
 
 
-def _first_order(obj, u0, gtol, max_iter, rule, lr) -> OptimizeResult:
+def _first_order(obj, u0, gtol, max_iter, rule, lr, trace) -> OptimizeResult:
     """Algorithm 1 with fixed or Adam steps; returns the best point evaluated."""
-    trace = []
     u = np.asarray(u0, float).copy()
     ev = obj.evaluate(u, 1)
-    trace.append(ev)
+    trace.add(ev)
     best = ev
     adam = Adam(lr, eps=1e-12)
     it = 0
@@ -532,7 +549,7 @@ def _first_order(obj, u0, gtol, max_iter, rule, lr) -> OptimizeResult:
             ev = obj.evaluate(u_new, 1)
         except ValueError as exc:
             return OptimizeResult(best.u, best, it, False, f"the fit failed: {exc}", trace)
-        trace.append(ev)
+        trace.add(ev)
         if not np.isfinite(ev.acv) or ev.acv > 10 * best.acv + 1.0:
             msg = f"diverged: ACV rose to {ev.acv:.4g} from a best of {best.acv:.4g}"
             return OptimizeResult(best.u, best, it, False, msg, trace)
@@ -688,15 +705,15 @@ def _sgd(
     eval_every,
     seed,
     has_l1,
-    record,
+    trace,
 ) -> OptimizeResult:
-    """Algorithm 2: unbiased minibatch gradients, one warm Newton step per iteration;
-    the full ACV and its exact gradient every ``eval_every`` steps."""
+    """Algorithm 2: unbiased minibatch gradients (at least two samples for non-quadratic
+    losses), one warm Newton step per iteration; the full ACV and its exact gradient every
+    ``eval_every`` steps."""
     rng = np.random.default_rng(seed)
     u = np.asarray(u0, float).copy()
     ev = obj.evaluate(u, 1)
-    record(ev)
-    trace = [ev]
+    trace.add(ev)
     best = ev
     adam = Adam(lr, eps=1e-12)
     stall = 0
@@ -730,15 +747,14 @@ def _sgd(
             except ValueError as exc:
                 message = f"the fit failed at iteration {it}: {exc}"
                 break
-            record(ev)
-            trace.append(ev)
+            trace.add(ev)
             if not np.isfinite(ev.acv) or ev.acv > 10 * best.acv + 1.0:
                 message = f"diverged: ACV rose to {ev.acv:.4g} from a best of {best.acv:.4g}"
                 break
             improved = ev.acv < best.acv * (1 - tol)
             if ev.acv < best.acv:
                 best = ev
-            if np.max(np.abs(ev.grad)) <= gtol:
+            if np.max(np.abs(best.grad)) <= gtol:
                 return OptimizeResult(best.u, best, it, True, "gradient below tolerance", trace)
             stall = 0 if improved else stall + 1
             if stall >= 3:

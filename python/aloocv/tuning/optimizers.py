@@ -86,7 +86,23 @@ def _converged_message(u, lo, hi) -> str:
     return "gradient below tolerance"
 
 
-def _try(obj: Objective, u: np.ndarray, order: int, trace: list) -> Evaluation | None:
+class Trace(list):
+    """The evaluations of a search, in order, each once; ``hook(ev)`` sees each as it comes
+    (history, callbacks and progress bars during the search, not after it)."""
+
+    def __init__(self, hook: Callable[[Evaluation], None] | None = None):
+        super().__init__()
+        self.hook = hook
+
+    def add(self, ev: Evaluation) -> None:
+        if self and self[-1] is ev:
+            return
+        self.append(ev)
+        if self.hook is not None:
+            self.hook(ev)
+
+
+def _try(obj: Objective, u: np.ndarray, order: int, trace: Trace | None) -> Evaluation | None:
     """Evaluate, or None where the fit is not defined there (e.g. a singular Hessian)."""
     try:
         ev = obj.evaluate(u, order)
@@ -94,7 +110,8 @@ def _try(obj: Objective, u: np.ndarray, order: int, trace: list) -> Evaluation |
         return None
     if not np.isfinite(ev.acv):
         return None
-    trace.append(ev)
+    if trace is not None:
+        trace.add(ev)
     return ev
 
 
@@ -107,6 +124,7 @@ def newton_1d(
     gtol: float,
     max_iter: int = 50,
     bounds: tuple[float, float] = (-LOG_BOUND, LOG_BOUND),
+    trace: Trace | None = None,
 ) -> OptimizeResult:
     """Minimize a one-parameter ACV on the bracket ``lo <= mid <= hi``.
 
@@ -114,7 +132,7 @@ def newton_1d(
     ``-inf``/``inf``: the side is open up to ``bounds``). Every iteration is one warm
     fit with the exact first and second derivatives.
     """
-    trace: list[Evaluation] = []
+    trace = Trace() if trace is None else trace
     blo, bhi = bounds
     lo, hi = max(lo, blo), min(hi, bhi)
     best = _try(obj, np.array([mid]), 2, trace)
@@ -157,6 +175,10 @@ def newton_1d(
             hi = u_new
         else:
             lo = u_new
+    pg = projected_gradient(best.grad, np.array([m]), np.array([blo]), np.array([bhi]))
+    if abs(pg[0]) <= gtol:
+        msg = _converged_message(np.array([m]), np.array([blo]), np.array([bhi]))
+        return OptimizeResult(np.array([m]), best, it, True, msg, trace)
     return OptimizeResult(np.array([m]), best, it, False, message, trace)
 
 
@@ -209,6 +231,7 @@ def trust_newton(
     gtol: float,
     max_iter: int = 100,
     bounds=(-LOG_BOUND, LOG_BOUND),
+    trace: Trace | None = None,
 ) -> OptimizeResult:
     """Box-constrained trust-region Newton with the exact Hessian in log(lambda).
 
@@ -219,7 +242,7 @@ def trust_newton(
     the model's prediction. Each iteration costs one warm fit and about five passes over X
     per parameter.
     """
-    trace: list[Evaluation] = []
+    trace = Trace() if trace is None else trace
     lo, hi = _box(np.size(u0), bounds)
     u = np.clip(np.asarray(u0, float), lo, hi)
     ev = _try(obj, u, 2, trace)
@@ -233,7 +256,7 @@ def trust_newton(
         pg = projected_gradient(g, u, lo, hi)
         if np.max(np.abs(pg)) <= gtol:
             return OptimizeResult(u, ev, it - 1, True, _converged_message(u, lo, hi), trace)
-        free = pg != 0.0
+        free = ~(((u <= lo) & (g > 0)) | ((u >= hi) & (g < 0)))
         Hf = H[np.ix_(free, free)]
         w, V = np.linalg.eigh(Hf)
         floor = 1e-10 * max(np.max(np.abs(w)), 1e-300)
@@ -255,10 +278,9 @@ def trust_newton(
                 u, ev = u_new, cand
                 break
             radius *= 0.25
-            if radius < 1e-12 or pred <= 0:
-                conv = bool(np.max(np.abs(pg)) <= gtol)
+            if radius < 1e-12:
                 msg = "the trust region collapsed: no step decreases ACV"
-                return OptimizeResult(u, ev, it, conv, msg, trace)
+                return OptimizeResult(u, ev, it, False, msg, trace)
     pg = projected_gradient(ev.grad, u, lo, hi)
     conv = bool(np.max(np.abs(pg)) <= gtol)
     return OptimizeResult(
@@ -273,13 +295,14 @@ def lbfgsb(
     gtol: float,
     max_iter: int = 200,
     bounds=(-LOG_BOUND, LOG_BOUND),
+    trace: Trace | None = None,
 ) -> OptimizeResult:
     """L-BFGS-B on the exact gradient in log(lambda), in the box ``bounds``.
 
     For many parameters (per-feature penalties): one fit and about three passes over X
     per evaluation, whatever the number of parameters.
     """
-    trace: list[Evaluation] = []
+    trace = Trace() if trace is None else trace
     lo, hi = _box(np.size(u0), bounds)
     fun, jac, _ = _scipy_objective(obj, 1, trace, lo, hi, np.clip(np.asarray(u0, float), lo, hi))
     res = scipy.optimize.minimize(
@@ -299,14 +322,14 @@ def armijo(
     *,
     gtol: float,
     max_iter: int = 100,
-    callback: Callable[[int, Evaluation], None] | None = None,
+    trace: Trace | None = None,
 ) -> OptimizeResult:
     """Gradient descent with backtracking (Armijo) and Barzilai-Borwein trial steps.
 
     Stops when the gradient is at most ``gtol`` (converged), or when no step of at least
     ``1e-10`` in log(lambda) decreases ACV (not converged: the gradient is not small).
     """
-    trace: list[Evaluation] = []
+    trace = Trace() if trace is None else trace
     u = np.asarray(u0, float).copy()
     ev = _try(obj, u, 1, trace)
     if ev is None:
@@ -323,7 +346,7 @@ def armijo(
         while alpha * gmax > 1e-10:
             u_try = u - alpha * g
             if np.max(np.abs(u_try)) <= LOG_BOUND:
-                cand = _try(obj, u_try, 1, [])  # trials; the trace keeps the iterates
+                cand = _try(obj, u_try, 1, None)  # trials; the trace keeps the iterates
                 if cand is not None and cand.acv <= ev.acv - ARMIJO_C * alpha * gg:
                     new = cand
                     break
@@ -339,9 +362,7 @@ def armijo(
         alpha = float(du_ @ du_) / curv if curv > 0 else 2.0 * alpha
         alpha = min(alpha, 2.0 / max(np.max(np.abs(new.grad)), 1e-300))
         u, ev = new.u.copy(), new
-        trace.append(ev)
-        if callback is not None:
-            callback(it, ev)
+        trace.add(ev)
     conv = bool(np.max(np.abs(ev.grad)) <= gtol)
     msg = "gradient below tolerance" if conv else f"max_iter={max_iter} reached"
     return OptimizeResult(u, ev, it, conv, msg, trace)
