@@ -3,6 +3,7 @@
 
 #include "aloocv/dual.hpp"
 #include "arrays.hpp"
+#include "release.hpp"
 
 namespace aloocv::bind {
 
@@ -41,11 +42,10 @@ void bind_dual(py::module_& m) {
         std::optional<Vec> b;
         if (beta) b = to_vec(*beta, pb.p1(), "beta");
         DualResult r;
-        {
-          py::gil_scoped_release release;
+        run_released([&] {
           const Mat K = dual_kernel(pb, n_threads);
           r = dual_loo(pb, kind, K, meth, opt, want_loo, b ? &*b : nullptr);
-        }
+        });
         return result_to_dict(r, meth, want_loo);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
@@ -74,10 +74,9 @@ void bind_dual(py::module_& m) {
         for (Index j = 0; j < n; ++j)
           for (Index i = 0; i < n; ++i) Km(i, j) = kp[i * s0 + j * s1] / lam;
         DualResult r;
-        {
-          py::gil_scoped_release release;
+        run_released([&] {
           r = dual_loo(pb, LossKind::Squared, Km, LooMethod::ALO, FitOptions{1e-12, 10, 0}, true);
-        }
+        });
         return result_to_dict(r, LooMethod::ALO, true);
       },
       py::arg("K"), py::arg("y"), py::arg("sample_weight"), py::arg("lam"),

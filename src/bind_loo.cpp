@@ -4,6 +4,7 @@
 #include "aloocv/hypergrad.hpp"
 #include "aloocv/ridge_path.hpp"
 #include "arrays.hpp"
+#include "release.hpp"
 
 namespace aloocv::bind {
 
@@ -36,10 +37,7 @@ void bind_loo(py::module_& m) {
         Problem pb = make_problem(X, py::array_t<double>(py::array::ShapeContainer{n}), {}, zeros,
                                   intercept);
         RidgeSpectrum sp;
-        {
-          py::gil_scoped_release release;
-          sp = ridge_spectrum(pb, Zc.data(), mcols, n_threads);
-        }
+        run_released([&] { sp = ridge_spectrum(pb, Zc.data(), mcols, n_threads); });
         py::dict out;
         out["s"] = aloocv::bind::to_numpy(sp.s);
         out["V"] = to_numpy(sp.V);
@@ -61,10 +59,7 @@ void bind_loo(py::module_& m) {
         std::fill(zeros.mutable_data(), zeros.mutable_data() + p, 0.0);
         Problem pb = make_problem(X, y, w, zeros, intercept);
         RidgePath path;
-        {
-          py::gil_scoped_release release;
-          path = ridge_path(pb, lp, k, n_threads);
-        }
+        run_released([&] { path = ridge_path(pb, lp, k, n_threads); });
         py::dict out;
         out["losses"] = to_numpy(path.losses);
         out["predictions"] = to_numpy(path.predictions);
@@ -95,13 +90,12 @@ void bind_loo(py::module_& m) {
         if (gradient && meth != LooMethod::ALO) {
           throw py::value_error("the hypergradient is available for method='alo' only");
         }
-        {
-          py::gil_scoped_release release;
+        run_released([&] {
           // refit: Newton from beta (warm start); otherwise beta is taken as the fit.
           st = (b && !refit) ? prepare(pb, kind, opt, *b) : fit(pb, kind, opt, b ? &*b : nullptr);
           res = gradient ? loo_gradient(pb, kind, st, opt.n_threads, hg)
                          : loo(pb, kind, meth, st, opt);
-        }
+        });
         py::dict out = state_to_dict(st, intercept);
         out["losses"] = to_numpy(res.losses);
         out["predictions"] = to_numpy(res.predictions);

@@ -5,6 +5,7 @@
 
 #include "aloocv/hypergrad.hpp"
 #include "arrays.hpp"
+#include "release.hpp"
 
 namespace aloocv::bind {
 
@@ -36,32 +37,31 @@ class TuneState {
   }
 
   py::dict fit() {
-    {
-      py::gil_scoped_release release;
+    run_released([&] {
       const bool warm = st_.beta.size() == pb_.p1();
       const Vec b0 = st_.beta;
       st_ = fitted_ ? fit_from(pb_, kind_, opt_, st_)
                     : aloocv::fit(pb_, kind_, opt_, warm ? &b0 : nullptr);
-    }
+    });
     fitted_ = true;
     return state_to_dict(st_, pb_.intercept);
   }
 
   double step(bool refresh) {
     require_fit();
-    py::gil_scoped_release release;
-    return aloocv::step(pb_, kind_, st_, refresh, opt_.n_threads);
+    double t = 0.0;
+    run_released([&] { t = aloocv::step(pb_, kind_, st_, refresh, opt_.n_threads); });
+    return t;
   }
 
   py::dict alo(bool gradient) {
     require_fit();
     LooResult res;
     HyperGradient hg;
-    {
-      py::gil_scoped_release release;
+    run_released([&] {
       res = gradient ? loo_gradient(pb_, kind_, st_, opt_.n_threads, hg)
                      : loo(pb_, kind_, LooMethod::ALO, st_, opt_);
-    }
+    });
     py::dict out = state_to_dict(st_, pb_.intercept);
     out["losses"] = to_numpy(res.losses);
     out["predictions"] = to_numpy(res.predictions);
@@ -78,10 +78,7 @@ class TuneState {
     require_fit();
     double acv = 0.0;
     HyperGradient hg;
-    {
-      py::gil_scoped_release release;
-      hg = loo_sample_gradient(pb_, kind_, st_, idx.data(), idx.size(), acv);
-    }
+    run_released([&] { hg = loo_sample_gradient(pb_, kind_, st_, idx.data(), idx.size(), acv); });
     return py::make_tuple(acv, to_numpy(hg.l1), to_numpy(hg.l2));
   }
 

@@ -47,8 +47,10 @@ Mat dual_kernel(const Problem& pb, int n_threads) {
   const Partition part{p, std::max<Index>(1, std::min<Index>(std::max<Index>(nt, 8), p / pb_cols))};
   std::vector<Mat> partial(static_cast<size_t>(part.chunks));
   ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt)
   {
+    interrupt::Share share(ictx);
     std::vector<double> buf;
 #pragma omp for schedule(dynamic, 1)
     for (Index c = 0; c < part.chunks; ++c) {
@@ -57,6 +59,7 @@ Mat dual_kernel(const Problem& pb, int n_threads) {
         Mat& acc = partial[static_cast<size_t>(c)];
         acc = Mat::Zero(n, n);
         for (Index j0 = part.begin(c); j0 < part.begin(c + 1); j0 += pb_cols) {
+          interrupt::check();
           const Index m = std::min(part.begin(c + 1), j0 + pb_cols) - j0;
           buf.resize(static_cast<size_t>(n * m));
           pb.X.pack_cols(j0, j0 + m, isd.data() + j0, buf.data());
@@ -117,7 +120,10 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
   Ka = K * st.alpha;
   double f = objective(st.eta, st.alpha, Ka);
   Vec gx(pb.p1());
+  detail::StallDetector stall;
+  double last_dec = 0.0;
   for (Index it = 0;; ++it) {
+    interrupt::check();
     double gb = 0.0;
     for (Index i = 0; i < n; ++i) {
       const double w = i == skip ? 0.0 : pb.weight(i);
@@ -141,6 +147,7 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
       gnorm = std::max(gnorm, Kr.cwiseAbs().maxCoeff());
     }
     st.grad_norm = gnorm / sw;
+    if (it > 0 && stall.update(last_dec, f, gnorm)) break;  // tol below the rounding floor
     // O(n^3) steps are cheap next to forming K: converge 100x below tol, as the primal
     // fits that end on a fresh Hessian do, so both routes return the same point
     if (it > 0 && (st.grad_norm <= 0.01 * opt.tol || Loss::constant_curvature)) {
@@ -167,8 +174,10 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
     // Armijo on the objective along (alpha, b) + t (dalpha, db)
     double tstep = 1.0, f_try = f;
     bool ok = false;
-    const bool tiny = 0.5 * dec <= 1e-13 * std::max(1.0, std::abs(f));
+    const bool tiny = 0.5 * dec <= detail::kTinyDecrease * std::max(1.0, std::abs(f));
+    last_dec = dec;
     for (int ls = 0; ls < 60; ++ls, tstep *= 0.5) {
+      interrupt::check();
       eta_try = st.eta + tstep * (Kda.array() + db).matrix();
       const Vec a_try = st.alpha + tstep * dalpha;
       const Vec Ka_try = Ka + tstep * Kda;
@@ -279,10 +288,12 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
     serial.n_threads = 1;
     Index not_converged = 0;
     ExceptionCatcher guard;
+    interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(opt.n_threads)) \
     reduction(+ : not_converged)
     for (Index i = 0; i < n; ++i) {
       if (guard.failed()) continue;
+      interrupt::Share share(ictx);
       guard.run([&] {
         double e = from.eta[i];
         if (pb.weight(i) != 0.0) {

@@ -83,14 +83,17 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
         pos[static_cast<size_t>(cols.cols[k])] = static_cast<int>(k);
     }
     const CsrView& S = X.csr;
+    interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt)
     {
+      interrupt::Share share(ictx);
       std::vector<Index> jj;
       std::vector<double> vv;
 #pragma omp for schedule(dynamic, 256)
       for (Index i = 0; i < X.n; ++i) {
         if (guard.failed()) continue;
         guard.run([&] {
+          if ((i & 255) == 0) interrupt::check();
           jj.clear();
           vv.clear();
           for (Index a = S.indptr[i]; a < S.indptr[i + 1]; ++a) {
@@ -115,14 +118,17 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
   }
   const Index B = block_rows(p1);
   const Index nblocks = (X.n + B - 1) / B;
+  interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt)
   {
+    interrupt::Share share(ictx);
     std::vector<double> pack;
     guard.run([&] { pack.resize(static_cast<size_t>(p1 * B)); });
 #pragma omp for schedule(dynamic, 1)
     for (Index blk = 0; blk < nblocks; ++blk) {
       if (guard.failed()) continue;
       guard.run([&] {
+        interrupt::check();
         const Index i0 = blk * B, i1 = std::min(X.n, i0 + B), m = i1 - i0;
         X.pack_rows(i0, i1, nullptr, intercept, pack.data(), cols);
         blas::trsm_lower(p1, m, chol.lower(), p1, pack.data(), p1);

@@ -91,12 +91,25 @@ def _result(out: dict[str, Any], loss: str, penalty: Penalty, fit_intercept: boo
     )
 
 
+#: Tolerances below this (about 4.5 machine epsilons) are below the rounding floor of
+#: ``max|gradient| / sum(w)`` for data of unit scale: the solvers stop when rounding
+#: stalls them (a bounded number of iterations), ``converged_`` says whether ``tol`` was
+#: met, and the warning names the cause.
+TOL_ROUNDING_FLOOR = 1e-15
+
+
 def _warn_not_converged(res: FitResult, tol: float, max_iter: int) -> None:
     if not res.converged_:
+        hint = "Increase max_iter or the penalty."
+        if tol < TOL_ROUNDING_FLOOR or res.n_iter_ < max_iter:
+            hint = (
+                "It stopped early: no further progress is possible in float64 arithmetic "
+                f"(tol below this problem's rounding floor, about {TOL_ROUNDING_FLOOR:g} for "
+                "unit-scale data); use a larger tol."
+            )
         warnings.warn(
-            f"Newton did not converge in {res.n_iter_} iterations (max_iter={max_iter}): "
-            f"max|gradient|/sum(w) = {res.gradient_norm_:.3g} > tol = {tol:.3g}. "
-            "Increase max_iter or the penalty.",
+            f"the solver did not converge in {res.n_iter_} iterations (max_iter={max_iter}): "
+            f"max|gradient|/sum(w) = {res.gradient_norm_:.3g} > tol = {tol:.3g}. " + hint,
             ConvergenceWarning,
             stacklevel=3,
         )

@@ -79,6 +79,7 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
     for (Index c = 0; c < part.chunks; ++c) {
       if (guard.failed()) continue;
       guard.run([&] {
+        interrupt::check();
         double* g2 = partial.data() + c * stride;
         double* g1 = g2 + q1;
         double* Spos = g1 + q1;
@@ -166,6 +167,7 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
       for (Index blk = 0; blk < nb; ++blk) {
         if (guard.failed()) continue;
         guard.run([&] {
+          interrupt::check();
           const Index i0 = blk * B, i1 = std::min(n, i0 + B), m = i1 - i0;
           pb.X.pack_rows(i0, i1, nullptr, pb.intercept, pack.data(), cols);
           blas::gemm(q1, m, q1, S.data(), q1, pack.data(), q1, ybuf.data(), q1);

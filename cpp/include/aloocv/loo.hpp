@@ -100,14 +100,17 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
   out.predictions.resize(n);
   Index not_converged = 0;
   ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt) reduction(+ : not_converged)
   {
+    interrupt::Share share(ictx);
     Vec beta, eta, grad, xi(p1), a(p1), dir(p1), xs(n), eta_try(n), g(n), d(n), H;
     Cholesky fresh;
 #pragma omp for schedule(dynamic, 4)
     for (Index i = 0; i < n; ++i) {
       if (guard.failed()) continue;
       guard.run([&] {
+        interrupt::check();
         const double y = pb.y[i], w = pb.weight(i);
         if (w == 0.0) {  // a zero-weight sample does not change the fit
           out.predictions[i] = st.eta[i];
@@ -127,8 +130,10 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
         if (!(den > tiny)) detail::throw_loo_singular(i, dh);
         double f = detail::objective<Loss>(pb, eta.data(), beta, 1, i);
         bool downdate = true, converged = false;
+        detail::StallDetector stall;
         double gnorm = grad.cwiseAbs().maxCoeff();
         for (Index it = 0; it < std::max<Index>(1, opt.max_iter); ++it) {
+          interrupt::check();
           if (gnorm / swi <= opt.tol) {
             converged = true;
             break;
@@ -161,6 +166,7 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
           // The fixed Hessian converges linearly; switch to Newton when it is slow.
           if (downdate && (gnew > 0.25 * gnorm || it >= 8)) downdate = false;
           gnorm = gnew;
+          if (stall.update(dec, f, gnorm)) break;  // tol below the rounding floor
         }
         if (!converged && gnorm / swi <= opt.tol) converged = true;
         if (!converged) ++not_converged;
@@ -187,10 +193,13 @@ LooResult enet_exact_loo(const Problem& pb, const FitState& st, const FitOptions
   FitOptions serial = opt;
   serial.n_threads = 1;
   ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) reduction(+ : not_converged)
   for (Index i = 0; i < n; ++i) {
     if (guard.failed()) continue;
+    interrupt::Share share(ictx);
     guard.run([&] {
+      interrupt::check();
       double e = st.eta[i];
       if (pb.weight(i) != 0.0) {
         const FitState r = enet_fit<Loss>(pb, serial, &st.beta, i, false);
