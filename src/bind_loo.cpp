@@ -76,8 +76,16 @@ void bind_loo(py::module_& m) {
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
          double tol, Index max_iter, int n_threads, const std::optional<py::array>& beta,
-         bool refit, const std::optional<py::array>& l1, bool gradient) {
+         bool refit, const std::optional<py::array>& l1, bool gradient,
+         const std::optional<py::array_t<Index, py::array::c_style | py::array::forcecast>>&
+             subset) {
         Problem pb = make_problem(X, y, w, pen, intercept, l1);
+        std::vector<Index> sub;
+        if (subset) {
+          if (method != "exact") throw py::value_error("subset= needs method='exact'");
+          sub.assign(subset->data(), subset->data() + subset->size());
+        }
+        const SampleSet set{subset ? &sub : nullptr};
         const LossKind kind = loss_from_name(loss);
         const LooMethod meth = loo_method_from_name(method);
         FitOptions opt{tol, max_iter, n_threads};
@@ -94,13 +102,15 @@ void bind_loo(py::module_& m) {
           // refit: Newton from beta (warm start); otherwise beta is taken as the fit.
           st = (b && !refit) ? prepare(pb, kind, opt, *b) : fit(pb, kind, opt, b ? &*b : nullptr);
           res = gradient ? loo_gradient(pb, kind, st, opt.n_threads, hg)
-                         : loo(pb, kind, meth, st, opt);
+                         : loo(pb, kind, meth, st, opt, set);
         });
         py::dict out = state_to_dict(st, intercept);
         out["losses"] = to_numpy(res.losses);
         out["predictions"] = to_numpy(res.predictions);
         out["leverages"] =
             meth == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(res.leverages));
+        out["downdate"] =
+            meth == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(res.den));
         out["n_not_converged"] = res.n_not_converged;
         if (gradient) {
           out["grad_l2"] = to_numpy(hg.l2);
@@ -111,7 +121,7 @@ void bind_loo(py::module_& m) {
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
       py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false,
-      py::arg("l1") = py::none(), py::arg("gradient") = false,
+      py::arg("l1") = py::none(), py::arg("gradient") = false, py::arg("subset") = py::none(),
       "Leave-one-out losses and predictions ('alo', 'if', 'lemma3', 'exact').");
 }
 

@@ -13,12 +13,13 @@ LooMethod loo_method_from_name(const std::string& name) {
 }
 
 LooResult loo(const Problem& pb, LossKind loss, LooMethod method, FitState& st,
-              const FitOptions& opt) {
+              const FitOptions& opt, SampleSet set) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     if (method != LooMethod::Exact) fresh_factor<Loss>(pb, st, opt.n_threads);
     if (method == LooMethod::Exact) {
-      return pb.has_l1() ? enet_exact_loo<Loss>(pb, st, opt) : exact_loo<Loss>(pb, st, opt);
+      return pb.has_l1() ? enet_exact_loo<Loss>(pb, st, opt, set)
+                         : exact_loo<Loss>(pb, st, opt, set);
     }
     return approx_loo<Loss>(pb, st, method, opt.n_threads);
   });
@@ -29,7 +30,9 @@ LooResult loo_gradient(const Problem& pb, LossKind loss, FitState& st, int n_thr
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     fresh_factor<Loss>(pb, st, n_threads);
-    return alo_with_gradient<Loss>(pb, st, n_threads, grad);
+    LooResult res = alo_with_gradient<Loss>(pb, st, n_threads, grad);
+    downdate_factors<Loss>(pb, st.eta.data(), res);
+    return res;
   });
 }
 
