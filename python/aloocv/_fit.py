@@ -11,6 +11,7 @@ from numpy.typing import ArrayLike
 from sklearn.exceptions import ConvergenceWarning
 
 from . import _blas, _core
+from ._diagnostics import check_classes, check_separation
 from ._validation import (
     as_penalty,
     check_fit_inputs,
@@ -115,6 +116,14 @@ def _warn_not_converged(res: FitResult, tol: float, max_iter: int) -> None:
         )
 
 
+def _check_fit(res, X, y, w, pen, l1, tol, max_iter) -> None:
+    # a separated logistic fit without penalty has no finite solution: raise before the
+    # convergence warning (Newton "converges" on the vanishing gradient)
+    if res.loss == "logistic":
+        check_separation(res.decision_function(X), y, w, pen, l1, warn=False, stacklevel=3)
+    _warn_not_converged(res, tol, max_iter)
+
+
 def fit(
     X: ArrayLike,
     y: ArrayLike,
@@ -184,6 +193,7 @@ def fit(
     penalty = as_penalty(penalty)
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
     tol, max_iter = check_options(tol, max_iter)
+    check_classes(y, w, loss, bool(fit_intercept))
     beta0 = None
     if warm_start is not None:
         beta0 = np.ascontiguousarray(
@@ -208,7 +218,7 @@ def fit(
                 False,
             )
         res = _result(out, loss, penalty, bool(fit_intercept))
-        _warn_not_converged(res, tol, max_iter)
+        _check_fit(res, X, y, w, pen, l1, tol, max_iter)
         return res
     with _blas.single_threaded_blas():
         out = _core.fit(
@@ -225,5 +235,5 @@ def fit(
             l1,
         )
     res = _result(out, loss, penalty, bool(fit_intercept))
-    _warn_not_converged(res, tol, max_iter)
+    _check_fit(res, X, y, w, pen, l1, tol, max_iter)
     return res
