@@ -111,6 +111,8 @@ void bind_loo(py::module_& m) {
             meth == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(res.leverages));
         out["downdate"] =
             meth == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(res.den));
+        out["rcond"] =
+            st.chol.empty() ? py::object(py::none()) : py::object(py::float_(st.chol.rcond()));
         out["n_not_converged"] = res.n_not_converged;
         if (gradient) {
           out["grad_l2"] = to_numpy(hg.l2);

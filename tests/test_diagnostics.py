@@ -242,3 +242,40 @@ def test_certify_argument_errors():
     ex = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1.0), method="exact")
     with pytest.raises(ValueError, match="exact"):
         ex.certify()
+
+
+def ridge_refits_svd(X, y, lam):
+    n = len(y)
+    out = np.empty(n)
+    for i in range(n):
+        keep = np.arange(n) != i
+        Xm, ym = X[keep], y[keep]
+        mu, yb = Xm.mean(0), ym.mean()
+        U, s, Vt = np.linalg.svd(Xm - mu, full_matrices=False)
+        theta = Vt.T @ (s / (s**2 + lam) * (U.T @ (ym - yb)))
+        out[i] = yb + (X[i] - mu) @ theta
+    return out
+
+
+def test_ill_conditioned_hessian_warns():
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((60, 4))
+    X = np.c_[Z, Z[:, 0] + 1e-7 * rng.standard_normal(60)]  # cond(X) ~ 1.8e7
+    y = Z[:, 0] + rng.standard_normal(60)
+    # lam = 1e-6: accurate, silent
+    res = aloocv.loo(X, y, loss="squared", penalty=aloocv.L2(1e-6))
+    ref = ridge_refits_svd(X, y, 1e-6)
+    assert np.max(np.abs(res.predictions - ref) / np.abs(y - ref)) < 1e-10
+    # lam = 1e-12: rounding errors of 1e-4 (brute force), and a warning
+    with pytest.warns(aloocv.ALOWarning, match="nearly singular") as rec:
+        res = aloocv.loo(X, y, loss="squared", penalty=aloocv.L2(1e-12))
+    ref = ridge_refits_svd(X, y, 1e-12)
+    assert np.max(np.abs(res.predictions - ref) / np.abs(y - ref)) > 1e-6
+    # the estimate against numpy's: min_j L_jj^2 / H_jj of the same Hessian
+    Xt = np.c_[np.ones(60), X]
+    H = Xt.T @ Xt + np.diag(np.r_[0.0, np.full(5, 1e-12)])
+    L = np.linalg.cholesky(H)
+    rcond = np.min(np.diag(L) ** 2 / np.diag(H))
+    msg = str(rec[0].message)
+    got = float(msg.split("estimate ")[1].split(" <")[0])
+    assert got == pytest.approx(rcond, rel=0.05) and got < aloocv.ALO_MIN_RCOND

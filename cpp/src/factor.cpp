@@ -43,6 +43,11 @@ void Cholesky::factor(const double* H, Index p1) {
     throw SingularHessian(msg.str());
   }
   p1_ = p1;
+  rcond_ = 1.0;
+  for (Index j = 0; j < p1; ++j) {
+    const double l = L_[j * p1 + j], hjj = H[j * p1 + j];
+    if (hjj > 0.0) rcond_ = std::min(rcond_, l * l / hjj);
+  }
 }
 
 void Cholesky::solve_lower(double* b) const {

@@ -7,7 +7,13 @@ Hessian pass (Beirami et al., 2017), computed in a C++/Eigen/OpenMP core.
 from __future__ import annotations
 
 from . import _blas
-from ._diagnostics import ALO_UNRELIABLE_DH, SEPARATION_MARGIN, ALOWarning, Certificate
+from ._diagnostics import (
+    ALO_MIN_RCOND,
+    ALO_UNRELIABLE_DH,
+    SEPARATION_MARGIN,
+    ALOWarning,
+    Certificate,
+)
 from ._fit import FitResult, fit
 from ._kernel import kernel_ridge_loo
 from ._kfold import KFoldResult, kfold
@@ -23,6 +29,7 @@ _blas.register()
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALO_MIN_RCOND",
     "ALO_UNRELIABLE_DH",
     "L1",
     "L2",

@@ -18,6 +18,7 @@ from ._diagnostics import (
     check_loo_classes,
     check_separation,
     unreliable_mask,
+    warn_ill_conditioned,
     warn_unreliable,
 )
 from ._fit import FitResult, _result, _warn_not_converged
@@ -351,6 +352,8 @@ def loo(
     downdate = out.get("downdate")
     unreliable = unreliable_mask(downdate)
     warn_unreliable(unreliable, loss, l1 is not None and bool(np.any(l1 > 0)), stacklevel=2)
+    rcond = out.get("rcond") if method != "exact" else None
+    warn_ill_conditioned(rcond, stacklevel=2)
     problem = {
         "X": X,
         "y": y,
