@@ -280,8 +280,9 @@ class CertificateDesign:
     @property
     def refits(self) -> np.ndarray:
         """Distinct samples to refit, census first."""
-        extra = [i for i in dict.fromkeys(self.draws.tolist()) if i not in set(self.census)]
-        return np.concatenate([self.census, np.asarray(extra, dtype=np.int64)]).astype(np.int64)
+        d = self.draws[~np.isin(self.draws, self.census)]
+        _, first = np.unique(d, return_index=True)
+        return np.concatenate([self.census, d[np.sort(first)]]).astype(np.int64)
 
 
 def certificate_design(
@@ -317,7 +318,7 @@ def certificate_design(
 
 def certificate_from(
     approx: np.ndarray,
-    exact_of: dict[int, float],
+    exact: np.ndarray,
     design: CertificateDesign,
     weights: np.ndarray | None,
     approx_mean: float,
@@ -329,16 +330,17 @@ def certificate_from(
     n = approx.shape[0]
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     W = float(w.sum())
-    idx = design.refits
-    exact = np.array([exact_of[int(i)] for i in idx])
+    idx = design.refits  # exact[k] is the exact LOO loss of sample idx[k]
     e = approx[idx] - exact
-    err = dict(zip(idx.tolist(), e.tolist()))
-    census = float(sum(w[i] * err[int(i)] for i in design.census))
+    k = design.census.size  # the census comes first in idx
+    census = float(np.sum(w[idx[:k]] * e[:k]))
     mb = design.draws.size
     half = 0.0
     total = census
     if mb:
-        z = np.array([w[i] * err[int(i)] for i in design.draws]) / design.q
+        order = np.argsort(idx)
+        pos = order[np.searchsorted(idx, design.draws, sorter=order)]
+        z = w[design.draws] * e[pos] / design.q
         total += float(z.mean())
         if mb >= 2:
             t = float(stats.t.ppf(0.5 + confidence / 2.0, mb - 1))

@@ -170,7 +170,7 @@ class LOOResult:
             )
         return certificate_from(
             self.losses,
-            dict(zip(idx.tolist(), exact.tolist())),
+            exact,
             design,
             self.sample_weight,
             self.mean,
