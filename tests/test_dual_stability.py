@@ -90,3 +90,23 @@ def test_kernel_ridge_small_lambda_matches_refits(lam, intercept):
     assert err < 1e-5  # before: 1.2% off in the mean at 1e-5 (x14 per sample)
     ref_mean = np.mean(0.5 * (y - ref) ** 2)
     assert abs(res.mean - ref_mean) < 1e-8 * ref_mean
+
+
+@pytest.mark.parametrize("intercept", [True, False])
+def test_dual_leverages_at_large_lambda(intercept):
+    """d_i h_i tiny: the leverages take the direct form (no 1 - den cancellation)."""
+    X, y = wide()
+    w = np.ones(len(y))
+    w[4] = 0.0  # no curvature: the direct form too
+    res = aloocv.loo(
+        X,
+        y,
+        loss="squared",
+        penalty=aloocv.L2(1e6),
+        solver="dual",
+        fit_intercept=intercept,
+        sample_weight=w,
+    )
+    h = numpy_leverages(X, w, 1e6, intercept)
+    np.testing.assert_allclose(res.leverages, h, rtol=1e-10)
+    assert res.downdate[4] == 1.0

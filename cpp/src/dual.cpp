@@ -221,12 +221,15 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
 // satisfies A s = 0, and 1 - d_i h_i = [Q^T (I + Q A Q^T)^{-1} Q]_ii with Q (n-1 x n) an
 // orthonormal basis of the complement of s (rows of a Householder reflection taking s to
 // a coordinate axis): the same stable form on that complement.
-// The leverages: h_i = (1 - den_i) / d_i where A_ii >= 1 (accurate where the direct form
-// cancels), else the direct form h_i = 1 / sum(d) + K_c,ii - ||(L^{-1} Q S K_c)_i||^2
-// (accurate where it does not cancel, and the only form for d_i = 0).
+// The leverages: h_i = (1 - den_i) / d_i (accurate where the direct form cancels), except
+// for samples with d_i = 0 or with a tiny d_i h_i and A_ii < 1, which take the direct form
+// h_i = 1 / sum(d) + K_c,ii - ||(L^{-1} Q S K_c)_i||^2 (accurate where it does not cancel).
 struct DualLeverages {
   Vec h, den;
 };
+
+// Below this d_i h_i, the leverage is computed by the direct form (see dual_leverages).
+constexpr double kDirectLeverage = 1e-3;
 
 template <class Loss>
 DualLeverages dual_leverages(const Problem& pb, const Mat& K, const DualState& st) {
@@ -294,18 +297,38 @@ DualLeverages dual_leverages(const Problem& pb, const Mat& K, const DualState& s
         "the dual leverage matrix I + S K S is not positive definite (non-finite kernel or "
         "curvature); rescale X or use a larger penalty");
   }
-  // Z = L^{-1} Q, W = Z S K_c
-  if (m > 0) blas::trsm_lower(m, n, B.data(), m, Q.data(), m);
-  Mat W(m, n);
-  if (m > 0) blas::gemm(m, n, n, Q.data(), m, SK.data(), n, W.data(), m);
+  // Z = L^{-1} Q in column blocks (interruptible); den_i = ||Z e_i||^2
+  constexpr Index kCols = 256;
+  for (Index j0 = 0; m > 0 && j0 < n; j0 += kCols) {
+    interrupt::check();
+    blas::trsm_lower(m, std::min(kCols, n - j0), B.data(), m, Q.data() + j0 * m, m);
+  }
   DualLeverages out;
   out.h.resize(n);
   out.den.resize(n);
+  std::vector<Index> direct;  // samples whose leverage takes the direct form
   for (Index i = 0; i < n; ++i) {
     const double den = m > 0 ? Q.col(i).squaredNorm() : 1.0;
-    const double direct = base + Kc(i, i) - (m > 0 ? W.col(i).squaredNorm() : 0.0);
     out.den[i] = d[i] > 0.0 ? den : 1.0;
-    out.h[i] = d[i] > 0.0 && d[i] * Kc(i, i) >= 1.0 ? (1.0 - den) / d[i] : direct;
+    // (1 - den_i) / d_i has relative error ~ eps / (d_i h_i); the direct form ~ eps A_ii /
+    // (d_i h_i): the latter only where d_i h_i is tiny and A_ii < 1, or d_i = 0
+    if (d[i] > 0.0 && (1.0 - den >= kDirectLeverage || d[i] * Kc(i, i) >= 1.0)) {
+      out.h[i] = (1.0 - den) / d[i];
+    } else {
+      direct.push_back(i);
+    }
+  }
+  // direct form h_i = 1 / sum(d) + K_c,ii - ||Z S K_c e_i||^2 for those samples
+  Mat SKJ(n, kCols), W(m, kCols);
+  for (size_t a0 = 0; a0 < direct.size(); a0 += static_cast<size_t>(kCols)) {
+    interrupt::check();
+    const Index nb = std::min<Index>(kCols, static_cast<Index>(direct.size() - a0));
+    for (Index t = 0; t < nb; ++t) SKJ.col(t) = SK.col(direct[a0 + static_cast<size_t>(t)]);
+    if (m > 0) blas::gemm(m, nb, n, Q.data(), m, SKJ.data(), n, W.data(), m);
+    for (Index t = 0; t < nb; ++t) {
+      const Index i = direct[a0 + static_cast<size_t>(t)];
+      out.h[i] = base + Kc(i, i) - (m > 0 ? W.col(t).squaredNorm() : 0.0);
+    }
   }
   return out;
 }
