@@ -132,8 +132,8 @@ class LOOResult:
         >>> rng = np.random.default_rng(0)
         >>> X = rng.standard_normal((200, 5)); y = (X[:, 0] > 0) * 1.0
         >>> c = aloocv.loo(X, y, penalty=aloocv.L2(1.0)).certify(n_samples=10)
-        >>> c.indices.shape
-        (10,)
+        >>> (c.n_worst, c.n_draws)
+        (2, 8)
         """
         if self.method == "exact":
             raise ValueError("an exact result needs no certificate (method='exact')")
