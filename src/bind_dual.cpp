@@ -4,6 +4,7 @@
 #include "aloocv/dual.hpp"
 #include "aloocv/hypergrad.hpp"
 #include "arrays.hpp"
+#include "release.hpp"
 
 namespace aloocv::bind {
 
@@ -22,6 +23,8 @@ py::dict result_to_dict(const DualResult& r, LooMethod method, bool want_loo) {
     out["predictions"] = to_numpy(r.loo.predictions);
     out["leverages"] =
         method == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(r.loo.leverages));
+    out["downdate"] =
+        method == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(r.loo.den));
     out["n_not_converged"] = r.loo.n_not_converged;
   }
   return out;
@@ -34,8 +37,17 @@ void bind_dual(py::module_& m) {
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
          double tol, Index max_iter, int n_threads, bool want_loo,
-         const std::optional<py::array>& beta, bool gradient) {
+         const std::optional<py::array>& beta,
+         const std::optional<py::array_t<Index, py::array::c_style | py::array::forcecast>>&
+             subset,
+         bool gradient) {
         Problem pb = make_problem(X, y, w, pen, intercept);
+        std::vector<Index> sub;
+        if (subset) {
+          if (method != "exact") throw py::value_error("subset= needs method='exact'");
+          sub.assign(subset->data(), subset->data() + subset->size());
+        }
+        const SampleSet set{subset ? &sub : nullptr};
         const LossKind kind = loss_from_name(loss);
         const LooMethod meth = loo_method_from_name(method);
         FitOptions opt{tol, max_iter, n_threads};
@@ -46,12 +58,11 @@ void bind_dual(py::module_& m) {
         }
         DualResult r;
         HyperGradient hg;
-        {
-          py::gil_scoped_release release;
+        run_released([&] {
           const Mat K = dual_kernel(pb, n_threads);
-          r = dual_loo(pb, kind, K, meth, opt, want_loo, b ? &*b : nullptr);
+          r = dual_loo(pb, kind, K, meth, opt, want_loo, b ? &*b : nullptr, set);
           if (gradient) hg = dual_gradient(pb, kind, K, r.st.eta, r.coef, n_threads);
-        }
+        });
         py::dict out = result_to_dict(r, meth, want_loo);
         if (gradient) {
           out["grad_l2"] = to_numpy(hg.l2);
@@ -62,7 +73,7 @@ void bind_dual(py::module_& m) {
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
       py::arg("n_threads"), py::arg("want_loo") = true, py::arg("beta") = py::none(),
-      py::arg("gradient") = false,
+      py::arg("subset") = py::none(), py::arg("gradient") = false,
       "Fit (and LOO) through the n x n dual system: K = X P^{-1} X^T once, O(n^3) per step; "
       "a given beta is taken as the fit.");
 
@@ -86,10 +97,9 @@ void bind_dual(py::module_& m) {
         for (Index j = 0; j < n; ++j)
           for (Index i = 0; i < n; ++i) Km(i, j) = kp[i * s0 + j * s1] / lam;
         DualResult r;
-        {
-          py::gil_scoped_release release;
+        run_released([&] {
           r = dual_loo(pb, LossKind::Squared, Km, LooMethod::ALO, FitOptions{1e-12, 10, 0}, true);
-        }
+        });
         return result_to_dict(r, LooMethod::ALO, true);
       },
       py::arg("K"), py::arg("y"), py::arg("sample_weight"), py::arg("lam"),

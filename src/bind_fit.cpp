@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "arrays.hpp"
+#include "release.hpp"
 
 namespace aloocv::bind {
 
@@ -33,10 +34,7 @@ void bind_fit(py::module_& m) {
         std::optional<Vec> b0;
         if (beta0) b0 = to_vec(*beta0, pb.p1(), "beta0");
         FitState st;
-        {
-          py::gil_scoped_release release;
-          st = fit(pb, kind, opt, b0 ? &*b0 : nullptr);
-        }
+        run_released([&] { st = fit(pb, kind, opt, b0 ? &*b0 : nullptr); });
         return state_to_dict(st, intercept);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
@@ -52,10 +50,7 @@ void bind_fit(py::module_& m) {
         const Index p1 = v.p + (intercept ? 1 : 0);
         py::array_t<double, py::array::f_style> H({p1, p1});
         double* out = H.mutable_data();
-        {
-          py::gil_scoped_release release;
-          hessian(v, dp, intercept, out, n_threads);
-        }
+        run_released([&] { hessian(v, dp, intercept, out, n_threads); });
         return H;
       },
       py::arg("X"), py::arg("d"), py::arg("fit_intercept"), py::arg("n_threads"),

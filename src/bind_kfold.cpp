@@ -6,6 +6,7 @@
 #include "aloocv/kfold.hpp"
 #include "aloocv/newton.hpp"
 #include "arrays.hpp"
+#include "release.hpp"
 
 namespace aloocv::bind {
 
@@ -30,8 +31,7 @@ void bind_kfold(py::module_& m) {
         KFoldOutput res;
         using clock = std::chrono::steady_clock;
         double t_fit = 0.0, t_folds = 0.0;
-        {
-          py::gil_scoped_release release;
+        run_released([&] {
           const auto t0 = clock::now();
           st = fit(pb, kind, opt, nullptr);
           const auto t1 = clock::now();
@@ -39,7 +39,7 @@ void bind_kfold(py::module_& m) {
                                 : kfold_exact(pb, kind, st, f, n_folds, opt);
           t_fit = std::chrono::duration<double>(t1 - t0).count();
           t_folds = std::chrono::duration<double>(clock::now() - t1).count();
-        }
+        });
         py::dict out = state_to_dict(st, intercept);
         out["losses"] = to_numpy(res.losses);
         out["predictions"] = to_numpy(res.predictions);

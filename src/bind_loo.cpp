@@ -4,6 +4,7 @@
 #include "aloocv/hypergrad.hpp"
 #include "aloocv/ridge_path.hpp"
 #include "arrays.hpp"
+#include "release.hpp"
 
 namespace aloocv::bind {
 
@@ -28,10 +29,7 @@ void bind_loo(py::module_& m) {
         Problem pb = make_problem(X, py::array_t<double>(py::array::ShapeContainer{n}), {}, zeros,
                                   intercept);
         RidgeSpectrum sp;
-        {
-          py::gil_scoped_release release;
-          sp = ridge_spectrum(pb, Zc.data(), mcols, n_threads);
-        }
+        run_released([&] { sp = ridge_spectrum(pb, Zc.data(), mcols, n_threads); });
         py::dict out;
         out["s"] = to_numpy(sp.s);
         out["V"] = mat_to_numpy(sp.V);
@@ -53,10 +51,7 @@ void bind_loo(py::module_& m) {
         std::fill(zeros.mutable_data(), zeros.mutable_data() + p, 0.0);
         Problem pb = make_problem(X, y, w, zeros, intercept);
         RidgePath path;
-        {
-          py::gil_scoped_release release;
-          path = ridge_path(pb, lp, k, n_threads);
-        }
+        run_released([&] { path = ridge_path(pb, lp, k, n_threads); });
         py::dict out;
         out["losses"] = mat_to_numpy(path.losses);
         out["predictions"] = mat_to_numpy(path.predictions);
@@ -74,8 +69,16 @@ void bind_loo(py::module_& m) {
          const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
          double tol, Index max_iter, int n_threads, const std::optional<py::array>& beta,
          bool refit, const std::optional<py::array>& l1, bool gradient,
-         const std::string& gradient_kind) {
+         const std::string& gradient_kind,
+         const std::optional<py::array_t<Index, py::array::c_style | py::array::forcecast>>&
+             subset) {
         Problem pb = make_problem(X, y, w, pen, intercept, l1);
+        std::vector<Index> sub;
+        if (subset) {
+          if (method != "exact") throw py::value_error("subset= needs method='exact'");
+          sub.assign(subset->data(), subset->data() + subset->size());
+        }
+        const SampleSet set{subset ? &sub : nullptr};
         const LossKind kind = loss_from_name(loss);
         const LooMethod meth = loo_method_from_name(method);
         const GradientKind gkind = gradient_kind_from_name(gradient_kind);
@@ -89,18 +92,21 @@ void bind_loo(py::module_& m) {
         if (gradient && meth != LooMethod::ALO) {
           throw py::value_error("the hypergradient is available for method='alo' only");
         }
-        {
-          py::gil_scoped_release release;
+        run_released([&] {
           // refit: Newton from beta (warm start); otherwise beta is taken as the fit.
           st = (b && !refit) ? prepare(pb, kind, opt, *b) : fit(pb, kind, opt, b ? &*b : nullptr);
           res = gradient ? loo_gradient(pb, kind, st, opt.n_threads, hg, gkind)
-                         : loo(pb, kind, meth, st, opt);
-        }
+                         : loo(pb, kind, meth, st, opt, set);
+        });
         py::dict out = state_to_dict(st, intercept);
         out["losses"] = to_numpy(res.losses);
         out["predictions"] = to_numpy(res.predictions);
         out["leverages"] =
             meth == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(res.leverages));
+        out["downdate"] =
+            meth == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(res.den));
+        out["rcond"] =
+            st.chol.empty() ? py::object(py::none()) : py::object(py::float_(st.chol.rcond()));
         out["n_not_converged"] = res.n_not_converged;
         if (gradient) {
           out["grad_l2"] = to_numpy(hg.l2);
@@ -112,6 +118,7 @@ void bind_loo(py::module_& m) {
       py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
       py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false,
       py::arg("l1") = py::none(), py::arg("gradient") = false, py::arg("gradient_kind") = "exact",
+      py::arg("subset") = py::none(),
       "Leave-one-out losses and predictions ('alo', 'if', 'lemma3', 'exact').");
 }
 

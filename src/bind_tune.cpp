@@ -5,6 +5,7 @@
 
 #include "aloocv/hypergrad.hpp"
 #include "arrays.hpp"
+#include "release.hpp"
 
 namespace aloocv::bind {
 
@@ -37,21 +38,21 @@ class TuneState {
   }
 
   py::dict fit() {
-    {
-      py::gil_scoped_release release;
+    run_released([&] {
       const bool warm = st_.beta.size() == pb_.p1();
       const Vec b0 = st_.beta;
       st_ = fitted_ ? fit_from(pb_, kind_, opt_, st_)
                     : aloocv::fit(pb_, kind_, opt_, warm ? &b0 : nullptr);
-    }
+    });
     fitted_ = true;
     return state_to_dict(st_, pb_.intercept);
   }
 
   double step(bool refresh) {
     require_fit();
-    py::gil_scoped_release release;
-    return aloocv::step(pb_, kind_, st_, refresh, opt_.n_threads);
+    double t = 0.0;
+    run_released([&] { t = aloocv::step(pb_, kind_, st_, refresh, opt_.n_threads); });
+    return t;
   }
 
   py::dict alo(bool gradient, const std::string& gradient_kind) {
@@ -59,11 +60,10 @@ class TuneState {
     const GradientKind gkind = gradient_kind_from_name(gradient_kind);
     LooResult res;
     HyperGradient hg;
-    {
-      py::gil_scoped_release release;
+    run_released([&] {
       res = gradient ? loo_gradient(pb_, kind_, st_, opt_.n_threads, hg, gkind)
                      : loo(pb_, kind_, LooMethod::ALO, st_, opt_);
-    }
+    });
     py::dict out = alo_dict(res);
     if (gradient) {
       out["grad_l1"] = to_numpy(hg.l1);
@@ -80,10 +80,9 @@ class TuneState {
     LooResult res;
     HyperGradient hg;
     HyperTangents tg;
-    {
-      py::gil_scoped_release release;
+    run_released([&] {
       res = loo_gradient_tangents(pb_, kind_, st_, opt_.n_threads, hg, D2, D1, tg);
-    }
+    });
     py::dict out = alo_dict(res);
     out["grad_l1"] = to_numpy(hg.l1);
     out["grad_l2"] = to_numpy(hg.l2);
@@ -97,10 +96,7 @@ class TuneState {
     require_fit();
     double acv = 0.0;
     HyperGradient hg;
-    {
-      py::gil_scoped_release release;
-      hg = loo_sample_gradient(pb_, kind_, st_, idx.data(), idx.size(), acv);
-    }
+    run_released([&] { hg = loo_sample_gradient(pb_, kind_, st_, idx.data(), idx.size(), acv); });
     return py::make_tuple(acv, to_numpy(hg.l1), to_numpy(hg.l2));
   }
 

@@ -79,6 +79,9 @@ def test_gradient_is_the_derivative_of_the_reported_mean(loss, kind, weights, in
     assert_grad_matches(res.gradient * pen.params(), fd_log(X, y, loss, pen, **kw))
 
 
+# n < p: some samples have leverage near 1 and ALO says so (ALOWarning); this test is about
+# the derivative of the reported estimate, whatever its accuracy against exact LOO
+@pytest.mark.filterwarnings("ignore::aloocv.ALOWarning")
 @pytest.mark.parametrize("loss", ["squared", "logistic", "poisson"])
 @pytest.mark.parametrize("kind", ["scalar", "per-feature", "groups"])
 @pytest.mark.parametrize("intercept", [True, False], ids=["intercept", "no-intercept"])

@@ -43,6 +43,11 @@ void Cholesky::factor(const double* H, Index p1) {
     throw SingularHessian(msg.str());
   }
   p1_ = p1;
+  rcond_ = 1.0;
+  for (Index j = 0; j < p1; ++j) {
+    const double l = L_[j * p1 + j], hjj = H[j * p1 + j];
+    if (hjj > 0.0) rcond_ = std::min(rcond_, l * l / hjj);
+  }
 }
 
 void Cholesky::solve_lower(double* b) const {
@@ -83,14 +88,17 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
         pos[static_cast<size_t>(cols.cols[k])] = static_cast<int>(k);
     }
     const CsrView& S = X.csr;
+    interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt)
     {
+      interrupt::Share share(ictx);
       std::vector<Index> jj;
       std::vector<double> vv;
 #pragma omp for schedule(dynamic, 256)
       for (Index i = 0; i < X.n; ++i) {
         if (guard.failed()) continue;
         guard.run([&] {
+          if ((i & 255) == 0) interrupt::check();
           jj.clear();
           vv.clear();
           for (Index a = S.indptr[i]; a < S.indptr[i + 1]; ++a) {
@@ -115,14 +123,17 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
   }
   const Index B = block_rows(p1);
   const Index nblocks = (X.n + B - 1) / B;
+  interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt)
   {
+    interrupt::Share share(ictx);
     std::vector<double> pack;
     guard.run([&] { pack.resize(static_cast<size_t>(p1 * B)); });
 #pragma omp for schedule(dynamic, 1)
     for (Index blk = 0; blk < nblocks; ++blk) {
       if (guard.failed()) continue;
       guard.run([&] {
+        interrupt::check();
         const Index i0 = blk * B, i1 = std::min(X.n, i0 + B), m = i1 - i0;
         X.pack_rows(i0, i1, nullptr, intercept, pack.data(), cols);
         blas::trsm_lower(p1, m, chol.lower(), p1, pack.data(), p1);

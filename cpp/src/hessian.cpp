@@ -19,6 +19,7 @@ void linear_predictor(const Design& X, const double* beta, bool intercept, doubl
     num_threads(threads_for(n_threads, double(X.n) * double(X.p + 1)))
   for (Index blk = 0; blk < nblocks; ++blk) {
     guard.run([&] {
+      interrupt::check();
       const Index i0 = blk * B, i1 = std::min(X.n, i0 + B);
       Eigen::Map<Vec> out(eta + i0, i1 - i0);
       X.with_rows(i0, i1, [&](const auto& M) { out.noalias() = M * theta; });
@@ -38,6 +39,7 @@ void gradient(const Design& X, const double* r, bool intercept, double* out, int
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
   for (Index c = 0; c < part.chunks; ++c) {
     guard.run([&] {
+      interrupt::check();
       const Index i0 = part.begin(c), i1 = part.begin(c + 1);
       Eigen::Map<Vec> acc(partial.data() + c * p1, p1);
       Eigen::Map<const Vec> rc(r + i0, i1 - i0);
@@ -110,8 +112,10 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
     for (Index k = 0; k < q; ++k) pos[static_cast<size_t>(cols.cols[k])] = static_cast<int>(k);
   }
   ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt)
   {
+    interrupt::Share share(ictx);
     std::vector<double> pack, scale;
     guard.run([&] {
       if (!X.sparse) {
@@ -125,6 +129,7 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
       guard.run([&] {
         double* acc = partial.data() + c * pp;
         const Index c0 = part.begin(c), c1 = part.begin(c + 1);
+        interrupt::check();
         if (X.sparse) {
           std::fill(acc, acc + pp, 0.0);
           sparse_outer(X.csr, d, intercept, pos.empty() ? nullptr : pos.data(), c0, c1, acc, p1);
@@ -132,6 +137,7 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
         }
         bool first = true;
         for (Index i0 = c0; i0 < c1; i0 += B) {
+          interrupt::check();
           const Index i1 = std::min(c1, i0 + B);
           for (Index i = i0; i < i1; ++i) scale[i - i0] = std::sqrt(std::max(d[i], 0.0));
           X.pack_rows(i0, i1, scale.data(), intercept, pack.data(), cols);

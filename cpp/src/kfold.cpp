@@ -200,6 +200,7 @@ KFoldOutput approx_impl(const Problem& pb, FitState& st, const int* fold, Index 
     for (Index k = 0; k < K; ++k) {
       if (guard.failed()) continue;
       guard.run([&] {
+        interrupt::check();
         const auto& S = groups[static_cast<size_t>(k)];
         if (small[static_cast<size_t>(k)]) {
           woodbury_fold<Loss>(pb, st, cols, q1, k, S, w, out.predictions, out.losses);
@@ -233,6 +234,7 @@ KFoldOutput exact_impl(const Problem& pb, const FitState& st, const int* fold, I
   FitOptions fopt = opt;
   if (over_folds) fopt.n_threads = 1;
   auto refit = [&](Index k) -> bool {  // true when converged
+    interrupt::check();
     const auto& S = groups[static_cast<size_t>(k)];
     Vec wk = w;
     for (Index i : S) wk[i] = 0.0;
@@ -257,9 +259,11 @@ KFoldOutput exact_impl(const Problem& pb, const FitState& st, const int* fold, I
     return out;
   }
   ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) reduction(+ : not_converged)
   for (Index k = 0; k < K; ++k) {
     if (guard.failed()) continue;
+    interrupt::Share share(ictx);
     guard.run([&] { not_converged += refit(k) ? 0 : 1; });
   }
   guard.rethrow();

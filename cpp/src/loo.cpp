@@ -13,12 +13,13 @@ LooMethod loo_method_from_name(const std::string& name) {
 }
 
 LooResult loo(const Problem& pb, LossKind loss, LooMethod method, FitState& st,
-              const FitOptions& opt) {
+              const FitOptions& opt, SampleSet set) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     if (method != LooMethod::Exact) fresh_factor<Loss>(pb, st, opt.n_threads);
     if (method == LooMethod::Exact) {
-      return pb.has_l1() ? enet_exact_loo<Loss>(pb, st, opt) : exact_loo<Loss>(pb, st, opt);
+      return pb.has_l1() ? enet_exact_loo<Loss>(pb, st, opt, set)
+                         : exact_loo<Loss>(pb, st, opt, set);
     }
     return approx_loo<Loss>(pb, st, method, opt.n_threads);
   });
@@ -29,7 +30,9 @@ LooResult loo_gradient(const Problem& pb, LossKind loss, FitState& st, int n_thr
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     fresh_factor<Loss>(pb, st, n_threads);
-    return alo_with_gradient<Loss>(pb, st, n_threads, grad, kind);
+    LooResult res = alo_with_gradient<Loss>(pb, st, n_threads, grad, kind);
+    downdate_factors<Loss>(pb, st.eta.data(), res);
+    return res;
   });
 }
 
@@ -45,6 +48,7 @@ LooResult loo_gradient_tangents(const Problem& pb, LossKind loss, FitState& st, 
     AdjointState adj;
     LooResult res = alo_with_gradient<Loss>(pb, st, n_threads, grad, GradientKind::Exact, &adj);
     tangents = alo_gradient_tangents<Loss>(pb, st, res, adj, D2, D1, n_threads);
+    downdate_factors<Loss>(pb, st.eta.data(), res);
     return res;
   });
 }

@@ -63,8 +63,10 @@ RidgePath ridge_path(const Problem& pb, const double* lams, Index k, int n_threa
   const Index nb = (n + B - 1) / B;
   const double tiny = 64 * std::numeric_limits<double>::epsilon();
   ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt)
   {
+    interrupt::Share share(ictx);
     std::vector<double> pack, zbuf;
     guard.run([&] {
       pack.resize(static_cast<size_t>(p * B));
@@ -74,6 +76,7 @@ RidgePath ridge_path(const Problem& pb, const double* lams, Index k, int n_threa
     for (Index b = 0; b < nb; ++b) {
       if (guard.failed()) continue;
       guard.run([&] {
+        interrupt::check();
         const Index i0 = b * B, i1 = std::min(n, i0 + B), m = i1 - i0;
         pb.X.pack_rows(i0, i1, nullptr, false, pack.data());
         Eigen::Map<Mat> Xb(pack.data(), p, m);

@@ -7,6 +7,13 @@ Hessian pass (Beirami et al., 2017), computed in a C++/Eigen/OpenMP core.
 from __future__ import annotations
 
 from . import _blas
+from ._diagnostics import (
+    ALO_MIN_RCOND,
+    ALO_UNRELIABLE_DH,
+    SEPARATION_MARGIN,
+    ALOWarning,
+    Certificate,
+)
 from ._fit import FitResult, fit
 from ._kernel import kernel_ridge_loo
 from ._kfold import KFoldResult, kfold
@@ -22,14 +29,19 @@ _blas.register()
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALO_MIN_RCOND",
+    "ALO_UNRELIABLE_DH",
     "L1",
     "L2",
+    "SEPARATION_MARGIN",
     "ABKKRegressor",
     "ALOElasticNetCV",
     "ALOLogisticRegressionCV",
     "ALORidgeCV",
+    "ALOWarning",
     "BKKCriterion",
     "BKKRidge",
+    "Certificate",
     "DevSetResult",
     "ElasticNet",
     "FitResult",

@@ -44,6 +44,7 @@ def loo(
     refit: bool = False,
     l1: _F64 | None = None,
     gradient: bool = False,
+    subset: NDArray[np.int64] | None = None,
 ) -> dict[str, Any]: ...
 def ridge_path(
     X: _Design,
@@ -81,6 +82,7 @@ def dual(
     n_threads: int,
     want_loo: bool = True,
     beta: _F64 | None = None,
+    subset: NDArray[np.int64] | None = None,
 ) -> dict[str, Any]: ...
 def kernel_ridge_loo(
     K: _F64, y: _F64, sample_weight: _F64 | None, lam: float, fit_intercept: bool

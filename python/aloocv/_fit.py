@@ -11,6 +11,7 @@ from numpy.typing import ArrayLike
 from sklearn.exceptions import ConvergenceWarning
 
 from . import _blas, _core
+from ._diagnostics import check_classes, check_separation
 from ._validation import (
     as_penalty,
     check_fit_inputs,
@@ -91,15 +92,36 @@ def _result(out: dict[str, Any], loss: str, penalty: Penalty, fit_intercept: boo
     )
 
 
+#: Tolerances below this (about 4.5 machine epsilons) are below the rounding floor of
+#: ``max|gradient| / sum(w)`` for data of unit scale: the solvers stop when rounding
+#: stalls them (a bounded number of iterations), ``converged_`` says whether ``tol`` was
+#: met, and the warning names the cause.
+TOL_ROUNDING_FLOOR = 1e-15
+
+
 def _warn_not_converged(res: FitResult, tol: float, max_iter: int) -> None:
     if not res.converged_:
+        hint = "Increase max_iter or the penalty."
+        if tol < TOL_ROUNDING_FLOOR or res.n_iter_ < max_iter:
+            hint = (
+                "It stopped early: no further progress is possible in float64 arithmetic "
+                f"(tol below this problem's rounding floor, about {TOL_ROUNDING_FLOOR:g} for "
+                "unit-scale data); use a larger tol."
+            )
         warnings.warn(
-            f"Newton did not converge in {res.n_iter_} iterations (max_iter={max_iter}): "
-            f"max|gradient|/sum(w) = {res.gradient_norm_:.3g} > tol = {tol:.3g}. "
-            "Increase max_iter or the penalty.",
+            f"the solver did not converge in {res.n_iter_} iterations (max_iter={max_iter}): "
+            f"max|gradient|/sum(w) = {res.gradient_norm_:.3g} > tol = {tol:.3g}. " + hint,
             ConvergenceWarning,
             stacklevel=3,
         )
+
+
+def _check_fit(res, X, y, w, pen, l1, tol, max_iter) -> None:
+    # a separated logistic fit without penalty has no finite solution: raise before the
+    # convergence warning (Newton "converges" on the vanishing gradient)
+    if res.loss == "logistic":
+        check_separation(res.decision_function(X), y, w, pen, l1, warn=False, stacklevel=3)
+    _warn_not_converged(res, tol, max_iter)
 
 
 def fit(
@@ -171,6 +193,7 @@ def fit(
     penalty = as_penalty(penalty)
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
     tol, max_iter = check_options(tol, max_iter)
+    check_classes(y, w, loss, bool(fit_intercept))
     beta0 = None
     if warm_start is not None:
         beta0 = np.ascontiguousarray(
@@ -195,7 +218,7 @@ def fit(
                 False,
             )
         res = _result(out, loss, penalty, bool(fit_intercept))
-        _warn_not_converged(res, tol, max_iter)
+        _check_fit(res, X, y, w, pen, l1, tol, max_iter)
         return res
     with _blas.single_threaded_blas():
         out = _core.fit(
@@ -212,5 +235,5 @@ def fit(
             l1,
         )
     res = _result(out, loss, penalty, bool(fit_intercept))
-    _warn_not_converged(res, tol, max_iter)
+    _check_fit(res, X, y, w, pen, l1, tol, max_iter)
     return res

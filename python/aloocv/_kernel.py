@@ -6,6 +6,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _blas, _core
+from ._diagnostics import unreliable_mask
 from ._fit import FitResult
 from ._loo import LOOResult
 from ._validation import check_sample_weight, check_vector
@@ -81,6 +82,8 @@ def kernel_ridge_loo(
         losses=out["losses"],
         predictions=out["predictions"],
         leverages=out["leverages"],
+        downdate=out["downdate"],
+        unreliable=unreliable_mask(out["downdate"]),
         method="alo",
         fit=fit,
         sample_weight=w,

@@ -14,6 +14,7 @@ from numpy.typing import ArrayLike
 from sklearn.exceptions import ConvergenceWarning
 
 from . import _blas, _core
+from ._diagnostics import check_classes, check_fold_classes
 from ._fit import FitResult, _result, _warn_not_converged
 from ._validation import (
     as_penalty,
@@ -228,6 +229,12 @@ def kfold(
     if np.any(wsum <= 0):
         bad = int(np.flatnonzero(wsum <= 0)[0])
         raise ValueError(f"fold {_label(labels, bad)} has zero total sample weight")
+    check_classes(y, w, loss, bool(fit_intercept))
+    try:
+        check_fold_classes(y, w, idx, K, loss, bool(fit_intercept))
+    except ValueError as e:
+        msg = re.sub(r"fold (\d+)", lambda m: f"fold {_label(labels, int(m.group(1)))}", str(e))
+        raise ValueError(msg) from None
     try:
         with _blas.single_threaded_blas():
             out = _core.kfold(

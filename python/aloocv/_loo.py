@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.exceptions import ConvergenceWarning
 
 from . import _blas, _core
+from ._diagnostics import (
+    Certificate,
+    certificate_design,
+    certificate_from,
+    check_loo_classes,
+    check_separation,
+    unreliable_mask,
+    warn_ill_conditioned,
+    warn_unreliable,
+)
 from ._fit import FitResult, _result, _warn_not_converged
 from ._validation import (
     LOO_METHODS,
@@ -51,6 +62,14 @@ class LOOResult:
         ``[l1, l2]`` for a scalar elastic net; with an L1 term the active set and its
         signs are held fixed, as the estimate holds them). Exact by default (see
         ``gradient=`` of :func:`loo`).
+    downdate : ndarray of shape (n_samples,) or None
+        ``1 - d_i h_i``, the factor of the rank-one downdate the closed forms divide by
+        (None for ``"exact"``; 1 for zero-weight samples).
+    unreliable : ndarray of bool, shape (n_samples,), or None
+        Samples with ``d_i h_i > aloocv.ALO_UNRELIABLE_DH`` (0.99): leverage near 1, where
+        the approximate leave-one-out value is unreliable (None for ``"exact"``). An
+        :class:`aloocv.ALOWarning` gives their count (not for the squared loss with an L2
+        penalty, where ALO is exact). :meth:`certify` measures the actual error.
     """
 
     losses: np.ndarray
@@ -60,6 +79,10 @@ class LOOResult:
     fit: FitResult
     sample_weight: np.ndarray | None = None
     gradient: np.ndarray | None = None
+    downdate: np.ndarray | None = None
+    unreliable: np.ndarray | None = None
+    # the validated problem, for certify(): keyword arguments of the core calls
+    _problem: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def mean(self) -> float:
@@ -85,6 +108,100 @@ class LOOResult:
             f"LOOResult(method={self.method!r}, n={self.losses.shape[0]}, "
             f"mean={self.mean:.6g}, stderr={self.stderr:.3g})"
         )
+
+    def certify(
+        self,
+        n_samples: int = 20,
+        random_state: Any = 0,
+        confidence: float = 0.95,
+        n_worst: int | None = None,
+    ) -> Certificate:
+        """Measures this approximate result against exact leave-one-out refits.
+
+        Refits the problem exactly without each of at most ``n_samples`` samples (the
+        core's exact-LOO refits, warm-started from the fit, on those samples only): the
+        ``n_worst`` (default ``n_samples // 5``) samples whose loss the approximation moves
+        most from its in-sample value, and draws from the others with probabilities
+        proportional to that change (importance sampling, mixed with 5% uniform). Returns
+        the per-sample errors, their median and maximum, and the estimated error of
+        :attr:`mean` with a Student-t confidence interval (see
+        :class:`aloocv.Certificate` for the estimator). Costs at most ``n_samples``
+        refits; with ``n_samples >= n`` it is the exact error.
+
+        Examples
+        --------
+        >>> import numpy as np, aloocv
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.standard_normal((200, 5)); y = (X[:, 0] > 0) * 1.0
+        >>> c = aloocv.loo(X, y, penalty=aloocv.L2(1.0)).certify(n_samples=10)
+        >>> (c.n_worst, c.n_draws)
+        (2, 8)
+        """
+        if self.method == "exact":
+            raise ValueError("an exact result needs no certificate (method='exact')")
+        if self._problem is None:
+            raise ValueError(
+                "this result does not carry its problem (it was not made by aloocv.loo); "
+                "call aloocv.loo(...).certify()"
+            )
+        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)):
+            raise TypeError(f"n_samples must be an integer, got {n_samples!r}")
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        if n_worst is not None and (
+            isinstance(n_worst, bool) or not isinstance(n_worst, (int, np.integer)) or n_worst < 0
+        ):
+            raise ValueError(f"n_worst must be a non-negative integer, got {n_worst!r}")
+        confidence = float(confidence)
+        if not 0.0 < confidence < 1.0:
+            raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+        pb = self._problem
+        eta = self.fit.decision_function(pb["X"])
+        y = pb["y"]
+        insample = _core.loss_eval(pb["loss"], y, np.ascontiguousarray(eta, dtype=np.float64))[0]
+        design = certificate_design(
+            self.losses - insample, self.sample_weight, n_samples, n_worst, random_state
+        )
+        idx = design.refits
+        exact, n_nc = _exact_subset(pb, self.fit.beta_, idx)
+        if n_nc:
+            warnings.warn(
+                f"certificate: {n_nc} of {idx.size} exact refits did not reach tol={pb['tol']:g}",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        return certificate_from(
+            self.losses,
+            exact,
+            design,
+            self.sample_weight,
+            self.mean,
+            confidence,
+            self.method,
+        )
+
+
+def _exact_subset(pb: dict[str, Any], beta: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, int]:
+    """Exact leave-one-out losses of the samples idx (refits warm-started at beta)."""
+    args = (
+        core_design(pb["X"]),
+        pb["y"],
+        pb["w"],
+        pb["loss"],
+        pb["pen"],
+        pb["fit_intercept"],
+        "exact",
+        pb["tol"],
+        pb["max_iter"],
+        pb["n_threads"],
+    )
+    beta = np.ascontiguousarray(beta, dtype=np.float64)
+    with _blas.single_threaded_blas():
+        if pb["dual"]:
+            out = _core.dual(*args, True, beta, subset=idx)
+        else:
+            out = _core.loo(*args, beta, False, pb["l1"], False, subset=idx)
+    return out["losses"], int(out["n_not_converged"])
 
 
 def loo(
@@ -161,6 +278,7 @@ def loo(
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
     check_loo_samples(X.shape[0])
     tol, max_iter = check_options(tol, max_iter)
+    check_loo_classes(y, w, loss, bool(fit_intercept))
     beta = None
     if coef is not None:
         c = np.asarray(coef, dtype=np.float64).ravel()
@@ -198,7 +316,7 @@ def loo(
                 n_threads(n_jobs),
                 True,
                 beta,
-                bool(return_gradient),
+                gradient=bool(return_gradient),
             )
         else:
             out = _core.loo(
@@ -216,9 +334,13 @@ def loo(
                 False,
                 l1,
                 bool(return_gradient),
-                gradient,
+                gradient_kind=gradient,
             )
     fitres = _result(out, loss, penalty, bool(fit_intercept))
+    if loss == "logistic":
+        check_separation(
+            fitres.decision_function(X), y, w, pen, l1, warn=method != "exact", stacklevel=2
+        )
     if beta is None:
         _warn_not_converged(fitres, tol, max_iter)
     elif fitres.gradient_norm_ > max(1e-6, tol):
@@ -238,6 +360,24 @@ def loo(
     grad = None
     if return_gradient:
         grad = penalty.chain(out["grad_l1"], out["grad_l2"])
+    downdate = out.get("downdate")
+    unreliable = unreliable_mask(downdate)
+    warn_unreliable(unreliable, loss, l1 is not None and bool(np.any(l1 > 0)), stacklevel=2)
+    rcond = out.get("rcond") if method != "exact" else None
+    warn_ill_conditioned(rcond, stacklevel=2)
+    problem = {
+        "X": X,
+        "y": y,
+        "w": w,
+        "loss": loss,
+        "pen": pen,
+        "l1": l1,
+        "fit_intercept": bool(fit_intercept),
+        "tol": tol,
+        "max_iter": max_iter,
+        "n_threads": n_threads(n_jobs),
+        "dual": use_dual,
+    }
     return LOOResult(
         gradient=grad,
         losses=out["losses"],
@@ -246,4 +386,7 @@ def loo(
         method=method,
         fit=fitres,
         sample_weight=w,
+        downdate=downdate,
+        unreliable=unreliable,
+        _problem=problem,
     )

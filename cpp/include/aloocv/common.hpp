@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "interrupt.hpp"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif

@@ -38,9 +38,11 @@ struct DualResult {
 // Fit in the dual and the LOO `method` ("alo", "if", "lemma3", "exact"). With X == nullptr
 // in pb (a user kernel), the loss must be squared and coef is not recovered. A given
 // beta = (b, theta) (p1 entries, X needed) is taken as the fit instead: the closed forms
-// and the leverages at beta, or exact refits warm-started from the dual fit.
+// and the leverages at beta, or exact refits warm-started from the dual fit. With `set`,
+// the exact method refits only those samples.
 DualResult dual_loo(const Problem& pb, LossKind loss, const Mat& K, LooMethod method,
-                    const FitOptions& opt, bool want_loo, const Vec* beta = nullptr);
+                    const FitOptions& opt, bool want_loo, const Vec* beta = nullptr,
+                    SampleSet set = {});
 
 struct HyperGradient;
 // The exact ALO hypergradient (d mean ALO / d lambda_j per feature) at the fit with linear

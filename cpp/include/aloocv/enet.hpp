@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "newton.hpp"
@@ -38,13 +39,30 @@ inline double kkt_violation(const Problem& pb, const Vec& beta, const Vec& grad,
   return worst;
 }
 
+// Work bound of one quadratic model solve: at most kCdMaxSweeps * |W| coordinate updates
+// (each O(|W|)), counted over the full sweeps and the sweeps of the nonzero coordinates.
+// Coordinate descent on a positive definite quadratic converges linearly; when the
+// budget runs out the partial solution is still a descent step, and the outer
+// iteration's KKT test decides convergence.
+constexpr Index kCdMaxSweeps = 1000;
+// Rounding floor of the coordinate-descent stopping test, relative to the size of the
+// terms of the model gradient: changes below it are rounding noise.
+constexpr double kCdRoundingFloor = 16 * std::numeric_limits<double>::epsilon();
+
 // Coordinate descent on  g^T delta + 1/2 delta^T H delta + sum_k l1_k |beta_k + delta_k|
-// over the |W| coordinates of H (column-major, |W| x |W|). Returns delta.
+// over the |W| coordinates of H (column-major, |W| x |W|), until no coordinate moves the
+// model gradient by more than max(tol, rounding floor), or the work bound. Returns delta.
 inline Vec quadratic_cd(const Mat& H, const Vec& g, const Vec& beta, const Vec& l1, double tol,
-                        Index max_sweeps) {
+                        Index max_sweeps = kCdMaxSweeps) {
   const Index m = H.rows();
   Vec delta = Vec::Zero(m), q = Vec::Zero(m);  // q = H delta
   std::vector<Index> act;
+  if (m == 0) return delta;
+  const double scale = H.diagonal().cwiseProduct(beta).cwiseAbs().maxCoeff() +
+                       g.cwiseAbs().maxCoeff() + l1.cwiseAbs().maxCoeff();
+  tol = std::max(tol, kCdRoundingFloor * scale);
+  Index budget = max_sweeps * m;  // coordinate updates left
+  Index sweeps = 0;
   auto update = [&](Index k) {
     const double a = H(k, k);
     if (!(a > 0.0)) return 0.0;
@@ -57,18 +75,23 @@ inline Vec quadratic_cd(const Mat& H, const Vec& g, const Vec& beta, const Vec& 
     }
     return std::abs(step) * a;  // change of the model gradient at k
   };
-  for (Index sweep = 0; sweep < max_sweeps; ++sweep) {
+  while (budget > 0) {
+    interrupt::check();
     double change = 0.0;
     for (Index k = 0; k < m; ++k) change = std::max(change, update(k));
+    budget -= m;
     if (change <= tol) break;
     // iterate on the nonzero coordinates until they settle, then sweep all again
     act.clear();
     for (Index k = 0; k < m; ++k)
       if (beta[k] + delta[k] != 0.0 || l1[k] == 0.0) act.push_back(k);
-    for (Index inner = 0; inner < max_sweeps; ++inner) {
+    const Index na = static_cast<Index>(act.size());
+    while (budget > 0 && na > 0) {
       double c = 0.0;
       for (Index k : act) c = std::max(c, update(k));
+      budget -= na;
       if (c <= tol) break;
+      if ((++sweeps & 15) == 0) interrupt::check();
     }
   }
   return delta;
@@ -97,12 +120,16 @@ FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, In
   Mat H;
   bool have_H = false;
   const double inner_tol = 0.1 * opt.tol * sw;
+  detail::StallDetector stall;
+  double last_dec = 0.0;
   for (Index it = 0;; ++it) {
+    interrupt::check();
     const double kkt = detail::kkt_violation(pb, st.beta, st.grad, &viol);
     if (it > 0 && kkt / sw <= opt.tol) {
       st.converged = true;
       break;
     }
+    if (it > 0 && stall.update(last_dec, f, kkt)) break;  // tol below the rounding floor
     if (it >= std::max<Index>(1, opt.max_iter)) break;
     // working set: nonzero coefficients, the intercept, and the worst violators
     std::vector<Index> cand;
@@ -140,7 +167,7 @@ FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, In
       bW[k] = st.beta[W[k]];
       lW[k] = pb.l1[W[k]];
     }
-    const Vec dW = detail::quadratic_cd(H, gW, bW, lW, inner_tol, 10000);
+    const Vec dW = detail::quadratic_cd(H, gW, bW, lW, inner_tol);
     step.setZero();
     for (Index k = 0; k < m; ++k) step[W[k]] = dW[k];
     // decrease predicted by the model (prox-Newton): grad^T step + l1 change, summed
@@ -149,6 +176,7 @@ FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, In
     for (Index k = 0; k < m; ++k)
       dF += gW[k] * dW[k] + lW[k] * (std::abs(bW[k] + dW[k]) - std::abs(bW[k]));
     if (!(dF < 0.0)) break;  // no descent left at this precision
+    last_dec = -dF;
     linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
     double f_try = f;
     const double t =

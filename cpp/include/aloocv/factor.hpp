@@ -15,6 +15,12 @@ class Cholesky {
   bool empty() const { return p1_ == 0; }
   Index size() const { return p1_; }
   const double* lower() const { return L_.data(); }
+  // min_j L_jj^2 / H_jj: for each coordinate, the share of its curvature not explained by
+  // the coordinates before it (1 - R^2 of a weighted regression on them; invariant to the
+  // scaling of the coordinates). A cheap estimate of the reciprocal condition number of H
+  // after diagonal scaling: relative errors of solves and leverages scale like
+  // eps / rcond() when it is small (near-collinear features with a tiny penalty).
+  double rcond() const { return rcond_; }
   // b <- L^{-1} b
   void solve_lower(double* b) const;
   // b <- H^{-1} b
@@ -24,6 +30,7 @@ class Cholesky {
 
  private:
   Index p1_ = 0;
+  double rcond_ = 0.0;
   std::vector<double> L_;
 };
 

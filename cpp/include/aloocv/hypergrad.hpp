@@ -153,14 +153,17 @@ Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stri
   const Index B = std::min(block_rows(q1), std::max<Index>(1, n));
   const int threads = threads_for(nt, flops_per_row * double(n));
   ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(threads)
   {
+    interrupt::Share share(ictx);
     Scratch s;
     guard.run([&] { s.ensure(q1, B); });
 #pragma omp for schedule(dynamic, 1)
     for (Index c = 0; c < part.chunks; ++c) {
       if (guard.failed()) continue;
       guard.run([&] {
+        interrupt::check();
         double* P = partial.data() + c * stride;
         for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
           const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;

@@ -17,7 +17,27 @@ LooMethod loo_method_from_name(const std::string& name);
 
 struct LooResult {
   Vec losses, predictions, leverages;  // leverages empty for the exact method
-  Index n_not_converged = 0;           // exact refits that missed the tolerance
+  // 1 - d_i h_i, the factor of the rank-one downdate (the closed forms divide by it);
+  // empty for the exact method. The dual route computes it directly (a stable form);
+  // otherwise loo_formulas computes it from the leverages.
+  Vec den;
+  Index n_not_converged = 0;  // exact refits that missed the tolerance
+};
+
+// The samples an exact LOO refits: all of them (idx == nullptr), or a list of indices
+// (an accuracy certificate refits a random subset). Results are in the list's order.
+struct SampleSet {
+  const std::vector<Index>* idx = nullptr;
+  Index size(Index n) const { return idx ? static_cast<Index>(idx->size()) : n; }
+  Index operator()(Index k) const { return idx ? (*idx)[static_cast<size_t>(k)] : k; }
+  void check(Index n) const {
+    if (!idx) return;
+    for (Index i : *idx)
+      if (i < 0 || i >= n) {
+        throw InvalidInput("sample index " + std::to_string(i) + " is outside [0, " +
+                           std::to_string(n) + ")");
+      }
+  }
 };
 
 namespace detail {
@@ -30,7 +50,7 @@ namespace detail {
 }  // namespace detail
 
 // The closed forms from the linear predictor eta and the leverages h (already in
-// out.leverages): O(n).
+// out.leverages), and 1 - d_i h_i (computed here unless already in out.den): O(n).
 template <class Loss>
 void loo_formulas(const Problem& pb, const double* eta_hat, LooMethod method, LooResult& out,
                   int n_threads) {
@@ -38,6 +58,8 @@ void loo_formulas(const Problem& pb, const double* eta_hat, LooMethod method, Lo
   const int nt = threads_for(n_threads, 32.0 * double(n));
   out.losses.resize(n);
   out.predictions.resize(n);
+  const bool given_den = out.den.size() == n;
+  if (!given_den) out.den.resize(n);
   const double tiny = 64 * std::numeric_limits<double>::epsilon();
   ExceptionCatcher guard;
 #pragma omp parallel for schedule(static) num_threads(nt)
@@ -46,7 +68,8 @@ void loo_formulas(const Problem& pb, const double* eta_hat, LooMethod method, Lo
       const double y = pb.y[i], eta = eta_hat[i], w = pb.weight(i), h = out.leverages[i];
       const double l1 = Loss::d1(y, eta);
       const double g = w * l1, dh = w * Loss::d2(y, eta) * h;
-      const double den = 1.0 - dh;
+      const double den = given_den ? (w == 0.0 ? 1.0 : out.den[i]) : 1.0 - dh;
+      out.den[i] = den;
       if (method != LooMethod::IF && w != 0.0 && !(den > tiny)) detail::throw_loo_singular(i, dh);
       switch (method) {
         case LooMethod::IF: {
@@ -71,6 +94,17 @@ void loo_formulas(const Problem& pb, const double* eta_hat, LooMethod method, Lo
   guard.rethrow();
 }
 
+// out.den = 1 - d_i h_i from out.leverages (1 for zero-weight samples): O(n).
+template <class Loss>
+void downdate_factors(const Problem& pb, const double* eta_hat, LooResult& out) {
+  const Index n = pb.n();
+  out.den.resize(n);
+  for (Index i = 0; i < n; ++i) {
+    const double w = pb.weight(i);
+    out.den[i] = w == 0.0 ? 1.0 : 1.0 - w * Loss::d2(pb.y[i], eta_hat[i]) * out.leverages[i];
+  }
+}
+
 // The closed forms on a fitted state: O(n p^2) for the leverages (one blocked
 // triangular solve against X~^T), O(n) for the rest.
 template <class Loss>
@@ -90,28 +124,34 @@ LooResult approx_loo(const Problem& pb, const FitState& st, LooMethod method, in
 // ALO point); when that stalls, a fresh Hessian of the leave-one-out problem is
 // computed and factored at the current point (plain Newton). Parallel over samples.
 template <class Loss>
-LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt) {
+LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt,
+                    SampleSet set = {}) {
   const int nt = resolve_threads(opt.n_threads);
-  const Index n = pb.n(), p1 = pb.p1();
+  const Index n = pb.n(), p1 = pb.p1(), ns = set.size(n);
+  set.check(n);
   const double sw = pb.weight_sum();
   const double tiny = 64 * std::numeric_limits<double>::epsilon();
   LooResult out;
-  out.losses.resize(n);
-  out.predictions.resize(n);
+  out.losses.resize(ns);
+  out.predictions.resize(ns);
   Index not_converged = 0;
   ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt) reduction(+ : not_converged)
   {
+    interrupt::Share share(ictx);
     Vec beta, eta, grad, xi(p1), a(p1), dir(p1), xs(n), eta_try(n), g(n), d(n), H;
     Cholesky fresh;
 #pragma omp for schedule(dynamic, 4)
-    for (Index i = 0; i < n; ++i) {
+    for (Index k = 0; k < ns; ++k) {
       if (guard.failed()) continue;
       guard.run([&] {
+        interrupt::check();
+        const Index i = set(k);
         const double y = pb.y[i], w = pb.weight(i);
         if (w == 0.0) {  // a zero-weight sample does not change the fit
-          out.predictions[i] = st.eta[i];
-          out.losses[i] = Loss::value(y, st.eta[i]);
+          out.predictions[k] = st.eta[i];
+          out.losses[k] = Loss::value(y, st.eta[i]);
           return;
         }
         const double swi = sw - w;
@@ -127,8 +167,10 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
         if (!(den > tiny)) detail::throw_loo_singular(i, dh);
         double f = detail::objective<Loss>(pb, eta.data(), beta, 1, i);
         bool downdate = true, converged = false;
+        detail::StallDetector stall;
         double gnorm = grad.cwiseAbs().maxCoeff();
         for (Index it = 0; it < std::max<Index>(1, opt.max_iter); ++it) {
+          interrupt::check();
           if (gnorm / swi <= opt.tol) {
             converged = true;
             break;
@@ -161,11 +203,12 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
           // The fixed Hessian converges linearly; switch to Newton when it is slow.
           if (downdate && (gnew > 0.25 * gnorm || it >= 8)) downdate = false;
           gnorm = gnew;
+          if (stall.update(dec, f, gnorm)) break;  // tol below the rounding floor
         }
         if (!converged && gnorm / swi <= opt.tol) converged = true;
         if (!converged) ++not_converged;
-        out.predictions[i] = eta[i];
-        out.losses[i] = Loss::value(y, eta[i]);
+        out.predictions[k] = eta[i];
+        out.losses[k] = Loss::value(y, eta[i]);
       });
     }
   }
@@ -177,28 +220,34 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
 // Exact LOO with an L1 term: the full elastic-net problem refitted without each
 // sample, warm-started from the full fit, parallel over samples.
 template <class Loss>
-LooResult enet_exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt) {
+LooResult enet_exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt,
+                         SampleSet set = {}) {
   const int nt = resolve_threads(opt.n_threads);
-  const Index n = pb.n();
+  const Index ns = set.size(pb.n());
+  set.check(pb.n());
   LooResult out;
-  out.losses.resize(n);
-  out.predictions.resize(n);
+  out.losses.resize(ns);
+  out.predictions.resize(ns);
   Index not_converged = 0;
   FitOptions serial = opt;
   serial.n_threads = 1;
   ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) reduction(+ : not_converged)
-  for (Index i = 0; i < n; ++i) {
+  for (Index k = 0; k < ns; ++k) {
     if (guard.failed()) continue;
+    interrupt::Share share(ictx);
     guard.run([&] {
+      interrupt::check();
+      const Index i = set(k);
       double e = st.eta[i];
       if (pb.weight(i) != 0.0) {
         const FitState r = enet_fit<Loss>(pb, serial, &st.beta, i, false);
         if (!r.converged) ++not_converged;
         e = r.eta[i];
       }
-      out.predictions[i] = e;
-      out.losses[i] = Loss::value(pb.y[i], e);
+      out.predictions[k] = e;
+      out.losses[k] = Loss::value(pb.y[i], e);
     });
   }
   guard.rethrow();
@@ -207,7 +256,8 @@ LooResult enet_exact_loo(const Problem& pb, const FitState& st, const FitOptions
 }
 
 // Refreshes st's factor at beta when needed (fresh_factor), then the method.
+// With `set`, the exact method refits only those samples.
 LooResult loo(const Problem& pb, LossKind loss, LooMethod method, FitState& st,
-              const FitOptions& opt);
+              const FitOptions& opt, SampleSet set = {});
 
 }  // namespace aloocv

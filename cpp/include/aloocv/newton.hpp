@@ -13,6 +13,32 @@ namespace aloocv {
 
 namespace detail {
 
+// A predicted decrease below kTinyDecrease * max(1, |f|) is at the rounding level of the
+// objective: such steps are taken without a line-search test.
+constexpr double kTinyDecrease = 1e-13;
+// Iterations at that rounding level without halving the gradient norm after which a
+// solver stops (the tolerance is below what rounding allows on this problem): bounded
+// work for every tolerance; `converged` then reports whether tol was reached.
+constexpr int kStallIters = 3;
+
+// Counts iterations that are stuck at the rounding floor (see kStallIters).
+struct StallDetector {
+  double best = std::numeric_limits<double>::infinity();
+  int stalled = 0;
+  // dec: predicted decrease of the step just taken, f: objective, gnorm: new gradient norm.
+  // True when the solver should stop.
+  bool update(double dec, double f, double gnorm) {
+    const bool floor = 0.5 * dec <= kTinyDecrease * std::max(1.0, std::abs(f));
+    if (floor && !(gnorm < 0.5 * best)) {
+      ++stalled;
+    } else {
+      stalled = 0;
+    }
+    best = std::min(best, gnorm);
+    return stalled >= kStallIters;
+  }
+};
+
 // sum_i w_i l(y_i, eta_i) (skipping `skip`) + 1/2 sum_j pen_j beta_j^2
 template <class Loss>
 double objective(const Problem& pb, const double* eta, const Vec& beta, int n_threads,
@@ -68,9 +94,10 @@ template <class Loss>
 double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Vec& eta,
                    const Vec& xs, double f, double dec, Vec& eta_try, double& f_try, int n_threads,
                    Index skip = -1) {
-  const bool tiny = 0.5 * dec <= 1e-13 * std::max(1.0, std::abs(f));
+  const bool tiny = 0.5 * dec <= kTinyDecrease * std::max(1.0, std::abs(f));
   double t = 1.0;
   for (int ls = 0; ls < 60; ++ls, t *= 0.5) {
+    interrupt::check();
     eta_try = eta + t * xs;
     f_try = objective<Loss>(pb, eta_try.data(), beta + t * step, n_threads, skip);
     if (tiny && std::isfinite(f_try)) return t;
@@ -94,13 +121,16 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
   Eigen::Map<const Vec> theta(step.data() + off, p);
   const double b = pb.intercept ? step[0] : 0.0;
   ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt)
   {
+    interrupt::Share share(ictx);
     Vec gb;
 #pragma omp for schedule(dynamic, 1)
     for (Index c = 0; c < part.chunks; ++c) {
       if (guard.failed()) continue;
       guard.run([&] {
+        interrupt::check();
         double* acc = partial.data() + c * (p1 + 1);
         Eigen::Map<Vec> acc_theta(acc + off, p);
         for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
@@ -152,7 +182,7 @@ double newton_move(const Problem& pb, FitState& st, const Vec& step, double dec,
   const double floss = fused_step<Loss>(pb, step, st.eta, eta_try, xs, gX, nt);
   const Vec b1 = st.beta + step;
   const double f1 = floss + 0.5 * pb.pen.dot(b1.cwiseAbs2());
-  const bool tiny = 0.5 * dec <= 1e-13 * std::max(1.0, std::abs(f));
+  const bool tiny = 0.5 * dec <= kTinyDecrease * std::max(1.0, std::abs(f));
   if (std::isfinite(f1) && (tiny || f1 <= f - 1e-4 * dec)) {
     st.beta = b1;
     st.eta.swap(eta_try);
@@ -237,7 +267,9 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   const bool fresh_end = opt.fresh_end && !Loss::constant_curvature;
   bool chord = false;
   double prev_gnorm = std::numeric_limits<double>::infinity();
+  detail::StallDetector stall;
   for (Index it = 0; it < std::max<Index>(1, opt.max_iter); ++it) {
+    interrupt::check();
     if (!(Loss::constant_curvature && !st.chol.empty()) && !chord) {
       detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
       ++st.hessian_passes;
@@ -251,6 +283,7 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
     ++st.n_iter;
     if (!Loss::constant_curvature) st.stale_eta += t * xs.cwiseAbs().maxCoeff();
     const double gn = st.grad.cwiseAbs().maxCoeff();
+    if (stall.update(dec, f, gn)) break;  // the rounding floor is above tol
     if (!fresh_end) {
       if (gn / sw <= opt.tol) break;
       continue;
@@ -342,6 +375,7 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
   double gnorm = st.grad.cwiseAbs().maxCoeff();
   bool done = gnorm / sw <= tight;
   for (Index it = 0; !done && it < std::max<Index>(1, opt.max_iter); ++it) {
+    interrupt::check();
     step = -st.grad;
     st.chol.solve(step.data());
     const double dec = -st.grad.dot(step);

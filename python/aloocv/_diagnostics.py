@@ -1,0 +1,370 @@
+"""Per-sample diagnostics of leave-one-out estimates, ill-posed problems, and the accuracy
+certificate of an approximate LOO result."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "ALO_MIN_RCOND",
+    "ALO_UNRELIABLE_DH",
+    "CERTIFICATE_PROXY_SHARE",
+    "SEPARATION_MARGIN",
+    "ALOWarning",
+    "Certificate",
+]
+
+#: A sample is flagged unreliable when ``d_i h_i`` exceeds this: the leave-one-out
+#: Hessian keeps less than 1% of the full Hessian's curvature along ``x~_i``, ALO's
+#: Newton step from the full fit multiplies the influence term ``w_i l'_i h_i`` by
+#: ``1 / (1 - d_i h_i) >= 100``, and the estimate for that sample is as sensitive to the
+#: fit, to rounding and to the loss's higher derivatives (as ``d_i h_i -> 1`` the sample
+#: alone determines a direction of the fit). It is a warning sign, not a measured error:
+#: samples below it can be badly off too (e.g. near-separated logistic data), which
+#: :meth:`LOOResult.certify` measures. For the squared loss with an L2 penalty ALO is exact
+#: whatever ``d_i h_i`` (PRESS): the samples are flagged, but no warning is issued.
+ALO_UNRELIABLE_DH = 0.99
+
+#: Logistic fits whose training margins ``(2 y_i - 1) eta_i`` all exceed this (every
+#: training loss below 4.5e-5) separate the classes with a negligible penalty: the penalty
+#: alone bounds the coefficients, which grow without bound (like ``log(1 / lam)``) as it
+#: goes to 0, and leave-one-out estimates, ALO especially, are unreliable; a warning says
+#: so. With no penalty at all, any positive margins prove that no finite fit exists: a
+#: ValueError.
+SEPARATION_MARGIN = 10.0
+
+
+#: Approximate LOO warns when the factored Hessian's scale-invariant reciprocal condition
+#: estimate ``min_j L_jj^2 / H_jj`` (1 - R^2 of the most collinear coordinate given the
+#: others, penalty included) is below this: leverages and LOO values then carry relative
+#: rounding errors up to about ``eps / rcond`` (2e-5 here; measured: 2.7e-4 against
+#: brute-force refits at rcond = 5e-14, cond(X) = 1.8e7 with lam = 1e-12).
+ALO_MIN_RCOND = 1e-11
+
+
+class ALOWarning(UserWarning):
+    """A leave-one-out estimate is unreliable: samples with ``d_i h_i`` near 1, or a
+    logistic fit that separates the classes. See ``LOOResult.unreliable`` and
+    ``LOOResult.certify``."""
+
+
+def unreliable_mask(downdate: np.ndarray | None) -> np.ndarray | None:
+    """Samples with ``d_i h_i > ALO_UNRELIABLE_DH`` from ``downdate = 1 - d_i h_i``."""
+    if downdate is None:
+        return None
+    return np.asarray(downdate) < 1.0 - ALO_UNRELIABLE_DH
+
+
+def warn_unreliable(mask: np.ndarray | None, loss: str, has_l1: bool, stacklevel: int) -> None:
+    if mask is None or (loss == "squared" and not has_l1):
+        return  # exact for the squared loss with an L2 penalty
+    count = int(np.count_nonzero(mask))
+    if count:
+        warnings.warn(
+            f"{count} of {mask.shape[0]} samples have d_i h_i > {ALO_UNRELIABLE_DH} (leverage "
+            "near 1): their approximate leave-one-out values are unreliable (see "
+            "result.unreliable; result.certify() measures the error against exact refits). "
+            "A larger penalty helps.",
+            ALOWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
+def warn_ill_conditioned(rcond: float | None, stacklevel: int) -> None:
+    if rcond is not None and rcond < ALO_MIN_RCOND:
+        warnings.warn(
+            f"the Hessian is nearly singular (reciprocal condition estimate {rcond:.2g} < "
+            f"{ALO_MIN_RCOND:g}: near-collinear features with a tiny penalty); leave-one-out "
+            f"values may carry relative rounding errors up to about {2.2e-16 / rcond:.1g}. "
+            "A larger penalty or fewer collinear features helps.",
+            ALOWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
+def _positive(w: np.ndarray | None, n: int) -> np.ndarray:
+    return np.ones(n, dtype=bool) if w is None else np.asarray(w) > 0
+
+
+def check_classes(y: np.ndarray, w: np.ndarray | None, loss: str, fit_intercept: bool) -> None:
+    """Logistic loss with an intercept: both classes must be present (else no finite fit)."""
+    if loss != "logistic" or not fit_intercept:
+        return
+    pos = _positive(w, y.shape[0])
+    n1 = int(np.count_nonzero(pos & (y > 0.5)))
+    n0 = int(np.count_nonzero(pos & (y <= 0.5)))
+    if n0 == 0 or n1 == 0:
+        raise ValueError(
+            "logistic regression needs samples of both classes (with positive weight); y has "
+            f"{n0} zeros and {n1} ones: the intercept has no finite value"
+        )
+
+
+def check_loo_classes(y: np.ndarray, w: np.ndarray | None, loss: str, fit_intercept: bool) -> None:
+    """Logistic LOO with an intercept: every leave-one-out training set needs both classes,
+    i.e. at least 2 samples of each class."""
+    check_classes(y, w, loss, fit_intercept)
+    if loss != "logistic" or not fit_intercept:
+        return
+    pos = _positive(w, y.shape[0])
+    counts = (int(np.count_nonzero(pos & (y <= 0.5))), int(np.count_nonzero(pos & (y > 0.5))))
+    if min(counts) < 2:
+        c = int(np.argmin(counts))
+        raise ValueError(
+            f"leave-one-out of a logistic regression needs at least 2 samples of each class; "
+            f"class {c} has {counts[c]}: without it the training set has one class and the "
+            "intercept no finite value"
+        )
+
+
+def check_fold_classes(
+    y: np.ndarray,
+    w: np.ndarray | None,
+    folds: np.ndarray,
+    n_folds: int,
+    loss: str,
+    fit_intercept: bool,
+) -> None:
+    """Logistic K-fold with an intercept: the training part of every fold needs both classes."""
+    if loss != "logistic" or not fit_intercept:
+        return
+    pos = _positive(w, y.shape[0]).astype(np.float64)
+    ones = pos * (y > 0.5)
+    zeros = pos * (y <= 0.5)
+    out1 = ones.sum() - np.bincount(folds, weights=ones, minlength=n_folds)
+    out0 = zeros.sum() - np.bincount(folds, weights=zeros, minlength=n_folds)
+    bad = np.flatnonzero((out1 < 0.5) | (out0 < 0.5))
+    if bad.size:
+        k = int(bad[0])
+        raise ValueError(
+            f"the training part without fold {k} has only one class ({int(out0[k])} zeros, "
+            f"{int(out1[k])} ones): a logistic fit on it has no finite intercept; use "
+            "stratified or fewer folds"
+        )
+
+
+def check_separation(
+    eta: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray | None,
+    pen: np.ndarray,
+    l1: np.ndarray | None,
+    warn: bool,
+    stacklevel: int,
+) -> None:
+    """Logistic fits: raises when the fit separates the classes with no penalty (no finite
+    solution exists), warns (``warn``) when it separates them with every margin above
+    SEPARATION_MARGIN."""
+    pos = _positive(w, y.shape[0])
+    if not pos.any():
+        return
+    margins = np.where(y > 0.5, eta, -eta)[pos]
+    m = float(margins.min())
+    unpenalized = not np.any(pen > 0) and (l1 is None or not np.any(l1 > 0))
+    if unpenalized and m > 0:
+        raise ValueError(
+            "the classes are linearly separable (the fit classifies every training sample "
+            f"correctly, minimum margin {m:.3g}): without a penalty the logistic likelihood "
+            "has no finite maximizer; use a positive penalty"
+        )
+    if warn and m > SEPARATION_MARGIN:
+        warnings.warn(
+            f"the logistic fit separates the classes (every training margin > "
+            f"{SEPARATION_MARGIN:g}, minimum {m:.3g}): the penalty alone bounds the "
+            "coefficients, and leave-one-out estimates, ALO especially, can be far off; "
+            "check them with result.certify() or use a larger penalty",
+            ALOWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
+#: Share of the certificate's random draws that follow the error proxy (the rest is
+#: uniform: a defensive mixture, so that no sample has a tiny inclusion probability).
+CERTIFICATE_PROXY_SHARE = 0.95
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """ALO-vs-exact accuracy of a leave-one-out result, measured on refitted samples.
+
+    Design: a census plus importance sampling, guided by the error proxy
+    ``s_i = w_i |l(y_i, eta~_i) - l(y_i, eta_i)|`` (how far the approximate method moves
+    sample i's loss from its in-sample value; the errors concentrate where it is large).
+    The ``n_worst`` samples with the largest ``s_i`` are refitted (a census: their errors
+    enter exactly); then ``n_draws`` samples are drawn with replacement from the others
+    with probabilities ``q_i = 0.95 s_i / sum(s) + 0.05 / N`` (probability proportional to
+    size, mixed with uniform). The total error is estimated by the census sum plus the
+    Hansen-Hurwitz estimator ``mean_j(w_j e_j / q_j)`` of the rest, unbiased whatever the
+    proxy's quality; the confidence interval is a Student-t interval from the sample
+    variance of the ``w_j e_j / q_j`` (``n_draws - 1`` degrees of freedom). It is exact
+    (zero width) when every sample is refitted. Simulated coverage of the 95% interval
+    with 20 refits (4 census, 16 draws) on three logistic problems: 0.92-0.95.
+
+    Attributes
+    ----------
+    indices : ndarray of int
+        The refitted samples (distinct; census first).
+    approx_losses, exact_losses : ndarray
+        Their approximate and exact leave-one-out losses.
+    errors : ndarray
+        ``approx_losses - exact_losses``.
+    median_abs_error, max_abs_error : float
+        Of ``errors``.
+    mean_error : float
+        Estimated error of the mean: ALO mean minus exact LOO mean.
+    ci_low, ci_high : float
+        The ``confidence`` interval of ``mean_error``.
+    approx_mean : float
+        The approximate result's mean.
+    relative_error : float
+        ``mean_error / (approx_mean - mean_error)``: the estimated relative error of the
+        approximate mean against the exact LOO mean.
+    confidence : float
+    n_worst, n_draws : int
+        Census size and number of random draws.
+    n_population : int
+        Samples with positive weight.
+    method : str
+        The approximate method certified.
+    """
+
+    indices: np.ndarray
+    approx_losses: np.ndarray
+    exact_losses: np.ndarray
+    errors: np.ndarray
+    median_abs_error: float
+    max_abs_error: float
+    mean_error: float
+    ci_low: float
+    ci_high: float
+    approx_mean: float
+    relative_error: float
+    confidence: float
+    n_worst: int
+    n_draws: int
+    n_population: int
+    method: str
+
+    @property
+    def exact_mean(self) -> float:
+        """Estimated exact LOO mean: ``approx_mean - mean_error``."""
+        return self.approx_mean - self.mean_error
+
+    def __str__(self) -> str:
+        pct = 100.0 * self.confidence
+        return (
+            f"accuracy certificate: {self.method} vs exact refits of {self.indices.size} of "
+            f"{self.n_population} samples ({self.n_worst} with the largest loss change, "
+            f"{self.n_draws} drawn by importance sampling)\n"
+            f"  per-sample |error|: median {self.median_abs_error:.3g}, "
+            f"max {self.max_abs_error:.3g}\n"
+            f"  error of the mean: {self.mean_error:+.4g} ({pct:g}% CI "
+            f"[{self.ci_low:+.4g}, {self.ci_high:+.4g}]); {self.method} mean "
+            f"{self.approx_mean:.5g}, exact LOO mean about {self.exact_mean:.5g} "
+            f"({100.0 * self.relative_error:+.1f}%)"
+        )
+
+
+@dataclass(frozen=True)
+class CertificateDesign:
+    """The samples a certificate refits and how they were chosen."""
+
+    census: np.ndarray  # refitted with certainty
+    draws: np.ndarray  # drawn with replacement (may repeat)
+    q: np.ndarray  # their draw probabilities
+    n_population: int
+
+    @property
+    def refits(self) -> np.ndarray:
+        """Distinct samples to refit, census first."""
+        d = self.draws[~np.isin(self.draws, self.census)]
+        _, first = np.unique(d, return_index=True)
+        return np.concatenate([self.census, d[np.sort(first)]]).astype(np.int64)
+
+
+def certificate_design(
+    proxy: np.ndarray,
+    weights: np.ndarray | None,
+    n_samples: int,
+    n_worst: int | None,
+    random_state,
+) -> CertificateDesign:
+    n = proxy.shape[0]
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    cand = np.flatnonzero(w > 0)
+    score = w * np.where(np.isfinite(proxy), np.abs(proxy), np.inf)
+    m = min(int(n_samples), cand.size)
+    if m == cand.size:  # every sample: an exact census
+        return CertificateDesign(cand.astype(np.int64), cand[:0], np.empty(0), cand.size)
+    k = max(1, m // 5) if n_worst is None else min(int(n_worst), m)
+    order = cand[np.argsort(-score[cand], kind="stable")]
+    census, rest = order[:k], np.sort(order[k:])
+    if m == k:
+        return CertificateDesign(census.astype(np.int64), rest[:0], np.empty(0), cand.size)
+    s = score[rest]
+    s = np.where(np.isfinite(s), s, np.max(s[np.isfinite(s)], initial=1.0))
+    total = s.sum()
+    q = np.full(rest.size, 1.0 / rest.size)
+    if total > 0:
+        q = CERTIFICATE_PROXY_SHARE * s / total + (1.0 - CERTIFICATE_PROXY_SHARE) * q
+    q /= q.sum()
+    rng = np.random.default_rng(random_state)
+    j = rng.choice(rest.size, size=m - k, replace=True, p=q)
+    return CertificateDesign(census.astype(np.int64), rest[j].astype(np.int64), q[j], cand.size)
+
+
+def certificate_from(
+    approx: np.ndarray,
+    exact: np.ndarray,
+    design: CertificateDesign,
+    weights: np.ndarray | None,
+    approx_mean: float,
+    confidence: float,
+    method: str,
+) -> Certificate:
+    from scipy import stats
+
+    n = approx.shape[0]
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    W = float(w.sum())
+    idx = design.refits  # exact[k] is the exact LOO loss of sample idx[k]
+    e = approx[idx] - exact
+    k = design.census.size  # the census comes first in idx
+    census = float(np.sum(w[idx[:k]] * e[:k]))
+    mb = design.draws.size
+    half = 0.0
+    total = census
+    if mb:
+        order = np.argsort(idx)
+        pos = order[np.searchsorted(idx, design.draws, sorter=order)]
+        z = w[design.draws] * e[pos] / design.q
+        total += float(z.mean())
+        if mb >= 2:
+            t = float(stats.t.ppf(0.5 + confidence / 2.0, mb - 1))
+            half = t * float(z.std(ddof=1)) / np.sqrt(mb)
+        else:
+            half = float("inf")
+    mean_error, hw = total / W, half / W
+    absd = np.abs(e)
+    exact_mean = approx_mean - mean_error
+    return Certificate(
+        indices=idx,
+        approx_losses=approx[idx],
+        exact_losses=exact,
+        errors=e,
+        median_abs_error=float(np.median(absd)),
+        max_abs_error=float(absd.max()),
+        mean_error=mean_error,
+        ci_low=mean_error - hw,
+        ci_high=mean_error + hw,
+        approx_mean=approx_mean,
+        relative_error=mean_error / exact_mean if exact_mean != 0 else float("inf"),
+        confidence=confidence,
+        n_worst=int(design.census.size),
+        n_draws=int(mb),
+        n_population=design.n_population,
+        method=method,
+    )
