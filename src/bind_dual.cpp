@@ -60,6 +60,12 @@ void bind_dual(py::module_& m) {
          bool intercept) {
         require_float64(K, "K");
         if (K.ndim() != 2 || K.shape(0) != K.shape(1)) throw py::value_error("K must be square");
+        // element strides only: a byte stride that is not a multiple of 8 cannot be
+        // expressed in elements (truncating it read the wrong entries)
+        if (K.strides(0) % 8 != 0 || K.strides(1) % 8 != 0) {
+          throw py::value_error("K strides must be multiples of 8 bytes (copy it first)");
+        }
+        require_aligned(K, "K");
         const Index n = K.shape(0);
         Problem pb;
         pb.X.n = n;  // no features: the kernel stands for X P^{-1} X^T
