@@ -13,6 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 from . import _blas, _core
 from ._validation import (
     as_penalty,
+    check_finite_result,
     check_fit_inputs,
     check_options,
     choose_solver,
@@ -169,7 +170,7 @@ def fit(
     True
     """
     penalty = as_penalty(penalty)
-    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
+    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     tol, max_iter = check_options(tol, max_iter)
     beta0 = None
     if warm_start is not None:
@@ -194,6 +195,7 @@ def fit(
                 n_threads(n_jobs),
                 False,
             )
+        check_finite_result("fit", coef=out["coef"], intercept=out["intercept"])
         res = _result(out, loss, penalty, bool(fit_intercept))
         _warn_not_converged(res, tol, max_iter)
         return res
@@ -211,6 +213,7 @@ def fit(
             beta0,
             l1,
         )
+    check_finite_result("fit", coef=out["coef"], intercept=out["intercept"])
     res = _result(out, loss, penalty, bool(fit_intercept))
     _warn_not_converged(res, tol, max_iter)
     return res

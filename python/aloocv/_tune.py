@@ -18,6 +18,7 @@ from ._fit import FitResult, _result
 from ._loo import LOOResult
 from ._validation import (
     as_penalty,
+    check_finite_result,
     check_fit_inputs,
     check_loo_samples,
     check_options,
@@ -290,7 +291,7 @@ def tune(
     if not (np.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be positive, got {tol!r}")
     penalty = as_penalty(penalty)
-    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
+    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     check_loo_samples(X.shape[0])
     fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
     if loss == "logistic" and np.unique(y).size < 2:
@@ -421,6 +422,9 @@ def _finish(
     path_losses=None,
 ) -> TuneResult:
     acv, se, _, out = obj.evaluate(u, gradient=False)
+    check_finite_result(
+        "tune", coef=out["coef"], intercept=out["intercept"], losses=out["losses"], acv=acv
+    )
     pen = obj.penalty_at(u)
     fitres = _result(out, loss, pen, intercept)
     res_loo = LOOResult(
