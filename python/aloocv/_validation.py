@@ -163,6 +163,7 @@ def _check_sparse(X: Any, name: str):
             and idx.shape == X.indices.shape
             and X.indices.dtype == np.int32
             and X.indptr.dtype == np.int32
+            and all(a.flags.c_contiguous and a.flags.aligned for a in (X.indices, X.indptr))
         )
         if rows:
             A = sp.csr_matrix((data, idx, indptr), shape=(n, p), copy=False)
@@ -224,12 +225,16 @@ def _check_sparse(X: Any, name: str):
         A = sp.csr_matrix((np.array(A.data), np.array(A.indices), np.array(A.indptr)), shape=(n, p))
         A.sum_duplicates()
     data, indices, indptr = A.data, A.indices, A.indptr
-    if indices.dtype != np.int32 or indptr.dtype != np.int32:
-        # ranges are checked above: the narrowing is exact
-        indices, indptr = indices.astype(np.int32), indptr.astype(np.int32)
+    # int32, contiguous and aligned (the ranges are checked above: narrowing is exact)
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int32)
+    if not (indices.flags.aligned and indptr.flags.aligned):  # pragma: no cover
+        indices, indptr = indices.copy(), indptr.copy()
     if data.dtype != np.float64 or not (data.flags.c_contiguous and data.flags.aligned):
         data = np.ascontiguousarray(data, dtype=np.float64)
-    if not (type(A) is sp.csr_matrix and data is A.data and indices is A.indices):
+    if not (
+        type(A) is sp.csr_matrix and data is A.data and indices is A.indices and indptr is A.indptr
+    ):
         A = sp.csr_matrix((data, indices, indptr), shape=(n, p), copy=False)
     if A.indices.dtype != np.int32 or A.indptr.dtype != np.int32:  # pragma: no cover
         raise ValueError(f"{name}: could not convert the sparse indices to int32")
