@@ -400,3 +400,17 @@ def test_hessian_bitwise_above_64_threads():
     with _blas.single_threaded_blas():
         d = np.linspace(0.5, 1.5, X.shape[0])
         np.testing.assert_array_equal(_core.hessian(X, d, True, 1), _core.hessian(X, d, True, 65))
+
+
+def test_prediction_and_grid_inputs_are_validated():
+    f = aloocv.fit(X0, Y0, loss="squared")
+    with pytest.raises(ValueError, match="NaN"):
+        f.decision_function(np.full((2, 5), np.nan))
+    with pytest.raises(TypeError, match="real"):
+        f.predict(X0 + 1j)
+    with pytest.raises(ValueError, match="X has 4 features but the model was fitted on 5"):
+        f.predict(X0[:, :4])
+    np.testing.assert_allclose(f.predict(sp.csr_matrix(X0)), f.predict(X0), rtol=1e-13)
+    for grid in (["1.0", "2.0"], [1.0 + 1j], [True]):
+        with pytest.raises(TypeError, match="grid must be real numbers"):
+            aloocv.tune(X0, Y0, loss="squared", method="grid", grid=grid)

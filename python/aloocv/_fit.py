@@ -16,9 +16,9 @@ from ._validation import (
     check_finite_result,
     check_fit_inputs,
     check_options,
+    check_X,
     choose_solver,
     core_design,
-    is_sparse,
     n_threads,
 )
 from .penalties import Penalty
@@ -57,8 +57,11 @@ class FitResult:
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Linear predictor ``eta = X coef_ + intercept_``."""
-        if not is_sparse(X):
-            X = np.asarray(X, dtype=np.float64)
+        X = check_X(X)
+        if X.shape[1] != self.coef_.shape[0]:
+            raise ValueError(
+                f"X has {X.shape[1]} features but the model was fitted on {self.coef_.shape[0]}"
+            )
         return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
     def predict(self, X: ArrayLike) -> np.ndarray:

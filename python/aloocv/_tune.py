@@ -22,6 +22,7 @@ from ._validation import (
     check_fit_inputs,
     check_loo_samples,
     check_options,
+    check_real_values,
     core_design,
     n_threads,
 )
@@ -165,7 +166,7 @@ def _check_grid(grid: Any, penalty: Penalty, n_grid: int) -> list[np.ndarray]:
         grid = [grid]
     pts = []
     for g in grid if not isinstance(grid, np.ndarray) or grid.ndim > 0 else [grid]:
-        v = g.params() if isinstance(g, Penalty) else np.atleast_1d(np.asarray(g, dtype=float))
+        v = g.params() if isinstance(g, Penalty) else np.atleast_1d(check_real_values(g, "grid"))
         if v.size == 1 and m > 1:
             v = np.full(m, float(v[0]))
         if v.size != m:

@@ -42,6 +42,14 @@ def check_bool(value: Any, name: str) -> bool:
     raise TypeError(f"{name} must be a bool (True or False), got {value!r}")
 
 
+def check_real_values(value: Any, name: str) -> np.ndarray:
+    """A real number or array of them as float64 (bools, strings, complex: TypeError)."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be real numbers, got {value!r}")
+    return arr.astype(np.float64)
+
+
 def check_real_scalar(value: Any, name: str) -> float:
     """A finite real number (not a bool, string or complex)."""
     if isinstance(value, np.ndarray) and value.ndim == 0:
