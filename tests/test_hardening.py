@@ -373,6 +373,12 @@ def test_misaligned_float64_is_copied_once():
     np.testing.assert_array_equal(Xc, X0)
     ref = aloocv.loo(X0, Y0, loss="squared")
     np.testing.assert_array_equal(aloocv.loo(buf, Y0, loss="squared").losses, ref.losses)
+    # misaligned vectors too (y, sample_weight, coef)
+    ybuf = np.zeros(Y0.size * 8 + 1, np.uint8)[1:].view(np.float64)
+    ybuf[:] = Y0
+    assert not ybuf.flags.aligned
+    got = aloocv.loo(X0, ybuf, loss="squared", sample_weight=ybuf * 0 + 1.0)
+    np.testing.assert_array_equal(got.losses, ref.losses)
 
 
 # ------------------------------------------------------------------ 9. thread counts

@@ -330,6 +330,8 @@ def check_vector(v: Any, n: int, name: str) -> np.ndarray:
     if arr.shape[0] != n:
         raise ValueError(f"{name} has {arr.shape[0]} entries but X has {n} rows")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if not arr.flags.aligned:  # ascontiguousarray keeps a misaligned buffer as it is
+        arr = arr.copy()
     if not np.isfinite(arr).all():
         raise ValueError(
             f"{name} contains NaN or inf (first at index {np.flatnonzero(~np.isfinite(arr))[0]})"
