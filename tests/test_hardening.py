@@ -420,3 +420,21 @@ def test_prediction_and_grid_inputs_are_validated():
     for grid in (["1.0", "2.0"], [1.0 + 1j], [True]):
         with pytest.raises(TypeError, match="grid must be real numbers"):
             aloocv.tune(X0, Y0, loss="squared", method="grid", grid=grid)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: aloocv.tune(X0, Y0, loss="squared", tol="1e-3"),
+        lambda: aloocv.tune(X0, Y0, loss="squared", learning_rate=True),
+        lambda: aloocv.fit(X0, Y0, loss="squared", tol="1e-8"),
+        lambda: aloocv.dev_set(
+            {"loss": "squared", "candidates": [1.0]}, X0, Y0, dev_fraction="0.2"
+        ),
+        lambda: aloocv.kernel_ridge_loo(np.eye(4), np.ones(4), "1.0"),
+        lambda: aloocv.nested_cv({"loss": "squared", "candidates": ["1.0"]}, X0, Y0),
+    ],
+)
+def test_numbers_given_as_strings_are_type_errors(call):
+    with pytest.raises(TypeError, match="must be a real number"):
+        call()

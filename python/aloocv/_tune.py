@@ -283,11 +283,15 @@ def tune(
         raise ValueError(f"selection must be 'min' or '1se', got {selection!r}")
     if learning_rate is None:
         learning_rate = 0.1 if step_rule == "adam" else 1.0
+    if isinstance(learning_rate, (str, bytes, bool, np.bool_, complex)):
+        raise TypeError(f"learning_rate must be a real number, got {learning_rate!r}")
     learning_rate = float(learning_rate)
     if not (np.isfinite(learning_rate) and learning_rate > 0):
         raise ValueError(f"learning_rate must be positive, got {learning_rate!r}")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    if isinstance(tol, (str, bytes, bool, np.bool_, complex)):
+        raise TypeError(f"tol must be a real number, got {tol!r}")
     tol = float(tol)
     if not (np.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be positive, got {tol!r}")

@@ -287,7 +287,7 @@ def dev_set(
     X = check_X(X)
     y = check_vector(y, X.shape[0], "y")
     n = X.shape[0]
-    if not 0 < dev_fraction < 1:
+    if not 0 < check_real_scalar(dev_fraction, "dev_fraction") < 1:
         raise ValueError(f"dev_fraction must be in (0, 1), got {dev_fraction!r}")
     n_dev = round(dev_fraction * n)
     if n_dev < 1 or n - n_dev < 2:
