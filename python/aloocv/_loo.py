@@ -157,7 +157,7 @@ def loo(
     tol, max_iter = check_options(tol, max_iter)
     beta = None
     if coef is not None:
-        c = np.ravel(coef) if np.ndim(coef) > 1 else coef
+        c = coef if np.ndim(coef) == 1 else np.ravel(coef)
         if np.ndim(c) != 1 or np.shape(c)[0] != X.shape[1]:
             raise ValueError(f"coef has {np.size(c)} entries but X has {X.shape[1]} features")
         c = check_vector(c, X.shape[1], "coef")
