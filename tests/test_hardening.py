@@ -364,6 +364,11 @@ def test_grids_must_be_real_numbers(est):
         est.fit(XL, YL)
 
 
+def test_nested_cv_refuses_boolean_Cs():
+    with pytest.raises(TypeError, match="Cs must be"):
+        aloocv.nested_cv(aloocv.ALOLogisticRegressionCV(Cs=True), XL, YL)
+
+
 def test_misaligned_float64_is_copied_once():
     buf = np.zeros(X0.size * 8 + 1, np.uint8)[1:].view(np.float64).reshape(X0.shape)
     buf[:] = X0

@@ -88,6 +88,8 @@ def _spec(spec: Any) -> tuple[str, list[Penalty], bool]:
         return "squared", [L2(a) for a in np.atleast_1d(spec.alphas)], intercept
     if isinstance(spec, ALOLogisticRegressionCV):
         Cs = spec.Cs
+        if isinstance(Cs, (bool, np.bool_)):
+            raise TypeError(f"Cs must be a positive integer or a grid of numbers, got {Cs!r}")
         Cs = np.logspace(-4, 4, int(Cs)) if isinstance(Cs, (int, np.integer)) else np.asarray(Cs)
         if spec.penalty == "l2":
             cands = [L2(1.0 / C) for C in Cs]
