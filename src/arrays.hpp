@@ -4,6 +4,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -22,12 +24,28 @@ inline void require_float64(const py::array& a, const char* name) {
   }
 }
 
+// The array itself, never a converted temporary: a view keeps the data pointer, so a
+// list (or any other object numpy would convert) must not reach the core.
+inline py::array require_array(const py::handle& h, const char* name) {
+  if (!py::isinstance<py::array>(h)) {
+    throw py::type_error(std::string(name) + " must be a numpy array (validate it in Python)");
+  }
+  return py::reinterpret_borrow<py::array>(h);
+}
+
+inline void require_aligned(const py::array& a, const char* name) {
+  if (reinterpret_cast<std::uintptr_t>(a.data()) % alignof(double) != 0) {
+    throw py::value_error(std::string(name) + " is not aligned to 8 bytes (copy it first)");
+  }
+}
+
 // A zero-copy view of a 2-D float64 array of any layout whose strides are whole elements.
 inline DenseView design_view(const py::array& X) {
   require_float64(X, "X");
   if (X.ndim() != 2) throw py::value_error("X must be 2-dimensional");
   const auto s0 = X.strides(0), s1 = X.strides(1);
   if (s0 % 8 != 0 || s1 % 8 != 0) throw py::value_error("X strides must be multiples of 8 bytes");
+  require_aligned(X, "X");
   DenseView v;
   v.data = static_cast<const double*>(X.data());
   v.n = X.shape(0);
@@ -47,6 +65,7 @@ inline const double* vector_ptr(const py::array& a, Index n, const char* name) {
   if (n > 1 && a.strides(0) != static_cast<py::ssize_t>(sizeof(double))) {
     throw py::value_error(std::string(name) + " must be contiguous");
   }
+  require_aligned(a, name);
   return static_cast<const double*>(a.data());
 }
 
@@ -56,11 +75,16 @@ inline const int* int32_ptr(const py::array& a, Index n, const char* name) {
     throw py::value_error(std::string(name) + " must be a contiguous 1-d array of length " +
                           std::to_string(n));
   }
+  if (reinterpret_cast<std::uintptr_t>(a.data()) % alignof(int) != 0) {
+    throw py::value_error(std::string(name) + " is not aligned");
+  }
   return static_cast<const int*>(a.data());
 }
 
 // X is a 2-d float64 numpy array (dense) or a tuple (data, indices, indptr, n, p)
-// holding a canonical CSR matrix with 32-bit indices (sparse).
+// holding a canonical CSR matrix with 32-bit indices (sparse). The Python layer
+// (_validation.py) checks everything first; the structural checks here are a second,
+// O(n + nnz) line of defence so that a direct call of the core cannot read out of bounds.
 inline Design make_design(const py::object& X) {
   if (py::isinstance<py::tuple>(X)) {
     auto t = X.cast<py::tuple>();
@@ -68,14 +92,33 @@ inline Design make_design(const py::object& X) {
     CsrView v;
     v.n = t[3].cast<Index>();
     v.p = t[4].cast<Index>();
-    v.indptr = int32_ptr(t[2].cast<py::array>(), v.n + 1, "indptr");
-    const Index nnz = v.indptr[v.n];
-    v.indices = int32_ptr(t[1].cast<py::array>(), nnz, "indices");
-    v.data = vector_ptr(t[0].cast<py::array>(), nnz, "data");
+    if (v.n < 0 || v.p < 0 || v.p > std::numeric_limits<int>::max()) {
+      throw py::value_error("sparse X: bad shape");
+    }
+    v.indptr = int32_ptr(require_array(t[2], "indptr"), v.n + 1, "indptr");
     if (v.indptr[0] != 0) throw py::value_error("indptr must start at 0");
+    for (Index i = 0; i < v.n; ++i) {
+      if (v.indptr[i + 1] < v.indptr[i]) throw py::value_error("indptr is not non-decreasing");
+    }
+    const Index nnz = v.indptr[v.n];
+    v.indices = int32_ptr(require_array(t[1], "indices"), nnz, "indices");
+    v.data = vector_ptr(require_array(t[0], "data"), nnz, "data");
+    for (Index a = 0; a < nnz; ++a) {
+      if (v.indices[a] < 0 || v.indices[a] >= v.p) {
+        throw py::value_error("sparse X: column index " + std::to_string(v.indices[a]) +
+                              " is out of range [0, " + std::to_string(v.p) + ")");
+      }
+    }
+    for (Index i = 0; i < v.n; ++i) {
+      for (Index a = v.indptr[i] + 1; a < v.indptr[i + 1]; ++a) {
+        if (v.indices[a] <= v.indices[a - 1]) {
+          throw py::value_error("sparse X is not canonical (unsorted or duplicate indices)");
+        }
+      }
+    }
     return Design::from(v);
   }
-  return Design::from(design_view(X.cast<py::array>()));
+  return Design::from(design_view(require_array(X, "X")));
 }
 
 inline Problem make_problem(const py::object& X, const py::array& y,

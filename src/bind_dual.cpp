@@ -38,8 +38,7 @@ void bind_dual(py::module_& m) {
          const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
          double tol, Index max_iter, int n_threads, bool want_loo,
          const std::optional<py::array>& beta,
-         const std::optional<py::array_t<Index, py::array::c_style | py::array::forcecast>>&
-             subset,
+         const std::optional<py::array_t<Index, py::array::c_style | py::array::forcecast>>& subset,
          bool gradient) {
         Problem pb = make_problem(X, y, w, pen, intercept);
         std::vector<Index> sub;
@@ -83,6 +82,12 @@ void bind_dual(py::module_& m) {
          bool intercept) {
         require_float64(K, "K");
         if (K.ndim() != 2 || K.shape(0) != K.shape(1)) throw py::value_error("K must be square");
+        // element strides only: a byte stride that is not a multiple of 8 cannot be
+        // expressed in elements (truncating it read the wrong entries)
+        if (K.strides(0) % 8 != 0 || K.strides(1) % 8 != 0) {
+          throw py::value_error("K strides must be multiples of 8 bytes (copy it first)");
+        }
+        require_aligned(K, "K");
         const Index n = K.shape(0);
         Problem pb;
         pb.X.n = n;  // no features: the kernel stands for X P^{-1} X^T

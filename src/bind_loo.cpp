@@ -16,7 +16,12 @@ void bind_loo(py::module_& m) {
       [](const py::object& X, const py::array& Z, bool intercept, int n_threads) {
         require_float64(Z, "Z");
         if (Z.ndim() != 2) throw py::value_error("Z must be 2-dimensional");
+        if (Z.strides(0) % 8 != 0 || Z.strides(1) % 8 != 0) {
+          throw py::value_error("Z strides must be multiples of 8 bytes");
+        }
+        require_aligned(Z, "Z");
         const Index p = make_design(X).p;
+        if (p < 1) throw py::value_error("X has no features (p = 0)");
         py::array_t<double> zeros(p);
         std::fill(zeros.mutable_data(), zeros.mutable_data() + p, 0.0);
         const Index n = Z.shape(0), mcols = Z.shape(1);

@@ -80,9 +80,8 @@ class TuneState {
     LooResult res;
     HyperGradient hg;
     HyperTangents tg;
-    run_released([&] {
-      res = loo_gradient_tangents(pb_, kind_, st_, opt_.n_threads, hg, D2, D1, tg);
-    });
+    run_released(
+        [&] { res = loo_gradient_tangents(pb_, kind_, st_, opt_.n_threads, hg, D2, D1, tg); });
     py::dict out = alo_dict(res);
     out["grad_l1"] = to_numpy(hg.l1);
     out["grad_l2"] = to_numpy(hg.l2);

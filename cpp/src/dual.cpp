@@ -40,11 +40,11 @@ Mat dual_kernel(const Problem& pb, int n_threads) {
     return K;
   }
   // Column blocks of X scaled by P^{-1/2} (packed by the design, in its storage order), one
-  // SYRK each into per-chunk partials summed in chunk order: the same chunks, hence bitwise
-  // the same K, for every thread count up to 8.
+  // SYRK each into per-chunk partials summed in chunk order: 8 chunks (fewer for small p)
+  // whatever the thread count, hence bitwise the same K for every thread count.
   const Index pb_cols =
       std::max<Index>(32, std::min<Index>(1024, Index(131072) / std::max<Index>(1, n)));
-  const Partition part{p, std::max<Index>(1, std::min<Index>(std::max<Index>(nt, 8), p / pb_cols))};
+  const Partition part{p, std::max<Index>(1, std::min<Index>(8, p / pb_cols))};
   std::vector<Mat> partial(static_cast<size_t>(part.chunks));
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();

@@ -12,7 +12,6 @@ namespace aloocv {
 void Cholesky::factor(const double* H, Index p1) {
   p1_ = 0;
   L_.assign(static_cast<size_t>(p1 * p1), 0.0);
-  double max_diag = 0.0;
   for (Index j = 0; j < p1; ++j) {
     const double hjj = H[j * p1 + j];
     if (!std::isfinite(hjj)) {
@@ -20,25 +19,38 @@ void Cholesky::factor(const double* H, Index p1) {
           "the Hessian has non-finite entries (overflow of the loss curvature at extreme linear "
           "predictors); rescale X or increase the penalty");
     }
-    max_diag = std::max(max_diag, hjj);
     for (Index i = j; i < p1; ++i) L_[j * p1 + i] = H[j * p1 + i];
   }
   const int info = blas::potrf_lower(p1, L_.data(), p1);
-  double min_pivot2 = std::numeric_limits<double>::infinity();
+  // Scale-aware singularity test: each squared pivot relative to its own diagonal entry
+  // (the pivots of D^{-1/2} H D^{-1/2}, D = diag(H)), so that penalties or weights of any
+  // magnitude (lam = 1e15 next to an intercept, weights of 1e-17) do not look singular.
+  const double eps = std::numeric_limits<double>::epsilon();
+  const double tol = 10.0 * static_cast<double>(p1) * eps;
+  Index bad = -1;
+  double bad_ratio = 0.0;
   if (info == 0) {
     for (Index j = 0; j < p1; ++j) {
-      const double l = L_[j * p1 + j];
-      min_pivot2 = std::min(min_pivot2, l * l);
+      const double l = L_[j * p1 + j], hjj = H[j * p1 + j];
+      const double ratio = hjj > 0.0 ? (l * l) / hjj : 0.0;
+      if (!(ratio > tol)) {
+        bad = j;
+        bad_ratio = ratio;
+        break;
+      }
     }
   }
-  const double eps = std::numeric_limits<double>::epsilon();
-  if (info != 0 || !(min_pivot2 > 10.0 * static_cast<double>(p1) * eps * max_diag)) {
+  if (info != 0 || bad >= 0) {
     std::ostringstream msg;
     msg << "the Hessian (" << p1 << " x " << p1
         << ") is singular or not numerically positive definite";
     if (info > 0) msg << " (Cholesky failed at pivot " << info << ")";
-    msg << "; use a positive penalty (lam > 0), which is required when p > n or features are "
-           "collinear";
+    if (bad >= 0) {
+      msg << " (at index " << bad << " the relative pivot is " << bad_ratio << " <= " << tol << ")";
+    }
+    msg << ": a direction has no curvature from the data and no penalty (collinear or constant "
+           "features, p > n, or features seen only by zero-weight samples); a penalty lam > 0 "
+           "on every feature removes it";
     L_.clear();
     throw SingularHessian(msg.str());
   }

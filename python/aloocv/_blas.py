@@ -54,26 +54,68 @@ def _controller():
     return _CONTROLLER
 
 
-_DEPTH = threading.local()
+# One process-wide context: threadpoolctl's limits are process-wide, so the depth that
+# decides when to set and when to restore them must be too (a per-thread depth let two
+# overlapping calls from different threads each save the other's limit of 1 as "the
+# original" and leave BLAS at 1 thread for the rest of the process).
+_LOCK = threading.Lock()
+_DEPTH = 0
+_LIMITER = None
+
+
+def _release_control() -> None:
+    """threadpoolctl (>= 3.6) lets only one "controlling" Python thread change a
+    pthreads OpenBLAS's limit and silently ignores the others; the thread that restores
+    the limits here may not be the one that set them, so hand control over explicitly."""
+    try:
+        from threadpoolctl import OpenBLASController
+    except ImportError:  # pragma: no cover - older threadpoolctl: no such rule
+        return
+    clear = getattr(OpenBLASController, "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
+
+
+def _enter() -> bool:
+    """Count one holder; the first sets the limit. Returns whether this entry counted."""
+    global _DEPTH, _LIMITER
+    with _LOCK:
+        if _DEPTH == 0:
+            if not _core.blas_enabled():
+                return False
+            _release_control()
+            try:
+                _LIMITER = _controller().limit(limits=1, user_api="blas")
+            finally:
+                _release_control()
+        _DEPTH += 1
+        return True
+
+
+def _exit() -> None:
+    global _DEPTH, _LIMITER
+    with _LOCK:
+        _DEPTH -= 1
+        if _DEPTH == 0 and _LIMITER is not None:
+            limiter, _LIMITER = _LIMITER, None
+            _release_control()
+            try:
+                limiter.restore_original_limits()  # the limits from before the first entry
+            finally:
+                _release_control()
 
 
 @contextlib.contextmanager
 def single_threaded_blas() -> Iterator[None]:
     """Limit the loaded BLAS libraries to one thread (our OpenMP loops parallelize).
 
-    Re-entrant and cheap when nested: loops that call the core many times (tuning)
+    Re-entrant, cheap when nested and safe across threads: a process-wide counter under
+    a lock sets the limit on the first entry and restores the original limits when the
+    last holder (of any thread) leaves. Loops that call the core many times (tuning)
     enter it once, and inner calls cost nothing."""
-    depth = getattr(_DEPTH, "n", 0)
-    if depth > 0 or not _core.blas_enabled():
-        _DEPTH.n = depth + 1
-        try:
-            yield
-        finally:
-            _DEPTH.n = depth
-        return
-    with _controller().limit(limits=1, user_api="blas"):
-        _DEPTH.n = 1
-        try:
-            yield
-        finally:
-            _DEPTH.n = 0
+    counted = _enter()
+    try:
+        yield
+    finally:
+        if counted:
+            _exit()

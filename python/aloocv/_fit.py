@@ -14,11 +14,12 @@ from . import _blas, _core
 from ._diagnostics import check_classes, check_separation
 from ._validation import (
     as_penalty,
+    check_finite_result,
     check_fit_inputs,
     check_options,
+    check_X,
     choose_solver,
     core_design,
-    is_sparse,
     n_threads,
 )
 from .penalties import Penalty
@@ -57,8 +58,11 @@ class FitResult:
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Linear predictor ``eta = X coef_ + intercept_``."""
-        if not is_sparse(X):
-            X = np.asarray(X, dtype=np.float64)
+        X = check_X(X)
+        if X.shape[1] != self.coef_.shape[0]:
+            raise ValueError(
+                f"X has {X.shape[1]} features but the model was fitted on {self.coef_.shape[0]}"
+            )
         return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
     def predict(self, X: ArrayLike) -> np.ndarray:
@@ -191,7 +195,7 @@ def fit(
     True
     """
     penalty = as_penalty(penalty)
-    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
+    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     tol, max_iter = check_options(tol, max_iter)
     check_classes(y, w, loss, bool(fit_intercept))
     beta0 = None
@@ -217,6 +221,7 @@ def fit(
                 n_threads(n_jobs),
                 False,
             )
+        check_finite_result("fit", coef=out["coef"], intercept=out["intercept"])
         res = _result(out, loss, penalty, bool(fit_intercept))
         _check_fit(res, X, y, w, pen, l1, tol, max_iter)
         return res
@@ -234,6 +239,7 @@ def fit(
             beta0,
             l1,
         )
+    check_finite_result("fit", coef=out["coef"], intercept=out["intercept"])
     res = _result(out, loss, penalty, bool(fit_intercept))
     _check_fit(res, X, y, w, pen, l1, tol, max_iter)
     return res

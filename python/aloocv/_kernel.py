@@ -9,7 +9,15 @@ from . import _blas, _core
 from ._diagnostics import unreliable_mask
 from ._fit import FitResult
 from ._loo import LOOResult
-from ._validation import check_sample_weight, check_vector
+from ._validation import (
+    check_bool,
+    check_finite_result,
+    check_kernel,
+    check_loo_samples,
+    check_real_scalar,
+    check_sample_weight,
+    check_vector,
+)
 from .penalties import L2
 
 __all__ = ["kernel_ridge_loo"]
@@ -47,27 +55,25 @@ def kernel_ridge_loo(
         diagonal of the hat matrix), ``mean``, ``stderr``; ``fit.coef_`` holds the
         dual coefficients ``alpha``.
     """
-    Km = np.asarray(K)
-    if Km.dtype == object or not np.issubdtype(Km.dtype, np.number):
-        raise TypeError(f"K must be numeric, got dtype {Km.dtype}")
-    Km = np.asarray(Km, dtype=np.float64)
-    if Km.ndim != 2 or Km.shape[0] != Km.shape[1]:
-        raise ValueError(f"K must be a square matrix, got shape {Km.shape}")
+    fit_intercept = check_bool(fit_intercept, "fit_intercept")
+    Km = check_kernel(K)  # float64 with whole-element strides (the binding reads it in place)
     n = Km.shape[0]
-    if n < 2:
-        raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={n}")
-    if not np.isfinite(Km).all():
-        raise ValueError("K contains NaN or inf")
-    scale = max(float(np.max(np.abs(Km))), 1e-300)
-    if np.max(np.abs(Km - Km.T)) > 1e-10 * scale:
-        raise ValueError("K is not symmetric")
-    lam = float(lam)
+    check_loo_samples(n)
+    lam = check_real_scalar(lam, "lam")
     if not (np.isfinite(lam) and lam > 0):
         raise ValueError(f"lam must be positive and finite, got {lam!r}")
     y = check_vector(y, n, "y")
     w = check_sample_weight(sample_weight, n)
     with _blas.single_threaded_blas():
         out = _core.kernel_ridge_loo(Km, y, w, lam, bool(fit_intercept))
+    check_finite_result(
+        "kernel_ridge_loo",
+        alpha=out["alpha"],
+        intercept=out["intercept"],
+        losses=out["losses"],
+        predictions=out["predictions"],
+        leverages=out["leverages"],
+    )
     fit = FitResult(
         coef_=out["alpha"] / lam,
         intercept_=float(out["intercept"]),

@@ -18,6 +18,7 @@ from ._diagnostics import check_classes, check_fold_classes
 from ._fit import FitResult, _result, _warn_not_converged
 from ._validation import (
     as_penalty,
+    check_finite_result,
     check_fit_inputs,
     check_options,
     core_design,
@@ -219,7 +220,7 @@ def kfold(
     if not isinstance(method, str) or method not in KFOLD_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(KFOLD_METHODS)}")
     penalty = as_penalty(penalty)
-    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
+    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     tol, max_iter = check_options(tol, max_iter)
     n = X.shape[0]
     idx, labels = _assign_folds(n, n_folds, folds, random_state)
@@ -259,6 +260,13 @@ def kfold(
         # the core names folds by index: name the user's label instead
         msg = re.sub(r"fold (\d+)", lambda m: f"fold {_label(labels, int(m.group(1)))}", str(e))
         raise ValueError(msg) from None
+    check_finite_result(
+        f"kfold(method={method!r})",
+        coef=out["coef"],
+        intercept=out["intercept"],
+        losses=out["losses"],
+        predictions=out["predictions"],
+    )
     fitres = _result(out, loss, penalty, bool(fit_intercept))
     _warn_not_converged(fitres, tol, max_iter)
     if out["n_not_converged"]:

@@ -25,9 +25,13 @@ from ._fit import FitResult, _result, _warn_not_converged
 from ._validation import (
     LOO_METHODS,
     as_penalty,
+    check_bool,
+    check_finite_result,
     check_fit_inputs,
     check_loo_samples,
     check_options,
+    check_real_scalar,
+    check_vector,
     choose_solver,
     core_design,
     n_threads,
@@ -268,6 +272,7 @@ def loo(
     """
     if not isinstance(method, str) or method not in LOO_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(LOO_METHODS)}")
+    return_gradient = check_bool(return_gradient, "return_gradient")
     if return_gradient and method != "alo":
         raise ValueError("return_gradient=True needs method='alo'")
     if gradient not in ("exact", "paper"):
@@ -275,24 +280,26 @@ def loo(
     if return_gradient and gradient == "paper" and solver == "dual":
         raise ValueError("gradient='paper' is computed on the primal route: use solver='primal'")
     penalty = as_penalty(penalty)
-    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
+    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     check_loo_samples(X.shape[0])
     tol, max_iter = check_options(tol, max_iter)
     check_loo_classes(y, w, loss, bool(fit_intercept))
     beta = None
     if coef is not None:
-        c = np.asarray(coef, dtype=np.float64).ravel()
-        if c.shape[0] != X.shape[1]:
-            raise ValueError(f"coef has {c.shape[0]} entries but X has {X.shape[1]} features")
-        if not np.isfinite(c).all():
-            raise ValueError("coef contains NaN or inf")
+        c = coef if np.ndim(coef) == 1 else np.ravel(coef)
+        if np.ndim(c) != 1 or np.shape(c)[0] != X.shape[1]:
+            raise ValueError(f"coef has {np.size(c)} entries but X has {X.shape[1]} features")
+        c = check_vector(c, X.shape[1], "coef")
+        b = None
+        if intercept is not None:
+            b_arr = np.asarray(intercept)
+            if b_arr.size != 1:
+                raise ValueError(f"intercept must be a scalar, got shape {b_arr.shape}")
+            b = check_real_scalar(b_arr.ravel()[0], "intercept")
         if fit_intercept:
-            b = 0.0 if intercept is None else float(np.asarray(intercept).ravel()[0])
-            if not np.isfinite(b):
-                raise ValueError("intercept is not finite")
-            beta = np.concatenate([[b], c])
+            beta = np.concatenate([[0.0 if b is None else b], c])
         else:
-            if intercept is not None and float(np.asarray(intercept).ravel()[0]) != 0.0:
+            if b is not None and b != 0.0:
                 raise ValueError("intercept given with fit_intercept=False")
             beta = np.ascontiguousarray(c)
     elif intercept is not None:
@@ -336,6 +343,14 @@ def loo(
                 bool(return_gradient),
                 gradient_kind=gradient,
             )
+    check_finite_result(
+        f"loo(method={method!r})",
+        coef=out["coef"],
+        intercept=out["intercept"],
+        losses=out["losses"],
+        predictions=out["predictions"],
+        leverages=out["leverages"],
+    )
     fitres = _result(out, loss, penalty, bool(fit_intercept))
     if loss == "logistic":
         check_separation(

@@ -1,8 +1,16 @@
-"""Input checks shared by the public functions. Every problem surfaces as a
-ValueError or TypeError whose message names it; nothing reaches the core unchecked."""
+"""The one validation layer: every public entry point passes its inputs through here.
+
+Every problem surfaces as a ValueError or TypeError whose message names it; nothing
+reaches the core unchecked. Valid float64 arrays in C or Fortran order (or any strided
+view with whole-element, aligned strides) are used in place: validation never copies
+them. Sparse input is range-checked (indptr, indices, shape) before scipy or the core
+touches it, then put in canonical CSR form (int32 indices, sorted, duplicates summed)
+without densifying.
+"""
 
 from __future__ import annotations
 
+import numbers
 import os
 from typing import Any
 
@@ -13,45 +21,237 @@ from .penalties import Penalty
 
 LOO_METHODS = ("alo", "exact", "if", "lemma3")
 
+_INT32_MAX = 2**31 - 1
+
+
+def _check_dtype(dtype: np.dtype, name: str, what: str = "array") -> None:
+    """Real numbers only (bool, integer, float); complex and everything else is a TypeError."""
+    if dtype.kind == "c":
+        raise TypeError(
+            f"{name} must be real-valued, got complex dtype {dtype} (the imaginary part "
+            "would be silently dropped; pass .real explicitly if that is meant)"
+        )
+    if dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a numeric {what}, got dtype {dtype}")
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """A real bool (or numpy bool); strings, numbers and None are TypeErrors."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool (True or False), got {value!r}")
+
+
+def check_real_values(value: Any, name: str) -> np.ndarray:
+    """A real number or array of them as float64 (bools, strings, complex: TypeError)."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be real numbers, got {value!r}")
+    return arr.astype(np.float64)
+
+
+def check_real_scalar(value: Any, name: str) -> float:
+    """A finite real number (not a bool, string or complex)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    out = float(value)
+    if not np.isfinite(out):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return out
+
+
+# ----------------------------------------------------------------------------- sparse
+
+
+def is_sparse(X: Any) -> bool:
+    return hasattr(X, "tocsr") and hasattr(X, "nnz")
+
+
+def _index_array(a: Any, name: str, what: str) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.ndim != 1:
+        raise ValueError(f"{name}: {what} must be 1-dimensional, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name}: {what} must hold integers, got dtype {arr.dtype}")
+    return arr
+
+
+def _check_compressed(
+    indptr: Any, indices: Any, n_data: int, n_major: int, n_minor: int, name: str, axes: str
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Range checks of a compressed (CSR: axes 'row'/'column'; CSC the reverse) structure.
+
+    Returns (indptr, indices[:nnz], canonical) where canonical means indices strictly
+    increase within each major slice (sorted, no duplicates). O(nnz), no copy."""
+    major, minor = axes.split("/")
+    indptr = _index_array(indptr, name, "indptr")
+    indices = _index_array(indices, name, "indices")
+    if indptr.shape[0] != n_major + 1:
+        raise ValueError(
+            f"{name}: indptr has {indptr.shape[0]} entries but the matrix has {n_major} "
+            f"{major}s ({n_major + 1} expected): malformed sparse matrix"
+        )
+    if indptr[0] != 0:
+        raise ValueError(
+            f"{name}: indptr must start at 0, got {indptr[0]}: malformed sparse matrix"
+        )
+    if n_major > 0 and np.any(indptr[1:] < indptr[:-1]):
+        raise ValueError(f"{name}: indptr is not non-decreasing: malformed sparse matrix")
+    nnz = int(indptr[-1])
+    if nnz > indices.shape[0] or nnz > n_data:
+        raise ValueError(
+            f"{name}: indptr says {nnz} stored entries but indices has {indices.shape[0]} and "
+            f"data {n_data}: malformed sparse matrix"
+        )
+    idx = indices[:nnz]
+    if nnz:
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= n_minor:
+            bad = lo if lo < 0 else hi
+            raise ValueError(
+                f"{name}: {minor} index {bad} is out of range [0, {n_minor}) for shape "
+                f"{'x'.join(map(str, (n_major, n_minor)))}: malformed sparse matrix"
+            )
+    canonical = True
+    if nnz > 1:
+        drop = np.flatnonzero(idx[1:] <= idx[:-1]) + 1  # entries not above their left one
+        # allowed only where a new major slice starts
+        canonical = bool(drop.size == 0 or np.isin(drop, indptr).all())
+    return indptr, idx, canonical
+
+
+def _float_data(data: Any, nnz: int, name: str) -> np.ndarray:
+    data = np.asarray(data)
+    if data.ndim != 1:
+        raise ValueError(f"{name}: data must be 1-dimensional: malformed sparse matrix")
+    data = data[:nnz]
+    # before any summing of duplicates (bool or small integers would saturate or wrap)
+    return data if data.dtype == np.float64 else data.astype(np.float64)
+
 
 def _check_sparse(X: Any, name: str):
-    """Canonical CSR with float64 data and int32 indices; never densified.
+    """Canonical scipy CSR with float64 data and int32 indices; never densified.
 
-    CSR float64 input with int32 indices is used in place; CSC (or other formats)
-    is converted to CSR once, which copies the nonzeros but never densifies."""
+    A canonical float64 CSR matrix with int32 indices is used without copying its
+    arrays; anything else (CSC, COO, BSR, DIA, LIL, DOK, int64 indices, unsorted or
+    duplicate entries, integer data) is converted once, after its index structure
+    has been range-checked (out-of-range indices would crash scipy's own conversions)."""
     import scipy.sparse as sp
 
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be 2-dimensional, got shape {X.shape}")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"{name} is empty: shape {X.shape}")
-    if not (
-        np.issubdtype(X.dtype, np.floating)
-        or np.issubdtype(X.dtype, np.integer)
-        or X.dtype == np.bool_
-    ):
-        raise TypeError(f"{name} must be a numeric sparse matrix, got dtype {X.dtype}")
-    A = X if sp.issparse(X) and X.format == "csr" else sp.csr_matrix(X)
-    if A.dtype != np.float64:
-        A = A.astype(np.float64)
-    if not A.has_canonical_format:
-        A = A.copy()
+    shape = getattr(X, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise ValueError(f"{name} must be 2-dimensional, got shape {shape}")
+    n, p = int(shape[0]), int(shape[1])
+    if n == 0 or p == 0:
+        raise ValueError(f"{name} is empty: shape {tuple(shape)}")
+    _check_dtype(np.dtype(X.dtype), name, "sparse matrix")
+    fmt = getattr(X, "format", None)
+    if fmt == "csr" or fmt == "csc":
+        rows = fmt == "csr"
+        indptr, idx, canonical = _check_compressed(
+            X.indptr,
+            X.indices,
+            np.size(X.data),
+            n if rows else p,
+            p if rows else n,
+            name,
+            "row/column" if rows else "column/row",
+        )
+        data = _float_data(X.data, idx.shape[0], name)
+        reuse = (
+            rows
+            and type(X) is sp.csr_matrix
+            and isinstance(X.data, np.ndarray)
+            and X.data.dtype == np.float64
+            and X.data.shape == data.shape
+            and X.data.flags.c_contiguous
+            and X.data.flags.aligned
+            and idx.shape == X.indices.shape
+            and X.indices.dtype == np.int32
+            and X.indptr.dtype == np.int32
+            and all(a.flags.c_contiguous and a.flags.aligned for a in (X.indices, X.indptr))
+        )
+        if rows:
+            A = sp.csr_matrix((data, idx, indptr), shape=(n, p), copy=False)
+        else:
+            A = sp.csc_matrix((data, idx, indptr), shape=(n, p), copy=False).tocsr()
+            canonical = False
+        if reuse and canonical:
+            if not np.isfinite(X.data).all():
+                raise ValueError(
+                    f"{name} contains NaN or inf (explicitly stored entries of the sparse matrix)"
+                )
+            X.has_canonical_format = True
+            return X  # used in place: nothing copied
+    elif fmt == "coo":
+        row = _index_array(X.row, name, "row")
+        col = _index_array(X.col, name, "col")
+        data = _float_data(X.data, row.shape[0], name)
+        if not (row.shape == col.shape == data.shape):
+            raise ValueError(f"{name}: row, col and data differ in length: malformed sparse matrix")
+        for what, v, lim in (("row", row, n), ("column", col, p)):
+            if v.size and (int(v.min()) < 0 or int(v.max()) >= lim):
+                bad = int(v.min()) if int(v.min()) < 0 else int(v.max())
+                raise ValueError(
+                    f"{name}: {what} index {bad} is out of range [0, {lim}): "
+                    "malformed sparse matrix"
+                )
+        A = sp.csr_matrix((data, (row, col)), shape=(n, p))
+        canonical = False
+    elif fmt == "bsr":
+        R, C = X.blocksize
+        if R < 1 or C < 1 or n % R or p % C:
+            raise ValueError(f"{name}: blocksize {X.blocksize} does not divide shape {(n, p)}")
+        data = np.asarray(X.data)
+        if data.ndim != 3 or data.shape[1:] != (R, C):
+            raise ValueError(f"{name}: BSR data must have shape (nnz_blocks, {R}, {C})")
+        indptr, idx, _ = _check_compressed(
+            X.indptr, X.indices, data.shape[0], n // R, p // C, name, "block row/block column"
+        )
+        data = data[: idx.shape[0]].astype(np.float64, copy=False)
+        A = sp.bsr_matrix((data, idx, indptr), shape=(n, p), copy=False).tocsr()
+        canonical = False
+    else:
+        A = X.tocsr()
+        if not sp.issparse(A) or A.format != "csr" or A.shape != (n, p):
+            raise TypeError(f"{name}: cannot read a sparse matrix of type {type(X).__name__}")
+        indptr, idx, canonical = _check_compressed(
+            A.indptr, A.indices, np.size(A.data), n, p, name, "row/column"
+        )
+        data = _float_data(A.data, idx.shape[0], name)
+        A = sp.csr_matrix((data, idx, indptr), shape=(n, p), copy=False)
+    if A.nnz > _INT32_MAX or n >= _INT32_MAX or p > _INT32_MAX:
+        raise ValueError(
+            f"{name}: sparse matrices with 2^31 or more rows, columns or stored entries are "
+            f"not supported (shape {(n, p)}, nnz {A.nnz})"
+        )
+    if not canonical:
+        # own copies (the arrays may be the caller's), then sorted and duplicates summed;
+        # the ranges are checked above, so scipy's routines are safe here
+        A = sp.csr_matrix((np.array(A.data), np.array(A.indices), np.array(A.indptr)), shape=(n, p))
         A.sum_duplicates()
-    if A.nnz >= 2**31 - 1:
-        raise ValueError(f"{name}: sparse matrices with 2^31 or more nonzeros are not supported")
-    if A.indices.dtype != np.int32 or A.indptr.dtype != np.int32:
-        A = A.copy()
-        A.indices = A.indices.astype(np.int32)
-        A.indptr = A.indptr.astype(np.int32)
+    data, indices, indptr = A.data, A.indices, A.indptr
+    # int32, contiguous and aligned (the ranges are checked above: narrowing is exact)
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int32)
+    if not (indices.flags.aligned and indptr.flags.aligned):  # pragma: no cover
+        indices, indptr = indices.copy(), indptr.copy()
+    if data.dtype != np.float64 or not (data.flags.c_contiguous and data.flags.aligned):
+        data = np.ascontiguousarray(data, dtype=np.float64)
+    if not (
+        type(A) is sp.csr_matrix and data is A.data and indices is A.indices and indptr is A.indptr
+    ):
+        A = sp.csr_matrix((data, indices, indptr), shape=(n, p), copy=False)
+    if A.indices.dtype != np.int32 or A.indptr.dtype != np.int32:  # pragma: no cover
+        raise ValueError(f"{name}: could not convert the sparse indices to int32")
+    A.has_canonical_format = True
     if not np.isfinite(A.data).all():
         raise ValueError(
             f"{name} contains NaN or inf (explicitly stored entries of the sparse matrix)"
         )
     return A
-
-
-def is_sparse(X: Any) -> bool:
-    return hasattr(X, "tocsr") and hasattr(X, "nnz")
 
 
 def core_design(X: Any) -> Any:
@@ -61,36 +261,68 @@ def core_design(X: Any) -> Any:
     return X
 
 
+# ----------------------------------------------------------------------------- dense
+
+
+def as_float64(arr: np.ndarray) -> np.ndarray:
+    """arr itself when the core can read it in place (native float64, aligned, strides in
+    whole elements: C, F or strided views); otherwise one C-order float64 copy."""
+    if arr.dtype != np.float64:  # float32/float16/int/bool, or non-native byte order
+        return arr.astype(np.float64)
+    if not arr.flags.aligned or any(s % arr.itemsize for s in arr.strides):
+        return np.array(arr, dtype=np.float64, order="C")
+    return arr
+
+
+def _as_real_array(X: Any, name: str) -> np.ndarray:
+    if is_sparse(X):
+        raise TypeError(f"{name} must be a dense array, got a sparse matrix")
+    try:
+        arr = np.asarray(X)
+    except (ValueError, TypeError) as exc:  # ragged nested sequences and the like
+        raise ValueError(f"{name} cannot be read as a numeric array: {exc}") from None
+    _check_dtype(arr.dtype, name)
+    return arr
+
+
+def _first_bad_2d(arr: np.ndarray, name: str) -> None:
+    if not np.isfinite(arr).all():
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise ValueError(f"{name} contains NaN or inf (first at row {bad[0]}, column {bad[1]})")
+
+
 def check_X(X: Any, name: str = "X") -> Any:
-    """A 2-d float64 array, used in place when it already is one (C, F or strided);
-    or a canonical scipy.sparse CSR matrix (see :func:`_check_sparse`)."""
+    """A 2-d float64 array, used in place when it already is one (C, F or strided,
+    aligned); or a canonical scipy.sparse CSR matrix (see :func:`_check_sparse`)."""
     if is_sparse(X):
         return _check_sparse(X, name)
-    arr = np.asarray(X)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.floating)
-        or np.issubdtype(arr.dtype, np.integer)
-        or arr.dtype == np.bool_
-    ):
-        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    arr = _as_real_array(X, name)
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-dimensional, got shape {arr.shape}")
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {arr.shape}")
-    if arr.dtype != np.float64:
-        arr = arr.astype(np.float64)  # float32/int input: one conversion copy
-    elif arr.strides[0] % 8 or arr.strides[1] % 8:
-        arr = np.array(arr, dtype=np.float64, order="C")
-    if not np.isfinite(arr).all():
-        bad = np.argwhere(~np.isfinite(arr))[0]
-        raise ValueError(f"{name} contains NaN or inf (first at row {bad[0]}, column {bad[1]})")
+    arr = as_float64(arr)
+    _first_bad_2d(arr, name)
     return arr
 
 
+def check_kernel(K: Any, name: str = "K") -> np.ndarray:
+    """A finite, symmetric, square float64 matrix (used in place when it can be)."""
+    Km = _as_real_array(K, name)
+    if Km.ndim != 2 or Km.shape[0] != Km.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {Km.shape}")
+    Km = as_float64(Km)
+    _first_bad_2d(Km, name)
+    if Km.size:
+        scale = max(float(np.max(np.abs(Km))), 1e-300)
+        if np.max(np.abs(Km - Km.T)) > 1e-10 * scale:
+            raise ValueError(f"{name} is not symmetric")
+    return Km
+
+
 def check_vector(v: Any, n: int, name: str) -> np.ndarray:
-    arr = np.asarray(v)
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
-        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    """A finite contiguous float64 vector of length n (a column (n, 1) is flattened)."""
+    arr = _as_real_array(v, name)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
     if arr.ndim != 1:
@@ -98,11 +330,49 @@ def check_vector(v: Any, n: int, name: str) -> np.ndarray:
     if arr.shape[0] != n:
         raise ValueError(f"{name} has {arr.shape[0]} entries but X has {n} rows")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if not arr.flags.aligned:  # ascontiguousarray keeps a misaligned buffer as it is
+        arr = arr.copy()
     if not np.isfinite(arr).all():
         raise ValueError(
             f"{name} contains NaN or inf (first at index {np.flatnonzero(~np.isfinite(arr))[0]})"
         )
     return arr
+
+
+def check_labels(y: Any, n: int, name: str = "y") -> np.ndarray:
+    """Class labels: any 1-d array of n hashable values; numeric ones must be real, finite."""
+    try:
+        arr = np.asarray(y)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{name} cannot be read as an array: {exc}") from None
+    if arr.dtype.kind == "c":
+        _check_dtype(arr.dtype, name)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-dimensional, got shape {arr.shape}")
+    if arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} entries but X has {n} rows")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or inf")
+    return arr
+
+
+def check_finite_result(what: str, **values: Any) -> None:
+    """Raise when a computed result overflowed (never hand back NaN or inf silently)."""
+    for key, v in values.items():
+        if v is None:
+            continue
+        a = np.asarray(v)
+        if a.dtype.kind in "fc" and not np.isfinite(a).all():
+            raise ValueError(
+                f"{what}: the computation overflowed ({key} is not finite); the data or "
+                "parameters are too large in magnitude for float64: rescale X and y (or "
+                "increase the penalty)"
+            )
+
+
+# ----------------------------------------------------------------------------- the rest
 
 
 def check_loss(loss: Any) -> str:
@@ -147,6 +417,8 @@ def check_sample_weight(sample_weight: Any, n: int) -> np.ndarray | None:
 
 
 def check_options(tol: Any, max_iter: Any) -> tuple[float, int]:
+    if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, (numbers.Real, np.ndarray)):
+        raise TypeError(f"tol must be a real number, got {tol!r}")
     tol = float(tol)
     if not (np.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be a positive finite number, got {tol!r}")
@@ -175,7 +447,8 @@ def check_loo_samples(n: int) -> None:
         raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={n}")
 
 
-def check_fit_inputs(X, y, loss, penalty, sample_weight):
+def check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept=True):
+    check_bool(fit_intercept, "fit_intercept")
     X = check_X(X)
     n, p = X.shape
     y = check_vector(y, n, "y")

@@ -25,7 +25,16 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _blas, _core
-from ._validation import core_design
+from ._validation import (
+    check_bool,
+    check_finite_result,
+    check_real_scalar,
+    check_vector,
+    check_X,
+    core_design,
+    is_sparse,
+    n_threads,
+)
 from .tuning.optimizers import Adam
 
 __all__ = ["ABKKRegressor", "BKKCriterion", "BKKFamilyCriterion", "BKKRidge", "SBKKRegressor"]
@@ -58,16 +67,19 @@ class BKKCriterion:
     ) -> BKKCriterion:
         if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 0:
             raise ValueError(f"T must be a non-negative integer, got {T!r}")
-        n = y.shape[0]
+        fit_intercept = check_bool(fit_intercept, "fit_intercept")
+        X = check_X(X)  # dense float64 in place, or canonical CSR
+        n = X.shape[0]
+        y = check_vector(y, n, "y")
+        nt = n_threads(n_jobs)
         rng = np.random.default_rng(random_state)
         Z = np.empty((n, int(T) + 1))
         Z[:, 0] = y
         for t in range(1, int(T) + 1):
             Z[:, t] = y[rng.permutation(n)]
         with _blas.single_threaded_blas():
-            out = _core.ridge_spectrum(
-                core_design(X), Z, bool(fit_intercept), 0 if n_jobs is None else int(n_jobs)
-            )
+            out = _core.ridge_spectrum(core_design(X), Z, fit_intercept, nt)
+        check_finite_result("BKK", eigenvalues=out["s"], projections=out["C"], mean=out["mu"])
         Zc = Z - Z.mean(axis=0) if fit_intercept else Z
         return cls(s=out["s"], C=out["C"], zz=np.sum(Zc**2, axis=0), n=n, V=out["V"], mu=out["mu"])
 
@@ -155,7 +167,7 @@ class BKKRidge(RegressorMixin, BaseEstimator):
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> BKKRidge:
         """Minimize BKK over lambda by Adam, then fit the ridge at that lambda."""
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C")
+        X, y = _checked_xy(self, X, y)
         _check_adam(self, ("lam0", "learning_rate"))
         ybar, scale, yr = _rescaled(y, self.fit_intercept)
         crit = BKKCriterion.from_data(
@@ -183,6 +195,7 @@ class BKKRidge(RegressorMixin, BaseEstimator):
         self.criterion_ = value
         self.n_iter_ = it
         self.history_ = np.column_stack([np.exp(path[:, 0]), hist])
+        check_finite_result("BKKRidge", criterion=value, coef=beta, intercept=self.intercept_)
         return self
 
     def predict(self, X: ArrayLike) -> np.ndarray:
@@ -306,10 +319,24 @@ class BKKFamilyCriterion:
         return float(value), grad
 
 
+def _checked_xy(est, X, y) -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's bookkeeping (n_features_in_, its messages, dense C-order float64)
+    after the sparse structure check, then the validation layer on its result."""
+    if is_sparse(X):
+        check_X(X)  # before any conversion: scipy's crash on out-of-range indices
+    X, y = validate_data(est, X, y, y_numeric=True, dtype=np.float64, order="C")
+    X = check_X(X)
+    y = check_vector(y, X.shape[0], "y")
+    check_bool(est.fit_intercept, "fit_intercept")
+    return X, y
+
+
 def _check_adam(est, positive: tuple[str, ...]) -> None:
     """Shared checks of the Adam settings of the BKK estimators."""
     if isinstance(est.T, bool) or not isinstance(est.T, (int, np.integer)) or est.T < 0:
         raise ValueError(f"T must be a non-negative integer, got {est.T!r}")
+    for name in ("beta1", "beta2", "tol", *positive):
+        check_real_scalar(getattr(est, name), name)
     for name in positive:
         val = getattr(est, name)
         if not (np.isfinite(val) and val > 0):
@@ -327,8 +354,13 @@ def _check_adam(est, positive: tuple[str, ...]) -> None:
 def _rescaled(y: np.ndarray, fit_intercept: bool) -> tuple[float, float, np.ndarray]:
     """(mean, RMS scale, centered and rescaled y): the frame of the BKK criteria."""
     y = np.asarray(y, dtype=np.float64)
-    ybar = float(y.mean()) if fit_intercept else 0.0
-    scale = float(np.sqrt(np.mean((y - ybar) ** 2)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        ybar = float(y.mean()) if fit_intercept else 0.0
+        scale = float(np.sqrt(np.mean((y - ybar) ** 2)))
+        if not np.isfinite(scale):  # the squares overflowed: the same norm, computed scaled
+            m = float(np.max(np.abs(y - ybar)))
+            scale = m * float(np.sqrt(np.mean(((y - ybar) / m) ** 2)))
+    check_finite_result("BKK", response_mean=ybar, response_scale=scale)
     scale = scale if scale > 0 else 1.0
     return ybar, scale, (y - ybar) / scale
 
@@ -336,15 +368,24 @@ def _rescaled(y: np.ndarray, fit_intercept: bool) -> tuple[float, float, np.ndar
 def _adam(value_and_grad, theta, lr, beta1, beta2, tol, max_iter):
     """Adam (the tuning package's) until the criterion changes by less than tol; (theta,
     value, iterations, criterion per iteration, theta per iteration). log-scale entries
-    theta[:2] are kept within [-30, 30]."""
-    value, grad = value_and_grad(theta)
+    theta[:2] are kept within [-30, 30]. An overflow (huge data or learning rate) is a
+    ValueError, never a NaN criterion."""
+
+    def checked(theta):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            value, grad = value_and_grad(theta)
+        check_finite_result("BKK (Adam)", theta=theta, criterion=value, gradient=grad)
+        return value, grad
+
+    value, grad = checked(theta)
     adam = Adam(lr, beta1, beta2, eps=1e-8)
     hist = [value]
     path = [theta.copy()]
     for _ in range(int(max_iter)):
-        theta = theta - adam.step(grad)
+        with np.errstate(over="ignore", invalid="ignore"):
+            theta = theta - adam.step(grad)
         theta[:2] = np.clip(theta[:2], -30.0, 30.0)
-        new, grad = value_and_grad(theta)
+        new, grad = checked(theta)
         hist.append(new)
         path.append(theta.copy())
         done = abs(new - value) < tol
@@ -387,8 +428,9 @@ class _BKKFamilyRegressor(RegressorMixin, BaseEstimator):
 
     def fit(self, X: ArrayLike, y: ArrayLike):
         """Minimize the criterion over all parameters by Adam, then set the model."""
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C")
+        X, y = _checked_xy(self, X, y)
         _check_adam(self, ("lam0", "kappa0", "learning_rate"))
+        check_real_scalar(self.mu0, "mu0")
         ybar, scale, yr = _rescaled(y, self.fit_intercept)
         crit = BKKFamilyCriterion.from_data(
             X, yr, self.T, self.random_state, self.fit_intercept, self._family, self.n_jobs
@@ -416,6 +458,9 @@ class _BKKFamilyRegressor(RegressorMixin, BaseEstimator):
         self.criterion_ = value
         self.n_iter_ = it
         self.history_ = hist
+        check_finite_result(
+            type(self).__name__, criterion=value, coef=coef, intercept=self.intercept_
+        )
         return self
 
     def predict(self, X: ArrayLike) -> np.ndarray:

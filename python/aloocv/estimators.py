@@ -18,6 +18,14 @@ from sklearn.linear_model._base import LinearClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._validation import (
+    check_bool,
+    check_labels,
+    check_sample_weight,
+    check_vector,
+    check_X,
+    is_sparse,
+)
 from .penalties import L2, ElasticNet, Penalty
 from .tuning import TuneResult, tune
 from .tuning.drivers import second_order_method
@@ -30,8 +38,33 @@ def _check_choice(name: str, value: Any, options: tuple[str, ...]) -> None:
         raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
 
 
+def _precheck(X: Any) -> None:
+    """Sparse structure before scikit-learn converts it (scipy's conversions crash on
+    out-of-range indices); dense input gets scikit-learn's own messages first."""
+    if is_sparse(X):
+        check_X(X)
+
+
+def _checked_input(est, X, y, sample_weight, labels: bool = False) -> None:
+    """The validation layer on what scikit-learn's validate_data returned: finite, real,
+    canonical input, and real bools for the flags."""
+    X = check_X(X)
+    n = X.shape[0]
+    if labels:
+        check_labels(y, n)
+    else:
+        check_vector(y, n, "y")
+    check_sample_weight(sample_weight, n)
+    check_bool(est.fit_intercept, "fit_intercept")
+    if hasattr(est, "alpha_per_feature"):
+        check_bool(est.alpha_per_feature, "alpha_per_feature")
+
+
 def _positive_grid(name: str, values: Any) -> np.ndarray:
-    arr = np.atleast_1d(np.asarray(values, dtype=float))
+    raw = np.asarray(values)
+    if raw.dtype.kind not in "iuf":  # bools, strings, complex: no silent conversion
+        raise TypeError(f"{name} must be a real number or a sequence of them, got {values!r}")
+    arr = np.atleast_1d(raw.astype(float))
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-d sequence")
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
@@ -176,6 +209,7 @@ class ALORidgeCV(_ALORegressor):
 
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> ALORidgeCV:
         """Fit, choosing alpha by leave-one-out."""
+        _precheck(X)
         X, y = validate_data(
             self,
             X,
@@ -186,6 +220,7 @@ class ALORidgeCV(_ALORegressor):
         )
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        _checked_input(self, X, y, sample_weight)
         alphas = _positive_grid("alphas", self.alphas)
         res = self._search(
             X, y, "squared", L2(float(alphas[0])), [L2(float(a)) for a in alphas], sample_weight
@@ -291,6 +326,7 @@ class ALOElasticNetCV(_ALORegressor):
         self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> ALOElasticNetCV:
         """Fit, choosing alpha (and l1_ratio) by ALOOCV."""
+        _precheck(X)
         X, y = validate_data(
             self,
             X,
@@ -301,6 +337,7 @@ class ALOElasticNetCV(_ALORegressor):
         )
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        _checked_input(self, X, y, sample_weight)
         sw = np.ones(X.shape[0]) if sample_weight is None else sample_weight
         n = float(sw.sum())
         if not n > 0:
@@ -414,12 +451,14 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> ALOLogisticRegressionCV:
         """Fit, choosing C by ALOOCV."""
+        _precheck(X)
         X, y = validate_data(
             self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32]
         )
         check_classification_targets(y)
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        _checked_input(self, X, y, sample_weight, labels=True)
         self.classes_ = np.unique(y)
         if self.classes_.size < 2:
             raise ValueError(

@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike
 
 from ._fit import fit
 from ._kfold import kfold
-from ._validation import check_vector, check_X
+from ._validation import check_bool, check_real_scalar, check_vector, check_X
 from .penalties import L2, ElasticNet, Penalty
 from .tuning import tune
 
@@ -84,16 +84,19 @@ def _spec(spec: Any) -> tuple[str, list[Penalty], bool]:
     from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
 
     if isinstance(spec, ALORidgeCV):
-        return "squared", [L2(float(a)) for a in np.atleast_1d(spec.alphas)], spec.fit_intercept
+        intercept = check_bool(spec.fit_intercept, "fit_intercept")
+        return "squared", [L2(a) for a in np.atleast_1d(spec.alphas)], intercept
     if isinstance(spec, ALOLogisticRegressionCV):
         Cs = spec.Cs
+        if isinstance(Cs, (bool, np.bool_)):
+            raise TypeError(f"Cs must be a positive integer or a grid of numbers, got {Cs!r}")
         Cs = np.logspace(-4, 4, int(Cs)) if isinstance(Cs, (int, np.integer)) else np.asarray(Cs)
         if spec.penalty == "l2":
             cands = [L2(1.0 / C) for C in Cs]
         else:
             ratios = [1.0] if spec.penalty == "l1" else list(spec.l1_ratios)
             cands = [ElasticNet(r / C, (1 - r) / C) for r in ratios for C in Cs]
-        return "logistic", cands, spec.fit_intercept
+        return "logistic", cands, check_bool(spec.fit_intercept, "fit_intercept")
     if isinstance(spec, ALOElasticNetCV):
         raise TypeError(
             "ALOElasticNetCV scales its alphas with the training size; pass a spec dict "
@@ -106,11 +109,12 @@ def _spec(spec: Any) -> tuple[str, list[Penalty], bool]:
         for c in spec["candidates"]:
             if isinstance(c, Penalty):
                 cands.append(c)
-            elif np.ndim(c) == 0 and float(c) > 0:
+            elif np.ndim(c) == 0 and check_real_scalar(c, "candidate") > 0:
                 cands.append(L2(float(c)))
             else:
                 raise ValueError(f"candidate {c!r} must be a penalty or a positive L2 lambda")
-        return str(spec["loss"]), cands, bool(spec.get("fit_intercept", True))
+        intercept = check_bool(spec.get("fit_intercept", True), "fit_intercept")
+        return str(spec["loss"]), cands, intercept
     raise TypeError(
         "estimator_or_spec must be ALORidgeCV, ALOLogisticRegressionCV or a dict "
         "{'loss': ..., 'candidates': [...]}"
@@ -285,7 +289,7 @@ def dev_set(
     X = check_X(X)
     y = check_vector(y, X.shape[0], "y")
     n = X.shape[0]
-    if not 0 < dev_fraction < 1:
+    if not 0 < check_real_scalar(dev_fraction, "dev_fraction") < 1:
         raise ValueError(f"dev_fraction must be in (0, 1), got {dev_fraction!r}")
     n_dev = round(dev_fraction * n)
     if n_dev < 1 or n - n_dev < 2:

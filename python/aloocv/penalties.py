@@ -11,7 +11,12 @@ __all__ = ["L1", "L2", "ElasticNet", "Penalty"]
 
 
 def _check_weights(name: str, value) -> float | np.ndarray:
-    lam = np.asarray(value, dtype=np.float64)
+    raw = np.asarray(value)
+    if raw.dtype.kind == "c":
+        raise TypeError(f"{name} must be real, got complex dtype {raw.dtype}")
+    if raw.dtype.kind not in "iuf":  # strings, bools, objects: no silent conversion
+        raise TypeError(f"{name} must be a real number or vector, got {value!r}")
+    lam = raw.astype(np.float64)
     if lam.ndim > 1:
         raise ValueError(f"{name} must be a scalar or a 1-d vector, got shape {lam.shape}")
     if lam.ndim == 1 and lam.size == 0:

@@ -86,14 +86,16 @@ struct Partition {
 };
 
 // The number of row chunks of a reduction over n rows whose partial result has
-// `partial_size` doubles. It depends only on the problem's size (not on the
-// thread count) as long as memory allows, so that results are bitwise identical
-// for any number of threads up to that count.
-inline Index reduction_chunks(Index n, Index partial_size, int n_threads, Index min_rows = 256) {
+// `partial_size` doubles. It depends only on the problem's size, never on the thread
+// count, so that results are bitwise identical for any number of threads: at most 64
+// chunks, fewer when 64 partials would exceed 256 MiB (p1 above ~724 for a p1 x p1
+// Hessian) or rows run short. A reduction therefore uses at most that many threads.
+// (It used to raise the count to n_threads, which changed the sums above 64 threads.)
+inline Index reduction_chunks(Index n, Index partial_size, [[maybe_unused]] int n_threads,
+                              Index min_rows = 256) {
   const Index budget = Index(32) * 1024 * 1024;  // doubles (256 MiB) for all partials
   Index k = std::max<Index>(1, budget / std::max<Index>(1, partial_size));
   k = std::min<Index>(k, 64);
-  if (k < n_threads) k = n_threads;
   k = std::min<Index>(k, std::max<Index>(1, n / min_rows));
   return std::max<Index>(1, k);
 }

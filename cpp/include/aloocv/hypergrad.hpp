@@ -48,10 +48,10 @@ struct HyperTangents {
 
 // What the reverse pass leaves for the forward (second-order) pass.
 struct AdjointState {
-  Mat M;           // (q1 x q1) sum_i c_i B_i a_i a_i^T
-  Vec u;           // (q1) H^{-1} X~^T z
-  Vec q;           // (n) x~_j^T M x~_j (empty for the squared loss)
-  Vec bq, sgn;     // beta and sign(beta) on the factor's coordinates
+  Mat M;        // (q1 x q1) sum_i c_i B_i a_i a_i^T
+  Vec u;        // (q1) H^{-1} X~^T z
+  Vec q;        // (n) x~_j^T M x~_j (empty for the squared loss)
+  Vec bq, sgn;  // beta and sign(beta) on the factor's coordinates
   double inv_sw = 0.0;
 };
 
@@ -175,7 +175,8 @@ Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stri
   }
   guard.rethrow();
   Vec out = Vec::Zero(stride);
-  for (Index c = 0; c < part.chunks; ++c) out += Eigen::Map<const Vec>(&partial[c * stride], stride);
+  for (Index c = 0; c < part.chunks; ++c)
+    out += Eigen::Map<const Vec>(&partial[c * stride], stride);
   return out;
 }
 
@@ -468,8 +469,8 @@ HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const
   out.l1.resize(pb.X.p, md);
   for (Index k0 = 0; k0 < md; k0 += per) {
     const Index g = std::min(per, md - k0);
-    const HyperTangents t = detail::tangents_block<Loss>(
-        pb, st, alo, a, D2.middleCols(k0, g), D1.middleCols(k0, g), n_threads);
+    const HyperTangents t = detail::tangents_block<Loss>(pb, st, alo, a, D2.middleCols(k0, g),
+                                                         D1.middleCols(k0, g), n_threads);
     out.l2.middleCols(k0, g) = t.l2;
     out.l1.middleCols(k0, g) = t.l1;
   }

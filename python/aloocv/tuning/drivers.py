@@ -24,9 +24,11 @@ from .._fit import FitResult, _result
 from .._loo import LOOResult
 from .._validation import (
     as_penalty,
+    check_finite_result,
     check_fit_inputs,
     check_loo_samples,
     check_options,
+    check_real_values,
     core_design,
     n_threads,
 )
@@ -145,7 +147,7 @@ def _check_grid(grid: Any, penalty: Penalty, n_grid: int) -> list[np.ndarray]:
         grid = [grid]
     pts = []
     for g in grid if not isinstance(grid, np.ndarray) or grid.ndim > 0 else [grid]:
-        v = g.params() if isinstance(g, Penalty) else np.atleast_1d(np.asarray(g, dtype=float))
+        v = g.params() if isinstance(g, Penalty) else np.atleast_1d(check_real_values(g, "grid"))
         if v.size == 1 and m > 1:
             v = np.full(m, float(v[0]))
         if v.size != m:
@@ -279,18 +281,22 @@ def tune(
         raise ValueError(f"gradient must be 'exact' or 'paper', got {gradient!r}")
     if learning_rate is None:
         learning_rate = 0.1 if step_rule == "adam" else 1.0
+    if isinstance(learning_rate, (str, bytes, bool, np.bool_, complex)):
+        raise TypeError(f"learning_rate must be a real number, got {learning_rate!r}")
     learning_rate = float(learning_rate)
     if not (np.isfinite(learning_rate) and learning_rate > 0):
         raise ValueError(f"learning_rate must be positive, got {learning_rate!r}")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    if isinstance(tol, (str, bytes, bool, np.bool_, complex)):
+        raise TypeError(f"tol must be a real number, got {tol!r}")
     tol = float(tol)
     if not (np.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be positive, got {tol!r}")
     if n_grid is None:
         n_grid = BRACKET_POINTS if method == "auto" else 20
     penalty = as_penalty(penalty)
-    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight)
+    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     check_loo_samples(X.shape[0])
     fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
     if loss == "logistic" and np.unique(y).size < 2:
@@ -598,6 +604,9 @@ def _finish(
 ) -> TuneResult:
     ev = obj.evaluate(u, 0)
     out = ev.out
+    check_finite_result(
+        "tune", coef=out["coef"], intercept=out["intercept"], losses=out["losses"], acv=ev.acv
+    )
     pen = obj.penalty_at(u)
     fitres = _result(out, loss, pen, intercept)
     res_loo = LOOResult(
