@@ -37,6 +37,13 @@ class TuneState {
     pb_.l1 = fresh.l1;
   }
 
+  // Restart the next fit from these coefficients (p + intercept), e.g. those of a point
+  // nearer the next penalty than the current state's.
+  void set_beta(const py::array& beta) {
+    st_.beta = to_vec(beta, pb_.p1(), "beta");
+    fitted_ = false;
+  }
+
   py::dict fit() {
     run_released([&] {
       const bool warm = st_.beta.size() == pb_.p1();
@@ -139,6 +146,8 @@ void bind_tune(py::module_& m) {
            py::arg("penalty"), py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"),
            py::arg("n_threads"), py::arg("l1") = py::none(), py::arg("beta0") = py::none())
       .def("set_penalty", &TuneState::set_penalty, py::arg("penalty"), py::arg("l1") = py::none())
+      .def("set_beta", &TuneState::set_beta, py::arg("beta"),
+           "Start the next fit from these coefficients (intercept first when fitted).")
       .def("fit", &TuneState::fit, "Fit to tol, warm-started from the current coefficients.")
       .def("step", &TuneState::step, py::arg("refresh"),
            "One damped Newton step (stale factor unless refresh); returns the step length.")

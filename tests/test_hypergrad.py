@@ -166,7 +166,7 @@ def _objective(X, y, loss, pen, w=None, intercept=True):
         1,
         pen.l1_vector(p),
     )
-    return Objective(state, pen, w, p)
+    return Objective(state, pen, w, p, fit_intercept=intercept)
 
 
 @pytest.mark.parametrize(

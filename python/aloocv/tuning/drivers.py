@@ -322,7 +322,7 @@ def tune(
         n_threads(n_jobs),
         l1,
     )
-    obj = Objective(state, penalty, w, p, gradient)
+    obj = Objective(state, penalty, w, p, gradient, fit_intercept=bool(fit_intercept))
     intercept = bool(fit_intercept)
     if method == "grid":
         points = _check_grid(grid, penalty, n_grid)

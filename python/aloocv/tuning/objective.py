@@ -27,6 +27,8 @@ from ..penalties import Penalty
 __all__ = ["Evaluation", "Objective"]
 
 CACHE_SIZE = 4  # evaluations kept (each holds per-sample arrays: keep few)
+START_POINTS = 64  # fitted coefficients kept as warm starts (p + 1 numbers each)
+RESTART_GAIN = 1.0  # restart from a kept point that is this much nearer (in log lambda)
 
 
 @dataclass(eq=False)
@@ -95,6 +97,8 @@ class Objective:
     n_features : int
     gradient : {"exact", "paper"}
         The gradient of first-order methods: exact, or the paper's eq. 14-16.
+    fit_intercept : bool
+        Whether the state's fit has an intercept (the layout of its coefficients).
     """
 
     def __init__(
@@ -104,15 +108,19 @@ class Objective:
         sample_weight: np.ndarray | None,
         n_features: int,
         gradient: str = "exact",
+        fit_intercept: bool = True,
     ):
         self.state = state
         self.template = penalty
         self.w = sample_weight
         self.p = n_features
         self.gradient_kind = gradient
+        self.intercept = fit_intercept
         self.n_fits = 0
         self._cache: dict[bytes, Evaluation] = {}
         self._jacobian: tuple[np.ndarray, np.ndarray] | None = None
+        self._starts: list[tuple[np.ndarray, np.ndarray]] = []  # (u, beta) of fits
+        self._at: np.ndarray | None = None  # where the state's fit is
 
     @property
     def n_params(self) -> int:
@@ -137,6 +145,7 @@ class Objective:
             return hit
         pen = self.penalty_at(u)
         self.set(pen)
+        self._warm_start(u)
         with _blas.single_threaded_blas():
             self.state.fit()
             self.n_fits += 1  # a warm refit (cheap when the state is already there)
@@ -145,6 +154,7 @@ class Objective:
                 out = self.state.alo_tangents(np.asfortranarray(J2), np.asfortranarray(J1))
             else:
                 out = self.state.alo(order >= 1, self.gradient_kind)
+        self._remember(u, out)
         losses = out["losses"]
         acv = float(losses.mean() if self.w is None else losses @ self.w / self.w.sum())
         x = np.exp(u)
@@ -163,6 +173,24 @@ class Objective:
         while len(self._cache) > CACHE_SIZE:  # per-sample arrays: keep the recent points
             del self._cache[next(iter(self._cache))]
         return ev
+
+    def _warm_start(self, u: np.ndarray) -> None:
+        """Restart from the kept fit nearest to u when it is much nearer than the state's
+        (e.g. a search going back to the best point of its bracketing grid)."""
+        if self._at is None or not self._starts:
+            return
+        here = float(np.max(np.abs(self._at - u)))
+        du = [float(np.max(np.abs(v - u))) for v, _ in self._starts]
+        k = int(np.argmin(du))
+        if du[k] + RESTART_GAIN < here:
+            self.state.set_beta(self._starts[k][1])
+
+    def _remember(self, u: np.ndarray, out: dict[str, Any]) -> None:
+        coef = np.asarray(out["coef"], dtype=np.float64).ravel()
+        beta = np.concatenate([[float(out["intercept"])], coef]) if self.intercept else coef
+        self._starts.append((u.copy(), beta))
+        del self._starts[:-START_POINTS]
+        self._at = u.copy()
 
     def value(self, u: np.ndarray) -> float:
         return self.evaluate(u, 0).acv
