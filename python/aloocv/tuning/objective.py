@@ -180,7 +180,10 @@ class Objective:
         if self._at is None or not self._starts:
             return
         here = float(np.max(np.abs(self._at - u)))
-        du = [float(np.max(np.abs(v - u))) for v, _ in self._starts]
+        if here <= RESTART_GAIN:  # the usual case: the next point is near the last one
+            return
+        us = np.array([v for v, _ in self._starts])
+        du = np.max(np.abs(us - u), axis=1)
         k = int(np.argmin(du))
         if du[k] + RESTART_GAIN < here:
             self.state.set_beta(self._starts[k][1])
