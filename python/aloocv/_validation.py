@@ -117,8 +117,11 @@ def _check_compressed(
     canonical = True
     if nnz > 1:
         drop = np.flatnonzero(idx[1:] <= idx[:-1]) + 1  # entries not above their left one
-        # allowed only where a new major slice starts
-        canonical = bool(drop.size == 0 or np.isin(drop, indptr).all())
+        # allowed only where a new major slice starts (a mask, not np.isin: O(nnz))
+        if drop.size:
+            starts = np.zeros(nnz + 1, dtype=bool)
+            starts[indptr] = True
+            canonical = bool(starts[drop].all())
     return indptr, idx, canonical
 
 
