@@ -653,6 +653,11 @@ def _ridge_grid(obj, points, path, selection, loss, intercept) -> TuneResult:
     for k, v in enumerate(points):
         acv = float(np.average(losses[:, k], weights=obj.w))
         hist.add(v, acv, weighted_stderr(losses[:, k], obj.w), np.full(1, np.nan), 0)
+    return _grid_result(obj, points, hist, selection, loss, intercept, np.asarray(losses))
+
+
+def _grid_result(obj, points, hist, selection, loss, intercept, losses) -> TuneResult:
+    """The selected grid point as a TuneResult (per-point losses in ``path_losses``)."""
     best = _select(hist.arrays(), selection)
     return _finish(
         obj,
@@ -665,7 +670,7 @@ def _ridge_grid(obj, points, path, selection, loss, intercept) -> TuneResult:
         intercept,
         selection,
         best,
-        np.asarray(losses),
+        losses,
         "grid evaluated",
     )
 
@@ -684,21 +689,7 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
             bar.update(1)
     if bar is not None:
         bar.close()
-    best = _select(hist.arrays(), selection)
-    return _finish(
-        obj,
-        np.log(points[best]),
-        hist,
-        "grid",
-        len(points),
-        True,
-        loss,
-        intercept,
-        selection,
-        best,
-        np.column_stack(all_losses),
-        "grid evaluated",
-    )
+    return _grid_result(obj, points, hist, selection, loss, intercept, np.column_stack(all_losses))
 
 
 def _sgd(
