@@ -175,8 +175,9 @@ Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stri
   }
   guard.rethrow();
   Vec out = Vec::Zero(stride);
+  if (stride == 0) return out;
   for (Index c = 0; c < part.chunks; ++c)
-    out += Eigen::Map<const Vec>(&partial[c * stride], stride);
+    out += Eigen::Map<const Vec>(partial.data() + c * stride, stride);
   return out;
 }
 
