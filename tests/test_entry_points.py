@@ -26,6 +26,8 @@ NO_DATA = {
     "L2",
     "ElasticNet",
     "Penalty",
+    "Tweedie",
+    "Huber",
     "__version__",
     "ALOWarning",
     "Certificate",

@@ -6,7 +6,7 @@ Hessian pass (Beirami et al., 2017), computed in a C++/Eigen/OpenMP core.
 
 from __future__ import annotations
 
-from . import _blas
+from . import _blas, losses
 from ._diagnostics import (
     ALO_MIN_RCOND,
     ALO_UNRELIABLE_DH,
@@ -20,6 +20,7 @@ from ._kfold import KFoldResult, kfold
 from ._loo import LOOResult, loo
 from .bkk import ABKKRegressor, BKKCriterion, BKKRidge, SBKKRegressor
 from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
+from .losses import Huber, Tweedie
 from .nested import DevSetResult, NestedCVResult, dev_set, nested_cv
 from .penalties import L1, L2, ElasticNet, Penalty
 from .tuning import TuneResult, tune
@@ -45,12 +46,14 @@ __all__ = [
     "DevSetResult",
     "ElasticNet",
     "FitResult",
+    "Huber",
     "KFoldResult",
     "LOOResult",
     "NestedCVResult",
     "Penalty",
     "SBKKRegressor",
     "TuneResult",
+    "Tweedie",
     "__version__",
     "dev_set",
     "fit",

@@ -378,13 +378,19 @@ def check_finite_result(what: str, **values: Any) -> None:
 # ----------------------------------------------------------------------------- the rest
 
 
-def check_loss(loss: Any) -> str:
-    if not isinstance(loss, str):
-        raise TypeError(f"loss must be a string, got {type(loss).__name__}")
-    names = _core.loss_names()
-    if loss not in names:
-        raise ValueError(f"unknown loss {loss!r}; expected one of {names}")
-    return loss
+def check_loss(loss: Any):
+    """The registered :class:`aloocv.losses.Loss` of a ``loss`` argument (a name or a
+    loss object); raises on an unknown name."""
+    from .losses import get_loss
+
+    return get_loss(loss)
+
+
+def check_offset(offset: Any, n: int) -> np.ndarray | None:
+    """None, or a finite float64 vector of length n (eta = X beta + offset)."""
+    if offset is None:
+        return None
+    return check_vector(offset, n, "offset")
 
 
 def as_penalty(penalty: Any) -> Penalty:

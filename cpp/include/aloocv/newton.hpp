@@ -45,7 +45,7 @@ double objective(const Problem& pb, const double* eta, const Vec& beta, int n_th
                  Index skip = -1) {
   double f = parallel_sum(pb.n(), n_threads, [&](Index i) {
     const double w = pb.weight(i);
-    return (i == skip || w == 0.0) ? 0.0 : w * Loss::value(pb.y[i], eta[i]);
+    return (i == skip || w == 0.0) ? 0.0 : w * Loss::value(pb.y[i], eta[i], pb.lp);
   });
   return f + 0.5 * pb.pen.dot(beta.cwiseAbs2()) + pb.l1_norm(beta);
 }
@@ -57,8 +57,8 @@ void derivatives(const Problem& pb, const double* eta, double* g, double* d, int
 #pragma omp parallel for schedule(static) num_threads(threads_for(n_threads, 16.0 * double(pb.n())))
   for (Index i = 0; i < pb.n(); ++i) {
     const double w = (i == skip) ? 0.0 : pb.weight(i);
-    g[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], eta[i]);
-    if (d) d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], eta[i]);
+    g[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], eta[i], pb.lp);
+    if (d) d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], eta[i], pb.lp);
   }
 }
 
@@ -150,8 +150,8 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
                 gb[k] = 0.0;
                 continue;
               }
-              fsum += w * Loss::value(pb.y[i], e);
-              gb[k] = w * Loss::d1(pb.y[i], e);
+              fsum += w * Loss::value(pb.y[i], e, pb.lp);
+              gb[k] = w * Loss::d1(pb.y[i], e, pb.lp);
             }
             acc_theta.noalias() += M.transpose() * gb;
             if (off) acc[0] += gb.sum();
@@ -219,7 +219,7 @@ Vec initial_beta(const Problem& pb, Index skip = -1) {
       sy += pb.weight(i) * pb.y[i];
       sw += pb.weight(i);
     }
-    beta[0] = Loss::init_intercept(sy / sw);
+    beta[0] = Loss::init_intercept(sy / sw, pb.lp) - pb.offset_mean();
   }
   return beta;
 }
@@ -236,6 +236,7 @@ FitState prepare_at(const Problem& pb, const Vec& beta, const FitOptions& opt) {
   st.beta = beta;
   st.eta.resize(n);
   linear_predictor(pb.X, beta.data(), pb.intercept, st.eta.data(), nt);
+  pb.add_offset(st.eta.data());
   Vec g(n), d(n), H;
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
   detail::full_gradient(pb, g.data(), beta, st.grad, nt);
@@ -258,6 +259,7 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb);
   st.eta.resize(n);
   linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
+  pb.add_offset(st.eta.data());
   Vec g(n), d(n), H, step(p1), xs(n), eta_try(n);
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
   detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);

@@ -8,6 +8,7 @@
 
 #include "design.hpp"
 #include "factor.hpp"
+#include "losses.hpp"
 
 namespace aloocv {
 
@@ -18,6 +19,8 @@ struct Problem {
   bool intercept = true;
   Vec pen;  // (p1) diagonal of the penalty Hessian; 0 for the intercept
   Vec l1;   // (p1) L1 weights (0 for the intercept); empty when there is no L1 term
+  LossParams lp;                   // parameters of a parametrized loss (Tweedie power, Huber delta)
+  const double* offset = nullptr;  // nullptr: no offset; else eta_i = x~_i^T beta + offset_i
 
   bool has_l1() const { return l1.size() > 0 && l1.maxCoeff() > 0.0; }
   double l1_norm(const Vec& beta) const { return has_l1() ? l1.dot(beta.cwiseAbs()) : 0.0; }
@@ -30,6 +33,19 @@ struct Problem {
     double s = 0.0;
     for (Index i = 0; i < X.n; ++i) s += w[i];
     return s;
+  }
+  double offset_at(Index i) const { return offset ? offset[i] : 0.0; }
+  // eta += offset (after eta = X~ beta)
+  void add_offset(double* eta) const {
+    if (!offset) return;
+    for (Index i = 0; i < X.n; ++i) eta[i] += offset[i];
+  }
+  // weighted mean of the offset (0 without one), for initial intercepts
+  double offset_mean() const {
+    if (!offset) return 0.0;
+    double s = 0.0;
+    for (Index i = 0; i < X.n; ++i) s += weight(i) * offset[i];
+    return s / weight_sum();
   }
   // x~_i as a dense vector
   void row(Index i, double* out) const { X.row(i, intercept, out); }
