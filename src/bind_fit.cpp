@@ -56,7 +56,7 @@ void bind_fit(py::module_& m) {
         return H;
       },
       py::arg("X"), py::arg("d"), py::arg("fit_intercept"), py::arg("n_threads"),
-      "X~^T diag(d) X~ accumulated in parallel row blocks (d >= 0).");
+      "X~^T diag(d) X~ accumulated in parallel row blocks (d of any sign).");
 
   m.def(
       "loss_eval",

@@ -133,7 +133,7 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
       const double w = i == skip ? 0.0 : pb.weight(i);
       u[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], st.eta[i], pb.lp);
       d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], st.eta[i], pb.lp);
-      s[i] = std::sqrt(d[i]);
+      s[i] = sqrt_curvature(d[i]);
       gb += u[i];
     }
     r = u + st.alpha;
@@ -239,7 +239,7 @@ DualLeverages dual_leverages(const Problem& pb, const Mat& K, const DualState& s
   for (Index i = 0; i < n; ++i) {
     const double w = pb.weight(i);
     d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], st.eta[i], pb.lp);
-    s[i] = std::sqrt(d[i]);
+    s[i] = sqrt_curvature(d[i]);
   }
   Mat Kc = K;
   double base = 0.0;

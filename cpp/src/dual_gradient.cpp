@@ -28,7 +28,7 @@ HyperGradient dual_gradient_impl(const Problem& pb, const Mat& K, const Vec& eta
   for (Index i = 0; i < n; ++i) {
     const double w = pb.weight(i);
     d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], eta[i], pb.lp);
-    s[i] = std::sqrt(d[i]);
+    s[i] = sqrt_curvature(d[i]);
   }
   Mat Mm = s.asDiagonal() * K * s.asDiagonal();
   Mm.diagonal().array() += 1.0;

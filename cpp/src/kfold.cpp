@@ -71,7 +71,7 @@ void woodbury_fold(const Problem& pb, const FitState& st, const Columns& cols, I
     const Index i = S[static_cast<size_t>(a)];
     const double wi = pb.weight(i);
     w.g[a] = wi == 0.0 ? 0.0 : wi * Loss::d1(pb.y[i], st.eta[i], pb.lp);
-    w.s[a] = wi == 0.0 ? 0.0 : std::sqrt(wi * Loss::d2(pb.y[i], st.eta[i], pb.lp));
+    w.s[a] = wi == 0.0 ? 0.0 : sqrt_curvature(wi * Loss::d2(pb.y[i], st.eta[i], pb.lp));
   }
   w.c.noalias() = Km * w.g;  // c = K g
   // M = I - diag(s) K diag(s), factored in place of w.HS
@@ -124,7 +124,7 @@ void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, I
       const Index i = S[static_cast<size_t>(a + t)];
       const double wi = pb.weight(i);
       w.scale[static_cast<size_t>(t)] =
-          wi == 0.0 ? 0.0 : std::sqrt(wi * Loss::d2(pb.y[i], st.eta[i], pb.lp));
+          wi == 0.0 ? 0.0 : sqrt_curvature(wi * Loss::d2(pb.y[i], st.eta[i], pb.lp));
     }
     pb.X.pack_indices(S.data() + a, m, w.scale.data(), pb.intercept, w.pack.data(), cols);
     blas::syrk_lower(q1, m, w.pack.data(), q1, a == 0 ? 0.0 : 1.0, w.HS.data(), q1);

@@ -2,6 +2,8 @@
 // the factor of the last Hessian is kept for the leave-one-out step.
 #pragma once
 
+#include <algorithm>
+
 #include <limits>
 #include <sstream>
 
@@ -77,14 +79,32 @@ inline void full_gradient(const Problem& pb, const double* g, const Vec& beta, V
 
 // Hessian X~^T D X~ + diag(pen), factored into chol; the unpenalized part is kept in
 // `unpen` when given.
-inline void factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Cholesky& chol,
-                           int n_threads, Vec* unpen = nullptr) {
+// Factors H = X~^T D X~ + P. With `allow_modified` (Newton steps away from the optimum),
+// an H that is not positive definite because some d_i < 0 (a loss with negative
+// curvature, e.g. Tweedie with power > 2) is replaced by the one with d clipped at 0, a
+// descent direction; returns true then (the factor is not the Hessian at beta, and the
+// caller marks it stale so that the LOO formulas refresh it).
+inline bool factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Cholesky& chol,
+                           int n_threads, Vec* unpen = nullptr, bool allow_modified = false) {
   const Index p1 = pb.p1();
   Hbuf.resize(p1 * p1);
   hessian(pb.X, d, pb.intercept, Hbuf.data(), n_threads);
   if (unpen) *unpen = Hbuf;
   for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
+  try {
+    chol.factor(Hbuf.data(), p1);
+    return false;
+  } catch (const SingularHessian&) {
+    const Index n = pb.n();
+    if (!allow_modified || std::none_of(d, d + n, [](double v) { return v < 0.0; })) throw;
+  }
+  std::vector<double> dplus(d, d + pb.n());
+  for (double& v : dplus) v = std::max(v, 0.0);
+  hessian(pb.X, dplus.data(), pb.intercept, Hbuf.data(), n_threads);
+  if (unpen) *unpen = Hbuf;
+  for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
   chol.factor(Hbuf.data(), p1);
+  return true;
 }
 
 // Backtracking (Armijo) along beta + t*step with eta + t*xs. Returns t, or 0 if no
@@ -273,9 +293,9 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   for (Index it = 0; it < std::max<Index>(1, opt.max_iter); ++it) {
     interrupt::check();
     if (!(Loss::constant_curvature && !st.chol.empty()) && !chord) {
-      detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
+      const bool modified = detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx, true);
       ++st.hessian_passes;
-      st.stale_eta = 0.0;
+      st.stale_eta = modified ? std::numeric_limits<double>::infinity() : 0.0;
     }
     step = -st.grad;
     st.chol.solve(step.data());
@@ -322,7 +342,10 @@ double newton_step(const Problem& pb, FitState& st, bool refresh, int n_threads)
   Vec g(n), d(n), H, xs(n), eta_try(n);
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
   detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
-  if (refresh || st.chol.empty()) detail::factor_hessian(pb, d.data(), H, st.chol, nt);
+  if (refresh || st.chol.empty()) {
+    if (detail::factor_hessian(pb, d.data(), H, st.chol, nt, nullptr, true))
+      st.stale_eta = std::numeric_limits<double>::infinity();
+  }
   Vec step = -st.grad;
   st.chol.solve(step.data());
   const double dec = -st.grad.dot(step);

@@ -51,6 +51,18 @@ struct Problem {
   void row(Index i, double* out) const { X.row(i, intercept, out); }
 };
 
+// sqrt(w_i l''_i) for the symmetric (I + S K S) forms of the dual route and the fold
+// downdates; they need non-negative curvature.
+inline double sqrt_curvature(double wd) {
+  if (!(wd >= 0.0)) {
+    throw InvalidInput(
+        "this route needs a loss with non-negative curvature at the fit; the loss has "
+        "l'' < 0 at some sample (Tweedie with power > 2): use solver='primal' and "
+        "leave-one-out (K-fold with method='exact')");
+  }
+  return std::sqrt(wd);
+}
+
 struct FitOptions {
   double tol = 1e-8;     // on max_j |gradient_j| / sum(w)
   Index max_iter = 100;  // Newton iterations
