@@ -75,8 +75,7 @@ void bind_loo(py::module_& m) {
          double tol, Index max_iter, int n_threads, const std::optional<py::array>& beta,
          bool refit, const std::optional<py::array>& l1, bool gradient,
          const std::string& gradient_kind,
-         const std::optional<py::array_t<Index, py::array::c_style | py::array::forcecast>>&
-             subset,
+         const std::optional<py::array_t<Index, py::array::c_style | py::array::forcecast>>& subset,
          const std::optional<py::array>& offset) {
         Problem pb = make_problem(X, y, w, pen, intercept, l1);
         const LossKind kind = apply_loss(loss, pb);

@@ -79,7 +79,11 @@ def test_new_family_values_match_independent_formulas():
     np.testing.assert_allclose(G.value(y, eta), y / mu - np.log(y / mu) - 1.0, rtol=1e-12)
     for p in (1.5, 2.6):
         T = aloocv.Tweedie(power=p)
-        ref = y ** (2 - p) / ((1 - p) * (2 - p)) - y * mu ** (1 - p) / (1 - p) + mu ** (2 - p) / (2 - p)
+        ref = (
+            y ** (2 - p) / ((1 - p) * (2 - p))
+            - y * mu ** (1 - p) / (1 - p)
+            + mu ** (2 - p) / (2 - p)
+        )
         np.testing.assert_allclose(T.value(y, eta), ref, rtol=1e-10, atol=1e-12)
     # power 1 and 2: the Poisson and gamma half deviances
     np.testing.assert_allclose(

@@ -49,8 +49,8 @@ HyperGradient dual_gradient_impl(const Problem& pb, const Mat& K, const Vec& eta
   const double inv_sw = 1.0 / pb.weight_sum();
   Vec cA(n), cB(n);
   for (Index i = 0; i < n; ++i) {
-    const auto r = detail::alo_terms<Loss>(pb.y[i], eta[i], pb.weight(i), G(i, i), inv_sw, i,
-                                              pb.lp);
+    const auto r =
+        detail::alo_terms<Loss>(pb.y[i], eta[i], pb.weight(i), G(i, i), inv_sw, i, pb.lp);
     cA[i] = r.c * r.A;
     cB[i] = r.c * r.B;
   }

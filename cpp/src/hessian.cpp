@@ -153,7 +153,8 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
             neg.resize(static_cast<size_t>(pp));
             blas::syrk_lower(p1, i1 - i0, pack.data(), p1, 0.0, neg.data(), p1);
             for (Index j = 0; j < p1; ++j)
-              for (Index i = j; i < p1; ++i) acc[j * p1 + i] -= neg[static_cast<size_t>(j * p1 + i)];
+              for (Index i = j; i < p1; ++i)
+                acc[j * p1 + i] -= neg[static_cast<size_t>(j * p1 + i)];
           }
         }
         if (first) std::fill(acc, acc + pp, 0.0);

@@ -6,7 +6,8 @@ Hessian pass (Beirami et al., 2017), computed in a C++/Eigen/OpenMP core.
 
 from __future__ import annotations
 
-from . import _blas, losses
+from . import _blas
+from . import losses as losses  # the public registry: aloocv.losses
 from ._diagnostics import (
     ALO_MIN_RCOND,
     ALO_UNRELIABLE_DH,

@@ -24,9 +24,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import L2, __version__, fit, loo
+from ._diagnostics import ALOWarning
 from .losses import DEFAULT_HUBER_DELTA, DEFAULT_TWEEDIE_POWER, Huber, Tweedie, get_loss
 from .losses import names as loss_names
-from ._diagnostics import ALOWarning
 
 LOSSES = tuple(loss_names())
 METHODS = ("alo", "if", "lemma3", "exact")

@@ -206,9 +206,7 @@ def _exact_subset(pb: dict[str, Any], beta: np.ndarray, idx: np.ndarray) -> tupl
         if pb["dual"]:
             out = _core.dual(*args, True, beta, subset=idx, offset=pb["offset"])
         else:
-            out = _core.loo(
-                *args, beta, False, pb["l1"], False, subset=idx, offset=pb["offset"]
-            )
+            out = _core.loo(*args, beta, False, pb["l1"], False, subset=idx, offset=pb["offset"])
     return out["losses"], int(out["n_not_converged"])
 
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
 from .penalties import Penalty
 
 LOO_METHODS = ("alo", "exact", "if", "lemma3")

@@ -260,7 +260,8 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
         for (Index k = 0; k < m; ++k) {
           const Index i = i0 + k;
           const double y = pb.y[i], w = pb.weight(i);
-          const auto r = detail::alo_terms<Loss>(y, st.eta[i], w, out.leverages[i], inv_sw, i, pb.lp);
+          const auto r =
+              detail::alo_terms<Loss>(y, st.eta[i], w, out.leverages[i], inv_sw, i, pb.lp);
           out.predictions[i] = r.e;
           out.losses[i] = Loss::value(y, r.e, pb.lp);
           if (exact) {
@@ -430,7 +431,8 @@ HyperTangents tangents_block(const Problem& pb, const FitState& st, const LooRes
             if (!curved) continue;
             const double y = pb.y[i], w = pb.weight(i), eta = st.eta[i];
             const double dq = Zm.col(r).dot(Eigen::Map<const Vec>(s.copy + r * q1, q1));
-            dz[r] -= w * (Loss::d4(y, eta, pb.lp) * dEta(i, k) * a.q[i] + Loss::d3(y, eta, pb.lp) * dq);
+            dz[r] -=
+                w * (Loss::d4(y, eta, pb.lp) * dEta(i, k) * a.q[i] + Loss::d3(y, eta, pb.lp) * dq);
           }
           Eigen::Map<Vec>(P + k * q1, q1).noalias() += Zm * Eigen::Map<const Vec>(dz, m);
         }

@@ -200,19 +200,18 @@ using exactly = std::enable_if_t<std::is_same_v<R, T>>;
 template <class L, class = void>
 struct is_loss : std::false_type {};
 template <class L>
-struct is_loss<
-    L, std::void_t<
-           exactly<decltype(L::name), const char* const>,
-           exactly<decltype(L::domain), const char* const>,
-           exactly<decltype(L::constant_curvature), const bool>,
-           exactly<decltype(L::valid(0.0, LossParams{})), bool>,
-           exactly<decltype(L::value(0.0, 0.0, LossParams{})), double>,
-           exactly<decltype(L::d1(0.0, 0.0, LossParams{})), double>,
-           exactly<decltype(L::d2(0.0, 0.0, LossParams{})), double>,
-           exactly<decltype(L::d3(0.0, 0.0, LossParams{})), double>,
-           exactly<decltype(L::d4(0.0, 0.0, LossParams{})), double>,
-           exactly<decltype(L::mean(0.0, LossParams{})), double>,
-           exactly<decltype(L::init_intercept(0.0, LossParams{})), double>>> : std::true_type {};
+struct is_loss<L, std::void_t<exactly<decltype(L::name), const char* const>,
+                              exactly<decltype(L::domain), const char* const>,
+                              exactly<decltype(L::constant_curvature), const bool>,
+                              exactly<decltype(L::valid(0.0, LossParams{})), bool>,
+                              exactly<decltype(L::value(0.0, 0.0, LossParams{})), double>,
+                              exactly<decltype(L::d1(0.0, 0.0, LossParams{})), double>,
+                              exactly<decltype(L::d2(0.0, 0.0, LossParams{})), double>,
+                              exactly<decltype(L::d3(0.0, 0.0, LossParams{})), double>,
+                              exactly<decltype(L::d4(0.0, 0.0, LossParams{})), double>,
+                              exactly<decltype(L::mean(0.0, LossParams{})), double>,
+                              exactly<decltype(L::init_intercept(0.0, LossParams{})), double>>>
+    : std::true_type {};
 
 // The registry: one line per loss.
 #define ALOOCV_FOR_EACH_LOSS(X) \

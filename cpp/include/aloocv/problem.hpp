@@ -17,9 +17,9 @@ struct Problem {
   const double* y = nullptr;
   const double* w = nullptr;  // nullptr: unit weights
   bool intercept = true;
-  Vec pen;  // (p1) diagonal of the penalty Hessian; 0 for the intercept
-  Vec l1;   // (p1) L1 weights (0 for the intercept); empty when there is no L1 term
-  LossParams lp;                   // parameters of a parametrized loss (Tweedie power, Huber delta)
+  Vec pen;        // (p1) diagonal of the penalty Hessian; 0 for the intercept
+  Vec l1;         // (p1) L1 weights (0 for the intercept); empty when there is no L1 term
+  LossParams lp;  // parameters of a parametrized loss (Tweedie power, Huber delta)
   const double* offset = nullptr;  // nullptr: no offset; else eta_i = x~_i^T beta + offset_i
 
   bool has_l1() const { return l1.size() > 0 && l1.maxCoeff() > 0.0; }
