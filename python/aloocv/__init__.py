@@ -20,7 +20,14 @@ from ._kernel import kernel_ridge_loo
 from ._kfold import KFoldResult, kfold
 from ._loo import LOOResult, loo
 from .bkk import ABKKRegressor, BKKCriterion, BKKRidge, SBKKRegressor
-from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
+from .estimators import (
+    ALOElasticNetCV,
+    ALOGammaRegressorCV,
+    ALOLogisticRegressionCV,
+    ALOPoissonRegressorCV,
+    ALORidgeCV,
+    ALOTweedieRegressorCV,
+)
 from .losses import Huber, Tweedie
 from .nested import DevSetResult, NestedCVResult, dev_set, nested_cv
 from .penalties import L1, L2, ElasticNet, Penalty
@@ -38,8 +45,11 @@ __all__ = [
     "SEPARATION_MARGIN",
     "ABKKRegressor",
     "ALOElasticNetCV",
+    "ALOGammaRegressorCV",
     "ALOLogisticRegressionCV",
+    "ALOPoissonRegressorCV",
     "ALORidgeCV",
+    "ALOTweedieRegressorCV",
     "ALOWarning",
     "BKKCriterion",
     "BKKRidge",
