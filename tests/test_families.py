@@ -359,3 +359,11 @@ def test_unknown_loss_in_predict_and_cli(capsys):
     with pytest.raises(SystemExit):
         main(["--loss", BAD_LOSS])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_tweedie_above_two_auto_solver_stays_primal():
+    X, y = make_data("gamma", 20, 40, seed=16, scale=2.0)
+    loss = aloocv.Tweedie(power=3.0)
+    r = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(2.0))  # n < p: "auto" would be dual
+    p = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(2.0), solver="primal")
+    np.testing.assert_allclose(r.losses, p.losses)

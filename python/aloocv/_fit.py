@@ -217,7 +217,7 @@ def fit(
         )
         if beta0.shape != (X.shape[1] + int(fit_intercept),):
             raise ValueError("warm_start does not match the shape of this problem")
-    if choose_solver(solver, X, pen, l1) == "dual":
+    if choose_solver(solver, X, pen, l1, loss) == "dual":
         with _blas.single_threaded_blas():
             out = _core.dual(
                 core_design(X),

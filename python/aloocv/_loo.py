@@ -309,7 +309,7 @@ def loo(
     elif intercept is not None:
         raise ValueError("intercept= requires coef=")
     # the paper's approximate gradient lives on the primal route only
-    use_dual = choose_solver(solver, X, pen, l1) == "dual" and not (
+    use_dual = choose_solver(solver, X, pen, l1, loss) == "dual" and not (
         return_gradient and gradient == "paper"
     )
     with _blas.single_threaded_blas():

@@ -469,9 +469,11 @@ def check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept=True):
 SOLVERS = ("auto", "primal", "dual")
 
 
-def choose_solver(solver: Any, X: Any, pen: np.ndarray, l1: np.ndarray | None) -> str:
-    """'primal' or 'dual' for a checked problem ('auto': dual when n < p, L2 only, and
-    every feature penalized)."""
+def choose_solver(
+    solver: Any, X: Any, pen: np.ndarray, l1: np.ndarray | None, loss: Any = None
+) -> str:
+    """'primal' or 'dual' for a checked problem ('auto': dual when n < p, L2 only, every
+    feature penalized, and a loss whose curvature cannot be negative)."""
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)}")
     n, p = X.shape
@@ -486,5 +488,7 @@ def choose_solver(solver: Any, X: Any, pen: np.ndarray, l1: np.ndarray | None) -
             )
         return "dual"
     if solver == "auto":
-        return "dual" if (dual_ok and n < p) else "primal"
+        # Tweedie with power > 2 can have l'' < 0, which the dual's I + S K S form refuses
+        signed = loss is not None and float(loss.params().get("power", 1.0)) > 2.0
+        return "dual" if (dual_ok and n < p and not signed) else "primal"
     return "primal"
