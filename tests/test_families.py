@@ -367,3 +367,46 @@ def test_tweedie_above_two_auto_solver_stays_primal():
     r = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(2.0))  # n < p: "auto" would be dual
     p = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(2.0), solver="primal")
     np.testing.assert_allclose(r.losses, p.losses)
+
+
+@pytest.mark.parametrize("family", ["gamma", "tweedie-1.5", "huber"])
+def test_hypergradient_with_weights_offset_and_sparse_X(family):
+    X, y, loss = family_data(family, n=70, seed=17)
+    rng = np.random.default_rng(18)
+    w = rng.uniform(0.5, 2.0, 70)
+    off = rng.uniform(-0.3, 0.3, 70)
+    Xs = sp.csr_matrix(np.where(np.abs(X) < 0.4, 0.0, X))
+    lam = np.array([0.5, 1.0, 2.0, 4.0])
+
+    def acv(v):
+        return aloocv.loo(
+            Xs, y, loss=loss, penalty=aloocv.L2(v), sample_weight=w, offset=off, tol=1e-13
+        ).mean
+
+    g = aloocv.loo(
+        Xs,
+        y,
+        loss=loss,
+        penalty=aloocv.L2(lam),
+        sample_weight=w,
+        offset=off,
+        tol=1e-13,
+        return_gradient=True,
+    ).gradient
+    fd = np.empty(4)
+    for k in range(4):
+        e = np.zeros(4)
+        e[k] = FD_STEP
+        fd[k] = (acv(lam * np.exp(e)) - acv(lam * np.exp(-e))) / (2 * FD_STEP)
+    scale = np.max(np.abs(fd))
+    np.testing.assert_allclose(g * lam, fd, rtol=GRAD_RTOL, atol=GRAD_RTOL * scale)
+
+
+@pytest.mark.parametrize("n_folds", [9, 45], ids=["p-by-p form", "Woodbury form"])
+def test_kfold_approx_with_offset_close_to_exact(n_folds):
+    X, y = make_data("poisson", 90, 3, seed=19)
+    off = np.random.default_rng(20).uniform(-0.5, 0.5, 90)
+    folds = np.arange(90) % n_folds
+    ap = aloocv.kfold(X, y, loss="poisson", penalty=1.0, folds=folds, offset=off)
+    ex = aloocv.kfold(X, y, loss="poisson", penalty=1.0, folds=folds, offset=off, method="exact")
+    assert ap.mean == pytest.approx(ex.mean, rel=0.02)

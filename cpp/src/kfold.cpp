@@ -151,7 +151,7 @@ void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, I
     Eigen::Map<const Mat> Z(w.pack.data(), q1, m);
     for (Index t = 0; t < m; ++t) {
       const Index i = S[static_cast<size_t>(a + t)];
-      const double e = Z.col(t).dot(w.bS);
+      const double e = Z.col(t).dot(w.bS) + pb.offset_at(i);
       pred[i] = e;
       losses[i] = Loss::value(pb.y[i], e, pb.lp);
     }
