@@ -410,3 +410,20 @@ def test_kfold_approx_with_offset_close_to_exact(n_folds):
     ap = aloocv.kfold(X, y, loss="poisson", penalty=1.0, folds=folds, offset=off)
     ex = aloocv.kfold(X, y, loss="poisson", penalty=1.0, folds=folds, offset=off, method="exact")
     assert ap.mean == pytest.approx(ex.mean, rel=0.02)
+
+
+def test_offset_on_dual_route_and_with_given_coef():
+    X, y = make_data("poisson", 30, 50, seed=21)
+    off = np.random.default_rng(22).uniform(-0.5, 0.5, 30)
+    pen = aloocv.L2(5.0)
+    kw = {"loss": "poisson", "penalty": pen, "offset": off, "tol": FIT_TOL}
+    pr = aloocv.loo(X, y, solver="primal", return_gradient=True, **kw)
+    du = aloocv.loo(X, y, solver="dual", return_gradient=True, **kw)
+    np.testing.assert_allclose(du.fit.coef_, pr.fit.coef_, atol=1e-8)
+    np.testing.assert_allclose(du.predictions, pr.predictions, rtol=1e-7)
+    np.testing.assert_allclose(du.gradient, pr.gradient, rtol=1e-6)
+    ex_d = aloocv.loo(X, y, solver="dual", method="exact", **kw)
+    ex_p = aloocv.loo(X, y, solver="primal", method="exact", **kw)
+    np.testing.assert_allclose(ex_d.losses, ex_p.losses, rtol=1e-7)
+    given = aloocv.loo(X, y, coef=pr.fit.coef_, intercept=pr.fit.intercept_, **kw)
+    np.testing.assert_allclose(given.predictions, pr.predictions, rtol=1e-8)
