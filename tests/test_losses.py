@@ -173,3 +173,17 @@ def test_logistic_convex_and_consistent(eta, y):
     assert d1[0] == pytest.approx(s - y, abs=1e-15)
     # s (1 - s) = 1 / ((1 + e^-eta)(1 + e^eta)), free of the cancellation in 1 - s
     assert d2[0] == pytest.approx(1.0 / ((1 + np.exp(-eta)) * (1 + np.exp(eta))), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", aloocv.losses.names())
+def test_python_registry_mirrors_the_core(name):
+    """Each registry entry's inverse link equals the C++ struct's mean, and its domain
+    check is the core's."""
+    loss = aloocv.losses.get_loss(name)
+    assert loss.name == name
+    eta = np.linspace(-3, 3, 13)
+    y = np.full(13, 0.5)
+    core_mean = _core.loss_eval(loss.core, y, eta)[5]
+    np.testing.assert_allclose(loss.mean(eta), core_mean, rtol=1e-14)
+    with pytest.raises(ValueError, match=f"outside the domain of the {name} loss"):
+        loss.check_y(np.array([0.5, np.inf]))
