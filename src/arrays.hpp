@@ -142,6 +142,25 @@ inline Problem make_problem(const py::object& X, const py::array& y,
   return pb;
 }
 
+// The loss of a binding call: a registered name, or a (name, power, delta) tuple for the
+// parametrized losses; sets pb.lp and returns the kind.
+inline LossKind apply_loss(const py::object& loss, Problem& pb) {
+  if (py::isinstance<py::str>(loss)) return loss_from_name(loss.cast<std::string>());
+  if (!py::isinstance<py::tuple>(loss) || py::len(loss) != 3) {
+    throw py::type_error("loss must be a name or a (name, power, delta) tuple");
+  }
+  const auto t = loss.cast<py::tuple>();
+  pb.lp.power = t[1].cast<double>();
+  pb.lp.delta = t[2].cast<double>();
+  check_loss_params(pb.lp);
+  return loss_from_name(t[0].cast<std::string>());
+}
+
+// eta = X~ beta + offset: the offset array (n,) must outlive pb.
+inline void apply_offset(const std::optional<py::array>& offset, Problem& pb) {
+  pb.offset = offset ? vector_ptr(*offset, pb.n(), "offset") : nullptr;
+}
+
 inline Vec to_vec(const py::array& a, Index n, const char* name) {
   const double* p = vector_ptr(a, n, name);
   return Eigen::Map<const Vec>(p, n);

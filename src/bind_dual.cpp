@@ -35,19 +35,20 @@ void bind_dual(py::module_& m) {
   m.def(
       "dual",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
-         const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
+         const py::object& loss, const py::array& pen, bool intercept, const std::string& method,
          double tol, Index max_iter, int n_threads, bool want_loo,
          const std::optional<py::array>& beta,
          const std::optional<py::array_t<Index, py::array::c_style | py::array::forcecast>>& subset,
-         bool gradient) {
+         bool gradient, const std::optional<py::array>& offset) {
         Problem pb = make_problem(X, y, w, pen, intercept);
+        const LossKind kind = apply_loss(loss, pb);
+        apply_offset(offset, pb);
         std::vector<Index> sub;
         if (subset) {
           if (method != "exact") throw py::value_error("subset= needs method='exact'");
           sub.assign(subset->data(), subset->data() + subset->size());
         }
         const SampleSet set{subset ? &sub : nullptr};
-        const LossKind kind = loss_from_name(loss);
         const LooMethod meth = loo_method_from_name(method);
         FitOptions opt{tol, max_iter, n_threads};
         std::optional<Vec> b;
@@ -72,7 +73,7 @@ void bind_dual(py::module_& m) {
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
       py::arg("n_threads"), py::arg("want_loo") = true, py::arg("beta") = py::none(),
-      py::arg("subset") = py::none(), py::arg("gradient") = false,
+      py::arg("subset") = py::none(), py::arg("gradient") = false, py::arg("offset") = py::none(),
       "Fit (and LOO) through the n x n dual system: K = X P^{-1} X^T once, O(n^3) per step; "
       "a given beta is taken as the fit.");
 

@@ -26,10 +26,12 @@ void bind_fit(py::module_& m) {
   m.def(
       "fit",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
-         const std::string& loss, const py::array& pen, bool intercept, double tol, Index max_iter,
-         int n_threads, const std::optional<py::array>& beta0, const std::optional<py::array>& l1) {
+         const py::object& loss, const py::array& pen, bool intercept, double tol, Index max_iter,
+         int n_threads, const std::optional<py::array>& beta0, const std::optional<py::array>& l1,
+         const std::optional<py::array>& offset) {
         Problem pb = make_problem(X, y, w, pen, intercept, l1);
-        const LossKind kind = loss_from_name(loss);
+        const LossKind kind = apply_loss(loss, pb);
+        apply_offset(offset, pb);
         FitOptions opt{tol, max_iter, n_threads};
         std::optional<Vec> b0;
         if (beta0) b0 = to_vec(*beta0, pb.p1(), "beta0");
@@ -39,7 +41,7 @@ void bind_fit(py::module_& m) {
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"),
-      py::arg("beta0") = py::none(), py::arg("l1") = py::none(),
+      py::arg("beta0") = py::none(), py::arg("l1") = py::none(), py::arg("offset") = py::none(),
       "Damped Newton fit of an L2-penalized GLM; proximal Newton with an L1 term.");
 
   m.def(
@@ -54,27 +56,45 @@ void bind_fit(py::module_& m) {
         return H;
       },
       py::arg("X"), py::arg("d"), py::arg("fit_intercept"), py::arg("n_threads"),
-      "X~^T diag(d) X~ accumulated in parallel row blocks (d >= 0).");
+      "X~^T diag(d) X~ accumulated in parallel row blocks (d of any sign).");
 
   m.def(
       "loss_eval",
-      [](const std::string& loss, const py::array& y, const py::array& eta) {
+      [](const py::object& loss, const py::array& y, const py::array& eta) {
         const Index n = y.ndim() == 1 ? y.shape(0) : -1;
         const double* yp = vector_ptr(y, n, "y");
         const double* ep = vector_ptr(eta, n, "eta");
-        Vec v(n), g(n), h(n);
-        dispatch_loss(loss_from_name(loss), [&](auto L) {
+        Problem pb;
+        const LossKind kind = apply_loss(loss, pb);
+        const LossParams lp = pb.lp;
+        Vec v(n), g(n), h(n), h3(n), h4(n), mu(n);
+        dispatch_loss(kind, [&](auto L) {
           using Loss = decltype(L);
           for (Index i = 0; i < n; ++i) {
-            v[i] = Loss::value(yp[i], ep[i]);
-            g[i] = Loss::d1(yp[i], ep[i]);
-            h[i] = Loss::d2(yp[i], ep[i]);
+            v[i] = Loss::value(yp[i], ep[i], lp);
+            g[i] = Loss::d1(yp[i], ep[i], lp);
+            h[i] = Loss::d2(yp[i], ep[i], lp);
+            h3[i] = Loss::d3(yp[i], ep[i], lp);
+            h4[i] = Loss::d4(yp[i], ep[i], lp);
+            mu[i] = Loss::mean(ep[i], lp);
           }
         });
-        return py::make_tuple(to_numpy(v), to_numpy(g), to_numpy(h));
+        return py::make_tuple(to_numpy(v), to_numpy(g), to_numpy(h), to_numpy(h3), to_numpy(h4),
+                              to_numpy(mu));
       },
       py::arg("loss"), py::arg("y"), py::arg("eta"),
-      "Per-sample loss value, first and second derivative in eta.");
+      "Per-sample loss value, its derivatives 1..4 in eta and the mean (inverse link).");
+
+  m.def(
+      "loss_valid",
+      [](const py::object& loss, const py::array& y) {
+        const Index n = y.ndim() == 1 ? y.shape(0) : -1;
+        const double* yp = vector_ptr(y, n, "y");
+        Problem pb;
+        const LossKind kind = apply_loss(loss, pb);
+        dispatch_loss(kind, [&](auto L) { check_response<decltype(L)>(yp, n, pb.lp); });
+      },
+      py::arg("loss"), py::arg("y"), "Raises ValueError naming the first y outside the domain.");
 }
 
 }  // namespace aloocv::bind

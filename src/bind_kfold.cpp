@@ -16,11 +16,12 @@ void bind_kfold(py::module_& m) {
   m.def(
       "kfold",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
-         const std::string& loss, const py::array& pen, bool intercept, const py::array& folds,
+         const py::object& loss, const py::array& pen, bool intercept, const py::array& folds,
          Index n_folds, const std::string& method, double tol, Index max_iter, int n_threads,
-         const std::optional<py::array>& l1) {
+         const std::optional<py::array>& l1, const std::optional<py::array>& offset) {
         Problem pb = make_problem(X, y, w, pen, intercept, l1);
-        const LossKind kind = loss_from_name(loss);
+        const LossKind kind = apply_loss(loss, pb);
+        apply_offset(offset, pb);
         const int* f = int32_ptr(folds, pb.n(), "folds");
         if (method != "alo" && method != "exact") {
           throw py::value_error("unknown method '" + method + "'; expected 'alo' or 'exact'");
@@ -52,6 +53,7 @@ void bind_kfold(py::module_& m) {
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("folds"), py::arg("n_folds"), py::arg("method"),
       py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"), py::arg("l1") = py::none(),
+      py::arg("offset") = py::none(),
       "K-fold CV: one Newton step per fold on the exact fold-out Hessian, in the cheaper of "
       "the q x q Woodbury and p x p forms ('alo'), or refits ('exact').");
 }

@@ -71,20 +71,21 @@ void bind_loo(py::module_& m) {
   m.def(
       "loo",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
-         const std::string& loss, const py::array& pen, bool intercept, const std::string& method,
+         const py::object& loss, const py::array& pen, bool intercept, const std::string& method,
          double tol, Index max_iter, int n_threads, const std::optional<py::array>& beta,
          bool refit, const std::optional<py::array>& l1, bool gradient,
          const std::string& gradient_kind,
-         const std::optional<py::array_t<Index, py::array::c_style | py::array::forcecast>>&
-             subset) {
+         const std::optional<py::array_t<Index, py::array::c_style | py::array::forcecast>>& subset,
+         const std::optional<py::array>& offset) {
         Problem pb = make_problem(X, y, w, pen, intercept, l1);
+        const LossKind kind = apply_loss(loss, pb);
+        apply_offset(offset, pb);
         std::vector<Index> sub;
         if (subset) {
           if (method != "exact") throw py::value_error("subset= needs method='exact'");
           sub.assign(subset->data(), subset->data() + subset->size());
         }
         const SampleSet set{subset ? &sub : nullptr};
-        const LossKind kind = loss_from_name(loss);
         const LooMethod meth = loo_method_from_name(method);
         const GradientKind gkind = gradient_kind_from_name(gradient_kind);
         FitOptions opt{tol, max_iter, n_threads};
@@ -123,7 +124,7 @@ void bind_loo(py::module_& m) {
       py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
       py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false,
       py::arg("l1") = py::none(), py::arg("gradient") = false, py::arg("gradient_kind") = "exact",
-      py::arg("subset") = py::none(),
+      py::arg("subset") = py::none(), py::arg("offset") = py::none(),
       "Leave-one-out losses and predictions ('alo', 'if', 'lemma3', 'exact').");
 }
 

@@ -15,15 +15,17 @@ namespace {
 
 class TuneState {
  public:
-  TuneState(py::object X, py::array y, std::optional<py::array> w, const std::string& loss,
+  TuneState(py::object X, py::array y, std::optional<py::array> w, const py::object& loss,
             const py::array& pen, bool intercept, double tol, Index max_iter, int n_threads,
-            const std::optional<py::array>& l1, const std::optional<py::array>& beta0)
-      : X_(std::move(X)), y_(std::move(y)), w_(std::move(w)) {
+            const std::optional<py::array>& l1, const std::optional<py::array>& beta0,
+            std::optional<py::array> offset)
+      : X_(std::move(X)), y_(std::move(y)), w_(std::move(w)), offset_(std::move(offset)) {
     pb_ = make_problem(X_, y_, w_, pen, intercept, l1);
-    kind_ = loss_from_name(loss);
+    kind_ = apply_loss(loss, pb_);
+    apply_offset(offset_, pb_);
     opt_ = FitOptions{tol, max_iter, n_threads};
     opt_.fresh_end = true;  // ALO and its derivatives need the Hessian at beta
-    dispatch_loss(kind_, [&](auto L) { check_response<decltype(L)>(pb_.y, pb_.n()); });
+    dispatch_loss(kind_, [&](auto L) { check_response<decltype(L)>(pb_.y, pb_.n(), pb_.lp); });
     if (beta0) {
       st_.beta = to_vec(*beta0, pb_.p1(), "beta0");
     } else {
@@ -34,7 +36,7 @@ class TuneState {
   void set_penalty(const py::array& pen, const std::optional<py::array>& l1) {
     Problem fresh = make_problem(X_, y_, w_, pen, pb_.intercept, l1);
     pb_.pen = fresh.pen;
-    pb_.l1 = fresh.l1;
+    pb_.l1 = fresh.l1;  // pb_ keeps its loss parameters and offset
   }
 
   // Restart the next fit from these coefficients (p + intercept), e.g. those of a point
@@ -126,6 +128,7 @@ class TuneState {
   py::object X_;
   py::array y_;
   std::optional<py::array> w_;
+  std::optional<py::array> offset_;
   Problem pb_;
   LossKind kind_{};
   FitOptions opt_;
@@ -139,12 +142,13 @@ void bind_tune(py::module_& m) {
   py::class_<TuneState>(m, "TuneState",
                         "A problem kept alive for tuning: warm-started refits, Newton steps, "
                         "ALO with its hypergradient.")
-      .def(py::init<py::object, py::array, std::optional<py::array>, const std::string&,
+      .def(py::init<py::object, py::array, std::optional<py::array>, const py::object&,
                     const py::array&, bool, double, Index, int, const std::optional<py::array>&,
-                    const std::optional<py::array>&>(),
+                    const std::optional<py::array>&, std::optional<py::array>>(),
            py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
            py::arg("penalty"), py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"),
-           py::arg("n_threads"), py::arg("l1") = py::none(), py::arg("beta0") = py::none())
+           py::arg("n_threads"), py::arg("l1") = py::none(), py::arg("beta0") = py::none(),
+           py::arg("offset") = py::none())
       .def("set_penalty", &TuneState::set_penalty, py::arg("penalty"), py::arg("l1") = py::none())
       .def("set_beta", &TuneState::set_beta, py::arg("beta"),
            "Start the next fit from these coefficients (intercept first when fitted).")

@@ -7,8 +7,9 @@ import pytest
 from sklearn.linear_model import LogisticRegression, PoissonRegressor
 
 
-def make_data(loss: str, n: int, p: int, seed: int = 0, scale: float = 1.0):
-    """Synthetic, well-conditioned GLM data."""
+def make_data(loss, n: int, p: int, seed: int = 0, scale: float = 1.0):
+    """Synthetic, well-conditioned GLM data (loss: a registered name or loss object)."""
+    loss = str(loss)
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
     beta = rng.standard_normal(p) * scale / np.sqrt(p)
@@ -19,6 +20,18 @@ def make_data(loss: str, n: int, p: int, seed: int = 0, scale: float = 1.0):
         y = (rng.random(n) < 1.0 / (1.0 + np.exp(-2 * eta))).astype(np.float64)
     elif loss == "poisson":
         y = rng.poisson(np.exp(0.5 * eta)).astype(np.float64)
+    elif loss == "gamma":  # shape 3, mean exp(0.5 eta)
+        y = rng.gamma(3.0, np.exp(0.5 * eta) / 3.0)
+    elif loss == "tweedie":  # compound Poisson-gamma: y >= 0 with exact zeros
+        mu = np.exp(0.5 * eta)
+        counts = rng.poisson(mu)
+        y = np.array([rng.gamma(2.0, 0.5, k).sum() for k in counts]) + 0.0
+    elif loss == "binomial":  # proportions of up to 10 trials
+        y = rng.binomial(10, 1.0 / (1.0 + np.exp(-eta))) / 10.0
+    elif loss == "huber":  # Gaussian noise with 10% gross outliers
+        y = eta + 0.5 * rng.standard_normal(n)
+        out = rng.random(n) < 0.1
+        y[out] += 8.0 * rng.standard_normal(out.sum())
     else:  # pragma: no cover
         raise ValueError(loss)
     return X, y

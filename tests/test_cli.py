@@ -79,3 +79,31 @@ def test_help_lists_options(capsys):
     out = capsys.readouterr().out
     for opt in ("--data", "--target", "--loss", "--lam", "--no-exact", "--n-jobs"):
         assert opt in out
+
+
+@pytest.mark.parametrize(
+    ("args", "loss"),
+    [
+        (["--loss", "gamma"], "gamma"),
+        (["--loss", "tweedie", "--power", "1.3"], aloocv.Tweedie(power=1.3)),
+        (["--loss", "huber", "--delta", "0.8"], aloocv.Huber(delta=0.8)),
+    ],
+)
+def test_cli_new_losses(tmp_path, capsys, args, loss):
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((50, 2))
+    y = rng.gamma(2.0, np.exp(0.3 * X[:, 0]))
+    path = tmp_path / "d.csv"
+    with open(path, "w") as fh:
+        fh.write("a,b,y\n")
+        for xi, yi in zip(X, y):
+            fh.write(f"{xi[0]},{xi[1]},{yi}\n")
+    argv = ["--data", str(path), "--target", "y", "--lam", "2", "--no-standardize", *args]
+    assert main(argv) == 0
+    ref = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(2.0))
+    assert f"{ref.mean:.5f}" in capsys.readouterr().out
+
+
+def test_cli_bad_loss_parameter(capsys):
+    assert main(["--loss", "tweedie", "--power", "0.5"]) == 2
+    assert "power must be >= 1" in capsys.readouterr().err

@@ -26,6 +26,8 @@ NO_DATA = {
     "L2",
     "ElasticNet",
     "Penalty",
+    "Tweedie",
+    "Huber",
     "__version__",
     "ALOWarning",
     "Certificate",
@@ -57,6 +59,9 @@ CALLS = {
     "ALORidgeCV": lambda X, y: aloocv.ALORidgeCV().fit(X, y),
     "ALOElasticNetCV": lambda X, y: aloocv.ALOElasticNetCV(n_alphas=2).fit(X, y),
     "ALOLogisticRegressionCV": lambda X, y: aloocv.ALOLogisticRegressionCV(Cs=2).fit(X, y),
+    "ALOPoissonRegressorCV": lambda X, y: aloocv.ALOPoissonRegressorCV(alphas=(0.1, 1.0)).fit(X, y),
+    "ALOGammaRegressorCV": lambda X, y: aloocv.ALOGammaRegressorCV(alphas=(0.1, 1.0)).fit(X, y),
+    "ALOTweedieRegressorCV": lambda X, y: aloocv.ALOTweedieRegressorCV(alphas=(0.1, 1.0)).fit(X, y),
     "BKKRidge": lambda X, y: aloocv.BKKRidge(T=2, max_iter=3).fit(X, y),
     "SBKKRegressor": lambda X, y: aloocv.SBKKRegressor(T=2, max_iter=3).fit(X, y),
     "ABKKRegressor": lambda X, y: aloocv.ABKKRegressor(T=2, max_iter=3).fit(X, y),
@@ -64,7 +69,13 @@ CALLS = {
 }
 
 
+YP = np.abs(Y0) + 0.1  # positive responses for the log-link GLM regressors
+GLM_REGRESSORS = {"ALOPoissonRegressorCV", "ALOGammaRegressorCV", "ALOTweedieRegressorCV"}
+
+
 def _y_for(name):
+    if name in GLM_REGRESSORS:
+        return YP
     return YC if name == "ALOLogisticRegressionCV" else Y0
 
 

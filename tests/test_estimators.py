@@ -29,6 +29,9 @@ EXPECTED = {
         aloocv.ALORidgeCV(),
         aloocv.ALOElasticNetCV(n_alphas=5),
         aloocv.ALOLogisticRegressionCV(Cs=4),
+        aloocv.ALOPoissonRegressorCV(alphas=(0.01, 1.0)),
+        aloocv.ALOGammaRegressorCV(alphas=(0.01, 1.0)),
+        aloocv.ALOTweedieRegressorCV(alphas=(0.01, 1.0), power=1.5, search="gradient"),
     ],
     ids=lambda e: type(e).__name__,
 )
@@ -167,5 +170,72 @@ def test_plot_cv(tmp_path):
     mpl.use("Agg")
     X, y = make_data("squared", 100, 5, seed=117)
     fig = aloocv.ALORidgeCV(alphas=np.logspace(-2, 2, 9)).fit(X, y).plot_cv()
+    fig.savefig(tmp_path / "cv.png")
+    assert (tmp_path / "cv.png").stat().st_size > 1000
+
+
+GLM_CASES = [
+    (aloocv.ALOPoissonRegressorCV, "PoissonRegressor", {}, "poisson"),
+    (aloocv.ALOGammaRegressorCV, "GammaRegressor", {}, "gamma"),
+    (aloocv.ALOTweedieRegressorCV, "TweedieRegressor", {"power": 1.5}, "tweedie"),
+]
+
+
+@pytest.mark.parametrize(("cls", "sk_name", "kw", "gen"), GLM_CASES, ids=lambda c: str(c)[:30])
+def test_glm_cv_matches_sklearn_and_loo(cls, sk_name, kw, gen):
+    import sklearn.linear_model as sklm
+
+    X, y = make_data(gen, 200, 5, seed=120)
+    w = np.random.default_rng(121).uniform(0.5, 2.0, 200)
+    alphas = np.logspace(-3, 0, 4)
+    est = cls(alphas=alphas, tol=1e-12, **kw).fit(X, y, sample_weight=w)
+    assert est.alpha_ in alphas
+    ref = getattr(sklm, sk_name)(alpha=est.alpha_, tol=1e-12, max_iter=1000, **kw)
+    ref.fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-6)
+    assert est.intercept_ == pytest.approx(ref.intercept_, abs=1e-6)
+    np.testing.assert_allclose(est.predict(X), ref.predict(X), rtol=1e-6)
+    assert est.score(X, y) == pytest.approx(ref.score(X, y), rel=1e-6)
+    # cv_results_: the ALO mean of each alpha, alpha -> L2(alpha * sum(w))
+    loss = est._loss()
+    for a, m in zip(est.cv_results_["alpha"], est.cv_results_["mean"]):
+        r = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(a * w.sum()), sample_weight=w)
+        assert m == pytest.approx(r.mean, rel=1e-6)
+    assert est.best_score_ == pytest.approx(np.min(est.cv_results_["mean"]), rel=1e-12)
+    grad = cls(alphas=alphas, search="gradient", **kw).fit(X, y, sample_weight=w)
+    assert grad.best_score_ <= est.best_score_ + 1e-9
+
+
+def test_poisson_cv_offset():
+    rng = np.random.default_rng(122)
+    X = rng.standard_normal((300, 4))
+    t = rng.uniform(0.2, 5.0, 300)
+    y = rng.poisson(t * np.exp(0.2 + X @ np.array([0.4, -0.3, 0.1, 0.0]))).astype(float)
+    est = aloocv.ALOPoissonRegressorCV(alphas=(1e-3, 1e-2, 1e-1), tol=1e-12)
+    est.fit(X, y, offset=np.log(t))
+    f = aloocv.fit(
+        X, y, loss="poisson", penalty=aloocv.L2(est.alpha_ * 300), offset=np.log(t), tol=1e-12
+    )
+    np.testing.assert_allclose(est.coef_, f.coef_, atol=1e-9)
+    np.testing.assert_allclose(est.predict(X, offset=np.log(t)), f.predict(X, np.log(t)))
+
+
+def test_glm_cv_rejects_bad_parameters():
+    X, y = make_data("gamma", 40, 2, seed=123)
+    with pytest.raises(ValueError, match="power must be >= 1"):
+        aloocv.ALOTweedieRegressorCV(power=0.5).fit(X, y)
+    with pytest.raises(ValueError, match="link must be one of"):
+        aloocv.ALOTweedieRegressorCV(link="identity").fit(X, y)
+    with pytest.raises(ValueError, match="outside the domain of the gamma loss"):
+        aloocv.ALOGammaRegressorCV().fit(X, np.r_[0.0, y[1:]])
+    with pytest.raises(ValueError, match="alphas must be positive"):
+        aloocv.ALOPoissonRegressorCV(alphas=(-1.0,)).fit(X, y)
+
+
+def test_glm_cv_plot(tmp_path):
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    X, y = make_data("poisson", 60, 3, seed=124)
+    fig = aloocv.ALOPoissonRegressorCV().fit(X, y).plot_cv()
     fig.savefig(tmp_path / "cv.png")
     assert (tmp_path / "cv.png").stat().st_size > 1000

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import aloocv
 from aloocv import _core
 from conftest import loss_value
 
@@ -20,14 +21,112 @@ def _y_for(loss, m, rng):
 
 
 def test_loss_registry():
-    assert set(_core.loss_names()) == {"squared", "logistic", "poisson"}
+    expected = {"squared", "logistic", "poisson", "gamma", "tweedie", "binomial", "huber"}
+    assert set(_core.loss_names()) == expected
+    # one Python registry entry per C++ struct
+    assert sorted(aloocv.losses.names()) == sorted(_core.loss_names())
+
+
+def _family_y(name, m, rng):
+    if name in ("gamma",) or (name == "tweedie>2"):
+        return rng.gamma(2.0, 1.0, m)
+    if name == "tweedie<2":
+        y = rng.gamma(2.0, 1.0, m)
+        y[: m // 4] = 0.0
+        return y
+    if name == "binomial":
+        return rng.random(m)
+    return 2.0 * rng.standard_normal(m)
+
+
+FAMILIES = {
+    "gamma": "gamma",
+    "tweedie<2": aloocv.Tweedie(power=1.5),
+    "tweedie>2": aloocv.Tweedie(power=2.6),
+    "tweedie=1": aloocv.Tweedie(power=1.0),
+    "tweedie=2": aloocv.Tweedie(power=2.0),
+    "binomial": "binomial",
+    "huber": aloocv.Huber(delta=0.7),
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_derivatives_1_to_4_match_finite_differences(family):
+    """Each derivative is the central difference of the one below it (and l' of l)."""
+    rng = np.random.default_rng(5)
+    loss = aloocv.losses.get_loss(FAMILIES[family])
+    data = {"tweedie=1": "tweedie<2", "tweedie=2": "tweedie>2"}.get(family, family)
+    y = _family_y(data, 60, rng)
+    eta = rng.uniform(-2, 2, 60)
+    if family == "huber":  # stay off the kinks |y - eta| = delta
+        r = y - eta
+        eta = np.where(np.abs(np.abs(r) - loss.delta) < 1e-3, eta + 1e-2, eta)
+    h = 1e-5
+    d = loss.derivatives(y, eta)
+    dp = loss.derivatives(y, eta + h)
+    dm = loss.derivatives(y, eta - h)
+    for k in range(1, 5):
+        fd = (dp[k - 1] - dm[k - 1]) / (2 * h)
+        np.testing.assert_allclose(d[k], fd, rtol=1e-6, atol=1e-7, err_msg=f"d{k}")
+
+
+def test_new_family_values_match_independent_formulas():
+    rng = np.random.default_rng(6)
+    eta = rng.uniform(-2, 2, 40)
+    mu = np.exp(eta)
+    y = rng.gamma(2.0, 1.0, 40)
+    G = aloocv.losses.get_loss("gamma")
+    np.testing.assert_allclose(G.value(y, eta), y / mu - np.log(y / mu) - 1.0, rtol=1e-12)
+    for p in (1.5, 2.6):
+        T = aloocv.Tweedie(power=p)
+        ref = (
+            y ** (2 - p) / ((1 - p) * (2 - p))
+            - y * mu ** (1 - p) / (1 - p)
+            + mu ** (2 - p) / (2 - p)
+        )
+        np.testing.assert_allclose(T.value(y, eta), ref, rtol=1e-10, atol=1e-12)
+    # power 1 and 2: the Poisson and gamma half deviances
+    np.testing.assert_allclose(
+        aloocv.Tweedie(power=1.0).value(y, eta), y * np.log(y / mu) - y + mu, rtol=1e-10, atol=1e-12
+    )
+    np.testing.assert_allclose(aloocv.Tweedie(power=2.0).value(y, eta), G.value(y, eta), rtol=1e-12)
+    q = rng.random(40)
+    np.testing.assert_allclose(
+        aloocv.losses.get_loss("binomial").value(q, eta), np.logaddexp(0, eta) - q * eta, rtol=1e-12
+    )
+    r = y - eta
+    H = aloocv.Huber(delta=0.7)
+    ref = np.where(np.abs(r) <= 0.7, 0.5 * r**2, 0.7 * (np.abs(r) - 0.35))
+    np.testing.assert_allclose(H.value(y, eta), ref, rtol=1e-12)
+    # inverse links
+    np.testing.assert_allclose(G.mean(eta), mu)
+    np.testing.assert_allclose(aloocv.losses.get_loss("binomial").mean(eta), 1 / (1 + np.exp(-eta)))
+    np.testing.assert_allclose(H.mean(eta), eta)
+
+
+def test_loss_objects_and_names():
+    assert aloocv.losses.get_loss("gamma") == "gamma"
+    assert aloocv.Tweedie(power=1.5) == aloocv.Tweedie(power=1.5)
+    assert aloocv.Tweedie(power=1.5) != aloocv.Tweedie(power=1.2)
+    assert aloocv.Tweedie(power=1.5) != "tweedie"
+    assert aloocv.losses.get_loss("tweedie").power == aloocv.losses.DEFAULT_TWEEDIE_POWER
+    with pytest.raises(ValueError, match="power must be >= 1"):
+        aloocv.Tweedie(power=0.5)
+    with pytest.raises(ValueError, match="delta must be > 0"):
+        aloocv.Huber(delta=0.0)
+    with pytest.raises(TypeError, match="power must be a real"):
+        aloocv.Tweedie(power="1.5")
+    with pytest.raises(ValueError, match="unknown loss 'gama'"):
+        aloocv.losses.get_loss("gama")
+    with pytest.raises(TypeError, match="loss must be"):
+        aloocv.losses.get_loss(3)
 
 
 def test_values_match_independent_formulas(loss):
     rng = np.random.default_rng(1)
     y = _y_for(loss, 50, rng)
     eta = rng.uniform(-5, 5, 50)
-    v, _, _ = _core.loss_eval(loss, y, eta)
+    v = _core.loss_eval(loss, y, eta)[0]
     np.testing.assert_allclose(v, loss_value(loss, y, eta), rtol=1e-13, atol=1e-13)
 
 
@@ -36,9 +135,9 @@ def test_derivatives_match_finite_differences(loss):
     y = _y_for(loss, 40, rng)
     eta = rng.uniform(-4, 4, 40)
     h = 1e-5
-    _v, d1, d2 = _core.loss_eval(loss, y, eta)
-    vp, d1p, _ = _core.loss_eval(loss, y, eta + h)
-    vm, d1m, _ = _core.loss_eval(loss, y, eta - h)
+    _v, d1, d2 = _core.loss_eval(loss, y, eta)[:3]
+    vp, d1p = _core.loss_eval(loss, y, eta + h)[:2]
+    vm, d1m = _core.loss_eval(loss, y, eta - h)[:2]
     # central differences: truncation O(h^2) ~ 1e-10, rounding ~ eps/h ~ 1e-11
     np.testing.assert_allclose(d1, (vp - vm) / (2 * h), rtol=1e-7, atol=1e-8)
     np.testing.assert_allclose(d2, (d1p - d1m) / (2 * h), rtol=1e-7, atol=1e-8)
@@ -48,7 +147,7 @@ def test_derivatives_match_finite_differences(loss):
 def test_logistic_is_stable_at_extreme_predictors(eta):
     y = np.array([0.0, 1.0])
     e = np.full(2, eta)
-    v, d1, d2 = _core.loss_eval("logistic", y, e)
+    v, d1, d2 = _core.loss_eval("logistic", y, e)[:3]
     assert np.all(np.isfinite(v)) and np.all(np.isfinite(d1)) and np.all(np.isfinite(d2))
     # log(1 + e^eta) - y eta: the "wrong" label costs |eta|, the right one ~ 0
     wrong = 0 if eta > 0 else 1
@@ -58,7 +157,7 @@ def test_logistic_is_stable_at_extreme_predictors(eta):
 
 
 def test_poisson_large_negative_predictor_is_finite():
-    v, d1, d2 = _core.loss_eval("poisson", np.array([0.0, 3.0]), np.array([-700.0, -700.0]))
+    v, d1, d2 = _core.loss_eval("poisson", np.array([0.0, 3.0]), np.array([-700.0, -700.0]))[:3]
     assert np.all(np.isfinite(v)) and np.all(np.isfinite(d1)) and np.all(d2 >= 0)
 
 
@@ -68,9 +167,23 @@ def test_poisson_large_negative_predictor_is_finite():
     y=st.sampled_from([0.0, 1.0]),
 )
 def test_logistic_convex_and_consistent(eta, y):
-    v, d1, d2 = _core.loss_eval("logistic", np.array([y]), np.array([eta]))
+    v, d1, d2 = _core.loss_eval("logistic", np.array([y]), np.array([eta]))[:3]
     s = 1.0 / (1.0 + np.exp(-eta))
     assert v[0] >= 0
     assert d1[0] == pytest.approx(s - y, abs=1e-15)
     # s (1 - s) = 1 / ((1 + e^-eta)(1 + e^eta)), free of the cancellation in 1 - s
     assert d2[0] == pytest.approx(1.0 / ((1 + np.exp(-eta)) * (1 + np.exp(eta))), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", aloocv.losses.names())
+def test_python_registry_mirrors_the_core(name):
+    """Each registry entry's inverse link equals the C++ struct's mean, and its domain
+    check is the core's."""
+    loss = aloocv.losses.get_loss(name)
+    assert loss.name == name
+    eta = np.linspace(-3, 3, 13)
+    y = np.full(13, 0.5)
+    core_mean = _core.loss_eval(loss.core, y, eta)[5]
+    np.testing.assert_allclose(loss.mean(eta), core_mean, rtol=1e-14)
+    with pytest.raises(ValueError, match=f"outside the domain of the {name} loss"):
+        loss.check_y(np.array([0.5, np.inf]))

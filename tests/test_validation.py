@@ -35,7 +35,7 @@ FUNCS = [aloocv.fit, aloocv.loo]
         ({"y": Y0 * 2}, ValueError, r"domain of the logistic loss \(y in \{0, 1\}\)"),
         ({"loss": "poisson", "y": Y0 - 0.5}, ValueError, "domain of the poisson loss"),
         ({"loss": "hinge"}, ValueError, "unknown loss 'hinge'"),
-        ({"loss": 3}, TypeError, "loss must be a string"),
+        ({"loss": 3}, TypeError, "loss must be a loss name"),
         ({"penalty": aloocv.L2(np.ones(4))}, ValueError, "lam vector has length 4"),
         ({"penalty": "l2"}, TypeError, "penalty must be an aloocv penalty"),
         ({"sample_weight": -np.ones(40)}, ValueError, "sample_weight must be non-negative"),

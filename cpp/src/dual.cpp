@@ -105,9 +105,10 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
       double sy = 0.0;
       for (Index i = 0; i < n; ++i)
         if (i != skip) sy += pb.weight(i) * pb.y[i];
-      st.b = Loss::init_intercept(sy / sw);
+      st.b = Loss::init_intercept(sy / sw, pb.lp) - pb.offset_mean();
     }
     st.eta = Vec::Constant(n, st.b);
+    pb.add_offset(st.eta.data());
   }
   Vec u(n), d(n), s(n), r(n), Ka(n), eta_try(n);
   const Index off = pb.intercept ? 1 : 0;
@@ -116,7 +117,7 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
     double f = 0.0;
     for (Index i = 0; i < n; ++i) {
       const double w = i == skip ? 0.0 : pb.weight(i);
-      if (w != 0.0) f += w * Loss::value(pb.y[i], eta[i]);
+      if (w != 0.0) f += w * Loss::value(pb.y[i], eta[i], pb.lp);
     }
     return f + 0.5 * alpha.dot(Kalpha);
   };
@@ -130,9 +131,9 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
     double gb = 0.0;
     for (Index i = 0; i < n; ++i) {
       const double w = i == skip ? 0.0 : pb.weight(i);
-      u[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], st.eta[i]);
-      d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], st.eta[i]);
-      s[i] = std::sqrt(d[i]);
+      u[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], st.eta[i], pb.lp);
+      d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], st.eta[i], pb.lp);
+      s[i] = sqrt_curvature(d[i]);
       gb += u[i];
     }
     r = u + st.alpha;
@@ -237,8 +238,8 @@ DualLeverages dual_leverages(const Problem& pb, const Mat& K, const DualState& s
   Vec d(n), s(n);
   for (Index i = 0; i < n; ++i) {
     const double w = pb.weight(i);
-    d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], st.eta[i]);
-    s[i] = std::sqrt(d[i]);
+    d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], st.eta[i], pb.lp);
+    s[i] = sqrt_curvature(d[i]);
   }
   Mat Kc = K;
   double base = 0.0;
@@ -342,6 +343,7 @@ DualState dual_state_at(const Problem& pb, const Vec& beta, const FitOptions& op
   DualState st;
   st.eta.resize(n);
   linear_predictor(pb.X, beta.data(), pb.intercept, st.eta.data(), nt);
+  pb.add_offset(st.eta.data());
   Vec g(n), d(n), grad;
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
   detail::full_gradient(pb, g.data(), beta, grad, nt);
@@ -407,7 +409,7 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
           e = r.eta[i];
         }
         out.loo.predictions[k] = e;
-        out.loo.losses[k] = Loss::value(pb.y[i], e);
+        out.loo.losses[k] = Loss::value(pb.y[i], e, pb.lp);
       });
     }
     guard.rethrow();
@@ -427,7 +429,7 @@ DualResult dual_loo(const Problem& pb, LossKind loss, const Mat& K, LooMethod me
                     const FitOptions& opt, bool want_loo, const Vec* beta, SampleSet set) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
-    check_response<Loss>(pb.y, pb.n());
+    check_response<Loss>(pb.y, pb.n(), pb.lp);
     return dual_impl<Loss>(pb, K, method, opt, want_loo, beta, set);
   });
 }

@@ -27,8 +27,8 @@ HyperGradient dual_gradient_impl(const Problem& pb, const Mat& K, const Vec& eta
   Vec d(n), s(n);
   for (Index i = 0; i < n; ++i) {
     const double w = pb.weight(i);
-    d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], eta[i]);
-    s[i] = std::sqrt(d[i]);
+    d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], eta[i], pb.lp);
+    s[i] = sqrt_curvature(d[i]);
   }
   Mat Mm = s.asDiagonal() * K * s.asDiagonal();
   Mm.diagonal().array() += 1.0;
@@ -49,14 +49,15 @@ HyperGradient dual_gradient_impl(const Problem& pb, const Mat& K, const Vec& eta
   const double inv_sw = 1.0 / pb.weight_sum();
   Vec cA(n), cB(n);
   for (Index i = 0; i < n; ++i) {
-    const auto r = detail::alo_terms<Loss>(pb.y[i], eta[i], pb.weight(i), G(i, i), inv_sw, i);
+    const auto r =
+        detail::alo_terms<Loss>(pb.y[i], eta[i], pb.weight(i), G(i, i), inv_sw, i, pb.lp);
     cA[i] = r.c * r.A;
     cB[i] = r.c * r.B;
   }
   Vec z = cA;
   if (!Loss::constant_curvature) {
     const Vec q = G.cwiseAbs2() * cB;  // G symmetric: q_j = sum_i cB_i G_ij^2
-    for (Index i = 0; i < n; ++i) z[i] -= pb.weight(i) * Loss::d3(pb.y[i], eta[i]) * q[i];
+    for (Index i = 0; i < n; ++i) z[i] -= pb.weight(i) * Loss::d3(pb.y[i], eta[i], pb.lp) * q[i];
   }
   // T = I - D G (n x n); v = T z
   Mat T = -(d.asDiagonal() * G);

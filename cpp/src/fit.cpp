@@ -6,7 +6,7 @@ namespace aloocv {
 FitState fit(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec* beta0) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
-    check_response<Loss>(pb.y, pb.n());
+    check_response<Loss>(pb.y, pb.n(), pb.lp);
     return pb.has_l1() ? enet_fit<Loss>(pb, opt, beta0) : newton_fit<Loss>(pb, opt, beta0);
   });
 }
@@ -14,7 +14,7 @@ FitState fit(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec*
 FitState prepare(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec& beta) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
-    check_response<Loss>(pb.y, pb.n());
+    check_response<Loss>(pb.y, pb.n(), pb.lp);
     return pb.has_l1() ? enet_prepare_at<Loss>(pb, beta, opt) : prepare_at<Loss>(pb, beta, opt);
   });
 }

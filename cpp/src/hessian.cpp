@@ -116,7 +116,7 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
 #pragma omp parallel num_threads(nt)
   {
     interrupt::Share share(ictx);
-    std::vector<double> pack, scale;
+    std::vector<double> pack, scale, neg;
     guard.run([&] {
       if (!X.sparse) {
         pack.resize(static_cast<size_t>(p1 * B));
@@ -139,10 +139,23 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
         for (Index i0 = c0; i0 < c1; i0 += B) {
           interrupt::check();
           const Index i1 = std::min(c1, i0 + B);
-          for (Index i = i0; i < i1; ++i) scale[i - i0] = std::sqrt(std::max(d[i], 0.0));
+          bool negative = false;
+          for (Index i = i0; i < i1; ++i) {
+            scale[i - i0] = std::sqrt(std::max(d[i], 0.0));
+            negative = negative || d[i] < 0.0;
+          }
           X.pack_rows(i0, i1, scale.data(), intercept, pack.data(), cols);
           blas::syrk_lower(p1, i1 - i0, pack.data(), p1, first ? 0.0 : 1.0, acc, p1);
           first = false;
+          if (negative) {  // a loss with negative curvature somewhere (Tweedie, power > 2)
+            for (Index i = i0; i < i1; ++i) scale[i - i0] = std::sqrt(std::max(-d[i], 0.0));
+            X.pack_rows(i0, i1, scale.data(), intercept, pack.data(), cols);
+            neg.resize(static_cast<size_t>(pp));
+            blas::syrk_lower(p1, i1 - i0, pack.data(), p1, 0.0, neg.data(), p1);
+            for (Index j = 0; j < p1; ++j)
+              for (Index i = j; i < p1; ++i)
+                acc[j * p1 + i] -= neg[static_cast<size_t>(j * p1 + i)];
+          }
         }
         if (first) std::fill(acc, acc + pp, 0.0);
       });

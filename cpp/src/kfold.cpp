@@ -70,8 +70,8 @@ void woodbury_fold(const Problem& pb, const FitState& st, const Columns& cols, I
   for (Index a = 0; a < q; ++a) {
     const Index i = S[static_cast<size_t>(a)];
     const double wi = pb.weight(i);
-    w.g[a] = wi == 0.0 ? 0.0 : wi * Loss::d1(pb.y[i], st.eta[i]);
-    w.s[a] = wi == 0.0 ? 0.0 : std::sqrt(wi * Loss::d2(pb.y[i], st.eta[i]));
+    w.g[a] = wi == 0.0 ? 0.0 : wi * Loss::d1(pb.y[i], st.eta[i], pb.lp);
+    w.s[a] = wi == 0.0 ? 0.0 : sqrt_curvature(wi * Loss::d2(pb.y[i], st.eta[i], pb.lp));
   }
   w.c.noalias() = Km * w.g;  // c = K g
   // M = I - diag(s) K diag(s), factored in place of w.HS
@@ -103,7 +103,7 @@ void woodbury_fold(const Problem& pb, const FitState& st, const Columns& cols, I
     const Index i = S[static_cast<size_t>(a)];
     const double e = st.eta[i] + w.c[a];
     pred[i] = e;
-    losses[i] = Loss::value(pb.y[i], e);
+    losses[i] = Loss::value(pb.y[i], e, pb.lp);
   }
 }
 
@@ -124,7 +124,7 @@ void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, I
       const Index i = S[static_cast<size_t>(a + t)];
       const double wi = pb.weight(i);
       w.scale[static_cast<size_t>(t)] =
-          wi == 0.0 ? 0.0 : std::sqrt(wi * Loss::d2(pb.y[i], st.eta[i]));
+          wi == 0.0 ? 0.0 : sqrt_curvature(wi * Loss::d2(pb.y[i], st.eta[i], pb.lp));
     }
     pb.X.pack_indices(S.data() + a, m, w.scale.data(), pb.intercept, w.pack.data(), cols);
     blas::syrk_lower(q1, m, w.pack.data(), q1, a == 0 ? 0.0 : 1.0, w.HS.data(), q1);
@@ -133,7 +133,7 @@ void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, I
     for (Index t = 0; t < m; ++t) {
       const Index i = S[static_cast<size_t>(a + t)];
       const double wi = pb.weight(i);
-      if (wi != 0.0) w.r.noalias() += (wi * Loss::d1(pb.y[i], st.eta[i])) * Z.col(t);
+      if (wi != 0.0) w.r.noalias() += (wi * Loss::d1(pb.y[i], st.eta[i], pb.lp)) * Z.col(t);
     }
   }
   w.HS = H - w.HS;  // the lower triangle is what counts
@@ -151,9 +151,9 @@ void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, I
     Eigen::Map<const Mat> Z(w.pack.data(), q1, m);
     for (Index t = 0; t < m; ++t) {
       const Index i = S[static_cast<size_t>(a + t)];
-      const double e = Z.col(t).dot(w.bS);
+      const double e = Z.col(t).dot(w.bS) + pb.offset_at(i);
       pred[i] = e;
-      losses[i] = Loss::value(pb.y[i], e);
+      losses[i] = Loss::value(pb.y[i], e, pb.lp);
     }
   }
 }
@@ -248,7 +248,7 @@ KFoldOutput exact_impl(const Problem& pb, const FitState& st, const int* fold, I
                                    : newton_fit<Loss>(pk, fopt, &st.beta);
     for (Index i : S) {
       out.predictions[i] = r.eta[i];
-      out.losses[i] = Loss::value(pb.y[i], r.eta[i]);
+      out.losses[i] = Loss::value(pb.y[i], r.eta[i], pb.lp);
     }
     return r.converged;
   };

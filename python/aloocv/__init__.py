@@ -7,6 +7,7 @@ Hessian pass (Beirami et al., 2017), computed in a C++/Eigen/OpenMP core.
 from __future__ import annotations
 
 from . import _blas
+from . import losses as losses  # the public registry: aloocv.losses
 from ._diagnostics import (
     ALO_MIN_RCOND,
     ALO_UNRELIABLE_DH,
@@ -19,7 +20,15 @@ from ._kernel import kernel_ridge_loo
 from ._kfold import KFoldResult, kfold
 from ._loo import LOOResult, loo
 from .bkk import ABKKRegressor, BKKCriterion, BKKRidge, SBKKRegressor
-from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
+from .estimators import (
+    ALOElasticNetCV,
+    ALOGammaRegressorCV,
+    ALOLogisticRegressionCV,
+    ALOPoissonRegressorCV,
+    ALORidgeCV,
+    ALOTweedieRegressorCV,
+)
+from .losses import Huber, Tweedie
 from .nested import DevSetResult, NestedCVResult, dev_set, nested_cv
 from .penalties import L1, L2, ElasticNet, Penalty
 from .tuning import TuneResult, tune
@@ -36,8 +45,11 @@ __all__ = [
     "SEPARATION_MARGIN",
     "ABKKRegressor",
     "ALOElasticNetCV",
+    "ALOGammaRegressorCV",
     "ALOLogisticRegressionCV",
+    "ALOPoissonRegressorCV",
     "ALORidgeCV",
+    "ALOTweedieRegressorCV",
     "ALOWarning",
     "BKKCriterion",
     "BKKRidge",
@@ -45,12 +57,14 @@ __all__ = [
     "DevSetResult",
     "ElasticNet",
     "FitResult",
+    "Huber",
     "KFoldResult",
     "LOOResult",
     "NestedCVResult",
     "Penalty",
     "SBKKRegressor",
     "TuneResult",
+    "Tweedie",
     "__version__",
     "dev_set",
     "fit",

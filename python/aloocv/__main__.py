@@ -25,8 +25,10 @@ import numpy as np
 
 from . import L2, __version__, fit, loo
 from ._diagnostics import ALOWarning
+from .losses import DEFAULT_HUBER_DELTA, DEFAULT_TWEEDIE_POWER, Huber, Tweedie, get_loss
+from .losses import names as loss_names
 
-LOSSES = ("squared", "logistic", "poisson")
+LOSSES = tuple(loss_names())
 METHODS = ("alo", "if", "lemma3", "exact")
 DATASETS = ("breast_cancer", "wine")
 
@@ -57,6 +59,18 @@ def _parser() -> argparse.ArgumentParser:
         choices=LOSSES,
         default=None,
         help="loss (default: logistic for the embedded data, squared for --data)",
+    )
+    p.add_argument(
+        "--power",
+        type=float,
+        default=DEFAULT_TWEEDIE_POWER,
+        help=f"Tweedie variance power (with --loss tweedie; default {DEFAULT_TWEEDIE_POWER})",
+    )
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=DEFAULT_HUBER_DELTA,
+        help=f"Huber threshold (with --loss huber; default {DEFAULT_HUBER_DELTA})",
     )
     p.add_argument(
         "--lam",
@@ -221,14 +235,17 @@ def run(
     return chosen
 
 
-def _losses(loss: str, y: np.ndarray, eta: np.ndarray) -> np.ndarray:
-    if loss == "squared":
-        return 0.5 * (y - eta) ** 2
-    if loss == "logistic":
-        return np.logaddexp(0.0, eta) - y * eta
-    from scipy.special import gammaln
+def _losses(loss, y: np.ndarray, eta: np.ndarray) -> np.ndarray:
+    return get_loss(loss).value(y, eta)
 
-    return np.exp(eta) - y * eta + gammaln(y + 1.0)
+
+def _loss_arg(name: str, power: float, delta: float):
+    """The loss object of the command line's --loss, --power and --delta."""
+    if name == "tweedie":
+        return Tweedie(power=power)
+    if name == "huber":
+        return Huber(delta=delta)
+    return get_loss(name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -247,6 +264,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             X, y, names = read_csv(args.data, args.target)
             name = f"{args.data}, {X.shape[0]} x {X.shape[1]}, target {args.target!r}"
             loss = args.loss or "squared"
+        try:
+            loss = _loss_arg(loss, args.power, args.delta)
+        except (TypeError, ValueError) as e:
+            raise CLIError(str(e)) from None
         if not args.no_standardize:
             X = standardize(X)
         lams = args.lam if args.lam is not None else list(np.logspace(-3, 3, 13))

@@ -8,6 +8,8 @@ from numpy.typing import NDArray
 _F64 = NDArray[np.float64]
 # X: a 2-d float64 array (any layout) or a CSR tuple (data, indices, indptr, n, p)
 _Design = _F64 | tuple[_F64, NDArray[np.int32], NDArray[np.int32], int, int]
+# loss: a registered name or (name, tweedie_power, huber_delta)
+_Loss = str | tuple[str, float, float]
 
 def set_blas(capsules: dict[str, Any]) -> None: ...
 def use_blas(enabled: bool) -> None: ...
@@ -18,7 +20,7 @@ def fit(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
-    loss: str,
+    loss: _Loss,
     penalty: _F64,
     fit_intercept: bool,
     tol: float,
@@ -26,14 +28,16 @@ def fit(
     n_threads: int,
     beta0: _F64 | None = None,
     l1: _F64 | None = None,
+    offset: _F64 | None = None,
 ) -> dict[str, Any]: ...
 def hessian(X: _Design, d: _F64, fit_intercept: bool, n_threads: int) -> _F64: ...
-def loss_eval(loss: str, y: _F64, eta: _F64) -> tuple[_F64, _F64, _F64]: ...
+def loss_eval(loss: _Loss, y: _F64, eta: _F64) -> tuple[_F64, _F64, _F64, _F64, _F64, _F64]: ...
+def loss_valid(loss: _Loss, y: _F64) -> None: ...
 def loo(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
-    loss: str,
+    loss: _Loss,
     penalty: _F64,
     fit_intercept: bool,
     method: str,
@@ -45,6 +49,7 @@ def loo(
     l1: _F64 | None = None,
     gradient: bool = False,
     subset: NDArray[np.int64] | None = None,
+    offset: _F64 | None = None,
 ) -> dict[str, Any]: ...
 def ridge_path(
     X: _Design,
@@ -58,7 +63,7 @@ def kfold(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
-    loss: str,
+    loss: _Loss,
     penalty: _F64,
     fit_intercept: bool,
     folds: NDArray[np.int32],
@@ -68,12 +73,13 @@ def kfold(
     max_iter: int,
     n_threads: int,
     l1: _F64 | None = None,
+    offset: _F64 | None = None,
 ) -> dict[str, Any]: ...
 def dual(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
-    loss: str,
+    loss: _Loss,
     penalty: _F64,
     fit_intercept: bool,
     method: str,
@@ -83,6 +89,8 @@ def dual(
     want_loo: bool = True,
     beta: _F64 | None = None,
     subset: NDArray[np.int64] | None = None,
+    gradient: bool = False,
+    offset: _F64 | None = None,
 ) -> dict[str, Any]: ...
 def kernel_ridge_loo(
     K: _F64, y: _F64, sample_weight: _F64 | None, lam: float, fit_intercept: bool
@@ -95,7 +103,7 @@ class TuneState:
         X: _Design,
         y: _F64,
         sample_weight: _F64 | None,
-        loss: str,
+        loss: _Loss,
         penalty: _F64,
         fit_intercept: bool,
         tol: float,
@@ -103,6 +111,7 @@ class TuneState:
         n_threads: int,
         l1: _F64 | None = None,
         beta0: _F64 | None = None,
+        offset: _F64 | None = None,
     ) -> None: ...
     def set_penalty(self, penalty: _F64, l1: _F64 | None = None) -> None: ...
     def fit(self) -> dict[str, Any]: ...

@@ -16,12 +16,14 @@ from ._validation import (
     as_penalty,
     check_finite_result,
     check_fit_inputs,
+    check_offset,
     check_options,
     check_X,
     choose_solver,
     core_design,
     n_threads,
 )
+from .losses import Loss, get_loss
 from .penalties import Penalty
 
 __all__ = ["FitResult", "fit"]
@@ -42,7 +44,10 @@ class FitResult:
         Whether ``max|gradient| / sum(sample_weight) <= tol`` was reached.
     objective_ : float
         ``sum_i w_i l(y_i, eta_i) + penalty`` at the solution.
-    loss, penalty, fit_intercept
+    loss : Loss
+        The registered loss (:mod:`aloocv.losses`); compares equal to its name when it
+        has no parameters.
+    penalty, fit_intercept
         The problem that was solved.
     """
 
@@ -51,28 +56,25 @@ class FitResult:
     n_iter_: int
     converged_: bool
     objective_: float
-    loss: str
+    loss: Loss
     penalty: Penalty
     fit_intercept: bool
     gradient_norm_: float = field(default=0.0, repr=False)
 
-    def decision_function(self, X: ArrayLike) -> np.ndarray:
-        """Linear predictor ``eta = X coef_ + intercept_``."""
+    def decision_function(self, X: ArrayLike, offset: ArrayLike | None = None) -> np.ndarray:
+        """Linear predictor ``eta = X coef_ + intercept_ (+ offset)``."""
         X = check_X(X)
         if X.shape[1] != self.coef_.shape[0]:
             raise ValueError(
                 f"X has {X.shape[1]} features but the model was fitted on {self.coef_.shape[0]}"
             )
-        return np.asarray(X @ self.coef_).ravel() + self.intercept_
+        eta = np.asarray(X @ self.coef_).ravel() + self.intercept_
+        off = check_offset(offset, X.shape[0])
+        return eta if off is None else eta + off
 
-    def predict(self, X: ArrayLike) -> np.ndarray:
-        """Mean response: eta (squared), sigmoid(eta) (logistic), exp(eta) (poisson)."""
-        eta = self.decision_function(X)
-        if self.loss == "logistic":
-            return 0.5 * (1.0 + np.tanh(0.5 * eta))
-        if self.loss == "poisson":
-            return np.exp(eta)
-        return eta
+    def predict(self, X: ArrayLike, offset: ArrayLike | None = None) -> np.ndarray:
+        """Mean response: the loss's inverse link of ``decision_function(X, offset)``."""
+        return get_loss(self.loss).mean(self.decision_function(X, offset))
 
     @property
     def beta_(self) -> np.ndarray:
@@ -82,7 +84,7 @@ class FitResult:
         return self.coef_.copy()
 
 
-def _result(out: dict[str, Any], loss: str, penalty: Penalty, fit_intercept: bool) -> FitResult:
+def _result(out: dict[str, Any], loss: Loss, penalty: Penalty, fit_intercept: bool) -> FitResult:
     return FitResult(
         coef_=out["coef"],
         intercept_=float(out["intercept"]),
@@ -120,18 +122,18 @@ def _warn_not_converged(res: FitResult, tol: float, max_iter: int) -> None:
         )
 
 
-def _check_fit(res, X, y, w, pen, l1, tol, max_iter) -> None:
+def _check_fit(res, X, y, w, pen, l1, tol, max_iter, off=None) -> None:
     # a separated logistic fit without penalty has no finite solution: raise before the
     # convergence warning (Newton "converges" on the vanishing gradient)
     if res.loss == "logistic":
-        check_separation(res.decision_function(X), y, w, pen, l1, warn=False, stacklevel=3)
+        check_separation(res.decision_function(X, off), y, w, pen, l1, warn=False, stacklevel=3)
     _warn_not_converged(res, tol, max_iter)
 
 
 def fit(
     X: ArrayLike,
     y: ArrayLike,
-    loss: str = "logistic",
+    loss: str | Loss = "logistic",
     penalty: Penalty | float | None = None,
     fit_intercept: bool = True,
     sample_weight: ArrayLike | None = None,
@@ -140,6 +142,7 @@ def fit(
     n_jobs: int | None = None,
     warm_start: FitResult | None = None,
     solver: str = "auto",
+    offset: ArrayLike | None = None,
 ) -> FitResult:
     """Fit ``min_beta sum_i w_i l(y_i, x~_i^T beta) + lambda^T r(theta)`` by Newton's method.
 
@@ -149,11 +152,14 @@ def fit(
         float64 in C or Fortran order (or any strided view) is used without a
         copy; float32 and integer input are converted once.
     y : array_like of shape (n_samples,)
-        Response: real (``"squared"``), in {0, 1} (``"logistic"``), counts >= 0
-        (``"poisson"``).
-    loss : {"squared", "logistic", "poisson"}
-        ``1/2 (y - eta)^2``, the log-loss with logit link, or the Poisson negative
-        log-likelihood with log link.
+        Response in the loss's domain: real (``"squared"``, Huber), in {0, 1}
+        (``"logistic"``), proportions in [0, 1] (``"binomial"``, trials as
+        ``sample_weight``), counts >= 0 (``"poisson"``), > 0 (``"gamma"``), >= 0 or > 0
+        (Tweedie, by its power).
+    loss : str or Loss
+        A name of :data:`aloocv.losses.REGISTRY` (``"squared"``, ``"logistic"``,
+        ``"poisson"``, ``"gamma"``, ``"binomial"``) or a parametrized loss object
+        (``aloocv.Tweedie(power=1.5)``, ``aloocv.Huber(delta=1.35)``).
     penalty : Penalty or float, default L2(1.0)
         ``aloocv.L2(lam)`` with a scalar or per-feature ``lam``; a float means L2.
     fit_intercept : bool
@@ -173,6 +179,9 @@ def fit(
         ``"dual"``: Newton on the n x n system with ``K = X P^{-1} X^T`` computed once
         (O(n^2 p)), then O(n^3) per step; needs an L2 penalty > 0 on every feature.
         ``"auto"``: the dual when n < p and it applies.
+    offset : array_like of shape (n_samples,), optional
+        Known part of the linear predictor: ``eta = X coef + intercept + offset``
+        (e.g. ``log(exposure)`` with a log link).
 
     Returns
     -------
@@ -183,7 +192,8 @@ def fit(
     -----
     Scaling conventions: ``L2(lam)`` with squared loss equals scikit-learn's
     ``Ridge(alpha=lam)``; with logistic loss ``LogisticRegression(C=1/lam)``; with
-    Poisson loss ``PoissonRegressor(alpha=lam/n_samples)``.
+    Poisson, gamma and Tweedie losses ``PoissonRegressor`` / ``GammaRegressor`` /
+    ``TweedieRegressor(alpha=lam/n_samples)``.
 
     Examples
     --------
@@ -197,6 +207,7 @@ def fit(
     penalty = as_penalty(penalty)
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     tol, max_iter = check_options(tol, max_iter)
+    off = check_offset(offset, X.shape[0])
     check_classes(y, w, loss, bool(fit_intercept))
     beta0 = None
     if warm_start is not None:
@@ -206,13 +217,13 @@ def fit(
         )
         if beta0.shape != (X.shape[1] + int(fit_intercept),):
             raise ValueError("warm_start does not match the shape of this problem")
-    if choose_solver(solver, X, pen, l1) == "dual":
+    if choose_solver(solver, X, pen, l1, loss) == "dual":
         with _blas.single_threaded_blas():
             out = _core.dual(
                 core_design(X),
                 y,
                 w,
-                loss,
+                loss.core,
                 pen,
                 bool(fit_intercept),
                 "alo",
@@ -220,17 +231,18 @@ def fit(
                 max_iter,
                 n_threads(n_jobs),
                 False,
+                offset=off,
             )
         check_finite_result("fit", coef=out["coef"], intercept=out["intercept"])
         res = _result(out, loss, penalty, bool(fit_intercept))
-        _check_fit(res, X, y, w, pen, l1, tol, max_iter)
+        _check_fit(res, X, y, w, pen, l1, tol, max_iter, off)
         return res
     with _blas.single_threaded_blas():
         out = _core.fit(
             core_design(X),
             y,
             w,
-            loss,
+            loss.core,
             pen,
             bool(fit_intercept),
             tol,
@@ -238,8 +250,9 @@ def fit(
             n_threads(n_jobs),
             beta0,
             l1,
+            offset=off,
         )
     check_finite_result("fit", coef=out["coef"], intercept=out["intercept"])
     res = _result(out, loss, penalty, bool(fit_intercept))
-    _check_fit(res, X, y, w, pen, l1, tol, max_iter)
+    _check_fit(res, X, y, w, pen, l1, tol, max_iter, off)
     return res

@@ -20,6 +20,7 @@ from ._validation import (
     as_penalty,
     check_finite_result,
     check_fit_inputs,
+    check_offset,
     check_options,
     core_design,
     n_threads,
@@ -151,7 +152,7 @@ def _assign_folds(
 def kfold(
     X: ArrayLike,
     y: ArrayLike,
-    loss: str = "logistic",
+    loss: Any = "logistic",
     penalty: Penalty | float | None = None,
     n_folds: int | None = None,
     method: str = "alo",
@@ -162,12 +163,13 @@ def kfold(
     tol: float = 1e-8,
     max_iter: int = 100,
     n_jobs: int | None = None,
+    offset: ArrayLike | None = None,
 ) -> KFoldResult:
     """K-fold (or leave-q-out) cross-validation of a penalized GLM.
 
     Parameters
     ----------
-    X, y, loss, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs
+    X, y, loss, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, offset
         As in :func:`aloocv.fit`.
     n_folds : int, optional
         Number of shuffled, nearly equal folds (default 10). With ``folds=`` it may be
@@ -223,6 +225,7 @@ def kfold(
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     tol, max_iter = check_options(tol, max_iter)
     n = X.shape[0]
+    off = check_offset(offset, n)
     idx, labels = _assign_folds(n, n_folds, folds, random_state)
     K = labels.size
     ww = np.ones(n) if w is None else w
@@ -242,7 +245,7 @@ def kfold(
                 core_design(X),
                 y,
                 w,
-                loss,
+                loss.core,
                 pen,
                 bool(fit_intercept),
                 idx,
@@ -252,6 +255,7 @@ def kfold(
                 max_iter,
                 n_threads(n_jobs),
                 l1,
+                offset=off,
             )
     except ValueError as e:
         if folds is None:

@@ -29,6 +29,7 @@ from ._validation import (
     check_finite_result,
     check_fit_inputs,
     check_loo_samples,
+    check_offset,
     check_options,
     check_real_scalar,
     check_vector,
@@ -36,6 +37,7 @@ from ._validation import (
     core_design,
     n_threads,
 )
+from .losses import Loss
 from .penalties import Penalty
 
 __all__ = ["LOOResult", "loo"]
@@ -160,9 +162,9 @@ class LOOResult:
         if not 0.0 < confidence < 1.0:
             raise ValueError(f"confidence must be in (0, 1), got {confidence}")
         pb = self._problem
-        eta = self.fit.decision_function(pb["X"])
+        eta = self.fit.decision_function(pb["X"], pb["offset"])
         y = pb["y"]
-        insample = _core.loss_eval(pb["loss"], y, np.ascontiguousarray(eta, dtype=np.float64))[0]
+        insample = pb["loss"].value(y, eta)
         design = certificate_design(
             self.losses - insample, self.sample_weight, n_samples, n_worst, random_state
         )
@@ -191,7 +193,7 @@ def _exact_subset(pb: dict[str, Any], beta: np.ndarray, idx: np.ndarray) -> tupl
         core_design(pb["X"]),
         pb["y"],
         pb["w"],
-        pb["loss"],
+        pb["loss"].core,
         pb["pen"],
         pb["fit_intercept"],
         "exact",
@@ -202,16 +204,16 @@ def _exact_subset(pb: dict[str, Any], beta: np.ndarray, idx: np.ndarray) -> tupl
     beta = np.ascontiguousarray(beta, dtype=np.float64)
     with _blas.single_threaded_blas():
         if pb["dual"]:
-            out = _core.dual(*args, True, beta, subset=idx)
+            out = _core.dual(*args, True, beta, subset=idx, offset=pb["offset"])
         else:
-            out = _core.loo(*args, beta, False, pb["l1"], False, subset=idx)
+            out = _core.loo(*args, beta, False, pb["l1"], False, subset=idx, offset=pb["offset"])
     return out["losses"], int(out["n_not_converged"])
 
 
 def loo(
     X: ArrayLike,
     y: ArrayLike,
-    loss: str = "logistic",
+    loss: str | Loss = "logistic",
     penalty: Penalty | float | None = None,
     method: str = "alo",
     fit_intercept: bool = True,
@@ -224,12 +226,13 @@ def loo(
     return_gradient: bool = False,
     solver: str = "auto",
     gradient: str = "exact",
+    offset: ArrayLike | None = None,
 ) -> LOOResult:
     """Leave-one-out cross-validation of an L2-penalized GLM.
 
     Parameters
     ----------
-    X, y, loss, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs
+    X, y, loss, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, offset
         As in :func:`aloocv.fit`.
     method : {"alo", "exact", "if", "lemma3"}
         ``"alo"``: the paper's Theorem 1 with the exact rank-one downdate of the
@@ -283,6 +286,7 @@ def loo(
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     check_loo_samples(X.shape[0])
     tol, max_iter = check_options(tol, max_iter)
+    off = check_offset(offset, X.shape[0])
     check_loo_classes(y, w, loss, bool(fit_intercept))
     beta = None
     if coef is not None:
@@ -305,7 +309,7 @@ def loo(
     elif intercept is not None:
         raise ValueError("intercept= requires coef=")
     # the paper's approximate gradient lives on the primal route only
-    use_dual = choose_solver(solver, X, pen, l1) == "dual" and not (
+    use_dual = choose_solver(solver, X, pen, l1, loss) == "dual" and not (
         return_gradient and gradient == "paper"
     )
     with _blas.single_threaded_blas():
@@ -314,7 +318,7 @@ def loo(
                 core_design(X),
                 y,
                 w,
-                loss,
+                loss.core,
                 pen,
                 bool(fit_intercept),
                 method,
@@ -324,13 +328,14 @@ def loo(
                 True,
                 beta,
                 gradient=bool(return_gradient),
+                offset=off,
             )
         else:
             out = _core.loo(
                 core_design(X),
                 y,
                 w,
-                loss,
+                loss.core,
                 pen,
                 bool(fit_intercept),
                 method,
@@ -342,6 +347,7 @@ def loo(
                 l1,
                 bool(return_gradient),
                 gradient_kind=gradient,
+                offset=off,
             )
     check_finite_result(
         f"loo(method={method!r})",
@@ -354,7 +360,7 @@ def loo(
     fitres = _result(out, loss, penalty, bool(fit_intercept))
     if loss == "logistic":
         check_separation(
-            fitres.decision_function(X), y, w, pen, l1, warn=method != "exact", stacklevel=2
+            fitres.decision_function(X, off), y, w, pen, l1, warn=method != "exact", stacklevel=2
         )
     if beta is None:
         _warn_not_converged(fitres, tol, max_iter)
@@ -392,6 +398,7 @@ def loo(
         "max_iter": max_iter,
         "n_threads": n_threads(n_jobs),
         "dual": use_dual,
+        "offset": off,
     }
     return LOOResult(
         gradient=grad,

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
 from .penalties import Penalty
 
 LOO_METHODS = ("alo", "exact", "if", "lemma3")
@@ -378,13 +377,19 @@ def check_finite_result(what: str, **values: Any) -> None:
 # ----------------------------------------------------------------------------- the rest
 
 
-def check_loss(loss: Any) -> str:
-    if not isinstance(loss, str):
-        raise TypeError(f"loss must be a string, got {type(loss).__name__}")
-    names = _core.loss_names()
-    if loss not in names:
-        raise ValueError(f"unknown loss {loss!r}; expected one of {names}")
-    return loss
+def check_loss(loss: Any):
+    """The registered :class:`aloocv.losses.Loss` of a ``loss`` argument (a name or a
+    loss object); raises on an unknown name."""
+    from .losses import get_loss
+
+    return get_loss(loss)
+
+
+def check_offset(offset: Any, n: int) -> np.ndarray | None:
+    """None, or a finite float64 vector of length n (eta = X beta + offset)."""
+    if offset is None:
+        return None
+    return check_vector(offset, n, "offset")
 
 
 def as_penalty(penalty: Any) -> Penalty:
@@ -464,9 +469,11 @@ def check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept=True):
 SOLVERS = ("auto", "primal", "dual")
 
 
-def choose_solver(solver: Any, X: Any, pen: np.ndarray, l1: np.ndarray | None) -> str:
-    """'primal' or 'dual' for a checked problem ('auto': dual when n < p, L2 only, and
-    every feature penalized)."""
+def choose_solver(
+    solver: Any, X: Any, pen: np.ndarray, l1: np.ndarray | None, loss: Any = None
+) -> str:
+    """'primal' or 'dual' for a checked problem ('auto': dual when n < p, L2 only, every
+    feature penalized, and a loss whose curvature cannot be negative)."""
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)}")
     n, p = X.shape
@@ -481,5 +488,7 @@ def choose_solver(solver: Any, X: Any, pen: np.ndarray, l1: np.ndarray | None) -
             )
         return "dual"
     if solver == "auto":
-        return "dual" if (dual_ok and n < p) else "primal"
+        # Tweedie with power > 2 can have l'' < 0, which the dual's I + S K S form refuses
+        signed = loss is not None and float(loss.params().get("power", 1.0)) > 2.0
+        return "dual" if (dual_ok and n < p and not signed) else "primal"
     return "primal"

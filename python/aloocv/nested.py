@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike
 from ._fit import fit
 from ._kfold import kfold
 from ._validation import check_bool, check_real_scalar, check_vector, check_X
+from .losses import get_loss
 from .penalties import L2, ElasticNet, Penalty
 from .tuning import tune
 
@@ -114,7 +115,7 @@ def _spec(spec: Any) -> tuple[str, list[Penalty], bool]:
             else:
                 raise ValueError(f"candidate {c!r} must be a penalty or a positive L2 lambda")
         intercept = check_bool(spec.get("fit_intercept", True), "fit_intercept")
-        return str(spec["loss"]), cands, intercept
+        return get_loss(spec["loss"]), cands, intercept
     raise TypeError(
         "estimator_or_spec must be ALORidgeCV, ALOLogisticRegressionCV or a dict "
         "{'loss': ..., 'candidates': [...]}"
@@ -136,14 +137,9 @@ def _splits(n: int, outer: Any, random_state: Any) -> list[tuple[np.ndarray, np.
     return [(np.flatnonzero(labels != k), np.flatnonzero(labels == k)) for k in range(outer)]
 
 
-def _mean_loss(loss: str, y: np.ndarray, eta: np.ndarray) -> float:
-    if loss == "squared":
-        return float(np.mean(0.5 * (y - eta) ** 2))
-    if loss == "logistic":
-        return float(np.mean(np.logaddexp(0.0, eta) - y * eta))
-    from scipy.special import gammaln
-
-    return float(np.mean(np.exp(eta) - y * eta + gammaln(y + 1.0)))
+def _mean_loss(loss: Any, y: np.ndarray, eta: np.ndarray) -> float:
+    """Mean of the registered loss's per-sample values (raises on an unknown loss)."""
+    return float(np.mean(get_loss(loss).value(y, eta)))
 
 
 def nested_cv(

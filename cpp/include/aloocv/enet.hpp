@@ -110,6 +110,7 @@ FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, In
   st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb, skip);
   st.eta.resize(n);
   linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
+  pb.add_offset(st.eta.data());
   Vec g(n), d(n), xs(n), eta_try(n), viol(p1), step(p1);
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt, skip);
   detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
@@ -238,6 +239,7 @@ FitState enet_prepare_at(const Problem& pb, const Vec& beta, const FitOptions& o
   st.beta = beta;
   st.eta.resize(n);
   linear_predictor(pb.X, beta.data(), pb.intercept, st.eta.data(), nt);
+  pb.add_offset(st.eta.data());
   Vec g(n), d(n);
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
   detail::full_gradient(pb, g.data(), beta, st.grad, nt);

@@ -63,17 +63,18 @@ struct AloTerms {
 };
 
 template <class Loss>
-AloTerms alo_terms(double y, double eta, double w, double h, double inv_sw, Index i) {
+AloTerms alo_terms(double y, double eta, double w, double h, double inv_sw, Index i,
+                   const LossParams& lp) {
   constexpr double tiny = 64 * std::numeric_limits<double>::epsilon();
   AloTerms r{};
-  const double g = w * Loss::d1(y, eta), d = w * Loss::d2(y, eta);
+  const double g = w * Loss::d1(y, eta, lp), d = w * Loss::d2(y, eta, lp);
   r.t = 1.0 - d * h;
   if (w != 0.0 && !(r.t > tiny)) throw_loo_singular(i, d * h);
   if (w == 0.0) r.t = 1.0;
   r.s = g / r.t;
   r.e = eta + r.s * h;
-  r.c = w * Loss::d1(y, r.e) * inv_sw;
-  r.A = 1.0 / r.t + w * g * Loss::d3(y, eta) * h * h / (r.t * r.t);
+  r.c = w * Loss::d1(y, r.e, lp) * inv_sw;
+  r.A = 1.0 / r.t + w * g * Loss::d3(y, eta, lp) * h * h / (r.t * r.t);
   r.B = g / (r.t * r.t);
   return r;
 }
@@ -81,15 +82,15 @@ AloTerms alo_terms(double y, double eta, double w, double h, double inv_sw, Inde
 // Tangents of c A and c B along (deta, dh).
 template <class Loss>
 void alo_tangent(double y, double eta, double w, double h, double inv_sw, const AloTerms& r,
-                 double deta, double dh, double& dcA, double& dcB) {
-  const double l1 = Loss::d1(y, eta), l2 = Loss::d2(y, eta), l3 = Loss::d3(y, eta);
-  const double l4 = Loss::d4(y, eta);
+                 double deta, double dh, double& dcA, double& dcB, const LossParams& lp) {
+  const double l1 = Loss::d1(y, eta, lp), l2 = Loss::d2(y, eta, lp), l3 = Loss::d3(y, eta, lp);
+  const double l4 = Loss::d4(y, eta, lp);
   const double g = w * l1, d = w * l2;
   const double dg = w * l2 * deta, dd = w * l3 * deta;
   const double t = r.t, t2 = t * t, t3 = t2 * t;
   const double dt = -(dd * h + d * dh);
   const double de = r.A * deta + r.B * dh;
-  const double dc = w * Loss::d2(y, r.e) * de * inv_sw;
+  const double dc = w * Loss::d2(y, r.e, lp) * de * inv_sw;
   const double F = w * g * l3 * h * h;
   const double dF = w * (dg * l3 * h * h + g * l4 * deta * h * h + 2.0 * g * l3 * h * dh);
   const double dA = -dt / t2 + dF / t2 - 2.0 * F * dt / t3;
@@ -260,9 +261,10 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
         for (Index k = 0; k < m; ++k) {
           const Index i = i0 + k;
           const double y = pb.y[i], w = pb.weight(i);
-          const auto r = detail::alo_terms<Loss>(y, st.eta[i], w, out.leverages[i], inv_sw, i);
+          const auto r =
+              detail::alo_terms<Loss>(y, st.eta[i], w, out.leverages[i], inv_sw, i, pb.lp);
           out.predictions[i] = r.e;
-          out.losses[i] = Loss::value(y, r.e);
+          out.losses[i] = Loss::value(y, r.e, pb.lp);
           if (exact) {
             cA[k] = r.c * r.A;
             cB[k] = r.c * r.B;
@@ -313,7 +315,7 @@ LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads
               const double qi = Eigen::Map<const Vec>(Z + k * q1, q1)
                                     .dot(Eigen::Map<const Vec>(s.work + k * q1, q1));
               a.q[i] = qi;
-              s.wa[k] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i]) * qi;
+              s.wa[k] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i], pb.lp) * qi;
             }
             Eigen::Map<Vec>(P, q1).noalias() +=
                 Eigen::Map<const Mat>(Z, q1, m) * Eigen::Map<const Vec>(s.wa, m);
@@ -368,7 +370,7 @@ HyperTangents tangents_block(const Problem& pb, const FitState& st, const LooRes
         for (Index k = 0; k < md; ++k) {
           for (Index r = 0; r < m; ++r) {
             const Index i = i0 + r;
-            s.wa[r] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i]) * dEta(i, k);
+            s.wa[r] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i], pb.lp) * dEta(i, k);
           }
           double* Pk = P + k * 2 * q1 * q1;
           detail::signed_syrk(q1, m, Z, s.wa, Pk, Pk + q1 * q1, s);
@@ -398,9 +400,9 @@ HyperTangents tangents_block(const Problem& pb, const FitState& st, const LooRes
             const double hi = alo.leverages[i];
             const double dh = -Eigen::Map<const Vec>(Z + r * q1, q1)
                                    .dot(Eigen::Map<const Vec>(s.copy + r * q1, q1));
-            const auto t = detail::alo_terms<Loss>(y, eta, w, hi, inv_sw, i);
+            const auto t = detail::alo_terms<Loss>(y, eta, w, hi, inv_sw, i, pb.lp);
             double dca = 0.0, dcb = 0.0;
-            detail::alo_tangent<Loss>(y, eta, w, hi, inv_sw, t, dEta(i, k), dh, dca, dcb);
+            detail::alo_tangent<Loss>(y, eta, w, hi, inv_sw, t, dEta(i, k), dh, dca, dcb, pb.lp);
             dcA(i, k) = dca;
             wt[r] = dcb;
           }
@@ -430,7 +432,8 @@ HyperTangents tangents_block(const Problem& pb, const FitState& st, const LooRes
             if (!curved) continue;
             const double y = pb.y[i], w = pb.weight(i), eta = st.eta[i];
             const double dq = Zm.col(r).dot(Eigen::Map<const Vec>(s.copy + r * q1, q1));
-            dz[r] -= w * (Loss::d4(y, eta) * dEta(i, k) * a.q[i] + Loss::d3(y, eta) * dq);
+            dz[r] -=
+                w * (Loss::d4(y, eta, pb.lp) * dEta(i, k) * a.q[i] + Loss::d3(y, eta, pb.lp) * dq);
           }
           Eigen::Map<Vec>(P + k * q1, q1).noalias() += Zm * Eigen::Map<const Vec>(dz, m);
         }
@@ -508,11 +511,11 @@ HyperGradient sample_gradient(const Problem& pb, const FitState& st, const Index
   for (Index k = 0; k < m; ++k) {
     const Index i = idx[k];
     const double y = pb.y[i], w = pb.weight(i), h = Xb.col(k).dot(Ab.col(k));
-    const auto r = detail::alo_terms<Loss>(y, st.eta[i], w, h, inv_sw, i);
+    const auto r = detail::alo_terms<Loss>(y, st.eta[i], w, h, inv_sw, i, pb.lp);
     cA[k] = r.c * r.A;
     cB[k] = r.c * r.B;
-    l3w[k] = w * Loss::d3(y, st.eta[i]);
-    loss += w * Loss::value(y, r.e);
+    l3w[k] = w * Loss::d3(y, st.eta[i], pb.lp);
+    loss += w * Loss::value(y, r.e, pb.lp);
     sw += w;
   }
   const double scale = double(n) / double(m);

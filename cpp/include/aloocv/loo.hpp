@@ -66,8 +66,8 @@ void loo_formulas(const Problem& pb, const double* eta_hat, LooMethod method, Lo
   for (Index i = 0; i < n; ++i) {
     guard.run([&] {
       const double y = pb.y[i], eta = eta_hat[i], w = pb.weight(i), h = out.leverages[i];
-      const double l1 = Loss::d1(y, eta);
-      const double g = w * l1, dh = w * Loss::d2(y, eta) * h;
+      const double l1 = Loss::d1(y, eta, pb.lp);
+      const double g = w * l1, dh = w * Loss::d2(y, eta, pb.lp) * h;
       const double den = given_den ? (w == 0.0 ? 1.0 : out.den[i]) : 1.0 - dh;
       out.den[i] = den;
       if (method != LooMethod::IF && w != 0.0 && !(den > tiny)) detail::throw_loo_singular(i, dh);
@@ -75,18 +75,18 @@ void loo_formulas(const Problem& pb, const double* eta_hat, LooMethod method, Lo
         case LooMethod::IF: {
           const double e = eta + g * h;
           out.predictions[i] = e;
-          out.losses[i] = Loss::value(y, e);
+          out.losses[i] = Loss::value(y, e, pb.lp);
           break;
         }
         case LooMethod::Lemma3: {
           out.predictions[i] = eta + g * h / den;
-          out.losses[i] = Loss::value(y, eta) + l1 * g * h / den;
+          out.losses[i] = Loss::value(y, eta, pb.lp) + l1 * g * h / den;
           break;
         }
         default: {
           const double e = eta + g * h / den;
           out.predictions[i] = e;
-          out.losses[i] = Loss::value(y, e);
+          out.losses[i] = Loss::value(y, e, pb.lp);
         }
       }
     });
@@ -101,7 +101,7 @@ void downdate_factors(const Problem& pb, const double* eta_hat, LooResult& out) 
   out.den.resize(n);
   for (Index i = 0; i < n; ++i) {
     const double w = pb.weight(i);
-    out.den[i] = w == 0.0 ? 1.0 : 1.0 - w * Loss::d2(pb.y[i], eta_hat[i]) * out.leverages[i];
+    out.den[i] = w == 0.0 ? 1.0 : 1.0 - w * Loss::d2(pb.y[i], eta_hat[i], pb.lp) * out.leverages[i];
   }
 }
 
@@ -151,14 +151,14 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
         const double y = pb.y[i], w = pb.weight(i);
         if (w == 0.0) {  // a zero-weight sample does not change the fit
           out.predictions[k] = st.eta[i];
-          out.losses[k] = Loss::value(y, st.eta[i]);
+          out.losses[k] = Loss::value(y, st.eta[i], pb.lp);
           return;
         }
         const double swi = sw - w;
         beta = st.beta;
         eta = st.eta;
         pb.row(i, xi.data());
-        const double gi = w * Loss::d1(y, eta[i]), di = w * Loss::d2(y, eta[i]);
+        const double gi = w * Loss::d1(y, eta[i], pb.lp), di = w * Loss::d2(y, eta[i], pb.lp);
         grad = st.grad - gi * xi;  // gradient of the leave-one-out objective at beta_hat
         a = xi;
         st.chol.solve(a.data());
@@ -208,7 +208,7 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
         if (!converged && gnorm / swi <= opt.tol) converged = true;
         if (!converged) ++not_converged;
         out.predictions[k] = eta[i];
-        out.losses[k] = Loss::value(y, eta[i]);
+        out.losses[k] = Loss::value(y, eta[i], pb.lp);
       });
     }
   }
@@ -247,7 +247,7 @@ LooResult enet_exact_loo(const Problem& pb, const FitState& st, const FitOptions
         e = r.eta[i];
       }
       out.predictions[k] = e;
-      out.losses[k] = Loss::value(pb.y[i], e);
+      out.losses[k] = Loss::value(pb.y[i], e, pb.lp);
     });
   }
   guard.rethrow();

@@ -1,20 +1,31 @@
 // Per-sample losses in the linear predictor eta: value and derivatives up to the fourth
 // (the third and fourth enter the exact hypergradient and its second derivatives).
 //
-// Adding a loss: write one struct like those below (name, domain, value, d1, d2, d3, d4,
-// valid, init_intercept, constant_curvature) and add one line to
-// ALOOCV_FOR_EACH_LOSS. Everything else (enum, dispatch, Python names) follows.
+// Adding a loss: write one struct like those below (name, domain, constant_curvature,
+// valid, value, d1, d2, d3, d4, mean, init_intercept; every function takes the runtime
+// LossParams, which parameter-free losses ignore) and add one line to
+// ALOOCV_FOR_EACH_LOSS. A static_assert checks that the struct provides them all;
+// everything else (enum, dispatch, Python names) follows.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common.hpp"
 
 namespace aloocv {
+
+// Runtime parameters of the parametrized losses (stored in Problem; the parameter-free
+// losses ignore them).
+struct LossParams {
+  double power = 1.5;    // Tweedie variance power (>= 1)
+  double delta = 1.345;  // Huber threshold (> 0)
+};
 
 namespace detail {
 // log(1 + exp(t)) without overflow.
@@ -25,6 +36,8 @@ inline double sigmoid(double t) {
   const double e = std::exp(t);
   return e / (1.0 + e);
 }
+// Floor of the weighted mean of y before a log link.
+constexpr double kMinLogMean = 1e-10;
 }  // namespace detail
 
 // 1/2 (y - eta)^2
@@ -32,13 +45,16 @@ struct Squared {
   static constexpr const char* name = "squared";
   static constexpr const char* domain = "finite real y";
   static constexpr bool constant_curvature = true;
-  static bool valid(double y) { return std::isfinite(y); }
-  static double value(double y, double eta) { return 0.5 * (y - eta) * (y - eta); }
-  static double d1(double y, double eta) { return eta - y; }
-  static double d2(double, double) { return 1.0; }
-  static double d3(double, double) { return 0.0; }
-  static double d4(double, double) { return 0.0; }
-  static double init_intercept(double ybar) { return ybar; }
+  static bool valid(double y, const LossParams&) { return std::isfinite(y); }
+  static double value(double y, double eta, const LossParams&) {
+    return 0.5 * (y - eta) * (y - eta);
+  }
+  static double d1(double y, double eta, const LossParams&) { return eta - y; }
+  static double d2(double, double, const LossParams&) { return 1.0; }
+  static double d3(double, double, const LossParams&) { return 0.0; }
+  static double d4(double, double, const LossParams&) { return 0.0; }
+  static double mean(double eta, const LossParams&) { return eta; }
+  static double init_intercept(double ybar, const LossParams&) { return ybar; }
 };
 
 // Log-loss of a Bernoulli y in {0, 1} with logit link: log(1 + e^eta) - y eta.
@@ -46,25 +62,36 @@ struct Logistic {
   static constexpr const char* name = "logistic";
   static constexpr const char* domain = "y in {0, 1}";
   static constexpr bool constant_curvature = false;
-  static bool valid(double y) { return y == 0.0 || y == 1.0; }
-  static double value(double y, double eta) { return detail::softplus(eta) - y * eta; }
-  static double d1(double y, double eta) { return detail::sigmoid(eta) - y; }
-  static double d2(double, double eta) {
+  static bool valid(double y, const LossParams&) { return y == 0.0 || y == 1.0; }
+  static double value(double y, double eta, const LossParams&) {
+    return detail::softplus(eta) - y * eta;
+  }
+  static double d1(double y, double eta, const LossParams&) { return detail::sigmoid(eta) - y; }
+  static double d2(double, double eta, const LossParams&) {
     const double e = std::exp(-std::abs(eta));  // s (1 - s) = e / (1 + e)^2, no overflow
     return e / ((1.0 + e) * (1.0 + e));
   }
-  static double d3(double y, double eta) {  // s (1 - s) (1 - 2 s)
+  static double d3(double y, double eta, const LossParams& lp) {  // s (1 - s) (1 - 2 s)
     const double s = detail::sigmoid(eta);
-    return d2(y, eta) * (1.0 - 2.0 * s);
+    return d2(y, eta, lp) * (1.0 - 2.0 * s);
   }
-  static double d4(double y, double eta) {  // s (1 - s) (1 - 6 s + 6 s^2)
+  static double d4(double y, double eta, const LossParams& lp) {  // s (1 - s) (1 - 6 s + 6 s^2)
     const double s = detail::sigmoid(eta);
-    return d2(y, eta) * (1.0 - 6.0 * s * (1.0 - s));
+    return d2(y, eta, lp) * (1.0 - 6.0 * s * (1.0 - s));
   }
-  static double init_intercept(double ybar) {
+  static double mean(double eta, const LossParams&) { return detail::sigmoid(eta); }
+  static double init_intercept(double ybar, const LossParams&) {
     const double q = std::min(std::max(ybar, 1e-6), 1.0 - 1e-6);
     return std::log(q / (1.0 - q));
   }
+};
+
+// Binomial proportions y in [0, 1] with the numbers of trials as sample weights, logit
+// link: the logistic formulas on a fractional y.
+struct Binomial : Logistic {
+  static constexpr const char* name = "binomial";
+  static constexpr const char* domain = "y in [0, 1] (proportions; trials as sample weights)";
+  static bool valid(double y, const LossParams&) { return y >= 0.0 && y <= 1.0; }
 };
 
 // Poisson negative log-likelihood with log link: e^eta - y eta + log(y!).
@@ -72,22 +99,136 @@ struct Poisson {
   static constexpr const char* name = "poisson";
   static constexpr const char* domain = "finite y >= 0";
   static constexpr bool constant_curvature = false;
-  static bool valid(double y) { return std::isfinite(y) && y >= 0.0; }
-  static double value(double y, double eta) {
+  static bool valid(double y, const LossParams&) { return std::isfinite(y) && y >= 0.0; }
+  static double value(double y, double eta, const LossParams&) {
     return std::exp(eta) - y * eta + std::lgamma(y + 1.0);
   }
-  static double d1(double y, double eta) { return std::exp(eta) - y; }
-  static double d2(double, double eta) { return std::exp(eta); }
-  static double d3(double, double eta) { return std::exp(eta); }
-  static double d4(double, double eta) { return std::exp(eta); }
-  static double init_intercept(double ybar) { return std::log(std::max(ybar, 1e-10)); }
+  static double d1(double y, double eta, const LossParams&) { return std::exp(eta) - y; }
+  static double d2(double, double eta, const LossParams&) { return std::exp(eta); }
+  static double d3(double, double eta, const LossParams&) { return std::exp(eta); }
+  static double d4(double, double eta, const LossParams&) { return std::exp(eta); }
+  static double mean(double eta, const LossParams&) { return std::exp(eta); }
+  static double init_intercept(double ybar, const LossParams&) {
+    return std::log(std::max(ybar, detail::kMinLogMean));
+  }
 };
+
+// Gamma half unit deviance with log link: y e^-eta + eta - log(y) - 1 (0 at mu = y).
+struct Gamma {
+  static constexpr const char* name = "gamma";
+  static constexpr const char* domain = "finite y > 0";
+  static constexpr bool constant_curvature = false;
+  static bool valid(double y, const LossParams&) { return std::isfinite(y) && y > 0.0; }
+  static double value(double y, double eta, const LossParams&) {
+    return y * std::exp(-eta) + eta - std::log(y) - 1.0;
+  }
+  static double d1(double y, double eta, const LossParams&) { return 1.0 - y * std::exp(-eta); }
+  static double d2(double y, double eta, const LossParams&) { return y * std::exp(-eta); }
+  static double d3(double y, double eta, const LossParams&) { return -y * std::exp(-eta); }
+  static double d4(double y, double eta, const LossParams&) { return y * std::exp(-eta); }
+  static double mean(double eta, const LossParams&) { return std::exp(eta); }
+  static double init_intercept(double ybar, const LossParams&) {
+    return std::log(std::max(ybar, detail::kMinLogMean));
+  }
+};
+
+// Tweedie half unit deviance with log link, variance power p = lp.power >= 1:
+//   y^(2-p) / ((1-p)(2-p)) - y mu^(1-p) / (1-p) + mu^(2-p) / (2-p),   mu = e^eta,
+// with its limits at p = 1 (Poisson: y log(y/mu) - y + mu) and p = 2 (gamma:
+// log(mu/y) + y/mu - 1). The k-th derivative in eta (k >= 1) is
+//   -(1-p)^(k-1) y mu^(1-p) + (2-p)^(k-1) mu^(2-p).
+// For p > 2 the curvature l'' of a sample can be negative (the log link is not the
+// canonical one); the objective's Hessian stays positive definite near the optimum.
+struct Tweedie {
+  static constexpr const char* name = "tweedie";
+  static constexpr const char* domain = "finite y >= 0 (y > 0 when power >= 2)";
+  static constexpr bool constant_curvature = false;
+  static bool valid(double y, const LossParams& lp) {
+    return std::isfinite(y) && (lp.power < 2.0 ? y >= 0.0 : y > 0.0);
+  }
+  static double value(double y, double eta, const LossParams& lp) {
+    const double p = lp.power;
+    if (p == 1.0) return (y > 0.0 ? y * (std::log(y) - eta) : 0.0) - y + std::exp(eta);
+    if (p == 2.0) return eta - std::log(y) + y * std::exp(-eta) - 1.0;
+    const double a = 1.0 - p, b = 2.0 - p;
+    const double y_term = y > 0.0 ? std::pow(y, b) / (a * b) : 0.0;
+    return y_term - y * std::exp(a * eta) / a + std::exp(b * eta) / b;
+  }
+  static double dk(double y, double eta, double p, int k) {
+    const double a = 1.0 - p, b = 2.0 - p;
+    const double ya = y == 0.0 ? 0.0 : y * std::exp(a * eta);
+    return -std::pow(a, k - 1) * ya + std::pow(b, k - 1) * std::exp(b * eta);
+  }
+  static double d1(double y, double eta, const LossParams& lp) { return dk(y, eta, lp.power, 1); }
+  static double d2(double y, double eta, const LossParams& lp) { return dk(y, eta, lp.power, 2); }
+  static double d3(double y, double eta, const LossParams& lp) { return dk(y, eta, lp.power, 3); }
+  static double d4(double y, double eta, const LossParams& lp) { return dk(y, eta, lp.power, 4); }
+  static double mean(double eta, const LossParams&) { return std::exp(eta); }
+  static double init_intercept(double ybar, const LossParams&) {
+    return std::log(std::max(ybar, detail::kMinLogMean));
+  }
+};
+
+// Huber loss of r = y - eta (identity link): r^2 / 2 for |r| <= delta, else
+// delta (|r| - delta / 2). l'' is piecewise constant (1 inside, 0 outside); the LOO
+// formulas use it as is, and l''' = l'''' = 0.
+struct Huber {
+  static constexpr const char* name = "huber";
+  static constexpr const char* domain = "finite real y";
+  static constexpr bool constant_curvature = false;
+  static bool valid(double y, const LossParams&) { return std::isfinite(y); }
+  static double value(double y, double eta, const LossParams& lp) {
+    const double r = std::abs(y - eta);
+    return r <= lp.delta ? 0.5 * r * r : lp.delta * (r - 0.5 * lp.delta);
+  }
+  static double d1(double y, double eta, const LossParams& lp) {
+    const double r = y - eta;
+    return r > lp.delta ? -lp.delta : (r < -lp.delta ? lp.delta : -r);
+  }
+  static double d2(double y, double eta, const LossParams& lp) {
+    return std::abs(y - eta) <= lp.delta ? 1.0 : 0.0;
+  }
+  static double d3(double, double, const LossParams&) { return 0.0; }
+  static double d4(double, double, const LossParams&) { return 0.0; }
+  static double mean(double eta, const LossParams&) { return eta; }
+  static double init_intercept(double ybar, const LossParams&) { return ybar; }
+};
+
+// Compile-time check (detection idiom) that a loss provides the whole concept.
+template <class R, class T>
+using exactly = std::enable_if_t<std::is_same_v<R, T>>;
+template <class L, class = void>
+struct is_loss : std::false_type {};
+template <class L>
+struct is_loss<L, std::void_t<exactly<decltype(L::name), const char* const>,
+                              exactly<decltype(L::domain), const char* const>,
+                              exactly<decltype(L::constant_curvature), const bool>,
+                              exactly<decltype(L::valid(0.0, LossParams{})), bool>,
+                              exactly<decltype(L::value(0.0, 0.0, LossParams{})), double>,
+                              exactly<decltype(L::d1(0.0, 0.0, LossParams{})), double>,
+                              exactly<decltype(L::d2(0.0, 0.0, LossParams{})), double>,
+                              exactly<decltype(L::d3(0.0, 0.0, LossParams{})), double>,
+                              exactly<decltype(L::d4(0.0, 0.0, LossParams{})), double>,
+                              exactly<decltype(L::mean(0.0, LossParams{})), double>,
+                              exactly<decltype(L::init_intercept(0.0, LossParams{})), double>>>
+    : std::true_type {};
 
 // The registry: one line per loss.
 #define ALOOCV_FOR_EACH_LOSS(X) \
   X(Squared)                    \
   X(Logistic)                   \
-  X(Poisson)
+  X(Poisson)                    \
+  X(Gamma)                      \
+  X(Tweedie)                    \
+  X(Binomial)                   \
+  X(Huber)
+
+#define ALOOCV_LOSS_CHECK(T)                                              \
+  static_assert(is_loss<T>::value, #T                                     \
+                " must provide name, domain, constant_curvature, valid, " \
+                "value, d1, d2, d3, d4, mean and init_intercept");
+ALOOCV_FOR_EACH_LOSS(ALOOCV_LOSS_CHECK)
+#undef ALOOCV_LOSS_CHECK
 
 enum class LossKind : int {
 #define ALOOCV_LOSS_ENUM(T) T,
@@ -114,6 +255,14 @@ inline LossKind loss_from_name(const std::string& name) {
   throw InvalidInput(msg.str());
 }
 
+// Throws InvalidInput when the loss parameters are outside their ranges.
+inline void check_loss_params(const LossParams& lp) {
+  if (!(std::isfinite(lp.power) && lp.power >= 1.0))
+    throw InvalidInput("Tweedie power must be finite and >= 1");
+  if (!(std::isfinite(lp.delta) && lp.delta > 0.0))
+    throw InvalidInput("Huber delta must be finite and > 0");
+}
+
 // Calls f(LossStruct{}) for the loss `kind`.
 template <class F>
 decltype(auto) dispatch_loss(LossKind kind, F&& f) {
@@ -129,9 +278,9 @@ decltype(auto) dispatch_loss(LossKind kind, F&& f) {
 
 // Throws InvalidInput naming the first y outside the loss's domain.
 template <class Loss>
-void check_response(const double* y, Index n) {
+void check_response(const double* y, Index n, const LossParams& lp) {
   for (Index i = 0; i < n; ++i) {
-    if (!Loss::valid(y[i])) {
+    if (!Loss::valid(y[i], lp)) {
       std::ostringstream msg;
       msg << "y is outside the domain of the " << Loss::name << " loss (" << Loss::domain << "): y["
           << i << "] = " << y[i];

@@ -2,6 +2,8 @@
 // the factor of the last Hessian is kept for the leave-one-out step.
 #pragma once
 
+#include <algorithm>
+
 #include <limits>
 #include <sstream>
 
@@ -45,7 +47,7 @@ double objective(const Problem& pb, const double* eta, const Vec& beta, int n_th
                  Index skip = -1) {
   double f = parallel_sum(pb.n(), n_threads, [&](Index i) {
     const double w = pb.weight(i);
-    return (i == skip || w == 0.0) ? 0.0 : w * Loss::value(pb.y[i], eta[i]);
+    return (i == skip || w == 0.0) ? 0.0 : w * Loss::value(pb.y[i], eta[i], pb.lp);
   });
   return f + 0.5 * pb.pen.dot(beta.cwiseAbs2()) + pb.l1_norm(beta);
 }
@@ -57,8 +59,8 @@ void derivatives(const Problem& pb, const double* eta, double* g, double* d, int
 #pragma omp parallel for schedule(static) num_threads(threads_for(n_threads, 16.0 * double(pb.n())))
   for (Index i = 0; i < pb.n(); ++i) {
     const double w = (i == skip) ? 0.0 : pb.weight(i);
-    g[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], eta[i]);
-    if (d) d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], eta[i]);
+    g[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], eta[i], pb.lp);
+    if (d) d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], eta[i], pb.lp);
   }
 }
 
@@ -77,14 +79,32 @@ inline void full_gradient(const Problem& pb, const double* g, const Vec& beta, V
 
 // Hessian X~^T D X~ + diag(pen), factored into chol; the unpenalized part is kept in
 // `unpen` when given.
-inline void factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Cholesky& chol,
-                           int n_threads, Vec* unpen = nullptr) {
+// Factors H = X~^T D X~ + P. With `allow_modified` (Newton steps away from the optimum),
+// an H that is not positive definite because some d_i < 0 (a loss with negative
+// curvature, e.g. Tweedie with power > 2) is replaced by the one with d clipped at 0, a
+// descent direction; returns true then (the factor is not the Hessian at beta, and the
+// caller marks it stale so that the LOO formulas refresh it).
+inline bool factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Cholesky& chol,
+                           int n_threads, Vec* unpen = nullptr, bool allow_modified = false) {
   const Index p1 = pb.p1();
   Hbuf.resize(p1 * p1);
   hessian(pb.X, d, pb.intercept, Hbuf.data(), n_threads);
   if (unpen) *unpen = Hbuf;
   for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
+  try {
+    chol.factor(Hbuf.data(), p1);
+    return false;
+  } catch (const SingularHessian&) {
+    const Index n = pb.n();
+    if (!allow_modified || std::none_of(d, d + n, [](double v) { return v < 0.0; })) throw;
+  }
+  std::vector<double> dplus(d, d + pb.n());
+  for (double& v : dplus) v = std::max(v, 0.0);
+  hessian(pb.X, dplus.data(), pb.intercept, Hbuf.data(), n_threads);
+  if (unpen) *unpen = Hbuf;
+  for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
   chol.factor(Hbuf.data(), p1);
+  return true;
 }
 
 // Backtracking (Armijo) along beta + t*step with eta + t*xs. Returns t, or 0 if no
@@ -150,8 +170,8 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
                 gb[k] = 0.0;
                 continue;
               }
-              fsum += w * Loss::value(pb.y[i], e);
-              gb[k] = w * Loss::d1(pb.y[i], e);
+              fsum += w * Loss::value(pb.y[i], e, pb.lp);
+              gb[k] = w * Loss::d1(pb.y[i], e, pb.lp);
             }
             acc_theta.noalias() += M.transpose() * gb;
             if (off) acc[0] += gb.sum();
@@ -219,7 +239,7 @@ Vec initial_beta(const Problem& pb, Index skip = -1) {
       sy += pb.weight(i) * pb.y[i];
       sw += pb.weight(i);
     }
-    beta[0] = Loss::init_intercept(sy / sw);
+    beta[0] = Loss::init_intercept(sy / sw, pb.lp) - pb.offset_mean();
   }
   return beta;
 }
@@ -236,6 +256,7 @@ FitState prepare_at(const Problem& pb, const Vec& beta, const FitOptions& opt) {
   st.beta = beta;
   st.eta.resize(n);
   linear_predictor(pb.X, beta.data(), pb.intercept, st.eta.data(), nt);
+  pb.add_offset(st.eta.data());
   Vec g(n), d(n), H;
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
   detail::full_gradient(pb, g.data(), beta, st.grad, nt);
@@ -258,6 +279,7 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb);
   st.eta.resize(n);
   linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
+  pb.add_offset(st.eta.data());
   Vec g(n), d(n), H, step(p1), xs(n), eta_try(n);
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
   detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
@@ -271,9 +293,9 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   for (Index it = 0; it < std::max<Index>(1, opt.max_iter); ++it) {
     interrupt::check();
     if (!(Loss::constant_curvature && !st.chol.empty()) && !chord) {
-      detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
+      const bool modified = detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx, true);
       ++st.hessian_passes;
-      st.stale_eta = 0.0;
+      st.stale_eta = modified ? std::numeric_limits<double>::infinity() : 0.0;
     }
     step = -st.grad;
     st.chol.solve(step.data());
@@ -320,7 +342,10 @@ double newton_step(const Problem& pb, FitState& st, bool refresh, int n_threads)
   Vec g(n), d(n), H, xs(n), eta_try(n);
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
   detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
-  if (refresh || st.chol.empty()) detail::factor_hessian(pb, d.data(), H, st.chol, nt);
+  if (refresh || st.chol.empty()) {
+    if (detail::factor_hessian(pb, d.data(), H, st.chol, nt, nullptr, true))
+      st.stale_eta = std::numeric_limits<double>::infinity();
+  }
   Vec step = -st.grad;
   st.chol.solve(step.data());
   const double dec = -st.grad.dot(step);

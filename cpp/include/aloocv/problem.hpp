@@ -8,6 +8,7 @@
 
 #include "design.hpp"
 #include "factor.hpp"
+#include "losses.hpp"
 
 namespace aloocv {
 
@@ -16,8 +17,10 @@ struct Problem {
   const double* y = nullptr;
   const double* w = nullptr;  // nullptr: unit weights
   bool intercept = true;
-  Vec pen;  // (p1) diagonal of the penalty Hessian; 0 for the intercept
-  Vec l1;   // (p1) L1 weights (0 for the intercept); empty when there is no L1 term
+  Vec pen;        // (p1) diagonal of the penalty Hessian; 0 for the intercept
+  Vec l1;         // (p1) L1 weights (0 for the intercept); empty when there is no L1 term
+  LossParams lp;  // parameters of a parametrized loss (Tweedie power, Huber delta)
+  const double* offset = nullptr;  // nullptr: no offset; else eta_i = x~_i^T beta + offset_i
 
   bool has_l1() const { return l1.size() > 0 && l1.maxCoeff() > 0.0; }
   double l1_norm(const Vec& beta) const { return has_l1() ? l1.dot(beta.cwiseAbs()) : 0.0; }
@@ -31,9 +34,34 @@ struct Problem {
     for (Index i = 0; i < X.n; ++i) s += w[i];
     return s;
   }
+  double offset_at(Index i) const { return offset ? offset[i] : 0.0; }
+  // eta += offset (after eta = X~ beta)
+  void add_offset(double* eta) const {
+    if (!offset) return;
+    for (Index i = 0; i < X.n; ++i) eta[i] += offset[i];
+  }
+  // weighted mean of the offset (0 without one), for initial intercepts
+  double offset_mean() const {
+    if (!offset) return 0.0;
+    double s = 0.0;
+    for (Index i = 0; i < X.n; ++i) s += weight(i) * offset[i];
+    return s / weight_sum();
+  }
   // x~_i as a dense vector
   void row(Index i, double* out) const { X.row(i, intercept, out); }
 };
+
+// sqrt(w_i l''_i) for the symmetric (I + S K S) forms of the dual route and the fold
+// downdates; they need non-negative curvature.
+inline double sqrt_curvature(double wd) {
+  if (!(wd >= 0.0)) {
+    throw InvalidInput(
+        "this route needs a loss with non-negative curvature at the fit; the loss has "
+        "l'' < 0 at some sample (Tweedie with power > 2): use solver='primal' and "
+        "leave-one-out (K-fold with method='exact')");
+  }
+  return std::sqrt(wd);
+}
 
 struct FitOptions {
   double tol = 1e-8;     // on max_j |gradient_j| / sum(w)

@@ -27,6 +27,7 @@ from .._validation import (
     check_finite_result,
     check_fit_inputs,
     check_loo_samples,
+    check_offset,
     check_options,
     check_real_values,
     core_design,
@@ -166,7 +167,7 @@ def _check_grid(grid: Any, penalty: Penalty, n_grid: int) -> list[np.ndarray]:
 def tune(
     X: ArrayLike,
     y: ArrayLike,
-    loss: str = "logistic",
+    loss: Any = "logistic",
     penalty: Penalty | float | None = None,
     method: str = "auto",
     *,
@@ -188,12 +189,13 @@ def tune(
     n_jobs: int | None = None,
     verbose: bool = False,
     callback: Callable[[int, Penalty, float], Any] | None = None,
+    offset: ArrayLike | None = None,
 ) -> TuneResult:
     """Tune regularization parameters by minimizing ALOOCV.
 
     Parameters
     ----------
-    X, y, loss, fit_intercept, sample_weight, n_jobs
+    X, y, loss, fit_intercept, sample_weight, n_jobs, offset
         As in :func:`aloocv.fit`.
     penalty : Penalty
         The starting point and the structure being tuned: ``L2(lam)`` (one
@@ -298,6 +300,7 @@ def tune(
     penalty = as_penalty(penalty)
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     check_loo_samples(X.shape[0])
+    off = check_offset(offset, X.shape[0])
     fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
     if loss == "logistic" and np.unique(y).size < 2:
         raise ValueError("y has a single class: logistic regression needs both 0 and 1")
@@ -314,19 +317,20 @@ def tune(
         core_design(X),
         y,
         w,
-        loss,
+        loss.core,
         pen,
         bool(fit_intercept),
         fit_tol,
         fit_max_iter,
         n_threads(n_jobs),
         l1,
+        offset=off,
     )
     obj = Objective(state, penalty, w, p, gradient, fit_intercept=bool(fit_intercept))
     intercept = bool(fit_intercept)
     if method == "grid":
         points = _check_grid(grid, penalty, n_grid)
-        if loss == "squared" and isinstance(penalty, L2) and l1 is None and m == 1:
+        if loss == "squared" and isinstance(penalty, L2) and l1 is None and m == 1 and off is None:
             with _blas.single_threaded_blas():
                 path = _core.ridge_path(
                     core_design(X),
