@@ -13,6 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 from . import _blas, _core
 from ._diagnostics import check_classes, check_separation
 from ._validation import (
+    MULTINOMIAL,
     as_penalty,
     check_finite_result,
     check_fit_inputs,
@@ -194,6 +195,12 @@ def fit(
     >>> res.converged_
     True
     """
+    if isinstance(loss, str) and loss == MULTINOMIAL:
+        from . import _multinomial
+
+        return _multinomial.fit(
+            X, y, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, warm_start
+        )
     penalty = as_penalty(penalty)
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     tol, max_iter = check_options(tol, max_iter)

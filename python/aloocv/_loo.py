@@ -24,6 +24,7 @@ from ._diagnostics import (
 from ._fit import FitResult, _result, _warn_not_converged
 from ._validation import (
     LOO_METHODS,
+    MULTINOMIAL,
     as_penalty,
     check_bool,
     check_finite_result,
@@ -275,6 +276,25 @@ def loo(
     return_gradient = check_bool(return_gradient, "return_gradient")
     if return_gradient and method != "alo":
         raise ValueError("return_gradient=True needs method='alo'")
+    if isinstance(loss, str) and loss == MULTINOMIAL:
+        if gradient != "exact":
+            raise ValueError("the multinomial loss has the exact gradient only")
+        from . import _multinomial
+
+        return _multinomial.loo(
+            X,
+            y,
+            penalty,
+            method,
+            fit_intercept,
+            sample_weight,
+            coef,
+            intercept,
+            tol,
+            max_iter,
+            n_jobs,
+            return_gradient,
+        )
     if gradient not in ("exact", "paper"):
         raise ValueError(f"unknown gradient {gradient!r}; expected 'exact' or 'paper'")
     if return_gradient and gradient == "paper" and solver == "dual":

@@ -1,0 +1,246 @@
+"""Multinomial logistic regression (``loss="multinomial"``) and its leave-one-out estimates.
+
+The model is scikit-learn's multinomial ``LogisticRegression(C=1/lam)``: softmax over the
+full K-class parametrization, ``coef_`` of shape (K, p), ``intercept_`` of shape (K,),
+
+    min_B  sum_i w_i [logsumexp(eta_i) - eta_{i, y_i}] + lam/2 sum_k ||theta_k||^2,
+    eta_i = B x~_i in R^K,
+
+with unpenalized intercepts. The loss does not change when one constant is added to every
+intercept; aloocv fixes that gauge by centering the intercepts (``intercept_.sum() == 0``,
+scikit-learn's solution), through the term ``tau/2 (sum_k b_k)^2`` in the Newton Hessian.
+No leave-one-out quantity depends on it. The core (``cpp/src/multinomial.cpp``) does all
+the work; this module validates, dispatches and wraps results.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.exceptions import ConvergenceWarning
+
+from . import _blas, _core
+from ._diagnostics import ALO_UNRELIABLE_DH, warn_unreliable
+from ._fit import FitResult, _warn_not_converged
+from ._validation import (
+    MULTINOMIAL,
+    as_penalty,
+    check_bool,
+    check_finite_result,
+    check_loo_samples,
+    check_multinomial_inputs,
+    check_options,
+    check_X,
+    core_design,
+    n_threads,
+)
+from .penalties import Penalty
+
+__all__ = ["MultinomialFitResult", "fit", "loo"]
+
+#: A given ``coef`` whose gradient norm exceeds this (or ``tol``) is not a minimizer.
+GIVEN_COEF_GRAD_TOL = 1e-6
+
+
+@dataclass
+class MultinomialFitResult(FitResult):
+    """A fitted multinomial model: ``coef_`` (K, p) and ``intercept_`` (K,) (centered)."""
+
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
+        """Class scores ``eta = X coef_^T + intercept_``, shape (n, K)."""
+        X = check_X(X)
+        if X.shape[1] != self.coef_.shape[1]:
+            raise ValueError(
+                f"X has {X.shape[1]} features but the model was fitted on {self.coef_.shape[1]}"
+            )
+        return np.asarray(X @ self.coef_.T) + self.intercept_
+
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        """Class probabilities softmax(eta), shape (n, K)."""
+        return softmax(self.decision_function(X))
+
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Mean response: the class probabilities, shape (n, K)."""
+        return self.predict_proba(X)
+
+    @property
+    def beta_(self) -> np.ndarray:
+        """(K, p + 1) rows (intercept, coef) per class when an intercept is fitted."""
+        if self.fit_intercept:
+            return np.column_stack([self.intercept_, self.coef_])
+        return self.coef_.copy()
+
+
+def softmax(eta: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of class scores (n, K)."""
+    z = np.exp(eta - eta.max(axis=1, keepdims=True))
+    return z / z.sum(axis=1, keepdims=True)
+
+
+def _result(out: dict[str, Any], penalty: Penalty, fit_intercept: bool) -> MultinomialFitResult:
+    return MultinomialFitResult(
+        coef_=out["coef"],
+        intercept_=np.asarray(out["intercept"]),
+        n_iter_=int(out["n_iter"]),
+        converged_=bool(out["converged"]),
+        objective_=float(out["objective"]),
+        loss=MULTINOMIAL,
+        penalty=penalty,
+        fit_intercept=fit_intercept,
+        gradient_norm_=float(out["grad_norm"]),
+    )
+
+
+def _beta(coef: Any, intercept: Any, K: int, p: int, fit_intercept: bool) -> np.ndarray:
+    """Class-major (K, p1) coefficients, flattened, from a user's coef/intercept."""
+    c = np.asarray(coef, dtype=np.float64)
+    if c.shape != (K, p):
+        raise ValueError(f"coef must have shape ({K}, {p}) for the multinomial loss, got {c.shape}")
+    if not np.isfinite(c).all():
+        raise ValueError("coef contains NaN or inf")
+    if not fit_intercept:
+        if intercept is not None and np.any(np.asarray(intercept) != 0):
+            raise ValueError("intercept given with fit_intercept=False")
+        return np.ascontiguousarray(c.ravel())
+    b = np.zeros(K) if intercept is None else np.asarray(intercept, dtype=np.float64)
+    if b.shape != (K,) or not np.isfinite(b).all():
+        raise ValueError(f"intercept must be a finite array of shape ({K},)")
+    return np.ascontiguousarray(np.column_stack([b - b.mean(), c]).ravel())
+
+
+def fit(
+    X: ArrayLike,
+    y: ArrayLike,
+    penalty: Penalty | float | None = None,
+    fit_intercept: bool = True,
+    sample_weight: ArrayLike | None = None,
+    tol: float = 1e-8,
+    max_iter: int = 100,
+    n_jobs: int | None = None,
+    warm_start: FitResult | None = None,
+) -> MultinomialFitResult:
+    """Multinomial fit by Newton's method (``aloocv.fit(..., loss="multinomial")``)."""
+    penalty = as_penalty(penalty)
+    X, y, K, pen, w = check_multinomial_inputs(X, y, penalty, sample_weight, fit_intercept)
+    tol, max_iter = check_options(tol, max_iter)
+    beta0 = None
+    if warm_start is not None:
+        if not isinstance(warm_start, MultinomialFitResult):
+            raise TypeError("warm_start must be a multinomial fit")
+        beta0 = _beta(warm_start.coef_, warm_start.intercept_, K, X.shape[1], bool(fit_intercept))
+    with _blas.single_threaded_blas():
+        out = _core.multinomial_fit(
+            core_design(X),
+            y,
+            w,
+            K,
+            pen,
+            bool(fit_intercept),
+            tol,
+            max_iter,
+            n_threads(n_jobs),
+            beta0,
+        )
+    check_finite_result("fit", coef=out["coef"], intercept=out["intercept"])
+    res = _result(out, penalty, bool(fit_intercept))
+    _warn_not_converged(res, tol, max_iter)
+    return res
+
+
+def loo(
+    X: ArrayLike,
+    y: ArrayLike,
+    penalty: Penalty | float | None = None,
+    method: str = "alo",
+    fit_intercept: bool = True,
+    sample_weight: ArrayLike | None = None,
+    coef: ArrayLike | None = None,
+    intercept: ArrayLike | None = None,
+    tol: float = 1e-8,
+    max_iter: int = 100,
+    n_jobs: int | None = None,
+    return_gradient: bool = False,
+):
+    """Multinomial leave-one-out (``aloocv.loo(..., loss="multinomial")``).
+
+    With ``K_i = X~_i H^{-1} X~_i^T`` (K x K), ``D_i`` the loss Hessian and ``g_i`` the
+    gradient of sample i, ALO is ``eta~_i = eta_i + K_i (I - D_i K_i)^{-1} g_i`` (the
+    Woodbury downdate of the K rows of sample i), IF is ``eta_i + K_i g_i``, Lemma 3 is
+    ``ce(eta_i) + (mu_i - e_{y_i})^T (eta~_i - eta_i)``. The result's ``predictions`` are
+    the (n, K) leave-one-out class scores, ``leverages`` the (n, K, K) blocks ``K_i``,
+    ``downdate`` is ``det(I - D_i K_i)`` (``1 - d_i h_i`` of the scalar losses) and
+    ``unreliable`` flags ``downdate < 1 - ALO_UNRELIABLE_DH``.
+    """
+    from ._loo import LOOResult
+
+    return_gradient = check_bool(return_gradient, "return_gradient")
+    penalty = as_penalty(penalty)
+    X, y, K, pen, w = check_multinomial_inputs(X, y, penalty, sample_weight, fit_intercept)
+    check_loo_samples(X.shape[0])
+    tol, max_iter = check_options(tol, max_iter)
+    beta = None
+    if coef is not None:
+        beta = _beta(coef, intercept, K, X.shape[1], bool(fit_intercept))
+    elif intercept is not None:
+        raise ValueError("intercept= requires coef=")
+    with _blas.single_threaded_blas():
+        out = _core.multinomial_loo(
+            core_design(X),
+            y,
+            w,
+            K,
+            pen,
+            bool(fit_intercept),
+            method,
+            tol,
+            max_iter,
+            n_threads(n_jobs),
+            beta,
+            beta is None,
+            return_gradient,
+        )
+    check_finite_result(
+        f"loo(method={method!r})",
+        coef=out["coef"],
+        losses=out["losses"],
+        predictions=out["predictions"],
+        leverages=out.get("leverages"),
+        gradient=out.get("gradient"),
+    )
+    fitres = _result(out, penalty, bool(fit_intercept))
+    if beta is None:
+        _warn_not_converged(fitres, tol, max_iter)
+    elif fitres.gradient_norm_ > max(GIVEN_COEF_GRAD_TOL, tol):
+        warnings.warn(
+            f"the given coef is not a minimizer of this objective (max|gradient|/sum(w) = "
+            f"{fitres.gradient_norm_:.3g}); leave-one-out estimates assume an optimal fit.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    if out["n_not_converged"]:
+        warnings.warn(
+            f"exact LOO: {out['n_not_converged']} of {X.shape[0]} refits did not reach tol={tol:g}",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    downdate = out.get("det")
+    unreliable = None if downdate is None else downdate < 1.0 - ALO_UNRELIABLE_DH
+    warn_unreliable(unreliable, MULTINOMIAL, False, stacklevel=3)
+    grad = None
+    if return_gradient:
+        grad = penalty.chain(np.zeros(X.shape[1]), out["gradient"])
+    return LOOResult(
+        losses=out["losses"],
+        predictions=out["predictions"],
+        leverages=out.get("leverages"),
+        method=method,
+        fit=fitres,
+        sample_weight=w,
+        gradient=grad,
+        downdate=downdate,
+        unreliable=unreliable,
+    )
