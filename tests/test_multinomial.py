@@ -301,3 +301,90 @@ def test_bad_input(iris):
     Xn[0, 0] = np.nan
     with pytest.raises(ValueError):
         aloocv.fit(Xn, y, loss="multinomial")
+
+
+def _split(load):
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0)
+    sc = StandardScaler().fit(Xtr)
+    return sc.transform(Xtr), sc.transform(Xte), ytr, yte
+
+
+def _sk_cv(Cs, X, y):
+    """scikit-learn's LogisticRegressionCV (5-fold, log-loss scoring) as the reference."""
+    import warnings
+
+    from sklearn.linear_model import LogisticRegressionCV
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # its changing defaults
+        est = LogisticRegressionCV(Cs=Cs, scoring="neg_log_loss", max_iter=10000)
+        return est.fit(X, y)
+
+
+@pytest.mark.parametrize("search", ["grid", "gradient"])
+def test_estimator_multinomial_iris(search):
+    from sklearn.metrics import log_loss
+
+    Xtr, Xte, ytr, yte = _split(load_iris)
+    est = aloocv.ALOLogisticRegressionCV(Cs=10, search=search).fit(Xtr, ytr)
+    assert est.multi_class_ == "multinomial"
+    assert est.coef_.shape == (3, 4) and est.intercept_.shape == (3,)
+    P = est.predict_proba(Xte)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    np.testing.assert_allclose(np.log(P), est.predict_log_proba(Xte), atol=1e-12)
+    assert est.loo_predictions_.shape == (Xtr.shape[0], 3)
+    # the chosen model is scikit-learn's multinomial LogisticRegression at C_
+    sk = _sk(Xtr, ytr, 1.0 / est.C_[0])
+    np.testing.assert_allclose(P, sk.predict_proba(Xte), atol=1e-6)
+    ref = _sk_cv(10, Xtr, ytr)
+    assert log_loss(yte, P) <= 1.1 * log_loss(yte, ref.predict_proba(Xte))
+    est.plot_cv()
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def test_estimator_multinomial_digits_beats_ovr():
+    from sklearn.datasets import load_digits
+    from sklearn.metrics import log_loss
+
+    Xtr, Xte, ytr, yte = _split(load_digits)
+    Cs = np.logspace(-2, 1, 4)
+    est = aloocv.ALOLogisticRegressionCV(Cs=Cs).fit(Xtr, ytr)
+    ovr = aloocv.ALOLogisticRegressionCV(Cs=Cs, multi_class="ovr").fit(Xtr, ytr)
+    ref = _sk_cv(Cs, Xtr, ytr)
+    mine = log_loss(yte, est.predict_proba(Xte))
+    assert mine <= 1.1 * log_loss(yte, ref.predict_proba(Xte))
+    assert mine < log_loss(yte, ovr.predict_proba(Xte))
+    assert (est.predict(Xte) == yte).mean() > 0.95
+
+
+def test_estimator_multinomial_labels_and_errors():
+    X, y = load_iris(return_X_y=True)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    est = aloocv.ALOLogisticRegressionCV(Cs=3).fit(X, names)
+    assert set(est.predict(X)) <= set(names)
+    with pytest.raises(ValueError, match="penalty='l2' only"):
+        aloocv.ALOLogisticRegressionCV(Cs=3, penalty="l1").fit(X, y)
+    with pytest.raises(ValueError, match="multi_class"):
+        aloocv.ALOLogisticRegressionCV(Cs=3, multi_class="bad").fit(X, y)
+    ovr = aloocv.ALOLogisticRegressionCV(Cs=3, multi_class="ovr").fit(X, y)
+    assert ovr.multi_class_ == "ovr"
+
+
+def test_tune_multinomial_reaches_gradient_zero(iris):
+    X, y = iris
+    t = aloocv.tune(X, y, loss="multinomial", penalty=aloocv.L2(1.0))
+    assert t.converged
+    lam = float(t.penalty.lam)
+    r = aloocv.loo(X, y, loss="multinomial", penalty=aloocv.L2(lam), return_gradient=True)
+    assert abs(r.gradient[0] * lam) <= 1e-5 * r.mean
+    assert abs(r.mean - t.acv) < 1e-8
+    # the minimum on a fine grid is not below the tuned value
+    grid = lam * np.exp(np.linspace(-0.5, 0.5, 5))
+    vals = [aloocv.loo(X, y, loss="multinomial", penalty=aloocv.L2(v)).mean for v in grid]
+    assert min(vals) >= t.acv - 1e-9
