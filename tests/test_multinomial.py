@@ -71,7 +71,7 @@ def test_fit_matches_sklearn(data, intercept):
         np.testing.assert_allclose(f.predict_proba(X), sk.predict_proba(X), atol=1e-7)
 
 
-def _newton_loo_step(X, y, lam, coef, icpt, i):
+def _newton_loo_step(X, y, lam, coef, icpt, i, out=None):
     """Independent numpy reference of ALO for sample i: one exact Newton step from the
     full fit on the leave-i-out objective (the Woodbury form is exactly this step)."""
     n, p = X.shape
@@ -80,7 +80,7 @@ def _newton_loo_step(X, y, lam, coef, icpt, i):
     B = np.column_stack([icpt, coef])  # (K, p1)
     mu = _softmax(Xt @ B.T)
     Y = np.eye(K)[y.astype(int)]
-    keep = np.arange(n) != i
+    keep = np.arange(n) != i if out is None else ~out
     G = (mu - Y)[keep]
     grad = (G.T @ Xt[keep]).ravel() + lam * np.concatenate(
         [np.column_stack([np.zeros(K), coef]).ravel()]
@@ -93,7 +93,8 @@ def _newton_loo_step(X, y, lam, coef, icpt, i):
             H[a * p1 : (a + 1) * p1, b * p1 : (b + 1) * p1] = Xt[keep].T @ (Xt[keep] * v[:, None])
     H += lam * np.diag(np.tile(np.r_[0.0, np.ones(p)], K))
     step = -np.linalg.pinv(H) @ grad  # the gauge direction has no curvature: pseudo-inverse
-    return (B.ravel() + step).reshape(K, p1) @ Xt[i]
+    Bn = (B.ravel() + step).reshape(K, p1)
+    return Bn @ Xt[i] if out is None else Xt[out] @ Bn.T
 
 
 def test_alo_if_lemma3_against_numpy_newton_step(small):
@@ -388,3 +389,26 @@ def test_tune_multinomial_reaches_gradient_zero(iris):
     grid = lam * np.exp(np.linspace(-0.5, 0.5, 5))
     vals = [aloocv.loo(X, y, loss="multinomial", penalty=aloocv.L2(v)).mean for v in grid]
     assert min(vals) >= t.acv - 1e-9
+
+
+def test_kfold_alo_and_exact(small):
+    X, y = small
+    lam = 1.0
+    a = aloocv.kfold(X, y, loss="multinomial", penalty=aloocv.L2(lam), n_folds=4)
+    e = aloocv.kfold(
+        X, y, loss="multinomial", penalty=aloocv.L2(lam), n_folds=4, method="exact", tol=1e-11
+    )
+    assert a.predictions.shape == (60, 3) and np.all(a.folds == e.folds)
+    f = aloocv.fit(X, y, loss="multinomial", penalty=aloocv.L2(lam), tol=1e-12)
+    for k in range(4):
+        m = e.folds == k
+        sk = _sk(X[~m], y[~m], lam)
+        ref = -sk.predict_log_proba(X[m])[np.arange(m.sum()), y[m].astype(int)]
+        np.testing.assert_allclose(e.losses[m], ref, rtol=1e-6)
+        step = _newton_loo_step(X, y, lam, f.coef_, f.intercept_, None, out=m)
+        np.testing.assert_allclose(
+            a.predictions[m] - a.predictions[m].mean(1, keepdims=True),
+            step - step.mean(1, keepdims=True),
+            atol=1e-6,
+        )
+    assert abs(a.mean / e.mean - 1) < 0.1
