@@ -151,10 +151,13 @@ def fit(
         copy; float32 and integer input are converted once.
     y : array_like of shape (n_samples,)
         Response: real (``"squared"``), in {0, 1} (``"logistic"``), counts >= 0
-        (``"poisson"``).
-    loss : {"squared", "logistic", "poisson"}
-        ``1/2 (y - eta)^2``, the log-loss with logit link, or the Poisson negative
-        log-likelihood with log link.
+        (``"poisson"``), integer class labels 0..K-1 (``"multinomial"``).
+    loss : {"squared", "logistic", "poisson", "multinomial"}
+        ``1/2 (y - eta)^2``, the log-loss with logit link, the Poisson negative
+        log-likelihood with log link, or the softmax cross-entropy of K classes
+        (scikit-learn's multinomial ``LogisticRegression(C=1/lam)``: ``coef_`` of shape
+        (K, p), ``intercept_`` (K,) centered to sum zero, an L2 penalty > 0 on every
+        feature; see ``aloocv._multinomial``).
     penalty : Penalty or float, default L2(1.0)
         ``aloocv.L2(lam)`` with a scalar or per-feature ``lam``; a float means L2.
     fit_intercept : bool

@@ -51,10 +51,12 @@ class LOOResult:
     losses : ndarray of shape (n_samples,)
         ``l(y_i, eta~_i)``: the loss of sample i under the model fitted without it
         (for ``"lemma3"`` the first-order expansion of that loss).
-    predictions : ndarray of shape (n_samples,)
-        Leave-one-out linear predictors ``eta~_i``.
-    leverages : ndarray of shape (n_samples,) or None
-        ``h_i = x~_i^T H^{-1} x~_i`` (None for ``"exact"``).
+    predictions : ndarray of shape (n_samples,) or (n_samples, K)
+        Leave-one-out linear predictors ``eta~_i`` (class scores for
+        ``loss="multinomial"``).
+    leverages : ndarray of shape (n_samples,), (n_samples, K, K) or None
+        ``h_i = x~_i^T H^{-1} x~_i`` (None for ``"exact"``); multinomial: the blocks
+        ``K_i = X~_i H^{-1} X~_i^T`` (``K_i[a, b] = x~_i^T (H^{-1})_{ab} x~_i``).
     method : str
     fit : FitResult
         The full-data fit the estimate is built on.
