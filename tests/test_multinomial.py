@@ -298,6 +298,8 @@ def test_bad_input(iris):
         aloocv.loo(X, y, loss="multinomial", coef=np.zeros(4))
     with pytest.raises(ValueError, match="unknown method"):
         aloocv.loo(X, y, loss="multinomial", method="nope")
+    with pytest.raises(ValueError, match="primal solver only"):
+        aloocv.loo(X, y, loss="multinomial", solver="dual")
     Xn = X.copy()
     Xn[0, 0] = np.nan
     with pytest.raises(ValueError):
@@ -412,3 +414,13 @@ def test_kfold_alo_and_exact(small):
             atol=1e-6,
         )
     assert abs(a.mean / e.mean - 1) < 0.1
+
+
+def test_thread_count_invariance():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((3000, 8))
+    y = rng.integers(0, 4, 3000)
+    a = aloocv.loo(X, y, loss="multinomial", n_jobs=1, return_gradient=True)
+    b = aloocv.loo(X, y, loss="multinomial", n_jobs=2, return_gradient=True)
+    assert np.array_equal(a.losses, b.losses) and np.array_equal(a.gradient, b.gradient)
+    assert np.array_equal(a.fit.coef_, b.fit.coef_)

@@ -199,6 +199,8 @@ def fit(
     True
     """
     if isinstance(loss, str) and loss == MULTINOMIAL:
+        if solver not in ("auto", "primal"):
+            raise ValueError("the multinomial loss has the primal solver only (solver='auto')")
         from . import _multinomial
 
         return _multinomial.fit(

@@ -281,6 +281,8 @@ def loo(
     if isinstance(loss, str) and loss == MULTINOMIAL:
         if gradient != "exact":
             raise ValueError("the multinomial loss has the exact gradient only")
+        if solver not in ("auto", "primal"):
+            raise ValueError("the multinomial loss has the primal solver only (solver='auto')")
         from . import _multinomial
 
         return _multinomial.loo(
