@@ -390,7 +390,7 @@ def test_tune_multinomial_reaches_gradient_zero(iris):
     # the minimum on a fine grid is not below the tuned value
     grid = lam * np.exp(np.linspace(-0.5, 0.5, 5))
     vals = [aloocv.loo(X, y, loss="multinomial", penalty=aloocv.L2(v)).mean for v in grid]
-    assert min(vals) >= t.acv - 1e-9
+    assert min(vals) >= t.acv - 1e-8  # up to the fits' tolerance
 
 
 def test_kfold_alo_and_exact(small):

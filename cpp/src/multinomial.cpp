@@ -2,6 +2,7 @@
 
 #include <Eigen/LU>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -18,6 +19,8 @@ constexpr double kMinClassShare = 1e-6;
 // Armijo's sufficient-decrease constant and the most halvings of a step.
 constexpr double kArmijo = 1e-4;
 constexpr int kMaxHalvings = 60;
+// A step that cuts the gradient norm at least this much lets the next one reuse the factor.
+constexpr double kChordRatio = 0.25;
 
 // Softmax of e (K) into mu; returns logsumexp(e).
 double softmax(const double* e, Index K, double* mu) {
@@ -268,6 +271,12 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
   double f = mn_eval(pb, st.eta.data(), skip, mu.data(), G.data(), nt) + mn_penalty(pb, st.beta);
   detail::StallDetector stall;
   bool stalled = false;
+  // Chord steps: the kept factor serves the next step while the last step cut the
+  // gradient norm by kChordRatio or more (near the optimum the Hessian barely changes and
+  // a K p1 x K p1 Hessian pass costs K(K+1)/2 SYRK passes over X); otherwise, or when a
+  // chord step finds no decrease, the Hessian is refreshed.
+  bool have_factor = false, fresh = false, reuse = false;
+  double g_prev = std::numeric_limits<double>::infinity();
   st.grad.resize(dim);
   for (;;) {
     interrupt::check();
@@ -280,14 +289,21 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
     }
     st.grad_norm = st.grad.cwiseAbs().maxCoeff() / wsum;
     st.converged = st.grad_norm <= opt.tol;
+    if (have_factor && !fresh) reuse = reuse && st.grad_norm <= kChordRatio * g_prev;
     const bool stop = st.converged || stalled || st.n_iter >= opt.max_iter;
     if (stop && !factor_end) break;
-    mn_factor(pb, mu.data(), skip, st.chol, nt);
-    ++st.hessian_passes;
+    if (stop || !have_factor || !reuse) {
+      if (!fresh) {
+        mn_factor(pb, mu.data(), skip, st.chol, nt);
+        ++st.hessian_passes;
+      }
+      have_factor = fresh = true;
+    }
     if (stop) {
       st.factored = true;
       break;
     }
+    g_prev = st.grad_norm;
     Vec step = -st.grad;
     st.chol.solve(step.data());
     const double dec = -st.grad.dot(step);
@@ -307,7 +323,8 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
     }
     ++st.n_iter;
     if (!ok) {
-      stalled = true;  // no decrease: the gradient test above decides `converged`
+      if (fresh) stalled = true;  // no decrease: the gradient test above decides `converged`
+      reuse = false;              // a chord step failed: refresh the Hessian and retry
       continue;
     }
     st.beta += t * step;
@@ -315,6 +332,8 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
     mu.swap(mu_try);
     G.swap(G_try);
     f = f_try;
+    fresh = false;
+    reuse = t == 1.0;  // confirmed (or not) by the next gradient norm
     // predicted decrease at the rounding level without progress in the gradient: stop
     stalled = stall.update(dec, f, st.grad_norm);
   }
