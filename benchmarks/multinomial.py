@@ -37,6 +37,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--lam", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--n-jobs", type=int, default=None)
+    ap.add_argument("--solvers", default="lbfgs,newton-cholesky")
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     X = rng.standard_normal((a.n, a.p))
@@ -46,15 +48,19 @@ def main() -> None:
     P /= P.sum(1, keepdims=True)
     y = (P.cumsum(1) > rng.random(a.n)[:, None]).argmax(1)
     pen = aloocv.L2(a.lam)
-    f, t_fit = best(lambda: aloocv.fit(X, y, loss="multinomial", penalty=pen), a.repeat)
-    r, t_loo = best(lambda: aloocv.loo(X, y, loss="multinomial", penalty=pen), a.repeat)
-    print(f"n={a.n} p={a.p} K={a.k} lam={a.lam}")
+    f, t_fit = best(
+        lambda: aloocv.fit(X, y, loss="multinomial", penalty=pen, n_jobs=a.n_jobs), a.repeat
+    )
+    r, t_loo = best(
+        lambda: aloocv.loo(X, y, loss="multinomial", penalty=pen, n_jobs=a.n_jobs), a.repeat
+    )
+    print(f"n={a.n} p={a.p} K={a.k} lam={a.lam} n_jobs={a.n_jobs}")
     print(f"aloocv fit           {t_fit:8.3f} s  ({f.n_iter_} Newton iterations)")
     print(
         f"aloocv loo (fit+ALO) {t_loo:8.3f} s  -> ALO on top {t_loo - t_fit:.3f} s "
         f"= {(t_loo - t_fit) / t_fit:.2f}x the fit; ALO mean {r.mean:.5f}"
     )
-    for solver in ("lbfgs", "newton-cholesky"):
+    for solver in a.solvers.split(","):
         for tol in (1e-4, 1e-8):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
