@@ -164,6 +164,30 @@ void mn_factor(const MnProblem& pb, const double* mu, Index skip, Cholesky& chol
   if (Hout) *Hout = std::move(H);
 }
 
+// The same Hessian when every sample has the same probabilities m (K), as at a cold start
+// (zero slopes): (diag(m) - m m^T) (x) X~^T W X~, one SYRK pass instead of K(K+1)/2.
+void mn_factor_kron(const MnProblem& pb, const double* m, Index skip, Cholesky& chol, int nt) {
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), dim = pb.dim();
+  Vec d(n);
+  for (Index i = 0; i < n; ++i) d[i] = i == skip ? 0.0 : pb.weight(i);
+  Mat A(p1, p1);
+  hessian(pb.X, d.data(), pb.intercept, A.data(), nt);
+  Mat H(dim, dim);
+  for (Index a = 0; a < K; ++a) {
+    for (Index b = 0; b < K; ++b) {
+      const double c = (a == b ? m[a] : 0.0) - m[a] * m[b];
+      H.block(a * p1, b * p1, p1, p1) = c * A;
+    }
+  }
+  const double tau = pb.gauge();
+  for (Index a = 0; a < K; ++a) {
+    for (Index j = 0; j < p1; ++j) H(a * p1 + j, a * p1 + j) += pb.pen[j];
+    if (pb.intercept)
+      for (Index b = 0; b < K; ++b) H(a * p1, b * p1) += tau;
+  }
+  chol.factor(H.data(), dim);
+}
+
 double mn_penalty(const MnProblem& pb, const Vec& beta) {
   const Index p1 = pb.p1();
   double f = 0.0, sb = 0.0;
@@ -276,6 +300,7 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
   // a K p1 x K p1 Hessian pass costs K(K+1)/2 SYRK passes over X); otherwise, or when a
   // chord step finds no decrease, the Hessian is refreshed.
   bool have_factor = false, fresh = false, reuse = false;
+  bool cold = beta0 == nullptr && n > 1;  // zero slopes: the same probabilities everywhere
   double g_prev = std::numeric_limits<double>::infinity();
   st.grad.resize(dim);
   for (;;) {
@@ -294,7 +319,11 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
     if (stop && !factor_end) break;
     if (stop || !have_factor || !reuse) {
       if (!fresh) {
-        mn_factor(pb, mu.data(), skip, st.chol, nt);
+        if (cold) {
+          mn_factor_kron(pb, mu.data() + (skip == 0 ? K : 0), skip, st.chol, nt);
+        } else {
+          mn_factor(pb, mu.data(), skip, st.chol, nt);
+        }
         ++st.hessian_passes;
       }
       have_factor = fresh = true;
@@ -327,6 +356,7 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
       reuse = false;              // a chord step failed: refresh the Hessian and retry
       continue;
     }
+    cold = false;
     st.beta += t * step;
     st.eta.swap(eta_try);
     mu.swap(mu_try);
