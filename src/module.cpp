@@ -10,6 +10,7 @@ void bind_loo(py::module_& m);
 void bind_tune(py::module_& m);
 void bind_kfold(py::module_& m);
 void bind_dual(py::module_& m);
+void bind_multinomial(py::module_& m);
 }  // namespace aloocv::bind
 
 PYBIND11_MODULE(_core, m) {
@@ -20,4 +21,5 @@ PYBIND11_MODULE(_core, m) {
   aloocv::bind::bind_tune(m);
   aloocv::bind::bind_kfold(m);
   aloocv::bind::bind_dual(m);
+  aloocv::bind::bind_multinomial(m);
 }

@@ -149,7 +149,7 @@ def test_multiclass_one_vs_rest():
 
     d = load_iris()
     X = (d.data - d.data.mean(0)) / d.data.std(0)
-    est = aloocv.ALOLogisticRegressionCV(Cs=6).fit(X, d.target)
+    est = aloocv.ALOLogisticRegressionCV(Cs=6, multi_class="ovr").fit(X, d.target)
     assert est.coef_.shape == (3, 4) and est.C_.shape == (3,)
     for k in range(3):  # each row is the binary problem of class k, tuned on its own
         yk = (d.target == k).astype(int)

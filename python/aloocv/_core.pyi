@@ -119,3 +119,31 @@ class TuneState:
     def alo(self, gradient: bool = True) -> dict[str, Any]: ...
     def sample_gradient(self, indices: NDArray[np.int64]) -> tuple[float, _F64, _F64]: ...
     def state(self) -> dict[str, Any]: ...
+
+def multinomial_fit(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    n_classes: int,
+    penalty: _F64,
+    fit_intercept: bool,
+    tol: float,
+    max_iter: int,
+    n_threads: int,
+    beta0: _F64 | None = None,
+) -> dict[str, Any]: ...
+def multinomial_loo(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    n_classes: int,
+    penalty: _F64,
+    fit_intercept: bool,
+    method: str,
+    tol: float,
+    max_iter: int,
+    n_threads: int,
+    beta0: _F64 | None = None,
+    refit: bool = True,
+    return_gradient: bool = False,
+) -> dict[str, Any]: ...

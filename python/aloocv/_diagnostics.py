@@ -64,8 +64,13 @@ def warn_unreliable(mask: np.ndarray | None, loss: str, has_l1: bool, stacklevel
     count = int(np.count_nonzero(mask))
     if count:
         warnings.warn(
-            f"{count} of {mask.shape[0]} samples have d_i h_i > {ALO_UNRELIABLE_DH} (leverage "
-            "near 1): their approximate leave-one-out values are unreliable (see "
+            f"{count} of {mask.shape[0]} samples have "
+            + (
+                f"det(I - D_i K_i) < {1.0 - ALO_UNRELIABLE_DH:g}"
+                if loss == "multinomial"
+                else f"d_i h_i > {ALO_UNRELIABLE_DH}"
+            )
+            + " (leverage near 1): their approximate leave-one-out values are unreliable (see "
             "result.unreliable; result.certify() measures the error against exact refits). "
             "A larger penalty helps.",
             ALOWarning,

@@ -13,6 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 from . import _blas, _core
 from ._diagnostics import check_classes, check_separation
 from ._validation import (
+    MULTINOMIAL,
     as_penalty,
     check_finite_result,
     check_fit_inputs,
@@ -155,10 +156,14 @@ def fit(
         Response in the loss's domain: real (``"squared"``, Huber), in {0, 1}
         (``"logistic"``), proportions in [0, 1] (``"binomial"``, trials as
         ``sample_weight``), counts >= 0 (``"poisson"``), > 0 (``"gamma"``), >= 0 or > 0
-        (Tweedie, by its power).
+        (Tweedie, by its power), integer class labels 0..K-1 (``"multinomial"``).
     loss : str or Loss
         A name of :data:`aloocv.losses.REGISTRY` (``"squared"``, ``"logistic"``,
-        ``"poisson"``, ``"gamma"``, ``"binomial"``) or a parametrized loss object
+        ``"poisson"``, ``"gamma"``, ``"binomial"``), ``"multinomial"`` (the softmax
+        cross-entropy of K classes: scikit-learn's multinomial
+        ``LogisticRegression(C=1/lam)``, ``coef_`` of shape (K, p), ``intercept_`` (K,)
+        centered to sum zero, an L2 penalty > 0 on every feature; see
+        ``aloocv._multinomial``) or a parametrized loss object
         (``aloocv.Tweedie(power=1.5)``, ``aloocv.Huber(delta=1.35)``).
     penalty : Penalty or float, default L2(1.0)
         ``aloocv.L2(lam)`` with a scalar or per-feature ``lam``; a float means L2.
@@ -204,6 +209,14 @@ def fit(
     >>> res.converged_
     True
     """
+    if isinstance(loss, str) and loss == MULTINOMIAL:
+        if solver not in ("auto", "primal"):
+            raise ValueError("the multinomial loss has the primal solver only (solver='auto')")
+        from . import _multinomial
+
+        return _multinomial.fit(
+            X, y, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, warm_start
+        )
     penalty = as_penalty(penalty)
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     tol, max_iter = check_options(tol, max_iter)

@@ -17,6 +17,7 @@ from . import _blas, _core
 from ._diagnostics import check_classes, check_fold_classes
 from ._fit import FitResult, _result, _warn_not_converged
 from ._validation import (
+    MULTINOMIAL,
     as_penalty,
     check_finite_result,
     check_fit_inputs,
@@ -221,6 +222,23 @@ def kfold(
     """
     if not isinstance(method, str) or method not in KFOLD_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(KFOLD_METHODS)}")
+    if isinstance(loss, str) and loss == MULTINOMIAL:
+        from . import _multinomial
+
+        return _multinomial.kfold(
+            X,
+            y,
+            penalty,
+            n_folds,
+            method,
+            folds,
+            random_state,
+            fit_intercept,
+            sample_weight,
+            tol,
+            max_iter,
+            n_jobs,
+        )
     penalty = as_penalty(penalty)
     X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     tol, max_iter = check_options(tol, max_iter)

@@ -24,6 +24,7 @@ from ._diagnostics import (
 from ._fit import FitResult, _result, _warn_not_converged
 from ._validation import (
     LOO_METHODS,
+    MULTINOMIAL,
     as_penalty,
     check_bool,
     check_finite_result,
@@ -52,10 +53,12 @@ class LOOResult:
     losses : ndarray of shape (n_samples,)
         ``l(y_i, eta~_i)``: the loss of sample i under the model fitted without it
         (for ``"lemma3"`` the first-order expansion of that loss).
-    predictions : ndarray of shape (n_samples,)
-        Leave-one-out linear predictors ``eta~_i``.
-    leverages : ndarray of shape (n_samples,) or None
-        ``h_i = x~_i^T H^{-1} x~_i`` (None for ``"exact"``).
+    predictions : ndarray of shape (n_samples,) or (n_samples, K)
+        Leave-one-out linear predictors ``eta~_i`` (class scores for
+        ``loss="multinomial"``).
+    leverages : ndarray of shape (n_samples,), (n_samples, K, K) or None
+        ``h_i = x~_i^T H^{-1} x~_i`` (None for ``"exact"``); multinomial: the blocks
+        ``K_i = X~_i H^{-1} X~_i^T`` (``K_i[a, b] = x~_i^T (H^{-1})_{ab} x~_i``).
     method : str
     fit : FitResult
         The full-data fit the estimate is built on.
@@ -278,6 +281,27 @@ def loo(
     return_gradient = check_bool(return_gradient, "return_gradient")
     if return_gradient and method != "alo":
         raise ValueError("return_gradient=True needs method='alo'")
+    if isinstance(loss, str) and loss == MULTINOMIAL:
+        if gradient != "exact":
+            raise ValueError("the multinomial loss has the exact gradient only")
+        if solver not in ("auto", "primal"):
+            raise ValueError("the multinomial loss has the primal solver only (solver='auto')")
+        from . import _multinomial
+
+        return _multinomial.loo(
+            X,
+            y,
+            penalty,
+            method,
+            fit_intercept,
+            sample_weight,
+            coef,
+            intercept,
+            tol,
+            max_iter,
+            n_jobs,
+            return_gradient,
+        )
     if gradient not in ("exact", "paper"):
         raise ValueError(f"unknown gradient {gradient!r}; expected 'exact' or 'paper'")
     if return_gradient and gradient == "paper" and solver == "dual":

@@ -466,6 +466,57 @@ def check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept=True):
     return X, y, loss, pen, l1, w
 
 
+MULTINOMIAL = "multinomial"
+
+
+def check_class_labels(y: Any, n: int, weight: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Multinomial labels: integers 0..K-1, every class present (with positive weight),
+    K >= 2. Returns (labels as float64, K)."""
+    arr = check_labels(y, n)
+    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
+        raise TypeError(
+            f"y must hold integer class labels 0..K-1 for the multinomial loss, got dtype "
+            f"{arr.dtype} (encode labels first, e.g. with sklearn.preprocessing.LabelEncoder)"
+        )
+    lab = arr.astype(np.float64)
+    if n and not (np.all(lab == np.floor(lab)) and lab.min() >= 0):
+        bad = int(np.flatnonzero((lab != np.floor(lab)) | (lab < 0))[0])
+        raise ValueError(
+            f"y must hold integer class labels 0..K-1 for the multinomial loss: y[{bad}] = "
+            f"{arr[bad]!r}"
+        )
+    K = int(lab.max()) + 1 if n else 0
+    pos = np.ones(n, bool) if weight is None else weight > 0
+    present = np.bincount(lab[pos].astype(np.int64), minlength=K) > 0
+    if K < 2 or not present.all():
+        missing = np.flatnonzero(~present).tolist()
+        raise ValueError(
+            "the multinomial loss needs labels 0..K-1 with K >= 2 and every class present "
+            f"(with positive weight); got K = {K}"
+            + (f", classes {missing} absent" if missing else "")
+        )
+    return np.ascontiguousarray(lab), K
+
+
+def check_multinomial_inputs(X, y, penalty, sample_weight, fit_intercept=True):
+    """(X, labels, K, per-feature lam, weights) of a multinomial problem: an L2 penalty
+    with lam > 0 on every feature (the full K-class parametrization needs it)."""
+    check_bool(fit_intercept, "fit_intercept")
+    X = check_X(X)
+    n, p = X.shape
+    w = check_sample_weight(sample_weight, n)
+    y, K = check_class_labels(y, n, w)
+    pen, l1 = check_penalty(penalty, p)
+    if l1 is not None and np.any(l1 > 0):
+        raise ValueError("the multinomial loss supports an L2 penalty only (no L1 term)")
+    if not np.all(pen > 0):
+        raise ValueError(
+            "the multinomial loss needs an L2 penalty lam > 0 on every feature: the full "
+            "K-class parametrization is not identifiable without it"
+        )
+    return X, y, K, pen, w
+
+
 SOLVERS = ("auto", "primal", "dual")
 
 

@@ -18,6 +18,7 @@ from sklearn.linear_model._base import LinearClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._multinomial import softmax
 from ._validation import (
     check_bool,
     check_labels,
@@ -405,9 +406,12 @@ class ALOElasticNetCV(_ALORegressor):
 class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
     """Logistic regression with ``C`` (and ``l1_ratio``) chosen by ALOOCV.
 
-    Binary targets fit one model; with more classes, one binary model per class
-    (one-vs-rest), each with its own C chosen by its own ALOOCV, and probabilities
-    normalized across classes as scikit-learn's one-vs-rest models do.
+    Binary targets fit one model. With more classes the default
+    (``multi_class="auto"`` or ``"multinomial"``) is one multinomial (softmax) model with
+    one C chosen by its multinomial ALOOCV, as scikit-learn's default; with
+    ``multi_class="ovr"`` one binary model per class (one-vs-rest), each with its own C
+    chosen by its own ALOOCV, and probabilities normalized across classes as
+    scikit-learn's one-vs-rest models do.
 
     Mirrors scikit-learn's ``LogisticRegressionCV``:
     ``C sum_i logloss_i + (1 - l1_ratio)/2 ||w||^2 + l1_ratio ||w||_1`` is
@@ -426,21 +430,28 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         For ``penalty="elasticnet"``.
     search, selection, tol, max_iter, n_jobs
         As in :class:`ALORidgeCV`.
+    multi_class : {"auto", "multinomial", "ovr"}
+        More than two classes: ``"auto"`` and ``"multinomial"`` fit the multinomial
+        model (``penalty="l2"`` only); ``"ovr"`` fits one-vs-rest binary models.
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-    C_, l1_ratio_ : ndarray of shape (1,) (binary) or (n_classes,)
+    multi_class_ : str
+        ``"binary"``, ``"multinomial"`` or ``"ovr"``: the model that was fitted.
+    C_, l1_ratio_ : ndarray of shape (1,) (binary) or (n_classes,) (the same C for
+        every class in the multinomial model)
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
     intercept_ : ndarray of shape (1,) or (n_classes,)
     cv_results_ : dict
         ``"C"``, ``"l1_ratio"``, ``"mean"`` (leave-one-out log-loss), ``"stderr"``; with
-        more than two classes ``"mean"`` and ``"stderr"`` have one row per class.
+        one-vs-rest ``"mean"`` and ``"stderr"`` have one row per class.
     loo_predictions_ : ndarray of shape (n_samples,) or (n_samples, n_classes)
         Leave-one-out probabilities of ``classes_[1]`` (binary) or of every class
-        (normalized one-vs-rest) for every training point.
+        (multinomial, or normalized one-vs-rest) for every training point.
     best_score_ : float
-        Leave-one-out log-loss at the choice (the mean over classes, one-vs-rest).
+        Leave-one-out log-loss at the choice (multinomial: the cross-entropy; one-vs-rest:
+        the mean over classes of the binary log-losses).
     tune_result_ : TuneResult or list of TuneResult (one per class)
     """
 
@@ -456,7 +467,9 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         tol: float = 1e-8,
         max_iter: int = 100,
         n_jobs: int | None = None,
+        multi_class: str = "auto",
     ):
+        self.multi_class = multi_class
         self.Cs = Cs
         self.fit_intercept = fit_intercept
         self.penalty = penalty
@@ -519,7 +532,11 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         else:
             grid = [L2(1.0 / C) for C in Cs]
             start = grid[0]
+        _check_choice("multi_class", self.multi_class, ("auto", "multinomial", "ovr"))
         binary = self.classes_.size == 2
+        if not binary and self.multi_class != "ovr":
+            return self._fit_multinomial(X, y, start, grid, sample_weight)
+        self.multi_class_ = "binary" if binary else "ovr"
         targets = [self.classes_[1]] if binary else list(self.classes_)
         results = [
             self._search(X, (y == c).astype(np.float64), "logistic", start, grid, sample_weight)
@@ -560,9 +577,32 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
             self.cv_results_ = merged
         return self
 
+    def _fit_multinomial(self, X, y, start, grid, sample_weight) -> ALOLogisticRegressionCV:
+        """One multinomial model, C chosen by its ALOOCV (labels encoded 0..K-1)."""
+        if self.penalty != "l2":
+            raise ValueError(
+                "the multinomial model supports penalty='l2' only; use multi_class='ovr' for "
+                f"penalty={self.penalty!r}"
+            )
+        labels = np.searchsorted(self.classes_, y).astype(np.float64)
+        res = self._search(X, labels, "multinomial", start, grid, sample_weight)
+        self._store(res)
+        K = self.classes_.size
+        self.multi_class_ = "multinomial"
+        self.C_ = np.full(K, 1.0 / float(res.penalty.lam))
+        self.l1_ratio_ = np.zeros(K)
+        self.coef_ = res.fit.coef_.copy()
+        self.intercept_ = np.asarray(res.fit.intercept_).copy()
+        self.loo_predictions_ = softmax(res.loo.predictions)
+        self.cv_results_ = _cv_results(res, ["C", "l1_ratio"], lambda row: [1.0 / row[0], 0.0])
+        return self
+
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        """Class probabilities (one-vs-rest ones normalized across classes)."""
+        """Class probabilities (softmax for the multinomial model; one-vs-rest ones
+        normalized across classes)."""
         d = self.decision_function(X)
+        if getattr(self, "multi_class_", None) == "multinomial":
+            return softmax(d)
         if d.ndim == 1:
             p1 = 0.5 * (1.0 + np.tanh(0.5 * d))
             return np.column_stack([1.0 - p1, p1])
@@ -574,6 +614,9 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         d = self.decision_function(X)
         if d.ndim == 1:
             return np.column_stack([-np.logaddexp(0.0, d), -np.logaddexp(0.0, -d)])
+        if getattr(self, "multi_class_", None) == "multinomial":
+            m = d.max(axis=1, keepdims=True)
+            return d - m - np.log(np.exp(d - m).sum(axis=1, keepdims=True))
         return np.log(self.predict_proba(X))
 
     def __sklearn_tags__(self):

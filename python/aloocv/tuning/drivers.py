@@ -23,10 +23,12 @@ from .. import _blas, _core
 from .._fit import FitResult, _result
 from .._loo import LOOResult
 from .._validation import (
+    MULTINOMIAL,
     as_penalty,
     check_finite_result,
     check_fit_inputs,
     check_loo_samples,
+    check_multinomial_inputs,
     check_offset,
     check_options,
     check_real_values,
@@ -298,7 +300,16 @@ def tune(
     if n_grid is None:
         n_grid = BRACKET_POINTS if method == "auto" else 20
     penalty = as_penalty(penalty)
-    X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
+    multinomial = isinstance(loss, str) and loss == MULTINOMIAL
+    if multinomial:
+        X, y, K, pen, w = check_multinomial_inputs(X, y, penalty, sample_weight, fit_intercept)
+        l1 = None
+        if method == "sgd":
+            raise ValueError("method='sgd' is not available for the multinomial loss")
+        if gradient != "exact":
+            raise ValueError("the multinomial loss has the exact gradient only")
+    else:
+        X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
     check_loo_samples(X.shape[0])
     off = check_offset(offset, X.shape[0])
     fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
@@ -313,19 +324,28 @@ def tune(
             f"selection='1se' with a gradient search needs one regularization parameter; the "
             f"penalty has {m} (use method='grid', or selection='min')"
         )
-    state = _core.TuneState(
-        core_design(X),
-        y,
-        w,
-        loss.core,
-        pen,
-        bool(fit_intercept),
-        fit_tol,
-        fit_max_iter,
-        n_threads(n_jobs),
-        l1,
-        offset=off,
-    )
+    if multinomial:
+        from .._multinomial import MultinomialTuneState
+
+        if off is not None:
+            raise ValueError("offset= is not available for the multinomial loss")
+        state = MultinomialTuneState(
+            X, y, K, w, pen, fit_intercept, fit_tol, fit_max_iter, n_threads(n_jobs)
+        )
+    else:
+        state = _core.TuneState(
+            core_design(X),
+            y,
+            w,
+            loss.core,
+            pen,
+            bool(fit_intercept),
+            fit_tol,
+            fit_max_iter,
+            n_threads(n_jobs),
+            l1,
+            offset=off,
+        )
     obj = Objective(state, penalty, w, p, gradient, fit_intercept=bool(fit_intercept))
     intercept = bool(fit_intercept)
     if method == "grid":
@@ -612,7 +632,12 @@ def _finish(
         "tune", coef=out["coef"], intercept=out["intercept"], losses=out["losses"], acv=ev.acv
     )
     pen = obj.penalty_at(u)
-    fitres = _result(out, loss, pen, intercept)
+    if loss == MULTINOMIAL:
+        from .._multinomial import _result as _mn_result
+
+        fitres = _mn_result(out, pen, intercept)
+    else:
+        fitres = _result(out, loss, pen, intercept)
     res_loo = LOOResult(
         losses=out["losses"],
         predictions=out["predictions"],

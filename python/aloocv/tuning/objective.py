@@ -189,8 +189,11 @@ class Objective:
             self.state.set_beta(self._starts[k][1])
 
     def _remember(self, u: np.ndarray, out: dict[str, Any]) -> None:
-        coef = np.asarray(out["coef"], dtype=np.float64).ravel()
-        beta = np.concatenate([[float(out["intercept"])], coef]) if self.intercept else coef
+        if "beta" in out:  # states that give their coefficients' layout (multinomial)
+            beta = out["beta"]
+        else:
+            coef = np.asarray(out["coef"], dtype=np.float64).ravel()
+            beta = np.concatenate([[float(out["intercept"])], coef]) if self.intercept else coef
         self._starts.append((u.copy(), beta))
         del self._starts[:-START_POINTS]
         self._at = u.copy()

@@ -1,0 +1,76 @@
+// Multinomial logistic regression (softmax, full K-class parametrization) with an L2
+// penalty, and its leave-one-out estimators with a K x K block per sample.
+//
+//   min_B  sum_i w_i ce(y_i, eta_i) + 1/2 sum_a sum_j pen_j B_aj^2,   eta_i = B x~_i (K)
+//   ce(y, eta) = logsumexp(eta) - eta_y
+//
+// Coordinates: beta[a * p1 + j] (class-major, p1 = p + intercept); the Hessian is the
+// K p1 x K p1 matrix with block (a, b) = X~^T diag(w (mu_a delta_ab - mu_a mu_b)) X~ plus
+// the penalty. The loss is invariant to adding one constant to every class's intercept:
+// that gauge is fixed by the term tau/2 (sum_a b_a)^2 (tau = sum(w) / K^2), whose minimum
+// is sum_a b_a = 0 (scikit-learn's solution) and which makes the Hessian positive
+// definite. The Newton step of any leave-one-out problem is orthogonal to the gauge
+// direction (its gradient is), so no ALO quantity depends on tau.
+#pragma once
+
+#include "newton.hpp"
+
+namespace aloocv {
+
+struct MnProblem {
+  Design X;
+  const double* y = nullptr;  // labels 0..K-1 as doubles
+  const double* w = nullptr;  // nullptr: unit weights
+  Index K = 2;
+  bool intercept = true;
+  Vec pen;  // (p1) per-coordinate L2 penalty, 0 for the intercept; shared by the classes
+
+  Index n() const { return X.n; }
+  Index p1() const { return X.p + (intercept ? 1 : 0); }
+  Index dim() const { return K * p1(); }
+  double weight(Index i) const { return w ? w[i] : 1.0; }
+  double weight_sum() const {
+    if (!w) return static_cast<double>(X.n);
+    double s = 0.0;
+    for (Index i = 0; i < X.n; ++i) s += w[i];
+    return s;
+  }
+  // The gauge term's weight (0 without intercept).
+  double gauge() const { return intercept ? weight_sum() / static_cast<double>(K * K) : 0.0; }
+  // Throws InvalidInput unless every y is an integer label in [0, K).
+  void check() const;
+};
+
+struct MnState {
+  Vec beta;       // (K p1) class-major
+  Vec eta;        // (n K) row-major: eta[i K + a]
+  Vec grad;       // (K p1)
+  Cholesky chol;  // factor of the penalized, gauge-fixed Hessian at beta (when factored)
+  bool factored = false;
+  double objective = 0.0;
+  Index n_iter = 0;
+  bool converged = false;
+  double grad_norm = 0.0;  // max |grad| / sum(w)
+  Index hessian_passes = 0;
+};
+
+// Damped Newton from beta0 (nullptr: zero slopes, centered log class frequencies) with
+// Armijo backtracking; `skip` >= 0 drops that sample (exact leave-one-out refits).
+// With `factor_end` the returned state holds the Hessian factor at the returned beta.
+MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, bool factor_end,
+               Index skip = -1);
+
+// Leave-one-out estimates from a fitted state (factored at its beta).
+// method: 0 ALO, 1 IF, 2 Lemma 3. pred (n K) LOO class scores, loss (n), lev (n K K)
+// the blocks K_i = X~_i H^{-1} X~_i^T, det (n) det(I - D_i K_i).
+// With grad != nullptr (ALO only): the exact derivative of the weighted mean of the
+// losses (weights w) with respect to a per-feature L2 penalty lam_j, (p).
+void mn_loo(const MnProblem& pb, const MnState& st, int method, double* pred, double* loss,
+            double* lev, double* det, double* grad, int n_threads);
+
+// Exact leave-one-out: n refits warm-started from st.beta, in parallel over samples.
+// pred (n K), loss (n); returns the number of refits that did not converge.
+Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, double* pred,
+               double* loss);
+
+}  // namespace aloocv

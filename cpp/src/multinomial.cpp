@@ -1,0 +1,500 @@
+#include "aloocv/multinomial.hpp"
+
+#include <Eigen/LU>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+#include "aloocv/blas.hpp"
+
+namespace aloocv {
+
+namespace {
+
+using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Class frequencies are clipped here before the log of the starting intercepts.
+constexpr double kMinClassShare = 1e-6;
+// Armijo's sufficient-decrease constant and the most halvings of a step.
+constexpr double kArmijo = 1e-4;
+constexpr int kMaxHalvings = 60;
+// A step that cuts the gradient norm at least this much lets the next one reuse the factor.
+constexpr double kChordRatio = 0.25;
+
+// Softmax of e (K) into mu; returns logsumexp(e).
+double softmax(const double* e, Index K, double* mu) {
+  double m = e[0];
+  for (Index a = 1; a < K; ++a) m = std::max(m, e[a]);
+  double s = 0.0;
+  for (Index a = 0; a < K; ++a) {
+    mu[a] = std::exp(e[a] - m);
+    s += mu[a];
+  }
+  for (Index a = 0; a < K; ++a) mu[a] /= s;
+  return m + std::log(s);
+}
+
+double cross_entropy(const double* e, Index K, Index y) {
+  double m = e[0];
+  for (Index a = 1; a < K; ++a) m = std::max(m, e[a]);
+  double s = 0.0;
+  for (Index a = 0; a < K; ++a) s += std::exp(e[a] - m);
+  return m + std::log(s) - e[y];
+}
+
+Index label(const MnProblem& pb, Index i) { return static_cast<Index>(pb.y[i]); }
+
+// eta (n K, row-major) = X~ B^T for beta (K p1, class-major).
+void mn_eta(const MnProblem& pb, const Vec& beta, double* eta, int nt) {
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), off = pb.intercept ? 1 : 0;
+  Eigen::Map<const Mat> B(beta.data(), p1, K);
+  const Mat theta = B.bottomRows(pb.X.p);
+  const Index blk = 4096, nblocks = (n + blk - 1) / blk;
+  ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel for schedule(static) \
+    num_threads(threads_for(nt, double(n) * double(p1) * double(K)))
+  for (Index c = 0; c < nblocks; ++c) {
+    interrupt::Share share(ictx);
+    guard.run([&] {
+      interrupt::check();
+      const Index i0 = c * blk, i1 = std::min(n, i0 + blk);
+      Eigen::Map<RowMat> out(eta + i0 * K, i1 - i0, K);
+      pb.X.with_rows(i0, i1, [&](const auto& M) { out.noalias() = M * theta; });
+      if (off) out.rowwise() += B.row(0);
+    });
+  }
+  guard.rethrow();
+}
+
+// Sum of w_i ce_i (sample `skip` left out); mu = softmax(eta_i), G_i = w_i (mu_i - e_y).
+double mn_eval(const MnProblem& pb, const double* eta, Index skip, double* mu, double* G, int nt) {
+  const Index K = pb.K;
+  return parallel_sum(pb.n(), nt, [&](Index i) {
+    const double w = i == skip ? 0.0 : pb.weight(i);
+    const double lse = softmax(eta + i * K, K, mu + i * K);
+    const Index y = label(pb, i);
+    for (Index a = 0; a < K; ++a) G[i * K + a] = w * (mu[i * K + a] - (a == y ? 1.0 : 0.0));
+    return w == 0.0 ? 0.0 : w * (lse - eta[i * K + y]);
+  });
+}
+
+// out (K p1, class-major) = X~^T G, G (n K) row-major; fixed-order chunk reduction.
+void mn_gradient(const MnProblem& pb, const double* G, double* out, int nt_in) {
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), p = pb.X.p, size = p1 * K;
+  const int nt = threads_for(nt_in, double(n) * double(size));
+  const Partition part{n, reduction_chunks(n, size, nt, 1024)};
+  std::vector<double> partial(static_cast<size_t>(part.chunks * size), 0.0);
+  ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (Index c = 0; c < part.chunks; ++c) {
+    interrupt::Share share(ictx);
+    guard.run([&] {
+      interrupt::check();
+      const Index i0 = part.begin(c), i1 = part.begin(c + 1);
+      Eigen::Map<Mat> acc(partial.data() + c * size, p1, K);
+      Eigen::Map<const RowMat> Gb(G + i0 * K, i1 - i0, K);
+      if (pb.intercept) acc.row(0) = Gb.colwise().sum();
+      pb.X.with_rows(i0, i1,
+                     [&](const auto& M) { acc.bottomRows(p).noalias() = M.transpose() * Gb; });
+    });
+  }
+  guard.rethrow();
+  Eigen::Map<Vec> o(out, size);
+  o.setZero();
+  for (Index c = 0; c < part.chunks; ++c)
+    o += Eigen::Map<const Vec>(partial.data() + c * size, size);
+}
+
+// H (dim x dim, both triangles) += sum_i X~_i^T C_i X~_i with C_i symmetric K x K given per
+// pair (a >= b) by coef(i, a, b); one row-blocked SYRK pass per pair and sign.
+template <class Coef>
+void mn_block_hessian(const MnProblem& pb, Coef&& coef, double* H, int nt) {
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), dim = pb.dim();
+  Vec dpos(n), dneg(n);
+  Mat block(p1, p1);
+  for (Index a = 0; a < K; ++a) {
+    for (Index b = 0; b <= a; ++b) {
+      interrupt::check();
+      bool any_pos = false, any_neg = false;
+      for (Index i = 0; i < n; ++i) {
+        const double v = coef(i, a, b);
+        dpos[i] = v > 0.0 ? v : 0.0;
+        dneg[i] = v < 0.0 ? -v : 0.0;
+        any_pos = any_pos || v > 0.0;
+        any_neg = any_neg || v < 0.0;
+      }
+      for (int sign = 1; sign >= -1; sign -= 2) {
+        if ((sign > 0 && !any_pos) || (sign < 0 && !any_neg)) continue;
+        hessian(pb.X, sign > 0 ? dpos.data() : dneg.data(), pb.intercept, block.data(), nt);
+        for (Index k = 0; k < p1; ++k) {
+          for (Index j = 0; j < p1; ++j) {
+            const double v = sign * block(j, k);
+            H[(b * p1 + k) * dim + a * p1 + j] += v;
+            if (a != b) H[(a * p1 + j) * dim + b * p1 + k] += v;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Penalized, gauge-fixed Hessian at mu (sample `skip` left out), factored into chol.
+void mn_factor(const MnProblem& pb, const double* mu, Index skip, Cholesky& chol, int nt,
+               Mat* Hout = nullptr) {
+  const Index K = pb.K, p1 = pb.p1(), dim = pb.dim();
+  Mat H = Mat::Zero(dim, dim);
+  mn_block_hessian(
+      pb,
+      [&](Index i, Index a, Index b) {
+        const double w = i == skip ? 0.0 : pb.weight(i);
+        const double* m = mu + i * K;
+        return a == b ? w * m[a] * (1.0 - m[a]) : -w * m[a] * m[b];
+      },
+      H.data(), nt);
+  const double tau = pb.gauge();
+  for (Index a = 0; a < K; ++a) {
+    for (Index j = 0; j < p1; ++j) H(a * p1 + j, a * p1 + j) += pb.pen[j];
+    if (pb.intercept)
+      for (Index b = 0; b < K; ++b) H(a * p1, b * p1) += tau;
+  }
+  chol.factor(H.data(), dim);
+  if (Hout) *Hout = std::move(H);
+}
+
+// The same Hessian when every sample has the same probabilities m (K), as at a cold start
+// (zero slopes): (diag(m) - m m^T) (x) X~^T W X~, one SYRK pass instead of K(K+1)/2.
+void mn_factor_kron(const MnProblem& pb, const double* m, Index skip, Cholesky& chol, int nt) {
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), dim = pb.dim();
+  Vec d(n);
+  for (Index i = 0; i < n; ++i) d[i] = i == skip ? 0.0 : pb.weight(i);
+  Mat A(p1, p1);
+  hessian(pb.X, d.data(), pb.intercept, A.data(), nt);
+  Mat H(dim, dim);
+  for (Index a = 0; a < K; ++a) {
+    for (Index b = 0; b < K; ++b) {
+      const double c = (a == b ? m[a] : 0.0) - m[a] * m[b];
+      H.block(a * p1, b * p1, p1, p1) = c * A;
+    }
+  }
+  const double tau = pb.gauge();
+  for (Index a = 0; a < K; ++a) {
+    for (Index j = 0; j < p1; ++j) H(a * p1 + j, a * p1 + j) += pb.pen[j];
+    if (pb.intercept)
+      for (Index b = 0; b < K; ++b) H(a * p1, b * p1) += tau;
+  }
+  chol.factor(H.data(), dim);
+}
+
+double mn_penalty(const MnProblem& pb, const Vec& beta) {
+  const Index p1 = pb.p1();
+  double f = 0.0, sb = 0.0;
+  for (Index a = 0; a < pb.K; ++a) {
+    for (Index j = 0; j < p1; ++j) f += pb.pen[j] * beta[a * p1 + j] * beta[a * p1 + j];
+    if (pb.intercept) sb += beta[a * p1];
+  }
+  return 0.5 * f + 0.5 * pb.gauge() * sb * sb;
+}
+
+void mn_add_penalty_gradient(const MnProblem& pb, const Vec& beta, Vec& grad) {
+  const Index p1 = pb.p1();
+  double sb = 0.0;
+  for (Index a = 0; a < pb.K; ++a) {
+    for (Index j = 0; j < p1; ++j) grad[a * p1 + j] += pb.pen[j] * beta[a * p1 + j];
+    if (pb.intercept) sb += beta[a * p1];
+  }
+  if (pb.intercept)
+    for (Index a = 0; a < pb.K; ++a) grad[a * p1] += pb.gauge() * sb;
+}
+
+// out[i K K + a K + b] = x~_i^T S_ab x~_i, S_ab the symmetrized (a, b) block of A (dim x dim):
+// one pass over packed row blocks, one GEMM per block pair.
+void mn_quadforms(const MnProblem& pb, const Mat& A, double* out, int nt_in) {
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1();
+  std::vector<Mat> S;
+  for (Index a = 0; a < K; ++a) {
+    for (Index b = 0; b <= a; ++b) {
+      S.emplace_back(
+          0.5 * (A.block(a * p1, b * p1, p1, p1) + A.block(b * p1, a * p1, p1, p1).transpose()));
+    }
+  }
+  const Index B = block_rows(p1), nblocks = (n + B - 1) / B;
+  const int nt = threads_for(nt_in, double(n) * double(p1 * p1) * double(K * (K + 1)));
+  ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel num_threads(nt)
+  {
+    interrupt::Share share(ictx);
+    Mat P, Y;
+#pragma omp for schedule(dynamic, 1)
+    for (Index c = 0; c < nblocks; ++c) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        interrupt::check();
+        const Index i0 = c * B, i1 = std::min(n, i0 + B), m = i1 - i0;
+        P.resize(p1, m);
+        Y.resize(p1, m);
+        pb.X.pack_rows(i0, i1, nullptr, pb.intercept, P.data());
+        Index s = 0;
+        for (Index a = 0; a < K; ++a) {
+          for (Index b = 0; b <= a; ++b, ++s) {
+            blas::gemm(p1, m, p1, S[s].data(), p1, P.data(), p1, Y.data(), p1);
+            for (Index k = 0; k < m; ++k) {
+              const double v = P.col(k).dot(Y.col(k));
+              out[(i0 + k) * K * K + a * K + b] = v;
+              out[(i0 + k) * K * K + b * K + a] = v;
+            }
+          }
+        }
+      });
+    }
+  }
+  guard.rethrow();
+}
+
+}  // namespace
+
+void MnProblem::check() const {
+  for (Index i = 0; i < X.n; ++i) {
+    const double v = y[i];
+    if (!(v >= 0.0 && v < static_cast<double>(K) && v == std::floor(v))) {
+      std::ostringstream msg;
+      msg << "y must hold integer class labels in 0.." << K - 1 << " for the multinomial loss: y["
+          << i << "] = " << v;
+      throw InvalidInput(msg.str());
+    }
+  }
+}
+
+MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, bool factor_end,
+               Index skip) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), dim = pb.dim();
+  MnState st;
+  if (beta0) {
+    st.beta = *beta0;
+  } else {
+    st.beta = Vec::Zero(dim);
+    if (pb.intercept) {
+      Vec share = Vec::Zero(K);
+      for (Index i = 0; i < n; ++i)
+        if (i != skip) share[label(pb, i)] += pb.weight(i);
+      share /= std::max(share.sum(), 1e-300);
+      Vec b = share.array().max(kMinClassShare).log();
+      b.array() -= b.mean();
+      for (Index a = 0; a < K; ++a) st.beta[a * p1] = b[a];
+    }
+  }
+  double wsum = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
+  if (!(wsum > 0.0)) throw InvalidInput("the sample weights sum to zero");
+  st.eta.resize(n * K);
+  Vec mu(n * K), G(n * K), eta_try(n * K), mu_try(n * K), G_try(n * K), xs(n * K);
+  mn_eta(pb, st.beta, st.eta.data(), nt);
+  double f = mn_eval(pb, st.eta.data(), skip, mu.data(), G.data(), nt) + mn_penalty(pb, st.beta);
+  detail::StallDetector stall;
+  bool stalled = false;
+  // Chord steps: the kept factor serves the next step while the last step cut the
+  // gradient norm by kChordRatio or more (near the optimum the Hessian barely changes and
+  // a K p1 x K p1 Hessian pass costs K(K+1)/2 SYRK passes over X); otherwise, or when a
+  // chord step finds no decrease, the Hessian is refreshed.
+  bool have_factor = false, fresh = false, reuse = false;
+  bool cold = beta0 == nullptr && n > 1;  // zero slopes: the same probabilities everywhere
+  double g_prev = std::numeric_limits<double>::infinity();
+  st.grad.resize(dim);
+  for (;;) {
+    interrupt::check();
+    mn_gradient(pb, G.data(), st.grad.data(), nt);
+    mn_add_penalty_gradient(pb, st.beta, st.grad);
+    if (!st.grad.allFinite() || !std::isfinite(f)) {
+      throw InvalidInput(
+          "the gradient is not finite (overflow at extreme linear predictors); rescale X or "
+          "increase the penalty");
+    }
+    st.grad_norm = st.grad.cwiseAbs().maxCoeff() / wsum;
+    st.converged = st.grad_norm <= opt.tol;
+    if (have_factor && !fresh) reuse = reuse && st.grad_norm <= kChordRatio * g_prev;
+    const bool stop = st.converged || stalled || st.n_iter >= opt.max_iter;
+    if (stop && !factor_end) break;
+    if (stop || !have_factor || !reuse) {
+      if (!fresh) {
+        if (cold) {
+          mn_factor_kron(pb, mu.data() + (skip == 0 ? K : 0), skip, st.chol, nt);
+        } else {
+          mn_factor(pb, mu.data(), skip, st.chol, nt);
+        }
+        ++st.hessian_passes;
+      }
+      have_factor = fresh = true;
+    }
+    if (stop) {
+      st.factored = true;
+      break;
+    }
+    g_prev = st.grad_norm;
+    Vec step = -st.grad;
+    st.chol.solve(step.data());
+    const double dec = -st.grad.dot(step);
+    mn_eta(pb, step, xs.data(), nt);
+    const bool tiny = 0.5 * dec <= detail::kTinyDecrease * std::max(1.0, std::abs(f));
+    double t = 1.0, f_try = f;
+    bool ok = false;
+    for (int ls = 0; ls < kMaxHalvings; ++ls, t *= 0.5) {
+      interrupt::check();
+      eta_try = st.eta + t * xs;
+      f_try = mn_eval(pb, eta_try.data(), skip, mu_try.data(), G_try.data(), nt) +
+              mn_penalty(pb, st.beta + t * step);
+      if (std::isfinite(f_try) && (tiny || f_try <= f - kArmijo * t * dec)) {
+        ok = true;
+        break;
+      }
+    }
+    ++st.n_iter;
+    if (!ok) {
+      if (fresh) stalled = true;  // no decrease: the gradient test above decides `converged`
+      reuse = false;              // a chord step failed: refresh the Hessian and retry
+      continue;
+    }
+    cold = false;
+    st.beta += t * step;
+    st.eta.swap(eta_try);
+    mu.swap(mu_try);
+    G.swap(G_try);
+    f = f_try;
+    fresh = false;
+    reuse = t == 1.0;  // confirmed (or not) by the next gradient norm
+    // predicted decrease at the rounding level without progress in the gradient: stop
+    stalled = stall.update(dec, f, st.grad_norm);
+  }
+  st.objective = f;
+  return st;
+}
+
+void mn_loo(const MnProblem& pb, const MnState& st, int method, double* pred, double* loss,
+            double* lev, double* det, double* grad, int nt_in) {
+  if (!st.factored) throw InvalidInput("the multinomial fit has no Hessian factor");
+  const int nt = resolve_threads(nt_in);
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), p = pb.X.p, off = pb.intercept ? 1 : 0;
+  const Mat Hinv = st.chol.inverse();
+  mn_quadforms(pb, Hinv, lev, nt);
+  const bool want_grad = grad != nullptr && method == 0;
+  const double vsum = pb.weight_sum();
+  Vec alpha, Gs;
+  if (want_grad) {
+    alpha.resize(n * K);
+    Gs.resize(n * K * K);
+  }
+  ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel for schedule(static) \
+    num_threads(threads_for(nt, double(n) * double(K * K * K) * 4.0))
+  for (Index i = 0; i < n; ++i) {
+    interrupt::Share share(ictx);
+    if (guard.failed()) continue;
+    guard.run([&] {
+      if (i % 1024 == 0) interrupt::check();
+      const double w = pb.weight(i);
+      const Index y = label(pb, i);
+      Eigen::Map<const Vec> e(st.eta.data() + i * K, K);
+      Vec mu(K);
+      softmax(e.data(), K, mu.data());
+      Vec ey = Vec::Zero(K);
+      ey[y] = 1.0;
+      const Mat J = Mat(mu.asDiagonal()) - mu * mu.transpose();
+      const Mat D = w * J;
+      const Vec g = w * (mu - ey);
+      Eigen::Map<const RowMat> Ki(lev + i * K * K, K, K);
+      const Mat Mm = Mat::Identity(K, K) - D * Ki;
+      const Eigen::PartialPivLU<Mat> lu(Mm);
+      det[i] = lu.determinant();
+      const Vec r = lu.solve(g);
+      const Vec s = Ki * r;
+      Eigen::Map<Vec> out(pred + i * K, K);
+      if (method == 1) {
+        out = e + Ki * g;
+        loss[i] = cross_entropy(out.data(), K, y);
+      } else {
+        out = e + s;
+        loss[i] = method == 2 ? cross_entropy(e.data(), K, y) + (mu - ey).dot(s)
+                              : cross_entropy(out.data(), K, y);
+      }
+      if (!want_grad) return;
+      Vec mt(K);
+      softmax(out.data(), K, mt.data());
+      const Vec c = w * (mt - ey) / vsum;
+      const Vec u = lu.transpose().solve(Ki * c);
+      const Vec z = w * (u.cwiseProduct(s) - mu.dot(s) * u - mu.dot(u) * s);
+      const Vec bv = c + D * u;
+      Eigen::Map<Vec>(alpha.data() + i * K, K) = bv + J * z;
+      const Mat Gm = bv * r.transpose();
+      Eigen::Map<RowMat>(Gs.data() + i * K * K, K, K) = 0.5 * (Gm + Gm.transpose());
+    });
+  }
+  guard.rethrow();
+  if (!want_grad) return;
+  // Reverse mode (DESIGN.md section 5 with K x K blocks): S = sum_i X~_i^T Gs_i X~_i,
+  // Mbig = H^{-1} S H^{-1}, Q_i = X~_i Mbig X~_i^T, gamma_i = alpha_i - J_i zeta_i.
+  const Index dim = pb.dim();
+  Mat S = Mat::Zero(dim, dim);
+  mn_block_hessian(
+      pb, [&](Index i, Index a, Index b) { return Gs[i * K * K + a * K + b]; }, S.data(), nt);
+  const Mat Mbig = Hinv * S * Hinv;
+  Vec Q(n * K * K);
+  mn_quadforms(pb, Mbig, Q.data(), nt);
+  Vec gamma(n * K);
+#pragma omp parallel for schedule(static) \
+    num_threads(threads_for(nt, double(n) * double(K * K) * 8.0))
+  for (Index i = 0; i < n; ++i) {
+    const double w = pb.weight(i);
+    Vec mu(K);
+    softmax(st.eta.data() + i * K, K, mu.data());
+    const Mat J = Mat(mu.asDiagonal()) - mu * mu.transpose();
+    Eigen::Map<const RowMat> Qi(Q.data() + i * K * K, K, K);
+    const Vec zeta = w * (Qi.diagonal() - 2.0 * Qi * mu);
+    Eigen::Map<Vec>(gamma.data() + i * K, K) =
+        Eigen::Map<const Vec>(alpha.data() + i * K, K) - J * zeta;
+  }
+  Vec rho(dim);
+  mn_gradient(pb, gamma.data(), rho.data(), nt);
+  st.chol.solve(rho.data());
+  for (Index j = 0; j < p; ++j) {
+    double s = 0.0;
+    for (Index a = 0; a < K; ++a) {
+      const Index q = a * p1 + off + j;
+      s += rho[q] * st.beta[q] + Mbig(q, q);
+    }
+    grad[j] = -s;
+  }
+}
+
+Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, double* pred,
+               double* loss) {
+  const Index n = pb.n(), K = pb.K;
+  const int nt = threads_for(opt.n_threads, double(n) * double(n) * double(pb.dim()));
+  FitOptions one = opt;
+  one.n_threads = 1;
+  Index failed = 0;
+  ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) reduction(+ : failed)
+  for (Index i = 0; i < n; ++i) {
+    interrupt::Share share(ictx);
+    if (guard.failed()) continue;
+    guard.run([&] {
+      interrupt::check();
+      const MnState s = mn_fit(pb, one, &st.beta, false, i);
+      if (!s.converged) ++failed;
+      Eigen::Map<const Mat> B(s.beta.data(), pb.p1(), K);
+      Vec xi(pb.p1());
+      pb.X.row(i, pb.intercept, xi.data());
+      Eigen::Map<Vec> out(pred + i * K, K);
+      out = B.transpose() * xi;
+      loss[i] = cross_entropy(out.data(), K, label(pb, i));
+    });
+  }
+  guard.rethrow();
+  return failed;
+}
+
+}  // namespace aloocv
