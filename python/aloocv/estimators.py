@@ -633,6 +633,25 @@ class _ALOGLMRegressorCV(_ALORegressor):
     objective here with ``aloocv.L2(alpha * s)``: the same minimizer.
     """
 
+    def __init__(
+        self,
+        alphas: ArrayLike = GLM_DEFAULT_ALPHAS,
+        *,
+        fit_intercept: bool = True,
+        search: str = "grid",
+        selection: str = "min",
+        tol: float = 1e-8,
+        max_iter: int = 100,
+        n_jobs: int | None = None,
+    ):
+        self.alphas = alphas
+        self.fit_intercept = fit_intercept
+        self.search = search
+        self.selection = selection
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_jobs = n_jobs
+
     def _loss(self) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
 
@@ -759,25 +778,6 @@ class ALOPoissonRegressorCV(_ALOGLMRegressorCV):
     optional ``offset`` (e.g. ``log(exposure)``).
 """ + _GLM_DOC.format(sk="PoissonRegressor", extra="", what="Poisson negative log-likelihood")
 
-    def __init__(
-        self,
-        alphas: ArrayLike = GLM_DEFAULT_ALPHAS,
-        *,
-        fit_intercept: bool = True,
-        search: str = "grid",
-        selection: str = "min",
-        tol: float = 1e-8,
-        max_iter: int = 100,
-        n_jobs: int | None = None,
-    ):
-        self.alphas = alphas
-        self.fit_intercept = fit_intercept
-        self.search = search
-        self.selection = selection
-        self.tol = tol
-        self.max_iter = max_iter
-        self.n_jobs = n_jobs
-
     def _loss(self) -> Any:
         return get_loss("poisson")
 
@@ -791,25 +791,6 @@ class ALOGammaRegressorCV(_ALOGLMRegressorCV):
     Mirrors scikit-learn's ``GammaRegressor``; ``fit`` and ``predict`` take an optional
     ``offset``.
 """ + _GLM_DOC.format(sk="GammaRegressor", extra="", what="gamma half deviance")
-
-    def __init__(
-        self,
-        alphas: ArrayLike = GLM_DEFAULT_ALPHAS,
-        *,
-        fit_intercept: bool = True,
-        search: str = "grid",
-        selection: str = "min",
-        tol: float = 1e-8,
-        max_iter: int = 100,
-        n_jobs: int | None = None,
-    ):
-        self.alphas = alphas
-        self.fit_intercept = fit_intercept
-        self.search = search
-        self.selection = selection
-        self.tol = tol
-        self.max_iter = max_iter
-        self.n_jobs = n_jobs
 
     def _loss(self) -> Any:
         return get_loss("gamma")
