@@ -194,3 +194,32 @@ def test_coef_from_sklearn_lasso():
     b = aloocv.loo(X, y, loss="squared", penalty=aloocv.L1(lam), tol=1e-12)
     assert a.fit.n_iter_ == 0
     np.testing.assert_allclose(a.losses, b.losses, rtol=1e-7)
+
+
+def test_pure_lasso_is_tunable():
+    # L1 has one parameter (l1); grids and gradient searches move it, the L2 weight stays 0
+    pen = aloocv.L1(2.0)
+    assert pen.params().tolist() == [2.0] and pen == aloocv.ElasticNet(2.0, 0.0)
+    assert pen.with_params(np.array([3.0])) == aloocv.L1(3.0)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(pen)) == pen
+    rng = np.random.default_rng(140)
+    X = rng.standard_normal((150, 6))
+    y = X[:, :2] @ np.array([2.0, -1.0]) + rng.standard_normal(150)
+    grid = np.logspace(-1, 2, 12)
+    res = aloocv.tune(X, y, loss="squared", penalty=pen, method="grid", grid=grid)
+    ref = [aloocv.loo(X, y, loss="squared", penalty=aloocv.L1(g)).mean for g in grid]
+    assert res.penalty.l1 == pytest.approx(grid[int(np.argmin(ref))])
+    assert res.acv == pytest.approx(min(ref), rel=1e-10)
+    # scikit-learn's ElasticNetCV(l1_ratio=1) convention: alpha_ = l1 / n
+    est = aloocv.ALOElasticNetCV(l1_ratio=1.0, alphas=grid / 150).fit(X, y)
+    assert est.l1_ratio_ == 1.0
+    assert est.alpha_ * 150 == pytest.approx(res.penalty.l1, rel=1e-12)
+    yc = (y > 0).astype(float)
+    clf = aloocv.ALOLogisticRegressionCV(penalty="l1", Cs=[0.01, 0.1, 1.0, 10.0]).fit(X, yc)
+    acv = [aloocv.loo(X, yc, penalty=aloocv.L1(1 / C)).mean for C in (0.01, 0.1, 1.0, 10.0)]
+    assert clf.C_[0] == pytest.approx((0.01, 0.1, 1.0, 10.0)[int(np.argmin(acv))])
+    assert clf.l1_ratio_[0] == 1.0
+    with pytest.raises(ValueError, match="mixes 1.0"):
+        aloocv.ALOElasticNetCV(l1_ratio=[0.5, 1.0]).fit(X, y)

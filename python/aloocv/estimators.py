@@ -28,7 +28,7 @@ from ._validation import (
     is_sparse,
 )
 from .losses import Tweedie, get_loss
-from .penalties import L2, ElasticNet, Penalty
+from .penalties import L1, L2, ElasticNet, Penalty
 from .tuning import TuneResult, tune
 from .tuning.drivers import second_order_method
 
@@ -279,10 +279,35 @@ class ALORidgeCV(_ALORegressor):
         return self
 
 
+def _l1_l2(pen: ElasticNet) -> tuple[float, float]:
+    """(l1, l2) of a scalar elastic-net penalty (``L1`` included)."""
+    return float(np.sum(pen.l1)), float(np.sum(pen.l2))
+
+
+def _alpha_ratio(row: np.ndarray, n: float, pure_l1: bool) -> list[float]:
+    """(alpha, l1_ratio) in scikit-learn's convention from a row of tuned parameters."""
+    if row.size == 1:
+        return [row[0] / n, 1.0 if pure_l1 else 0.0]
+    return [(row[0] + row[1]) / n, row[0] / (row[0] + row[1])]
+
+
+def _check_one_structure(grid: list[Penalty], name: str) -> None:
+    """A grid mixes penalties of one structure: l1_ratio = 1 (pure lasso, one parameter)
+    cannot share a search with l1_ratio < 1 (two parameters)."""
+    kinds = {type(g) for g in grid}
+    if len(kinds) > 1:
+        raise ValueError(
+            f"{name} mixes 1.0 (pure lasso) with values below 1: fit them separately (a search "
+            "tunes one penalty structure)"
+        )
+
+
 def _enet_from_sklearn(alpha: float, l1_ratio: float, n: float) -> Penalty:
     """scikit-learn's ElasticNet(alpha, l1_ratio) on n samples as a summed objective."""
     l1, l2 = n * alpha * l1_ratio, n * alpha * (1.0 - l1_ratio)
-    return L2(l2) if l1 == 0 else ElasticNet(l1, l2)
+    if l1 == 0:
+        return L2(l2)
+    return L1(l1) if l2 == 0 else ElasticNet(l1, l2)
 
 
 class ALOElasticNetCV(_ALORegressor):
@@ -386,10 +411,12 @@ class ALOElasticNetCV(_ALORegressor):
             amax = amax if amax > 0 else 1.0
             alphas = amax * np.logspace(0, np.log10(self.eps), int(self.n_alphas))
         grid = [_enet_from_sklearn(float(a), float(r), n) for r in ratios for a in alphas]
+        _check_one_structure(grid, "l1_ratio")
+        pure_l1 = isinstance(grid[0], L1)
         start = grid[0]
         res = self._search(X, y, "squared", start, grid, sample_weight)
         self._store(res)
-        l1, l2 = res.penalty.params()
+        l1, l2 = _l1_l2(res.penalty)
         alpha = (l1 + l2) / n
         self.alpha_ = float(alpha)
         self.l1_ratio_ = float(l1 / (l1 + l2)) if (l1 + l2) > 0 else float(ratios[0])
@@ -398,7 +425,7 @@ class ALOElasticNetCV(_ALORegressor):
         self.cv_results_ = _cv_results(
             res,
             ["alpha", "l1_ratio"],
-            lambda row: [(row[0] + row[1]) / n, row[0] / (row[0] + row[1])],
+            lambda row: _alpha_ratio(row, n, pure_l1),
         )
         return self
 
@@ -526,8 +553,12 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
                 or np.any((ratios < 0) | (ratios > 1))
             ):
                 raise ValueError(f"l1_ratios must lie in [0, 1], got {self.l1_ratios!r}")
-        if np.any(ratios > 0):
+        if np.all(ratios == 1):
+            grid = [L1(1.0 / C) for C in Cs]
+            start = grid[0]
+        elif np.any(ratios > 0):
             grid = [ElasticNet(r / C, (1 - r) / C) for r in ratios for C in Cs]
+            _check_one_structure(grid, "l1_ratios")
             start = grid[0]
         else:
             grid = [L2(1.0 / C) for C in Cs]
@@ -545,13 +576,15 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
 
         def c_ratio(pen):
             if isinstance(pen, ElasticNet):
-                l1, l2 = pen.params()
+                l1, l2 = _l1_l2(pen)
                 return 1.0 / (l1 + l2), l1 / (l1 + l2)
             return 1.0 / float(pen.lam), 0.0
 
+        pure_l1 = isinstance(start, L1)
+
         def convert(row):
             if row.size == 1:
-                return [1.0 / row[0], 0.0]
+                return [1.0 / row[0], 1.0 if pure_l1 else 0.0]
             return [1.0 / (row[0] + row[1]), row[0] / (row[0] + row[1])]
 
         self._store(results[0])

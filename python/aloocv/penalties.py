@@ -269,6 +269,37 @@ class ElasticNet(Penalty):
         return f"ElasticNet(l1={_show(self.l1)}, l2={_show(self.l2)})"
 
 
-def L1(l1: float | np.ndarray = 1.0) -> ElasticNet:
-    """Lasso penalty ``l1 * ||theta||_1``: ``ElasticNet(l1, 0)``."""
-    return ElasticNet(l1, 0.0)
+class L1(ElasticNet):
+    """Lasso penalty ``l1 * ||theta||_1``: ``ElasticNet(l1, 0)`` with ``l1`` as its only
+    parameter (what tuning moves; the L2 weight stays 0).
+
+    Examples
+    --------
+    >>> import aloocv
+    >>> aloocv.L1(2.0) == aloocv.ElasticNet(2.0, 0.0), aloocv.L1(2.0).params()
+    (True, array([2.]))
+    """
+
+    def __init__(self, l1: float | np.ndarray = 1.0):
+        super().__init__(l1, 0.0)
+
+    def params(self) -> np.ndarray:
+        return _flat(self.l1)
+
+    def with_params(self, values: np.ndarray, check: bool = True) -> L1:
+        l1, _ = _split(self.l1, self.l1, np.asarray(values, dtype=np.float64), 0)
+        if check:
+            return L1(l1)
+        out = object.__new__(L1)
+        object.__setattr__(out, "l1", l1)
+        object.__setattr__(out, "l2", 0.0)
+        return out
+
+    def chain(self, grad_l1: np.ndarray, grad_l2: np.ndarray) -> np.ndarray:
+        return _reduce(grad_l1, self.l1)
+
+    def __reduce__(self):
+        return (L1, (self.l1,))
+
+    def __repr__(self) -> str:
+        return f"L1(l1={_show(self.l1)})"
