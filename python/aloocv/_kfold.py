@@ -297,7 +297,26 @@ def kfold(
             ConvergenceWarning,
             stacklevel=2,
         )
-    losses = out["losses"]
+    return fold_result(
+        out["losses"],
+        out["predictions"],
+        idx,
+        labels,
+        ww,
+        wsum,
+        method,
+        fitres,
+        w,
+        {"fit": float(out["seconds_fit"]), "folds": float(out["seconds_folds"])},
+    )
+
+
+def fold_result(
+    losses, predictions, idx, labels, ww, wsum, method, fitres, w, timings
+) -> KFoldResult:
+    """Per-fold means, the mean and cv.glmnet's standard error of per-sample held-out losses
+    (``ww``: weights of the mean, ``wsum``: their sum per fold) as a KFoldResult."""
+    K = wsum.shape[0]
     fold_means = np.bincount(idx, weights=ww * losses, minlength=K) / wsum
     total = wsum.sum()
     mean = float(np.sum(ww * losses) / total)
@@ -306,7 +325,7 @@ def kfold(
     stderr = float(np.sqrt(np.sum(wsum * (fold_means - mean) ** 2) / total / (K - 1)))
     return KFoldResult(
         losses=losses,
-        predictions=out["predictions"],
+        predictions=predictions,
         folds=idx.astype(np.intp),
         fold_labels=labels,
         fold_means=fold_means,
@@ -315,5 +334,5 @@ def kfold(
         method=method,
         fit=fitres,
         sample_weight=w,
-        timings={"fit": float(out["seconds_fit"]), "folds": float(out["seconds_folds"])},
+        timings=timings,
     )

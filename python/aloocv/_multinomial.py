@@ -346,7 +346,7 @@ def kfold(
     """
     import time
 
-    from ._kfold import KFoldResult, _assign_folds, _label
+    from ._kfold import _assign_folds, _label, fold_result
 
     penalty = as_penalty(penalty)
     X, y, K, pen, w = check_multinomial_inputs(X, y, penalty, sample_weight, fit_intercept)
@@ -389,20 +389,6 @@ def kfold(
         )
     m = pred.max(axis=1)
     losses = m + np.log(np.exp(pred - m[:, None]).sum(axis=1)) - pred[np.arange(n), y.astype(int)]
-    fold_means = np.bincount(idx, weights=ww * losses, minlength=nf) / wsum
-    total = wsum.sum()
-    mean = float(np.sum(ww * losses) / total)
-    stderr = float(np.sqrt(np.sum(wsum * (fold_means - mean) ** 2) / total / (nf - 1)))
-    return KFoldResult(
-        losses=losses,
-        predictions=pred,
-        folds=idx.astype(np.intp),
-        fold_labels=labels,
-        fold_means=fold_means,
-        mean=mean,
-        stderr=stderr,
-        method=method,
-        fit=fitres,
-        sample_weight=w,
-        timings={"fit": t1 - t0, "folds": t2 - t1},
+    return fold_result(
+        losses, pred, idx, labels, ww, wsum, method, fitres, w, {"fit": t1 - t0, "folds": t2 - t1}
     )
