@@ -63,3 +63,86 @@ def plot_tune(result: Any, ax: Any = None, title: str | None = None) -> Any:
         axes[1].set_title("lambda per iteration")
     fig.tight_layout()
     return fig
+
+
+def _feature_names(estimator: Any, p: int) -> list[str]:
+    names = getattr(estimator, "feature_names_in_", None)
+    return [str(v) for v in names] if names is not None else [f"feature {j}" for j in range(p)]
+
+
+def plot_cv(estimator: Any, ax: Any = None, title: str | None = None) -> Any:
+    """Plot a fitted ALO estimator's search in its own regularization parameter.
+
+    The leave-one-out loss (with a +-1 standard-error band), or the score when the
+    estimator was fitted with ``scoring=``, against ``C`` (logistic) or ``alpha``
+    (Ridge, ElasticNet, GLM regressors) on a log axis: one curve per ``l1_ratio``, a
+    dashed vertical line at the choice. The iterates of a gradient search are drawn
+    over the grid curve ("gradient search"); with ``alpha_per_feature`` one labelled
+    line per feature (its alpha along the iterates against the loss). One-vs-rest
+    classifiers show the mean over classes of the grid curves and one trajectory per
+    class.
+
+    Parameters
+    ----------
+    estimator : fitted ALO estimator
+    ax : matplotlib Axes, optional
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    plt = _pyplot()
+    curve = getattr(estimator, "_curve", None)
+    if curve is None:
+        raise ValueError("plot_cv needs a fitted ALO estimator (call fit first)")
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 4))
+    else:
+        fig = ax.figure
+    param = "C" if "C" in curve else "alpha"
+    scored = bool(curve["scored"])
+    yname = "score" if scored else "loss"
+    x_all = curve[param]
+    ratios = curve.get("l1_ratio")
+    groups = [None] if ratios is None else list(dict.fromkeys(ratios.tolist()))
+    for r in groups:
+        mask = np.ones(x_all.size, bool) if r is None else ratios == r
+        order = np.argsort(x_all[mask])
+        x, yv = x_all[mask][order], curve[yname][mask][order]
+        label = "leave-one-out " + ("score" if scored else "loss")
+        if r is not None and len(groups) > 1:
+            label = f"l1_ratio={r:g}"
+        (line,) = ax.plot(x, yv, "o-", ms=3, label=label)
+        if not scored:
+            se = curve["loss_stderr"][mask][order]
+            ax.fill_between(x, yv - se, yv + se, alpha=0.2, color=line.get_color())
+    res = estimator.search_results_
+    grad = res["gradient"] > 0
+    if np.any(grad):
+        per_feature = [k for k in res if k.startswith("alpha_")]
+        if per_feature:
+            names = _feature_names(estimator, len(per_feature))
+            for k, name in zip(per_feature, names):
+                ax.plot(res[k][grad], res["loss"][grad], ".-", lw=1, label=name)
+        else:
+            classes = res["class"] if "class" in res else np.zeros(grad.size)
+            for c in np.unique(classes[grad]):
+                m = grad & (classes == c)
+                label = "gradient search"
+                if "class" in res:
+                    label += f" (class {estimator.classes_[int(c)]})"
+                ax.plot(res[param][m], res["loss"][m], "x--", lw=1, label=label)
+    chosen = np.unique(np.atleast_1d(getattr(estimator, param + "_")))
+    if chosen.size <= 3 and not (param == "alpha" and np.ndim(estimator.alpha_) > 0):
+        for k, c in enumerate(chosen):
+            ax.axvline(
+                float(c), color="k", ls="--", lw=1, label=f"chosen {param}" if k == 0 else None
+            )
+    ax.set_xscale("log")
+    ax.set_xlabel(param)
+    ax.set_ylabel("leave-one-out score" if scored else "leave-one-out loss")
+    ax.legend(fontsize="small")
+    ax.set_title(title or f"{type(estimator).__name__}: {param} by leave-one-out")
+    fig.tight_layout()
+    return fig

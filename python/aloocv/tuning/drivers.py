@@ -8,6 +8,7 @@ The paper's Algorithms 1 (``"gd"``) and 2 (``"sgd"``) and plain grids remain.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import warnings
@@ -91,7 +92,7 @@ class TuneResult:
 
     penalty: Penalty
     fit: FitResult
-    loo: LOOResult
+    loo: LOOResult | None
     acv: float
     stderr: float
     history: dict[str, np.ndarray]
@@ -103,6 +104,17 @@ class TuneResult:
     message: str = ""
     path_losses: np.ndarray | None = field(default=None, repr=False)
     _best_index: int = field(default=-1, repr=False)
+    #: Grid searches: per grid point, in grid order, the leave-one-out linear predictors
+    #: ``(n, T)`` (``(n, K, T)`` multinomial), coefficients ``(T, p)`` (``(T, K, p)``) and
+    #: intercepts ``(T,)`` (``(T, K)``); None for gradient searches.
+    path_predictions: np.ndarray | None = field(default=None, repr=False)
+    path_coefs: np.ndarray | None = field(default=None, repr=False)
+    path_intercepts: np.ndarray | None = field(default=None, repr=False)
+
+    def without_samples(self) -> TuneResult:
+        """A copy without the per-sample arrays (``loo``, ``path_losses``,
+        ``path_predictions``): what a fitted estimator keeps unless asked for them."""
+        return dataclasses.replace(self, loo=None, path_losses=None, path_predictions=None)
 
     def plot(self, ax: Any = None, **kwargs: Any) -> Any:
         """ACV against lambda (grid) or ACV and lambda per iteration (gradient runs).
@@ -382,9 +394,11 @@ def tune(
     box = (np.full(m, -LOG_BOUND), np.full(m, LOG_BOUND))
     grid_pts: list[np.ndarray] = []
     grid_losses: list[np.ndarray] = []
+    grid_coefs: list[np.ndarray] = []
+    grid_icpts: list[np.ndarray] = []
     if method == "auto":
         grid_pts = _check_grid(grid, penalty, n_grid)
-        u0, box = _bracket(obj, grid_pts, hist, callback, grid_losses)
+        u0, box = _bracket(obj, grid_pts, hist, callback, grid_losses, grid_coefs, grid_icpts)
     gtol_scale = abs(obj.evaluate(u0, 0).acv)
     gtol = tol * max(gtol_scale, 1e-12)
     cb = _Recorder(obj, hist, callback, verbose, max_iter, method)
@@ -457,6 +471,11 @@ def tune(
         selection,
         path_losses=np.column_stack(grid_losses) if grid_losses else None,
         message=message,
+        path=(
+            {"path_coefs": np.stack(grid_coefs), "path_intercepts": np.stack(grid_icpts)}
+            if grid_coefs
+            else None
+        ),
     )
 
 
@@ -488,7 +507,7 @@ class _Recorder:
             self.bar.close()
 
 
-def _bracket(obj, points, hist, callback, losses):
+def _bracket(obj, points, hist, callback, losses, coefs, icpts):
     """ACV on the coarse grid (per-sample losses appended to ``losses``): the best point
     and the search box around the grid."""
     best_u, best_acv = None, np.inf
@@ -500,6 +519,8 @@ def _bracket(obj, points, hist, callback, losses):
             continue  # e.g. singular as lambda -> 0: the bracket ends before
         hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
         losses.append(ev.out["losses"])
+        coefs.append(np.array(ev.out["coef"], dtype=np.float64))
+        icpts.append(np.array(ev.out["intercept"], dtype=np.float64))
         if callback is not None:
             callback(k, obj.penalty_at(u), ev.acv)
         if ev.acv < best_acv:
@@ -625,6 +646,7 @@ def _finish(
     best_index=-1,
     path_losses=None,
     message="",
+    path=None,
 ) -> TuneResult:
     ev = obj.evaluate(u, 0)
     out = ev.out
@@ -661,6 +683,7 @@ def _finish(
         message=message,
         path_losses=path_losses,
         _best_index=best_index,
+        **(path or {}),
     )
 
 
@@ -682,10 +705,15 @@ def _ridge_grid(obj, points, path, selection, loss, intercept) -> TuneResult:
     for k, v in enumerate(points):
         acv = float(np.average(losses[:, k], weights=obj.w))
         hist.add(v, acv, weighted_stderr(losses[:, k], obj.w), np.full(1, np.nan), 0)
-    return _grid_result(obj, points, hist, selection, loss, intercept, np.asarray(losses))
+    arrays = {
+        "path_predictions": np.asarray(path["predictions"]),
+        "path_coefs": np.asarray(path["coef"]).T.copy(),
+        "path_intercepts": np.asarray(path["intercept"]).copy(),
+    }
+    return _grid_result(obj, points, hist, selection, loss, intercept, np.asarray(losses), arrays)
 
 
-def _grid_result(obj, points, hist, selection, loss, intercept, losses) -> TuneResult:
+def _grid_result(obj, points, hist, selection, loss, intercept, losses, arrays) -> TuneResult:
     """The selected grid point as a TuneResult (per-point losses in ``path_losses``)."""
     best = _select(hist.arrays(), selection)
     return _finish(
@@ -701,16 +729,21 @@ def _grid_result(obj, points, hist, selection, loss, intercept, losses) -> TuneR
         best,
         losses,
         "grid evaluated",
+        arrays,
     )
 
 
 def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneResult:
     hist = _History(points[0].size)
     all_losses = []
+    preds, coefs, icpts = [], [], []
     bar = _progress(len(points), verbose, "aloocv grid")
     for k, v in enumerate(points):
         ev = obj.evaluate(np.log(v), 0)
         all_losses.append(ev.out["losses"])
+        preds.append(np.array(ev.out["predictions"], dtype=np.float64))
+        coefs.append(np.array(ev.out["coef"], dtype=np.float64))
+        icpts.append(np.array(ev.out["intercept"], dtype=np.float64))
         hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
         if callback is not None:
             callback(k, obj.penalty_at(np.log(v)), ev.acv)
@@ -718,7 +751,14 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
             bar.update(1)
     if bar is not None:
         bar.close()
-    return _grid_result(obj, points, hist, selection, loss, intercept, np.column_stack(all_losses))
+    arrays = {
+        "path_predictions": np.stack(preds, axis=-1),
+        "path_coefs": np.stack(coefs),
+        "path_intercepts": np.stack(icpts),
+    }
+    return _grid_result(
+        obj, points, hist, selection, loss, intercept, np.column_stack(all_losses), arrays
+    )
 
 
 def _sgd(
