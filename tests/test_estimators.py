@@ -32,6 +32,8 @@ EXPECTED = {
         aloocv.ALOPoissonRegressorCV(alphas=(0.01, 1.0)),
         aloocv.ALOGammaRegressorCV(alphas=(0.01, 1.0)),
         aloocv.ALOTweedieRegressorCV(alphas=(0.01, 1.0), power=1.5, search="gradient"),
+        aloocv.ALORidgeCV(scoring="r2", store_cv_results=True),
+        aloocv.ALOLogisticRegressionCV(Cs=3, scoring="accuracy", class_weight="balanced"),
     ],
     ids=lambda e: type(e).__name__,
 )

@@ -41,10 +41,12 @@ class _Replay(BaseEstimator):
         return self
 
     def _rows(self, X) -> None:
-        if getattr(X, "shape", (len(X),))[0] != self.n:
+        shape = getattr(X, "shape", None)  # sparse matrices have no len()
+        rows = shape[0] if shape is not None else len(X)
+        if rows != self.n:
             raise ValueError(
                 "a leave-one-out replay answers for the training rows only; the scorer "
-                f"passed {getattr(X, 'shape', (len(X),))[0]} rows, not {self.n}"
+                f"passed {rows} rows, not {self.n}"
             )
 
 
