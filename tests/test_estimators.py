@@ -98,6 +98,7 @@ def test_elastic_net_cv_conventions():
     assert est.alphas_.shape == (2, 12) and est.mse_path_.shape == (2, 12, 1)
     assert np.all(np.diff(est.alphas_, axis=1) < 0)
     assert est.mse_path_.min() == pytest.approx(-est.best_score_)
+    assert est.n_iter_ == est.tune_result_.fit.n_iter_ and est.n_fits_ >= 24
     r1 = int(np.argmin(est.mse_path_[..., 0].ravel()))
     assert est.alpha_ == pytest.approx(est.alphas_.ravel()[r1], rel=1e-12)
 

@@ -258,6 +258,8 @@ def test_coefs_paths_are_the_fits_of_each_candidate():
     Cs = [0.1, 1.0, 10.0]
     est = aloocv.ALOLogisticRegressionCV(Cs=Cs, tol=1e-12).fit(X, y)
     np.testing.assert_array_equal(est.Cs_, Cs)
+    assert est.n_iter_.shape == (1, 1, 3) and np.all(est.n_iter_ >= 1)
+    assert est.n_fits_ >= 3
     path = est.coefs_paths_[1.0]
     assert path.shape == (1, 3, 5)
     for k, C in enumerate(Cs):

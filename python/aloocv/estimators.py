@@ -228,6 +228,7 @@ class _ALOBase(BaseEstimator):
                     path_predictions=res.path_predictions,
                     path_coefs=res.path_coefs,
                     path_intercepts=res.path_intercepts,
+                    path_n_iter=res.path_n_iter,
                     _best_index=int(rows[best]),
                 )
         if method == "grid":
@@ -258,7 +259,8 @@ class _ALOBase(BaseEstimator):
         self.tune_result_ = res if self._keep() else res.without_samples()
         self.best_score_ = search.best_score
         self.best_stderr_ = res.stderr
-        self.n_iter_ = res.n_fits  # warm-started fits during the search
+        self.n_iter_ = int(res.fit.n_iter_)  # the final fit's, as scikit-learn's
+        self.n_fits_ = int(res.n_fits)  # warm-started fits during the search
         if self._keep():
             self.loo_predictions_ = res.loo.predictions.copy()
 
@@ -371,6 +373,8 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         leave-one-out loss and its standard error) and ``"score"``;
         ``pandas.DataFrame(search_results_)`` works.
     n_iter_ : int
+        Iterations of the final fit (scikit-learn's meaning).
+    n_fits_ : int
         Warm-started fits during the search.
     tune_result_ : TuneResult
     """
@@ -568,6 +572,8 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         ``"alpha"``, ``"l1_ratio"``, ``"loss"``, ``"loss_stderr"``, ``"score"`` per
         evaluation.
     n_iter_ : int
+        Iterations of the final fit (scikit-learn's meaning).
+    n_fits_ : int
         Warm-started fits during the search.
     loo_predictions_ : ndarray of shape (n_samples,)
         Only with ``store_loo=True``.
@@ -756,7 +762,10 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         One row per evaluation (and class, for one-vs-rest): ``"C"``, ``"l1_ratio"``,
         ``"loss"`` (leave-one-out log-loss), ``"loss_stderr"``, ``"score"`` (and
         ``"class"``, the class index, for one-vs-rest); ``pandas.DataFrame`` works.
-    n_iter_ : int
+    n_iter_ : ndarray of shape (n_models, 1, n_cs) or (n_models, 1, n_cs, n_l1_ratios)
+        Newton iterations of the warm-started fit of every candidate (``n_models``: 1, or
+        n_classes for one-vs-rest), scikit-learn's legacy layout with one fold.
+    n_fits_ : int
         Warm-started fits during the search.
     loo_predictions_ : ndarray of shape (n_samples,) or (n_samples, n_classes)
         Only with ``store_loo=True``: leave-one-out probabilities of ``classes_[1]``
@@ -951,7 +960,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
                 self.tune_result_ = [r if self._keep() else r.without_samples() for r in results]
                 self.best_score_ = float(np.mean([s.best_score for s in searches]))
                 self.best_stderr_ = float(np.sqrt(np.mean([r.stderr**2 for r in results])))
-                self.n_iter_ = int(sum(r.n_fits for r in results))
+                self.n_fits_ = int(sum(r.n_fits for r in results))
                 self._curve["loss"] = np.mean([s.loss for s in searches], axis=0)
                 self._curve["loss_stderr"] = np.sqrt(
                     np.mean([s.stderr**2 for s in searches], axis=0)
@@ -964,6 +973,10 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
                 )
         self.scores_ = scores
         self.coefs_paths_ = paths
+        # scikit-learn's legacy layout: (n_models, n_folds=1, n_cs[, n_l1_ratios])
+        self.n_iter_ = np.stack(
+            [self._shape_scores(s.res.path_n_iter[s.rows], ratios, Cs) for s in searches]
+        ).astype(np.int64)
         return self
 
     def _replay(self, eta: np.ndarray, n: int, offset=None) -> Any:
@@ -986,9 +999,10 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         """Coefficients of every candidate, intercept last: (T, n_dof) or (T, K, n_dof)."""
         coefs = res.path_coefs[rows]
         icpt = res.path_intercepts[rows]
-        if not self.fit_intercept:
-            return coefs.copy()
-        return np.concatenate([coefs, icpt[..., None]], axis=-1)
+        out = np.concatenate([coefs, icpt[..., None]], axis=-1) if self.fit_intercept else coefs
+        out = np.array(out, dtype=np.float64)
+        out[rows < 0] = np.nan  # a bracket point of a gradient search where no fit exists
+        return out
 
     def _shape_scores(self, score: np.ndarray, ratios: np.ndarray, Cs: np.ndarray) -> np.ndarray:
         s = np.asarray(score, dtype=np.float64).reshape(ratios.size, Cs.size)
@@ -1190,6 +1204,8 @@ _GLM_DOC = """
         ``"alpha"``, ``"loss"``, ``"loss_stderr"``, ``"score"`` per evaluation (grid
         point or gradient iterate).
     n_iter_ : int
+        Iterations of the final fit (scikit-learn's meaning).
+    n_fits_ : int
         Warm-started fits during the search.
     loo_predictions_ : ndarray of shape (n_samples,)
         Only with ``store_loo=True``: leave-one-out linear predictors (log means).

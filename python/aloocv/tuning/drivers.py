@@ -110,6 +110,9 @@ class TuneResult:
     path_predictions: np.ndarray | None = field(default=None, repr=False)
     path_coefs: np.ndarray | None = field(default=None, repr=False)
     path_intercepts: np.ndarray | None = field(default=None, repr=False)
+    #: Grid searches: Newton iterations of the (warm-started) fit at each grid point
+    #: ``(T,)`` (0 for the closed-form ridge path).
+    path_n_iter: np.ndarray | None = field(default=None, repr=False)
 
     def without_samples(self) -> TuneResult:
         """A copy without the per-sample arrays (``loo``, ``path_losses``,
@@ -396,9 +399,12 @@ def tune(
     grid_losses: list[np.ndarray] = []
     grid_coefs: list[np.ndarray] = []
     grid_icpts: list[np.ndarray] = []
+    grid_iters: list[int] = []
     if method == "auto":
         grid_pts = _check_grid(grid, penalty, n_grid)
-        u0, box = _bracket(obj, grid_pts, hist, callback, grid_losses, grid_coefs, grid_icpts)
+        u0, box = _bracket(
+            obj, grid_pts, hist, callback, grid_losses, grid_coefs, grid_icpts, grid_iters
+        )
     gtol_scale = abs(obj.evaluate(u0, 0).acv)
     gtol = tol * max(gtol_scale, 1e-12)
     cb = _Recorder(obj, hist, callback, verbose, max_iter, method)
@@ -472,7 +478,11 @@ def tune(
         path_losses=np.column_stack(grid_losses) if grid_losses else None,
         message=message,
         path=(
-            {"path_coefs": np.stack(grid_coefs), "path_intercepts": np.stack(grid_icpts)}
+            {
+                "path_coefs": np.stack(grid_coefs),
+                "path_intercepts": np.stack(grid_icpts),
+                "path_n_iter": np.array(grid_iters, dtype=np.int64),
+            }
             if grid_coefs
             else None
         ),
@@ -507,7 +517,7 @@ class _Recorder:
             self.bar.close()
 
 
-def _bracket(obj, points, hist, callback, losses, coefs, icpts):
+def _bracket(obj, points, hist, callback, losses, coefs, icpts, iters):
     """ACV on the coarse grid (per-sample losses appended to ``losses``): the best point
     and the search box around the grid."""
     best_u, best_acv = None, np.inf
@@ -521,6 +531,7 @@ def _bracket(obj, points, hist, callback, losses, coefs, icpts):
         losses.append(ev.out["losses"])
         coefs.append(np.array(ev.out["coef"], dtype=np.float64))
         icpts.append(np.array(ev.out["intercept"], dtype=np.float64))
+        iters.append(int(ev.out["n_iter"]))
         if callback is not None:
             callback(k, obj.penalty_at(u), ev.acv)
         if ev.acv < best_acv:
@@ -709,6 +720,7 @@ def _ridge_grid(obj, points, path, selection, loss, intercept) -> TuneResult:
         "path_predictions": np.asarray(path["predictions"]),
         "path_coefs": np.asarray(path["coef"]).T.copy(),
         "path_intercepts": np.asarray(path["intercept"]).copy(),
+        "path_n_iter": np.zeros(len(points), dtype=np.int64),
     }
     return _grid_result(obj, points, hist, selection, loss, intercept, np.asarray(losses), arrays)
 
@@ -736,7 +748,7 @@ def _grid_result(obj, points, hist, selection, loss, intercept, losses, arrays) 
 def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneResult:
     hist = _History(points[0].size)
     all_losses = []
-    preds, coefs, icpts = [], [], []
+    preds, coefs, icpts, iters = [], [], [], []
     bar = _progress(len(points), verbose, "aloocv grid")
     for k, v in enumerate(points):
         ev = obj.evaluate(np.log(v), 0)
@@ -744,6 +756,7 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
         preds.append(np.array(ev.out["predictions"], dtype=np.float64))
         coefs.append(np.array(ev.out["coef"], dtype=np.float64))
         icpts.append(np.array(ev.out["intercept"], dtype=np.float64))
+        iters.append(int(ev.out["n_iter"]))
         hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
         if callback is not None:
             callback(k, obj.penalty_at(np.log(v)), ev.acv)
@@ -755,6 +768,7 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
         "path_predictions": np.stack(preds, axis=-1),
         "path_coefs": np.stack(coefs),
         "path_intercepts": np.stack(icpts),
+        "path_n_iter": np.array(iters, dtype=np.int64),
     }
     return _grid_result(
         obj, points, hist, selection, loss, intercept, np.column_stack(all_losses), arrays
