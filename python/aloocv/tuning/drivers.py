@@ -69,8 +69,9 @@ class TuneResult:
         The selected penalty.
     fit : FitResult
         The fit at the selected penalty.
-    loo : LOOResult
-        ALO at the selected penalty (``loo.mean`` is :attr:`acv`).
+    loo : LOOResult or None
+        ALO at the selected penalty (``loo.mean`` is :attr:`acv`); None after
+        :meth:`without_samples`.
     acv, stderr : float
         ALOOCV estimate at the selected penalty and its standard error.
     history : dict of ndarray
@@ -88,6 +89,13 @@ class TuneResult:
         ``log(lambda)`` fell below ``tol * |acv|``; grids always converge.
     message : str
         Why the search stopped.
+    path_losses, path_predictions : ndarray, optional
+        Grid points (``"grid"``, and the bracketing grid of ``"auto"``): per-sample
+        leave-one-out losses ``(n, T)`` and linear predictors ``(n, T)`` (``(n, K, T)``
+        multinomial; ``"grid"`` only), columns in the order of ``history``.
+    path_coefs, path_intercepts, path_n_iter : ndarray, optional
+        Grid points: coefficients ``(T, p)`` (``(T, K, p)``), intercepts ``(T,)``
+        (``(T, K)``) and Newton iterations ``(T,)`` of each warm-started fit.
     """
 
     penalty: Penalty
@@ -104,14 +112,9 @@ class TuneResult:
     message: str = ""
     path_losses: np.ndarray | None = field(default=None, repr=False)
     _best_index: int = field(default=-1, repr=False)
-    #: Grid searches: per grid point, in grid order, the leave-one-out linear predictors
-    #: ``(n, T)`` (``(n, K, T)`` multinomial), coefficients ``(T, p)`` (``(T, K, p)``) and
-    #: intercepts ``(T,)`` (``(T, K)``); None for gradient searches.
     path_predictions: np.ndarray | None = field(default=None, repr=False)
     path_coefs: np.ndarray | None = field(default=None, repr=False)
     path_intercepts: np.ndarray | None = field(default=None, repr=False)
-    #: Grid searches: Newton iterations of the (warm-started) fit at each grid point
-    #: ``(T,)`` (0 for the closed-form ridge path).
     path_n_iter: np.ndarray | None = field(default=None, repr=False)
 
     def without_samples(self) -> TuneResult:
