@@ -400,3 +400,20 @@ def test_plot_scored_enet(agg):
     np.testing.assert_allclose(line.get_xdata(), np.sort(est.alphas_))
     np.testing.assert_allclose(line.get_ydata(), est.search_results_["score"][::-1])
     assert ax.get_ylabel() == "leave-one-out score"
+
+
+def test_verbose_is_validated():
+    X, y = make_data("logistic", 60, 3, seed=319)
+    with pytest.raises(ValueError, match="verbose must be"):
+        aloocv.ALOElasticNetCV(alphas=3, verbose=-1).fit(X, y)
+    with pytest.raises(ValueError, match="verbose must be"):
+        aloocv.ALOLogisticRegressionCV(Cs=2, verbose="yes").fit(X, y)
+
+
+def test_verbose_shows_progress(capsys):
+    pytest.importorskip("tqdm")
+    X, y = make_data("logistic", 60, 3, seed=319)
+    aloocv.ALOLogisticRegressionCV(Cs=3, verbose=1).fit(X, y)
+    assert "aloocv grid" in capsys.readouterr().err
+    aloocv.ALOLogisticRegressionCV(Cs=3, verbose=0).fit(X, y)
+    assert capsys.readouterr().err == ""

@@ -591,3 +591,12 @@ def check_choice(name: str, value: Any, options: tuple[str, ...]) -> None:
     """A string option among ``options``."""
     if not isinstance(value, str) or value not in options:
         raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
+
+
+def check_verbose(verbose: Any) -> bool:
+    """``verbose``: a bool or a non-negative integer (scikit-learn's convention)."""
+    if isinstance(verbose, (bool, np.bool_)):
+        return bool(verbose)
+    if not isinstance(verbose, (int, np.integer)) or verbose < 0:
+        raise ValueError(f"verbose must be a non-negative integer, got {verbose!r}")
+    return verbose > 0

@@ -30,6 +30,7 @@ from ._validation import (
     check_labels,
     check_sample_weight,
     check_vector,
+    check_verbose,
     check_X,
     is_sparse,
 )
@@ -185,7 +186,16 @@ class _ALOBase(BaseEstimator):
         # "gradient": the grid brackets the minimum, second-order steps on the exact
         # derivatives of ALOOCV reach it (tune's "auto" search on this grid)
         method = "grid" if self.search == "grid" else "auto"
-        res = tune(X, y, penalty=grid[0], method=method, grid=grid, selection=self.rule, **common)
+        res = tune(
+            X,
+            y,
+            penalty=grid[0],
+            method=method,
+            grid=grid,
+            selection=self.rule,
+            verbose=check_verbose(getattr(self, "verbose", 0)),
+            **common,
+        )
         h = res.history
         rows = np.array([_row_of(h["params"], g.params()) for g in grid])
         ok = rows >= 0
@@ -552,6 +562,8 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         order of its solver, which has no counterpart here).
     tol, max_iter, n_jobs
         As in :class:`ALORidgeCV`.
+    verbose : int
+        A progress bar per search (tqdm, when installed) when positive.
 
     Attributes
     ----------
@@ -594,6 +606,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         tol: float = 1e-8,
         max_iter: int = 200,
         n_jobs: int | None = None,
+        verbose: int = 0,
     ):
         self.l1_ratio = l1_ratio
         self.eps = eps
@@ -606,6 +619,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         self.tol = tol
         self.max_iter = max_iter
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def fit(
         self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
@@ -734,6 +748,8 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         Keep the per-sample arrays (``loo_predictions_``, ``tune_result_.loo``).
     search, rule, tol, max_iter, n_jobs
         As in :class:`ALORidgeCV`.
+    verbose : int
+        A progress bar per search (tqdm, when installed) when positive.
 
     Attributes
     ----------
@@ -789,6 +805,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         tol: float = 1e-8,
         max_iter: int = 100,
         n_jobs: int | None = None,
+        verbose: int = 0,
     ):
         self.Cs = Cs
         self.l1_ratios = l1_ratios
@@ -803,6 +820,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         self.tol = tol
         self.max_iter = max_iter
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def _ratios(self) -> tuple[np.ndarray, str]:
         """The l1_ratios to try and the penalty they mean."""
@@ -1060,6 +1078,7 @@ class _ALOGLMRegressorCV(_ALORegressor):
         tol: float = 1e-8,
         max_iter: int = 100,
         n_jobs: int | None = None,
+        verbose: int = 0,
     ):
         self.alphas = alphas
         self.fit_intercept = fit_intercept
@@ -1070,6 +1089,7 @@ class _ALOGLMRegressorCV(_ALORegressor):
         self.tol = tol
         self.max_iter = max_iter
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def _loss(self) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -1189,6 +1209,8 @@ _GLM_DOC = """
         Tolerance and Newton iterations of each fit.
     n_jobs : int, optional
         OpenMP threads.
+    verbose : int
+        A progress bar per search (tqdm, when installed) when positive.
 
     Attributes
     ----------
@@ -1271,6 +1293,7 @@ class ALOTweedieRegressorCV(_ALOGLMRegressorCV):
         tol: float = 1e-8,
         max_iter: int = 100,
         n_jobs: int | None = None,
+        verbose: int = 0,
     ):
         self.alphas = alphas
         self.power = power
@@ -1283,6 +1306,7 @@ class ALOTweedieRegressorCV(_ALOGLMRegressorCV):
         self.tol = tol
         self.max_iter = max_iter
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def _check_params(self) -> None:
         check_choice("link", self.link, ("log", "auto"))
