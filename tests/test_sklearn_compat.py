@@ -417,3 +417,43 @@ def test_verbose_shows_progress(capsys):
     assert "aloocv grid" in capsys.readouterr().err
     aloocv.ALOLogisticRegressionCV(Cs=3, verbose=0).fit(X, y)
     assert capsys.readouterr().err == ""
+
+
+def test_new_attribute_layout_as_sklearn_1_10():
+    from sklearn.linear_model import LogisticRegressionCV
+
+    X, y = make_data("logistic", 150, 4, seed=320, scale=2.0)
+    Cs = [0.1, 1.0, 10.0]
+    old = aloocv.ALOLogisticRegressionCV(Cs=Cs, l1_ratios=[0.3, 0.6]).fit(X, y)
+    new = aloocv.ALOLogisticRegressionCV(Cs=Cs, l1_ratios=[0.3, 0.6], use_legacy_attributes=False)
+    new.fit(X, y)
+    ref = LogisticRegressionCV(
+        Cs=Cs,
+        l1_ratios=[0.3, 0.6],
+        solver="saga",
+        cv=3,
+        use_legacy_attributes=False,
+        scoring="neg_log_loss",
+        max_iter=50,
+        tol=1e-2,
+    )
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _sk(ref.fit, X, y)
+    assert isinstance(new.C_, float) and new.C_ == old.C_[0]
+    assert isinstance(new.l1_ratio_, float) and new.l1_ratio_ == old.l1_ratio_[0]
+    # the shapes of scikit-learn's with one fold
+    assert new.coefs_paths_.shape == (1, *ref.coefs_paths_.shape[1:])
+    assert new.scores_.shape == (1, *ref.scores_.shape[1:])
+    assert new.n_iter_.shape == (1, *ref.n_iter_.shape[1:])
+    np.testing.assert_array_equal(new.scores_[0, 1], old.scores_[1.0][0, :, 1])
+    np.testing.assert_array_equal(new.coefs_paths_[0, 0, 2, 0], old.coefs_paths_[1.0][0, 2, 0])
+    iris = np.arange(150) % 3
+    mn = aloocv.ALOLogisticRegressionCV(Cs=Cs, use_legacy_attributes=False).fit(X, iris)
+    assert mn.coefs_paths_.shape == (1, 1, 3, 3, 5)
+    with pytest.raises(ValueError, match="one C per class"):
+        aloocv.ALOLogisticRegressionCV(Cs=Cs, multi_class="ovr", use_legacy_attributes=False).fit(
+            X, iris
+        )

@@ -750,6 +750,11 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         As in :class:`ALORidgeCV`.
     verbose : int
         A progress bar per search (tqdm, when installed) when positive.
+    use_legacy_attributes : bool
+        True (scikit-learn 1.9's default): the attributes below. False (scikit-learn
+        1.10's default): ``C_`` and ``l1_ratio_`` floats, ``coefs_paths_`` an array of
+        shape (1, n_l1_ratios, n_cs, n_classes or 1, n_dof), ``scores_`` and ``n_iter_``
+        of shape (1, n_l1_ratios, n_cs); not with one-vs-rest (a C per class).
 
     Attributes
     ----------
@@ -806,8 +811,10 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         max_iter: int = 100,
         n_jobs: int | None = None,
         verbose: int = 0,
+        use_legacy_attributes: bool = True,
     ):
         self.Cs = Cs
+        self.use_legacy_attributes = use_legacy_attributes
         self.l1_ratios = l1_ratios
         self.fit_intercept = fit_intercept
         self.penalty = penalty
@@ -894,6 +901,12 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         grid = [_enet_from_sklearn(1.0 / C, float(r), 1.0) for r in ratios for C in Cs]
         _check_one_structure(grid, "l1_ratios")
         check_choice("multi_class", self.multi_class, ("auto", "multinomial", "ovr"))
+        legacy = check_bool(self.use_legacy_attributes, "use_legacy_attributes")
+        if not legacy and self.multi_class == "ovr" and self.classes_.size > 2:
+            raise ValueError(
+                "use_legacy_attributes=False reports one C; multi_class='ovr' chooses one C "
+                "per class (keep use_legacy_attributes=True)"
+            )
         self.Cs_ = Cs.copy()
         self.l1_ratios_ = ratios.copy() if kind == "elasticnet" else np.array([None])
         self._kind = kind
@@ -995,7 +1008,22 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         self.n_iter_ = np.stack(
             [self._shape_scores(s.res.path_n_iter[s.rows], ratios, Cs) for s in searches]
         ).astype(np.int64)
+        if not legacy:
+            self._new_attributes(searches[0], ratios, Cs)
         return self
+
+    def _new_attributes(self, search: _Search, ratios: np.ndarray, Cs: np.ndarray) -> None:
+        """scikit-learn 1.10's layout (``use_legacy_attributes=False``): one C and
+        l1_ratio as floats, arrays over (fold, l1_ratio, C[, class, dof]) with one fold."""
+        self.C_ = float(self.C_[0])
+        self.l1_ratio_ = float(self.l1_ratio_[0])
+        path = self._coefs_path(search.res, search.rows)  # (T, n_dof) or (T, K, n_dof)
+        if path.ndim == 2:
+            path = path[:, None, :]
+        self.coefs_paths_ = path.reshape(ratios.size, Cs.size, *path.shape[1:])[None]
+        shape = (1, ratios.size, Cs.size)
+        self.scores_ = np.asarray(search.score, dtype=np.float64).reshape(shape)
+        self.n_iter_ = search.res.path_n_iter[search.rows].astype(np.int64).reshape(shape)
 
     def _replay(self, eta: np.ndarray, n: int, offset=None) -> Any:
         eta = np.asarray(eta, dtype=np.float64)
