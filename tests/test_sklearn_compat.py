@@ -63,6 +63,12 @@ def test_ridge_scoring_matches_ridgecv(scoring):
     order = np.argsort(ours.search_results_["alpha"])  # the search runs from large alphas
     np.testing.assert_allclose(ours.search_results_["score"][order], scores, rtol=1e-10)
     np.testing.assert_allclose(ours.coef_, ref.coef_, rtol=1e-8, atol=1e-12)
+    # sample weights reach the fit and the scorer, as in RidgeCV
+    w = np.random.default_rng(321).uniform(0.2, 3.0, 120)
+    ours = aloocv.ALORidgeCV(alphas=alphas, scoring=scoring).fit(X, y, sample_weight=w)
+    ref = _sk(RidgeCV(alphas=alphas, scoring=scoring).fit, X, y, sample_weight=w)
+    assert ours.alpha_ == ref.alpha_
+    assert ours.best_score_ == pytest.approx(ref.best_score_, rel=1e-8)
 
 
 def test_logistic_roc_auc_is_auc_of_loo_probabilities():
@@ -82,6 +88,13 @@ def test_logistic_roc_auc_is_auc_of_loo_probabilities():
     # the chosen model is LogisticRegression at C_
     ref = _sk(LogisticRegression(C=est.C_[0], tol=1e-12).fit, X, y)
     np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-5, atol=1e-7)
+    # sample weights reach the scorer, as in LogisticRegressionCV
+    w = np.random.default_rng(322).uniform(0.2, 3.0, 200)
+    wtd = aloocv.ALOLogisticRegressionCV(Cs=Cs, scoring="roc_auc", store_loo=True)
+    wtd.fit(X, y, sample_weight=w)
+    assert wtd.best_score_ == pytest.approx(
+        roc_auc_score(y, wtd.loo_predictions_, sample_weight=w), rel=1e-10
+    )
 
 
 def test_logistic_default_score_is_neg_log_loss_and_callable_scorer():

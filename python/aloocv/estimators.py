@@ -340,7 +340,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
     scoring : str, callable or None
         A scikit-learn scorer name or a callable ``scorer(estimator, X, y)``, evaluated
         on the leave-one-out predictions of each alpha (with ``sample_weight`` when fit
-        got one); the alpha of the highest score is chosen (``search="grid"``,
+        got one, as ``RidgeCV`` does); the alpha of the highest score is chosen (``search="grid"``,
         ``rule="min"``). None (default): the lowest leave-one-out squared error, and
         ``best_score_`` is minus the mean squared error, as ``RidgeCV``.
     store_cv_results : bool
