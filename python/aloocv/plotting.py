@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["plot_cv", "plot_tune"]
+
 import numpy as np
 
 
