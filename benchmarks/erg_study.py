@@ -40,7 +40,7 @@ PROCEDURES = {
     "LassoCV": lambda: LassoCV(cv=5, alphas=30),
     "ElasticNetCV": lambda: ElasticNetCV(cv=5, l1_ratio=[0.1, 0.5, 0.9], alphas=30),
     "ALORidgeCV": lambda: aloocv.ALORidgeCV(alphas=ALPHAS),
-    "ALOElasticNetCV": lambda: aloocv.ALOElasticNetCV(l1_ratio=[0.1, 0.5, 0.9], n_alphas=30),
+    "ALOElasticNetCV": lambda: aloocv.ALOElasticNetCV(l1_ratio=[0.1, 0.5, 0.9], alphas=30),
 }
 
 

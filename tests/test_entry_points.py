@@ -57,7 +57,7 @@ CALLS = {
     "nested_cv": lambda X, y: aloocv.nested_cv(SPEC, X, y, outer_folds=3),
     "dev_set": lambda X, y: aloocv.dev_set(SPEC, X, y),
     "ALORidgeCV": lambda X, y: aloocv.ALORidgeCV().fit(X, y),
-    "ALOElasticNetCV": lambda X, y: aloocv.ALOElasticNetCV(n_alphas=2).fit(X, y),
+    "ALOElasticNetCV": lambda X, y: aloocv.ALOElasticNetCV(alphas=2).fit(X, y),
     "ALOLogisticRegressionCV": lambda X, y: aloocv.ALOLogisticRegressionCV(Cs=2).fit(X, y),
     "ALOPoissonRegressorCV": lambda X, y: aloocv.ALOPoissonRegressorCV(alphas=(0.1, 1.0)).fit(X, y),
     "ALOGammaRegressorCV": lambda X, y: aloocv.ALOGammaRegressorCV(alphas=(0.1, 1.0)).fit(X, y),

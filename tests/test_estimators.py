@@ -27,11 +27,13 @@ EXPECTED = {
     "est",
     [
         aloocv.ALORidgeCV(),
-        aloocv.ALOElasticNetCV(n_alphas=5),
+        aloocv.ALOElasticNetCV(alphas=5),
         aloocv.ALOLogisticRegressionCV(Cs=4),
         aloocv.ALOPoissonRegressorCV(alphas=(0.01, 1.0)),
         aloocv.ALOGammaRegressorCV(alphas=(0.01, 1.0)),
         aloocv.ALOTweedieRegressorCV(alphas=(0.01, 1.0), power=1.5, search="gradient"),
+        aloocv.ALORidgeCV(scoring="r2", store_cv_results=True),
+        aloocv.ALOLogisticRegressionCV(Cs=3, scoring="accuracy", class_weight="balanced"),
     ],
     ids=lambda e: type(e).__name__,
 )
@@ -50,13 +52,14 @@ def test_check_estimator(est):
 def test_ridge_cv_matches_sklearn(intercept):
     X, y = make_data("squared", 150, 8, seed=110)
     alphas = np.logspace(-3, 3, 15)
-    ours = aloocv.ALORidgeCV(alphas=alphas, fit_intercept=intercept).fit(X, y)
+    ours = aloocv.ALORidgeCV(alphas=alphas, fit_intercept=intercept, store_cv_results=True)
+    ours.fit(X, y)
     ref = RidgeCV(alphas=alphas, fit_intercept=intercept, store_cv_results=True).fit(X, y)
     assert ours.alpha_ == ref.alpha_
-    np.testing.assert_allclose(ours.loo_values_, ref.cv_results_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ours.cv_results_, ref.cv_results_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(ours.coef_, ref.coef_, rtol=1e-9, atol=1e-12)
     assert ours.intercept_ == pytest.approx(ref.intercept_, abs=1e-10)
-    means = ours.cv_results_["mean"][np.argsort(ours.cv_results_["alpha"])]
+    means = ours.search_results_["loss"][np.argsort(ours.search_results_["alpha"])]
     np.testing.assert_allclose(2 * means, ref.cv_results_.mean(axis=0), rtol=1e-9)
     # leave-one-out predictions for stacking
     k = int(np.flatnonzero(alphas == ref.alpha_)[0])
@@ -70,8 +73,8 @@ def test_ridge_cv_per_feature_and_gradient_search():
     grid = aloocv.ALORidgeCV(alphas=np.logspace(-2, 3, 6)).fit(X, y)
     grad = aloocv.ALORidgeCV(alphas=np.logspace(-2, 3, 6), search="gradient").fit(X, y)
     per = aloocv.ALORidgeCV(alphas=np.logspace(-2, 3, 6), alpha_per_feature=True).fit(X, y)
-    assert grad.best_score_ <= grid.best_score_ + 1e-12
-    assert per.best_score_ <= grad.best_score_ + 1e-12
+    assert grad.best_score_ >= grid.best_score_ - 1e-12
+    assert per.best_score_ >= grad.best_score_ - 1e-12
     assert per.alpha_.shape == (12,)
     assert np.median(per.alpha_[3:]) > 10 * np.median(per.alpha_[:3])
 
@@ -80,33 +83,41 @@ def test_elastic_net_cv_conventions():
     rng = np.random.default_rng(112)
     X = rng.standard_normal((200, 15))
     y = X[:, :4] @ np.array([2.0, -1.0, 1.5, 0.5]) + rng.standard_normal(200)
-    est = aloocv.ALOElasticNetCV(l1_ratio=[0.3, 0.8], n_alphas=12).fit(X, y)
+    est = aloocv.ALOElasticNetCV(l1_ratio=[0.3, 0.8], alphas=12).fit(X, y)
     ref = ElasticNet(alpha=est.alpha_, l1_ratio=est.l1_ratio_, tol=1e-12, max_iter=100000)
     ref.fit(X, y)
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-6)
     # each reported mean is the ALO of that candidate, recomputed independently
-    res = est.cv_results_
-    for a, r, m in list(zip(res["alpha"], res["l1_ratio"], res["mean"]))[::5]:
+    res = est.search_results_
+    for a, r, m in list(zip(res["alpha"], res["l1_ratio"], res["loss"]))[::5]:
         pen = aloocv.ElasticNet(200 * a * r, 200 * a * (1 - r))
         assert aloocv.loo(X, y, loss="squared", penalty=pen).mean == pytest.approx(m, rel=1e-7)
-    assert res["mean"].min() == pytest.approx(est.best_score_)
+    assert -2 * res["loss"].min() == pytest.approx(est.best_score_)
+    # ElasticNetCV's layout: alphas_ (n_l1_ratio, n_alphas) decreasing, mse_path_ with
+    # one fold; its mean squared errors are the losses of the search, doubled
+    assert est.alphas_.shape == (2, 12) and est.mse_path_.shape == (2, 12, 1)
+    assert np.all(np.diff(est.alphas_, axis=1) < 0)
+    assert est.mse_path_.min() == pytest.approx(-est.best_score_)
+    assert est.n_iter_ == est.tune_result_.fit.n_iter_ and est.n_fits_ >= 24
+    r1 = int(np.argmin(est.mse_path_[..., 0].ravel()))
+    assert est.alpha_ == pytest.approx(est.alphas_.ravel()[r1], rel=1e-12)
 
 
 def test_logistic_cv():
     X, y = make_data("logistic", 300, 6, seed=113, scale=3.0)
     labels = np.where(y > 0, "yes", "no")
-    est = aloocv.ALOLogisticRegressionCV(Cs=8).fit(X, labels)
+    est = aloocv.ALOLogisticRegressionCV(Cs=8, store_loo=True).fit(X, labels)
     assert list(est.classes_) == ["no", "yes"]
-    k = int(np.argmin(est.cv_results_["mean"]))
-    assert est.C_[0] == pytest.approx(est.cv_results_["C"][k])
+    k = int(np.argmin(est.search_results_["loss"]))
+    assert est.C_[0] == pytest.approx(est.search_results_["C"][k])
     ref = LogisticRegression(C=est.C_[0], tol=1e-12, solver="newton-cholesky").fit(X, labels)
     np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(est.predict_proba(X), ref.predict_proba(X), atol=1e-8)
     assert np.all(est.predict(X) == ref.predict(X))
-    # loo_predictions_ are leave-one-out probabilities: their log-loss is best_score_
+    # loo_predictions_ are leave-one-out probabilities: their log-loss is -best_score_
     p = est.loo_predictions_
     ll = -np.mean(np.where(y > 0, np.log(p), np.log1p(-p)))
-    assert ll == pytest.approx(est.best_score_, rel=1e-9)
+    assert ll == pytest.approx(-est.best_score_, rel=1e-9)
     assert ll == pytest.approx(loss_value("logistic", y, np.log(p / (1 - p))).mean(), rel=1e-9)
 
 
@@ -116,7 +127,7 @@ def test_logistic_cv_elasticnet_and_1se():
     en.fit(X, y)
     assert en.l1_ratio_[0] in (pytest.approx(0.2), pytest.approx(0.9))
     mn = aloocv.ALOLogisticRegressionCV(Cs=12).fit(X, y)
-    se = aloocv.ALOLogisticRegressionCV(Cs=12, selection="1se").fit(X, y)
+    se = aloocv.ALOLogisticRegressionCV(Cs=12, rule="1se").fit(X, y)
     assert se.C_[0] <= mn.C_[0]
 
 
@@ -126,7 +137,7 @@ def test_logistic_cv_elasticnet_and_1se():
         (aloocv.ALORidgeCV(alphas=[]), "alphas must be a non-empty"),
         (aloocv.ALORidgeCV(alphas=[1.0, -1.0]), "alphas must be positive"),
         (aloocv.ALORidgeCV(search="random"), "search must be one of"),
-        (aloocv.ALORidgeCV(selection="2se"), "selection must be one of"),
+        (aloocv.ALORidgeCV(rule="2se"), "rule must be one of"),
         (aloocv.ALOElasticNetCV(l1_ratio=0.0), "l1_ratio must be in"),
         (aloocv.ALOLogisticRegressionCV(Cs=0), "Cs must be a positive"),
         (aloocv.ALOLogisticRegressionCV(penalty="elasticnet"), "needs l1_ratios"),
@@ -149,7 +160,8 @@ def test_multiclass_one_vs_rest():
 
     d = load_iris()
     X = (d.data - d.data.mean(0)) / d.data.std(0)
-    est = aloocv.ALOLogisticRegressionCV(Cs=6, multi_class="ovr").fit(X, d.target)
+    est = aloocv.ALOLogisticRegressionCV(Cs=6, multi_class="ovr", store_loo=True)
+    est.fit(X, d.target)
     assert est.coef_.shape == (3, 4) and est.C_.shape == (3,)
     for k in range(3):  # each row is the binary problem of class k, tuned on its own
         yk = (d.target == k).astype(int)
@@ -162,7 +174,8 @@ def test_multiclass_one_vs_rest():
     assert est.score(X, d.target) > 0.9
     assert est.loo_predictions_.shape == (150, 3)
     np.testing.assert_allclose(est.loo_predictions_.sum(axis=1), 1.0)
-    assert est.cv_results_["mean"].shape == (3, 6)
+    assert est.search_results_["loss"].shape == (18,)
+    assert set(est.scores_) == {0, 1, 2} and est.scores_[0].shape == (1, 6)
 
 
 def test_plot_cv(tmp_path):
@@ -196,14 +209,14 @@ def test_glm_cv_matches_sklearn_and_loo(cls, sk_name, kw, gen):
     assert est.intercept_ == pytest.approx(ref.intercept_, abs=1e-6)
     np.testing.assert_allclose(est.predict(X), ref.predict(X), rtol=1e-6)
     assert est.score(X, y) == pytest.approx(ref.score(X, y), rel=1e-6)
-    # cv_results_: the ALO mean of each alpha, alpha -> L2(alpha * sum(w))
+    # search_results_: the ALO mean of each alpha, alpha -> L2(alpha * sum(w))
     loss = est._loss()
-    for a, m in zip(est.cv_results_["alpha"], est.cv_results_["mean"]):
+    for a, m in zip(est.search_results_["alpha"], est.search_results_["loss"]):
         r = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(a * w.sum()), sample_weight=w)
         assert m == pytest.approx(r.mean, rel=1e-6)
-    assert est.best_score_ == pytest.approx(np.min(est.cv_results_["mean"]), rel=1e-12)
+    assert -est.best_score_ == pytest.approx(np.min(est.search_results_["loss"]), rel=1e-12)
     grad = cls(alphas=alphas, search="gradient", **kw).fit(X, y, sample_weight=w)
-    assert grad.best_score_ <= est.best_score_ + 1e-9
+    assert grad.best_score_ >= est.best_score_ - 1e-9
 
 
 def test_poisson_cv_offset():

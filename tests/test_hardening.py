@@ -95,7 +95,7 @@ ENTRY = {
     "kfold": lambda X, y: aloocv.kfold(X, y, loss="squared", n_folds=4),
     "tune": lambda X, y: aloocv.tune(X, y, loss="squared", method="grid", n_grid=3),
     "ALORidgeCV": lambda X, y: aloocv.ALORidgeCV().fit(X, y),
-    "ALOElasticNetCV": lambda X, y: aloocv.ALOElasticNetCV(n_alphas=3).fit(X, y),
+    "ALOElasticNetCV": lambda X, y: aloocv.ALOElasticNetCV(alphas=3).fit(X, y),
     "BKK": lambda X, y: aloocv.BKKCriterion.from_data(X, y, T=1),
 }
 

@@ -333,7 +333,7 @@ def test_estimator_multinomial_iris(search):
     from sklearn.metrics import log_loss
 
     Xtr, Xte, ytr, yte = _split(load_iris)
-    est = aloocv.ALOLogisticRegressionCV(Cs=10, search=search).fit(Xtr, ytr)
+    est = aloocv.ALOLogisticRegressionCV(Cs=10, search=search, store_loo=True).fit(Xtr, ytr)
     assert est.multi_class_ == "multinomial"
     assert est.coef_.shape == (3, 4) and est.intercept_.shape == (3,)
     P = est.predict_proba(Xte)
@@ -371,7 +371,7 @@ def test_estimator_multinomial_labels_and_errors():
     names = np.array(["setosa", "versicolor", "virginica"])[y]
     est = aloocv.ALOLogisticRegressionCV(Cs=3).fit(X, names)
     assert set(est.predict(X)) <= set(names)
-    with pytest.raises(ValueError, match="penalty='l2' only"):
+    with pytest.raises(ValueError, match="L2 penalty only"):
         aloocv.ALOLogisticRegressionCV(Cs=3, penalty="l1").fit(X, y)
     with pytest.raises(ValueError, match="multi_class"):
         aloocv.ALOLogisticRegressionCV(Cs=3, multi_class="bad").fit(X, y)

@@ -543,3 +543,60 @@ def choose_solver(
         signed = loss is not None and float(loss.params().get("power", 1.0)) > 2.0
         return "dual" if (dual_ok and n < p and not signed) else "primal"
     return "primal"
+
+
+def check_scoring_param(scoring: Any) -> None:
+    """``scoring=``: None, a scorer name or a callable ``scorer(estimator, X, y)``; one
+    metric (no lists or dicts)."""
+    if scoring is None or callable(scoring):
+        return
+    if isinstance(scoring, str):
+        from sklearn.metrics import get_scorer_names
+
+        if scoring not in get_scorer_names():
+            raise ValueError(
+                f"scoring={scoring!r} is not a scikit-learn scorer name; see "
+                "sklearn.metrics.get_scorer_names()"
+            )
+        return
+    if isinstance(scoring, (list, tuple, set, dict)):
+        raise ValueError(
+            "scoring must be one metric (a name or a callable); multimetric is not supported"
+        )
+    raise TypeError(f"scoring must be None, a scorer name or a callable, got {scoring!r}")
+
+
+def check_class_weight(class_weight: Any, classes: np.ndarray) -> None:
+    """``class_weight``: None, ``"balanced"`` or a dict of positive weights keyed by labels
+    of ``classes``."""
+    if class_weight is None or (isinstance(class_weight, str) and class_weight == "balanced"):
+        return
+    if not isinstance(class_weight, dict):
+        raise TypeError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}")
+    unknown = [k for k in class_weight if k not in set(classes.tolist())]
+    if unknown:
+        raise ValueError(
+            f"class_weight has keys {unknown} that are not classes of y {classes.tolist()}"
+        )
+    for k, v in class_weight.items():
+        if isinstance(v, (bool, np.bool_)) or not isinstance(
+            v, (int, float, np.integer, np.floating)
+        ):
+            raise TypeError(f"class_weight[{k!r}] must be a real number, got {v!r}")
+        if not (np.isfinite(v) and v >= 0):
+            raise ValueError(f"class_weight[{k!r}] must be finite and >= 0, got {v!r}")
+
+
+def check_choice(name: str, value: Any, options: tuple[str, ...]) -> None:
+    """A string option among ``options``."""
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
+
+
+def check_verbose(verbose: Any) -> bool:
+    """``verbose``: a bool or a non-negative integer (scikit-learn's convention)."""
+    if isinstance(verbose, (bool, np.bool_)):
+        return bool(verbose)
+    if not isinstance(verbose, (int, np.integer)) or verbose < 0:
+        raise ValueError(f"verbose must be a non-negative integer, got {verbose!r}")
+    return verbose > 0

@@ -8,6 +8,7 @@ candidate by approximate leave-one-out instead of K refits.
 
 from __future__ import annotations
 
+import dataclasses
 from numbers import Integral, Real
 from typing import Any
 
@@ -15,15 +16,21 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.linear_model._base import LinearClassifierMixin
+from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from . import _scoring
 from ._multinomial import softmax
+from ._scoring import get_scorer
 from ._validation import (
     check_bool,
+    check_choice,
+    check_class_weight,
     check_labels,
     check_sample_weight,
     check_vector,
+    check_verbose,
     check_X,
     is_sparse,
 )
@@ -46,11 +53,6 @@ __all__ = [
 GLM_DEFAULT_ALPHAS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 
 
-def _check_choice(name: str, value: Any, options: tuple[str, ...]) -> None:
-    if value not in options:
-        raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
-
-
 def _precheck(X: Any) -> None:
     """Sparse structure before scikit-learn converts it (scipy's conversions crash on
     out-of-range indices); dense input gets scikit-learn's own messages first."""
@@ -69,8 +71,11 @@ def _checked_input(est, X, y, sample_weight, labels: bool = False) -> None:
         check_vector(y, n, "y")
     check_sample_weight(sample_weight, n)
     check_bool(est.fit_intercept, "fit_intercept")
-    if hasattr(est, "alpha_per_feature"):
-        check_bool(est.alpha_per_feature, "alpha_per_feature")
+    for flag in ("alpha_per_feature", "store_cv_results", "store_loo"):
+        if hasattr(est, flag):
+            check_bool(getattr(est, flag), flag)
+    check_choice("search", est.search, ("grid", "gradient"))
+    check_choice("rule", est.rule, ("min", "1se"))
 
 
 def _positive_grid(name: str, values: Any) -> np.ndarray:
@@ -85,33 +90,90 @@ def _positive_grid(name: str, values: Any) -> np.ndarray:
     return arr
 
 
-def _cv_results(res: TuneResult, names: list[str], convert) -> dict[str, np.ndarray]:
+def _row_of(params: np.ndarray, v: np.ndarray) -> int:
+    """The first history row holding exactly the parameters ``v`` (-1: none)."""
+    if params.size == 0:
+        return -1
+    hit = np.flatnonzero(np.all(params.reshape(params.shape[0], -1) == v.ravel(), axis=1))
+    return int(hit[0]) if hit.size else -1
+
+
+def _search_results(
+    res: TuneResult, names: list[str], convert, score: np.ndarray, n_grid: int
+) -> dict[str, np.ndarray]:
+    """One row per evaluation (grid point or iterate), flat 1-d columns: the estimator's
+    own parameters, ``"loss"`` and ``"loss_stderr"`` (leave-one-out loss), ``"score"``
+    (higher is better) and ``"gradient"`` (1 for the iterates of a gradient search, 0 for
+    grid points)."""
     h = res.history
-    out = {name: [] for name in names}
-    for row in h["params"]:
+    params = h["params"]
+    if params.ndim == 2 and params.shape[1] > 1 and names == ["alpha"]:
+        names = [f"alpha_{j}" for j in range(params.shape[1])]
+    out: dict[str, list] = {name: [] for name in names}
+    for row in params:
         for name, v in zip(names, convert(row)):
             out[name].append(v)
-    out = {k: np.asarray(v) for k, v in out.items()}
-    out["mean"] = h["acv"].copy()
-    out["stderr"] = h["stderr"].copy()
-    return out
+    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+    arrays["loss"] = h["acv"].copy()
+    arrays["loss_stderr"] = h["stderr"].copy()
+    arrays["score"] = np.asarray(score, dtype=np.float64)
+    arrays["gradient"] = (np.arange(h["acv"].size) >= n_grid).astype(np.float64)
+    return arrays
+
+
+class _Search:
+    """The outcome of one search: the chosen result and, per candidate of the grid (in
+    the estimator's order), the history row, the mean loss and the score."""
+
+    def __init__(self, res, rows, loss, score, row_score, best_score, scorer, stderr=None):
+        self.res = res
+        self.rows = rows
+        # rows of the history that are grid points (they come first; set by _search)
+        self.n_grid = int(rows.max()) + 1 if rows.size and rows.max() >= 0 else 0
+        self.loss = loss
+        self.stderr = stderr
+        self.score = score
+        self.row_score = row_score
+        self.best_score = best_score
+        self.scorer = scorer
 
 
 class _ALOBase(BaseEstimator):
-    """Shared fitting logic: grid or gradient search of ALOOCV."""
+    """Shared fitting logic: grid or gradient search of ALOOCV, scored by the fitted loss
+    or by a scikit-learn scorer on the leave-one-out predictions."""
+
+    def _loss_score(self, acv: Any, weight_mean: float) -> Any:
+        """``best_score_`` without a scorer: the negated mean leave-one-out loss."""
+        return -np.asarray(acv, dtype=np.float64)
+
+    def _replay(self, eta: np.ndarray, n: int, offset=None) -> Any:  # pragma: no cover
+        raise NotImplementedError
 
     def _search(
         self,
         X,
         y,
         loss: Any,
-        start: Penalty,
-        grid: list[Penalty] | None,
+        grid: list[Penalty],
         sample_weight,
+        *,
         offset=None,
-    ) -> TuneResult:
-        _check_choice("search", self.search, ("grid", "gradient"))
-        _check_choice("selection", self.selection, ("min", "1se"))
+        y_score=None,
+        score_weight=None,
+    ) -> _Search:
+        """Tune over ``grid`` (the estimator's candidates, in its order); with a scorer,
+        choose the candidate of the highest score of its leave-one-out predictions."""
+        scorer = get_scorer(self, self.scoring)
+        if scorer is not None and self.search != "grid":
+            raise ValueError(
+                "scoring= needs search='grid': the gradient search minimizes the leave-one-out "
+                "loss itself (leave scoring=None to select by that loss)"
+            )
+        if scorer is not None and self.rule != "min":
+            raise ValueError(
+                "rule='1se' uses the standard error of the leave-one-out loss; with scoring= "
+                "use rule='min'"
+            )
         common = dict(
             loss=loss,
             fit_intercept=self.fit_intercept,
@@ -125,26 +187,104 @@ class _ALOBase(BaseEstimator):
         # derivatives of ALOOCV reach it (tune's "auto" search on this grid)
         method = "grid" if self.search == "grid" else "auto"
         res = tune(
-            X, y, penalty=start, method=method, grid=grid, selection=self.selection, **common
+            X,
+            y,
+            penalty=grid[0],
+            method=method,
+            grid=grid,
+            selection=self.rule,
+            verbose=check_verbose(getattr(self, "verbose", 0)),
+            **common,
         )
-        self._grid_result = res
-        return res
+        h = res.history
+        rows = np.array([_row_of(h["params"], g.params()) for g in grid])
+        ok = rows >= 0
+        cand_loss = np.full(len(grid), np.nan)
+        cand_loss[ok] = h["acv"][rows[ok]]
+        cand_se = np.full(len(grid), np.nan)
+        cand_se[ok] = h["stderr"][rows[ok]]
+        sw = np.ones(X.shape[0]) if sample_weight is None else np.asarray(sample_weight)
+        wmean = float(np.mean(sw))
+        row_score = self._loss_score(h["acv"], wmean)
+        if scorer is None:
+            score = self._loss_score(cand_loss, wmean)
+            best_score = float(self._loss_score(res.acv, wmean))
+        else:
+            y_true = y if y_score is None else y_score
+            score = np.array(
+                [
+                    _scoring.score(
+                        scorer,
+                        self._replay(res.path_predictions[..., r], X.shape[0], offset),
+                        X,
+                        y_true,
+                        score_weight,
+                    )
+                    for r in rows
+                ]
+            )
+            best = int(np.argmax(score))
+            best_score = float(score[best])
+            row_score = np.full(h["acv"].size, np.nan)
+            row_score[rows] = score
+            if rows[best] != res._best_index:
+                one = tune(X, y, penalty=grid[best], method="grid", grid=[grid[best]], **common)
+                res = dataclasses.replace(
+                    one,
+                    history=res.history,
+                    n_iter=res.n_iter,
+                    n_fits=res.n_fits + one.n_fits,
+                    path_losses=res.path_losses,
+                    path_predictions=res.path_predictions,
+                    path_coefs=res.path_coefs,
+                    path_intercepts=res.path_intercepts,
+                    path_n_iter=res.path_n_iter,
+                    _best_index=int(rows[best]),
+                )
+        if method == "grid":
+            # the candidate itself, not exp(log(candidate)) from the search's log scale
+            chosen = np.flatnonzero(rows == res._best_index)
+            if chosen.size:
+                res = dataclasses.replace(res, penalty=grid[int(chosen[0])])
+        out = _Search(res, rows, cand_loss, score, row_score, best_score, scorer, cand_se)
+        if method == "grid":
+            out.n_grid = int(h["acv"].size)
+        return out
 
-    def _store(self, res: TuneResult) -> None:
-        self.tune_result_ = res
-        self.loo_predictions_ = res.loo.predictions.copy()
-        self.best_score_ = res.acv
+    def _keep(self) -> bool:
+        return bool(getattr(self, "store_loo", False) or getattr(self, "store_cv_results", False))
+
+    def _store(self, search: _Search, grid: dict[str, np.ndarray]) -> None:
+        """Fitted attributes shared by all estimators; ``grid`` holds the estimator's own
+        parameters per candidate (for :meth:`plot_cv`)."""
+        res = search.res
+        # small (n_candidates): the grid curve, kept through gradient searches
+        self._curve = {
+            **{k: np.asarray(v, dtype=np.float64) for k, v in grid.items()},
+            "loss": search.loss,
+            "loss_stderr": search.stderr,
+            "score": np.asarray(search.score, dtype=np.float64),
+            "scored": search.scorer is not None,
+        }
+        self.tune_result_ = res if self._keep() else res.without_samples()
+        self.best_score_ = search.best_score
         self.best_stderr_ = res.stderr
-        self.n_iter_ = res.n_fits  # warm-started fits during the search
+        self.n_iter_ = int(res.fit.n_iter_)  # the final fit's, as scikit-learn's
+        self.n_fits_ = int(res.n_fits)  # warm-started fits during the search
+        if self._keep():
+            self.loo_predictions_ = res.loo.predictions.copy()
 
     def plot_cv(self, ax: Any = None) -> Any:
-        """ACV against the regularization (see :meth:`aloocv.TuneResult.plot`)."""
-        check_is_fitted(self, "tune_result_")
-        return self.tune_result_.plot(ax=ax)
+        """Leave-one-out loss against the estimator's own regularization parameter (see
+        :func:`aloocv.plotting.plot_cv`)."""
+        check_is_fitted(self, "search_results_")
+        from .plotting import plot_cv
+
+        return plot_cv(self, ax=ax)
 
 
 class _ALORegressor(RegressorMixin, _ALOBase):
-    """Prediction and tags shared by the linear regressors."""
+    """Prediction, tags and leave-one-out replay shared by the linear regressors."""
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Linear prediction ``X coef_ + intercept_``."""
@@ -158,13 +298,33 @@ class _ALORegressor(RegressorMixin, _ALOBase):
         )
         return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
+    def _replay(self, eta: np.ndarray, n: int, offset=None) -> Any:
+        return _scoring.LOORegressor(n, np.asarray(eta, dtype=np.float64))
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
 
 
-class ALORidgeCV(_ALORegressor):
+class _SquaredScore:
+    """``best_score_`` of the squared-loss estimators without a scorer: minus the mean
+    of ``sample_weight * (y - y_loo)^2``, scikit-learn's ``RidgeCV`` convention."""
+
+    def _loss_score(self, acv: Any, weight_mean: float) -> Any:
+        # acv = sum(w e^2 / 2) / sum(w)  ->  mean(w e^2) = 2 acv mean(w)
+        return -2.0 * weight_mean * np.asarray(acv, dtype=np.float64)
+
+
+_SCORING_DOC = """scoring : str, callable or None
+        A scikit-learn scorer name (``sklearn.metrics.get_scorer_names()``) or a callable
+        ``scorer(estimator, X, y)``, evaluated on the leave-one-out predictions of each
+        candidate (with ``sample_weight`` when fit got one); the candidate of the highest
+        score is chosen (``search="grid"`` and ``rule="min"`` only). None: the candidate
+        of the lowest leave-one-out loss."""
+
+
+class ALORidgeCV(_SquaredScore, _ALORegressor):
     """Ridge regression with the regularization chosen by exact leave-one-out.
 
     For squared loss with an L2 penalty ALOOCV *is* exact LOO (the paper's
@@ -173,17 +333,29 @@ class ALORidgeCV(_ALORegressor):
 
     Parameters
     ----------
-    alphas : array_like of positive floats
+    alphas : float or array_like of positive floats
         Candidate ``alpha`` in scikit-learn's ``Ridge`` convention
         ``||y - X w||^2 + alpha ||w||^2`` (the same problem as ``aloocv.L2(alpha)``).
     fit_intercept : bool
+    scoring : str, callable or None
+        A scikit-learn scorer name or a callable ``scorer(estimator, X, y)``, evaluated
+        on the leave-one-out predictions of each alpha (with ``sample_weight`` when fit
+        got one, as ``RidgeCV`` does); the alpha of the highest score is chosen (``search="grid"``,
+        ``rule="min"``). None (default): the lowest leave-one-out squared error, and
+        ``best_score_`` is minus the mean squared error, as ``RidgeCV``.
+    store_cv_results : bool
+        Keep the per-sample arrays: ``cv_results_``, ``loo_predictions_`` and
+        ``tune_result_.loo`` (default False: a fitted model holds no array of length
+        n_samples).
     alpha_per_feature : bool
         After the grid, tune one alpha per feature by gradient descent on ALOOCV
         (the paper's "ridge with diagonal regressors"); ``alpha_`` is then a vector.
     search : {"grid", "gradient"}
-        ``"gradient"`` refines the best grid alpha by Algorithm 1.
-    selection : {"min", "1se"}
-        The minimum, or the largest alpha within one standard error of it.
+        ``"gradient"`` refines the best grid alpha by second-order steps on the exact
+        derivative of the leave-one-out loss.
+    rule : {"min", "1se"}
+        The minimum of the leave-one-out loss, or the largest alpha within one standard
+        error of it.
     tol, max_iter
         Tolerance and iterations of each fit.
     n_jobs : int, optional
@@ -195,15 +367,25 @@ class ALORidgeCV(_ALORegressor):
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
     best_score_ : float
-        Mean leave-one-out loss ``1/2 (y - y_loo)^2`` at ``alpha_``.
-    cv_results_ : dict
-        ``"alpha"``, ``"mean"``, ``"stderr"`` per candidate (for gradient searches
-        also the iterates).
-    loo_values_ : ndarray of shape (n_samples, n_alphas)
-        Squared leave-one-out errors per sample and grid alpha, as scikit-learn's
-        ``RidgeCV(store_cv_results=True).cv_results_``.
+        Score of ``alpha_``, higher is better: the scorer's, or without one minus the
+        mean of ``sample_weight * (y - y_loo)^2`` (``RidgeCV``'s ``best_score_``).
+    best_stderr_ : float
+        Standard error of the mean leave-one-out loss ``1/2 (y - y_loo)^2`` at ``alpha_``.
+    cv_results_ : ndarray of shape (n_samples, n_alphas)
+        Only with ``store_cv_results=True``, as ``RidgeCV``'s: per sample and alpha (in
+        the order of ``alphas``), ``sample_weight * (y - y_loo)^2`` without a scorer,
+        the leave-one-out prediction ``y_loo`` with one.
     loo_predictions_ : ndarray of shape (n_samples,)
-        Leave-one-out predictions of every training point at ``alpha_``.
+        Only with ``store_cv_results=True``: leave-one-out predictions at ``alpha_``.
+    search_results_ : dict of 1-d ndarray
+        One row per evaluation (grid alpha, or gradient iterate): ``"alpha"`` (per-feature
+        alphas: ``"alpha_0"``, ``"alpha_1"``, ...), ``"loss"``, ``"loss_stderr"`` (mean
+        leave-one-out loss and its standard error) and ``"score"``;
+        ``pandas.DataFrame(search_results_)`` works.
+    n_iter_ : int
+        Iterations of the final fit (scikit-learn's meaning).
+    n_fits_ : int
+        Warm-started fits during the search.
     tune_result_ : TuneResult
     """
 
@@ -212,18 +394,22 @@ class ALORidgeCV(_ALORegressor):
         alphas: ArrayLike = (0.1, 1.0, 10.0),
         *,
         fit_intercept: bool = True,
+        scoring: Any = None,
+        store_cv_results: bool = False,
         alpha_per_feature: bool = False,
         search: str = "grid",
-        selection: str = "min",
+        rule: str = "min",
         tol: float = 1e-8,
         max_iter: int = 100,
         n_jobs: int | None = None,
     ):
         self.alphas = alphas
         self.fit_intercept = fit_intercept
+        self.scoring = scoring
+        self.store_cv_results = store_cv_results
         self.alpha_per_feature = alpha_per_feature
         self.search = search
-        self.selection = selection
+        self.rule = rule
         self.tol = tol
         self.max_iter = max_iter
         self.n_jobs = n_jobs
@@ -243,14 +429,26 @@ class ALORidgeCV(_ALORegressor):
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
         _checked_input(self, X, y, sample_weight)
         alphas = _positive_grid("alphas", self.alphas)
-        res = self._search(
-            X, y, "squared", L2(float(alphas[0])), [L2(float(a)) for a in alphas], sample_weight
+        if self.alpha_per_feature and self.scoring is not None:
+            raise ValueError(
+                "alpha_per_feature=True tunes by gradient on the leave-one-out loss; it "
+                "cannot select by scoring= (leave scoring=None)"
+            )
+        search = self._search(
+            X,
+            y,
+            "squared",
+            [L2(float(a)) for a in alphas],
+            sample_weight,
+            score_weight=sample_weight,
         )
-        # squared LOO errors per sample and alpha, in the order of `alphas`
-        grid_res = self._grid_result
-        lam_hist = grid_res.history["params"][:, 0]
-        order = [int(np.flatnonzero(lam_hist == a)[0]) for a in alphas]
-        vals = 2.0 * grid_res.path_losses[:, order]
+        res = search.res
+        if self.store_cv_results:
+            if search.scorer is None:
+                sw = 1.0 if sample_weight is None else sample_weight[:, None]
+                self.cv_results_ = sw * 2.0 * res.path_losses[:, search.rows]
+            else:
+                self.cv_results_ = res.path_predictions[:, search.rows].copy()
         if self.alpha_per_feature:
             start = L2(np.full(X.shape[1], float(res.penalty.lam)))
             g = tune(
@@ -266,39 +464,45 @@ class ALORidgeCV(_ALORegressor):
                 n_jobs=self.n_jobs,
             )
             if g.acv <= res.acv:
+                wmean = 1.0 if sample_weight is None else float(np.mean(sample_weight))
+                search = _Search(
+                    g,
+                    search.rows,
+                    search.loss,
+                    search.score,
+                    self._loss_score(g.history["acv"], wmean),
+                    float(self._loss_score(g.acv, wmean)),
+                    None,
+                    search.stderr,
+                )
+                search.n_grid = 0
                 res = g
-        self._store(res)
-        self.loo_values_ = vals
+        self._store(search, {"alpha": alphas})
         lam = res.penalty.lam
         self.alpha_ = float(lam) if np.ndim(lam) == 0 else np.asarray(lam).copy()
         self.coef_ = res.fit.coef_.copy()
         self.intercept_ = float(res.fit.intercept_)
-        self.cv_results_ = _cv_results(
-            res, ["alpha"], lambda row: [row[0] if row.size == 1 else row.copy()]
+        self.search_results_ = _search_results(
+            res, ["alpha"], lambda row: list(row), search.row_score, search.n_grid
         )
         return self
 
 
-def _l1_l2(pen: ElasticNet) -> tuple[float, float]:
-    """(l1, l2) of a scalar elastic-net penalty (``L1`` included)."""
+def _l1_l2(pen: Penalty) -> tuple[float, float]:
+    """(l1, l2) of a scalar elastic-net penalty (``L1`` and ``L2`` included)."""
+    if isinstance(pen, L2):
+        return 0.0, float(np.sum(pen.lam))
     return float(np.sum(pen.l1)), float(np.sum(pen.l2))
-
-
-def _alpha_ratio(row: np.ndarray, n: float, pure_l1: bool) -> list[float]:
-    """(alpha, l1_ratio) in scikit-learn's convention from a row of tuned parameters."""
-    if row.size == 1:
-        return [row[0] / n, 1.0 if pure_l1 else 0.0]
-    return [(row[0] + row[1]) / n, row[0] / (row[0] + row[1])]
 
 
 def _check_one_structure(grid: list[Penalty], name: str) -> None:
     """A grid mixes penalties of one structure: l1_ratio = 1 (pure lasso, one parameter)
-    cannot share a search with l1_ratio < 1 (two parameters)."""
+    or 0 (pure ridge) cannot share a search with ratios strictly in between (two)."""
     kinds = {type(g) for g in grid}
     if len(kinds) > 1:
         raise ValueError(
-            f"{name} mixes 1.0 (pure lasso) with values below 1: fit them separately (a search "
-            "tunes one penalty structure)"
+            f"{name} mixes 1.0 (pure lasso) or 0.0 (pure ridge) with other values: fit them "
+            "separately (a search tunes one penalty structure)"
         )
 
 
@@ -310,7 +514,25 @@ def _enet_from_sklearn(alpha: float, l1_ratio: float, n: float) -> Penalty:
     return L1(l1) if l2 == 0 else ElasticNet(l1, l2)
 
 
-class ALOElasticNetCV(_ALORegressor):
+def _check_ratios(values: Any, name: str, low_open: bool) -> np.ndarray:
+    raw = np.asarray(values)
+    if raw.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a real number or a sequence of them, got {values!r}")
+    ratios = np.atleast_1d(raw.astype(float))
+    bad_low = np.any(ratios <= 0) if low_open else np.any(ratios < 0)
+    if (
+        ratios.ndim != 1
+        or ratios.size == 0
+        or np.any(~np.isfinite(ratios))
+        or bad_low
+        or np.any(ratios > 1)
+    ):
+        interval = "(0, 1]" if low_open else "[0, 1]"
+        raise ValueError(f"{name} must be in {interval}, got {values!r}")
+    return ratios
+
+
+class ALOElasticNetCV(_SquaredScore, _ALORegressor):
     """Elastic net with ``alpha`` (and ``l1_ratio``) chosen by ALOOCV.
 
     Mirrors scikit-learn's ``ElasticNetCV``: the objective
@@ -324,22 +546,49 @@ class ALOElasticNetCV(_ALORegressor):
     l1_ratio : float or sequence of float in (0, 1]
     eps : float
         ``alpha_min / alpha_max`` of the default grid.
-    n_alphas : int
-        Size of the default grid (log-spaced down from the smallest alpha giving an
-        all-zero solution).
-    alphas : array_like, optional
-        Explicit grid.
-    fit_intercept, search, selection, tol, max_iter, n_jobs
+    alphas : int or array_like
+        An int: the size of the default grid per l1_ratio (log-spaced down from the
+        smallest alpha giving an all-zero solution), as ``ElasticNetCV``'s ``alphas``;
+        an array: the candidate alphas (tried in decreasing order).
+    fit_intercept : bool
+    scoring : str, callable or None
+        A scikit-learn scorer evaluated on the leave-one-out predictions of each
+        candidate (see :class:`ALORidgeCV`); None: the lowest leave-one-out squared error.
+    store_loo : bool
+        Keep the per-sample arrays (``loo_predictions_``, ``tune_result_.loo``).
+    search : {"grid", "gradient"}
+    rule : {"min", "1se"}
+        As in :class:`ALORidgeCV` (not ``ElasticNetCV``'s ``selection``, the coordinate
+        order of its solver, which has no counterpart here).
+    tol, max_iter, n_jobs
         As in :class:`ALORidgeCV`.
+    verbose : int
+        A progress bar per search (tqdm, when installed) when positive.
 
     Attributes
     ----------
     alpha_, l1_ratio_ : float
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
-    cv_results_ : dict
-        ``"alpha"``, ``"l1_ratio"``, ``"mean"``, ``"stderr"`` per candidate.
+    alphas_ : ndarray of shape (n_alphas,) or (n_l1_ratio, n_alphas)
+        The candidate alphas per l1_ratio, decreasing.
+    mse_path_ : ndarray of shape (n_alphas, 1) or (n_l1_ratio, n_alphas, 1)
+        Leave-one-out mean squared error (weighted by ``sample_weight``) per candidate;
+        the last axis is ``ElasticNetCV``'s folds, one here (the leave-one-out estimate),
+        so ``mse_path_.mean(axis=-1)`` means what it means there.
+    best_score_ : float
+        Score of the choice, higher is better: the scorer's, or minus the mean of
+        ``sample_weight * (y - y_loo)^2``.
+    best_stderr_ : float
+    search_results_ : dict of 1-d ndarray
+        ``"alpha"``, ``"l1_ratio"``, ``"loss"``, ``"loss_stderr"``, ``"score"`` per
+        evaluation.
+    n_iter_ : int
+        Iterations of the final fit (scikit-learn's meaning).
+    n_fits_ : int
+        Warm-started fits during the search.
     loo_predictions_ : ndarray of shape (n_samples,)
+        Only with ``store_loo=True``.
     tune_result_ : TuneResult
     """
 
@@ -348,25 +597,29 @@ class ALOElasticNetCV(_ALORegressor):
         *,
         l1_ratio: float | ArrayLike = 0.5,
         eps: float = 1e-3,
-        n_alphas: int = 30,
-        alphas: ArrayLike | None = None,
+        alphas: int | ArrayLike = 100,
         fit_intercept: bool = True,
+        scoring: Any = None,
+        store_loo: bool = False,
         search: str = "grid",
-        selection: str = "min",
+        rule: str = "min",
         tol: float = 1e-8,
         max_iter: int = 200,
         n_jobs: int | None = None,
+        verbose: int = 0,
     ):
         self.l1_ratio = l1_ratio
         self.eps = eps
-        self.n_alphas = n_alphas
         self.alphas = alphas
         self.fit_intercept = fit_intercept
+        self.scoring = scoring
+        self.store_loo = store_loo
         self.search = search
-        self.selection = selection
+        self.rule = rule
         self.tol = tol
         self.max_iter = max_iter
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def fit(
         self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
@@ -388,46 +641,60 @@ class ALOElasticNetCV(_ALORegressor):
         n = float(sw.sum())
         if not n > 0:
             raise ValueError("sample_weight sums to zero")
-        ratios = np.atleast_1d(np.asarray(self.l1_ratio, dtype=float))
-        if (
-            ratios.size == 0
-            or np.any(~np.isfinite(ratios))
-            or np.any(ratios <= 0)
-            or np.any(ratios > 1)
-        ):
-            raise ValueError(f"l1_ratio must be in (0, 1], got {self.l1_ratio!r}")
-        if self.alphas is not None:
-            alphas = _positive_grid("alphas", self.alphas)
-        else:
-            if not isinstance(self.n_alphas, Integral) or self.n_alphas < 1:
-                raise ValueError(f"n_alphas must be a positive integer, got {self.n_alphas!r}")
+        ratios = _check_ratios(self.l1_ratio, "l1_ratio", low_open=True)
+        if isinstance(self.alphas, Integral) and not isinstance(self.alphas, bool):
+            if self.alphas < 1:
+                raise ValueError(
+                    f"alphas must be a positive integer or a grid, got {self.alphas!r}"
+                )
             if not isinstance(self.eps, Real) or not 0 < self.eps < 1:
                 raise ValueError(f"eps must be in (0, 1), got {self.eps!r}")
             yc = y - (np.average(y, weights=sw) if self.fit_intercept else 0.0)
             # the smallest alpha with an all-zero solution: max_j |x_j^T W (y - ybar)| / n
-            # (centering of x_j cancels against the weighted-centered y)
-            Xw = np.asarray(X.T @ (sw * yc)).ravel()
-            amax = float(np.max(np.abs(Xw))) / (n * float(ratios.min()))
-            amax = amax if amax > 0 else 1.0
-            alphas = amax * np.logspace(0, np.log10(self.eps), int(self.n_alphas))
-        grid = [_enet_from_sklearn(float(a), float(r), n) for r in ratios for a in alphas]
+            # (centering of x_j cancels against the weighted-centered y), per l1_ratio
+            top = float(np.max(np.abs(np.asarray(X.T @ (sw * yc)).ravel()))) / n
+            steps = np.logspace(0, np.log10(self.eps), int(self.alphas))
+            alphas = np.array([(top / r if top > 0 else 1.0) * steps for r in ratios])
+        else:
+            a = np.sort(_positive_grid("alphas", self.alphas))[::-1]
+            alphas = np.tile(a, (ratios.size, 1))
+        grid = [
+            _enet_from_sklearn(float(a), float(r), n) for r, row in zip(ratios, alphas) for a in row
+        ]
         _check_one_structure(grid, "l1_ratio")
-        pure_l1 = isinstance(grid[0], L1)
-        start = grid[0]
-        res = self._search(X, y, "squared", start, grid, sample_weight)
-        self._store(res)
+        search = self._search(X, y, "squared", grid, sample_weight, score_weight=sample_weight)
+        res = search.res
+        n_a = alphas.shape[1]
+        self._store(
+            search,
+            {"alpha": alphas.ravel(), "l1_ratio": np.repeat(ratios, n_a)},
+        )
         l1, l2 = _l1_l2(res.penalty)
-        alpha = (l1 + l2) / n
-        self.alpha_ = float(alpha)
+        self.alpha_ = float((l1 + l2) / n)
         self.l1_ratio_ = float(l1 / (l1 + l2)) if (l1 + l2) > 0 else float(ratios[0])
         self.coef_ = res.fit.coef_.copy()
         self.intercept_ = float(res.fit.intercept_)
-        self.cv_results_ = _cv_results(
-            res,
-            ["alpha", "l1_ratio"],
-            lambda row: _alpha_ratio(row, n, pure_l1),
+        mse = (2.0 * search.loss).reshape(ratios.size, n_a, 1)
+        single = np.ndim(self.l1_ratio) == 0 or ratios.size == 1
+        self.alphas_ = alphas[0].copy() if single else alphas
+        self.mse_path_ = mse[0] if single else mse
+
+        def convert(row):
+            l1, l2 = (
+                (row[0], 0.0)
+                if row.size == 1 and isinstance(grid[0], L1)
+                else ((0.0, row[0]) if row.size == 1 else (row[0], row[1]))
+            )
+            return [(l1 + l2) / n, l1 / (l1 + l2)]
+
+        self.search_results_ = _search_results(
+            res, ["alpha", "l1_ratio"], convert, search.row_score, search.n_grid
         )
         return self
+
+
+def _sigmoid(eta: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * eta))
 
 
 class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
@@ -441,44 +708,89 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
     scikit-learn's one-vs-rest models do.
 
     Mirrors scikit-learn's ``LogisticRegressionCV``:
-    ``C sum_i logloss_i + (1 - l1_ratio)/2 ||w||^2 + l1_ratio ||w||_1`` is
+    ``C sum_i s_i logloss_i + (1 - l1_ratio)/2 ||w||^2 + l1_ratio ||w||_1`` is
     ``aloocv.ElasticNet(l1_ratio / C, (1 - l1_ratio) / C)`` here (``L2(1 / C)`` for
-    ``penalty="l2"``); each candidate costs one warm-started fit and one ALO pass
-    instead of ``cv`` refits.
+    ``l1_ratio=0``, ``L1(1 / C)`` for 1); each candidate costs one warm-started fit and
+    one ALO pass instead of ``cv`` refits.
 
     Parameters
     ----------
     Cs : int or array_like
         Candidate inverse regularization strengths; an int gives
         ``np.logspace(-4, 4, Cs)`` as in scikit-learn.
+    l1_ratios : sequence of float in [0, 1], optional
+        Elastic-net mixing parameters, all tried (scikit-learn 1.8's way to choose the
+        penalty): None or all 0 is the L2 penalty, all 1 the L1 penalty (lasso), values
+        in (0, 1) elastic net. 0 or 1 cannot be mixed with values in between (one
+        search tunes one penalty structure).
     fit_intercept : bool
-    penalty : {"l2", "l1", "elasticnet"}
-    l1_ratios : sequence of float, optional
-        For ``penalty="elasticnet"``.
-    search, selection, tol, max_iter, n_jobs
-        As in :class:`ALORidgeCV`.
+    penalty : {"l2", "l1", "elasticnet"}, optional
+        Deprecated in scikit-learn 1.8 in favour of ``l1_ratios``; when given it must
+        agree with ``l1_ratios`` (``"elasticnet"`` needs them).
+    scoring : str, callable or None
+        A scikit-learn scorer name (``"roc_auc"``, ``"accuracy"``, ``"neg_log_loss"``,
+        ...) or a callable ``scorer(estimator, X, y)``, evaluated on the leave-one-out
+        class probabilities / decision values of each candidate (with ``sample_weight``
+        when fit got one); the candidate of the highest score is chosen (``search="grid"``,
+        ``rule="min"``). None (default): the lowest leave-one-out log-loss, and
+        ``best_score_`` is the negated log-loss -- scikit-learn's ``"neg_log_loss"``, the
+        default it announces for 1.11 (1.9's default is accuracy: pass
+        ``scoring="accuracy"`` for it). One-vs-rest scores each binary problem.
+    class_weight : dict or "balanced", optional
+        Weights per class, multiplying ``sample_weight`` as in scikit-learn
+        (``"balanced"``: ``n_samples / (n_classes * bincount(y))`` with the sample weights,
+        ``sklearn.utils.class_weight.compute_class_weight``); the leave-one-out loss is
+        weighted alike. Scorers get the plain ``sample_weight``.
     multi_class : {"auto", "multinomial", "ovr"}
         More than two classes: ``"auto"`` and ``"multinomial"`` fit the multinomial
-        model (``penalty="l2"`` only); ``"ovr"`` fits one-vs-rest binary models.
+        model (L2 only); ``"ovr"`` fits one-vs-rest binary models (any ``l1_ratios``).
+    store_loo : bool
+        Keep the per-sample arrays (``loo_predictions_``, ``tune_result_.loo``).
+    search, rule, tol, max_iter, n_jobs
+        As in :class:`ALORidgeCV`.
+    verbose : int
+        A progress bar per search (tqdm, when installed) when positive.
+    use_legacy_attributes : bool
+        True (scikit-learn 1.9's default): the attributes below. False (scikit-learn
+        1.10's default): ``C_`` and ``l1_ratio_`` floats, ``coefs_paths_`` an array of
+        shape (1, n_l1_ratios, n_cs, n_classes or 1, n_dof), ``scores_`` and ``n_iter_``
+        of shape (1, n_l1_ratios, n_cs); not with one-vs-rest (a C per class).
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
     multi_class_ : str
         ``"binary"``, ``"multinomial"`` or ``"ovr"``: the model that was fitted.
-    C_, l1_ratio_ : ndarray of shape (1,) (binary) or (n_classes,) (the same C for
-        every class in the multinomial model)
+    Cs_ : ndarray of shape (n_cs,)
+    l1_ratios_ : ndarray of shape (n_l1_ratios,) or ``[None]`` (not elastic net), as
+        scikit-learn's.
+    C_, l1_ratio_ : ndarray of shape (1,) (binary) or (n_classes,) (the same for every
+        class in the multinomial model), scikit-learn's legacy attributes.
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
     intercept_ : ndarray of shape (1,) or (n_classes,)
-    cv_results_ : dict
-        ``"C"``, ``"l1_ratio"``, ``"mean"`` (leave-one-out log-loss), ``"stderr"``; with
-        one-vs-rest ``"mean"`` and ``"stderr"`` have one row per class.
-    loo_predictions_ : ndarray of shape (n_samples,) or (n_samples, n_classes)
-        Leave-one-out probabilities of ``classes_[1]`` (binary) or of every class
-        (multinomial, or normalized one-vs-rest) for every training point.
+    scores_ : dict
+        Per class (``classes_[1]`` only for binary), the score of every candidate,
+        shape (1, n_cs), or (1, n_cs, n_l1_ratios) for elastic net: scikit-learn's layout
+        with one "fold" (the leave-one-out estimate). Higher is better.
+    coefs_paths_ : dict
+        Per class, coefficients (intercept last) of every candidate, shape
+        (1, n_cs, n_dof) or (1, n_cs, n_l1_ratios, n_dof).
     best_score_ : float
-        Leave-one-out log-loss at the choice (multinomial: the cross-entropy; one-vs-rest:
-        the mean over classes of the binary log-losses).
+        Score at the choice, higher is better (one-vs-rest: mean over classes).
+    best_stderr_ : float
+        Standard error of the leave-one-out log-loss at the choice.
+    search_results_ : dict of 1-d ndarray
+        One row per evaluation (and class, for one-vs-rest): ``"C"``, ``"l1_ratio"``,
+        ``"loss"`` (leave-one-out log-loss), ``"loss_stderr"``, ``"score"`` (and
+        ``"class"``, the class index, for one-vs-rest); ``pandas.DataFrame`` works.
+    n_iter_ : ndarray of shape (n_models, 1, n_cs) or (n_models, 1, n_cs, n_l1_ratios)
+        Newton iterations of the warm-started fit of every candidate (``n_models``: 1, or
+        n_classes for one-vs-rest), scikit-learn's legacy layout with one fold.
+    n_fits_ : int
+        Warm-started fits during the search.
+    loo_predictions_ : ndarray of shape (n_samples,) or (n_samples, n_classes)
+        Only with ``store_loo=True``: leave-one-out probabilities of ``classes_[1]``
+        (binary) or of every class.
     tune_result_ : TuneResult or list of TuneResult (one per class)
     """
 
@@ -486,31 +798,68 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         self,
         Cs: int | ArrayLike = 10,
         *,
-        fit_intercept: bool = True,
-        penalty: str = "l2",
         l1_ratios: ArrayLike | None = None,
+        fit_intercept: bool = True,
+        penalty: str | None = None,
+        scoring: Any = None,
+        class_weight: dict | str | None = None,
+        multi_class: str = "auto",
+        store_loo: bool = False,
         search: str = "grid",
-        selection: str = "min",
+        rule: str = "min",
         tol: float = 1e-8,
         max_iter: int = 100,
         n_jobs: int | None = None,
-        multi_class: str = "auto",
+        verbose: int = 0,
+        use_legacy_attributes: bool = True,
     ):
-        self.multi_class = multi_class
         self.Cs = Cs
+        self.use_legacy_attributes = use_legacy_attributes
+        self.l1_ratios = l1_ratios
         self.fit_intercept = fit_intercept
         self.penalty = penalty
-        self.l1_ratios = l1_ratios
+        self.scoring = scoring
+        self.class_weight = class_weight
+        self.multi_class = multi_class
+        self.store_loo = store_loo
         self.search = search
-        self.selection = selection
+        self.rule = rule
         self.tol = tol
         self.max_iter = max_iter
         self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    def _ratios(self) -> tuple[np.ndarray, str]:
+        """The l1_ratios to try and the penalty they mean."""
+        if self.l1_ratios is None:
+            ratios = None
+        else:
+            ratios = _check_ratios(self.l1_ratios, "l1_ratios", low_open=False)
+        if self.penalty is not None:
+            check_choice("penalty", self.penalty, ("l2", "l1", "elasticnet"))
+        if ratios is None:
+            if self.penalty == "elasticnet":
+                raise ValueError("penalty='elasticnet' needs l1_ratios")
+            ratios = np.array([1.0 if self.penalty == "l1" else 0.0])
+        if np.all(ratios == 0):
+            kind = "l2"
+        elif np.all(ratios == 1):
+            kind = "l1"
+        else:
+            kind = "elasticnet"
+        if self.penalty is not None and self.l1_ratios is not None and self.penalty != kind:
+            if not (self.penalty == "elasticnet"):
+                raise ValueError(
+                    f"penalty={self.penalty!r} contradicts l1_ratios={self.l1_ratios!r}; "
+                    "leave penalty=None and choose by l1_ratios"
+                )
+            kind = "elasticnet"
+        return ratios, kind
 
     def fit(
         self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> ALOLogisticRegressionCV:
-        """Fit, choosing C by ALOOCV."""
+        """Fit, choosing C (and l1_ratio) by ALOOCV."""
         _precheck(X)
         X, y = validate_data(
             self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32]
@@ -525,110 +874,189 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
                 "ALOLogisticRegressionCV needs at least 2 classes; y has only "
                 f"{self.classes_.size} class"
             )
-        if sample_weight is not None:
-            weighted = np.unique(y[sample_weight > 0])
+        check_class_weight(self.class_weight, self.classes_)
+        fit_weight = sample_weight
+        if self.class_weight is not None:
+            cw = compute_class_weight(
+                self.class_weight, classes=self.classes_, y=y, sample_weight=sample_weight
+            )
+            per_sample = cw[np.searchsorted(self.classes_, y)]
+            fit_weight = per_sample if sample_weight is None else sample_weight * per_sample
+        if fit_weight is not None:
+            weighted = np.unique(y[fit_weight > 0])
             if weighted.size < 2:
                 raise ValueError(
                     "ALOLogisticRegressionCV needs samples of at least 2 classes with positive "
-                    f"sample_weight; only class {weighted.tolist()} has any"
+                    f"(sample or class) weight; only class {weighted.tolist()} has any"
                 )
-        _check_choice("penalty", self.penalty, ("l2", "l1", "elasticnet"))
         if isinstance(self.Cs, Integral) and not isinstance(self.Cs, bool):
             if self.Cs < 1:
                 raise ValueError(f"Cs must be a positive integer or a grid, got {self.Cs!r}")
             Cs = np.logspace(-4, 4, int(self.Cs))
         else:
             Cs = _positive_grid("Cs", self.Cs)
-        if self.penalty == "l2":
-            ratios = np.array([0.0])
-        elif self.penalty == "l1":
-            ratios = np.array([1.0])
-        else:
-            if self.l1_ratios is None:
-                raise ValueError("penalty='elasticnet' needs l1_ratios")
-            ratios = np.atleast_1d(np.asarray(self.l1_ratios, dtype=float))
-            if (
-                ratios.size == 0
-                or np.any(~np.isfinite(ratios))
-                or np.any((ratios < 0) | (ratios > 1))
-            ):
-                raise ValueError(f"l1_ratios must lie in [0, 1], got {self.l1_ratios!r}")
-        if np.all(ratios == 1):
-            grid = [L1(1.0 / C) for C in Cs]
-            start = grid[0]
-        elif np.any(ratios > 0):
-            grid = [ElasticNet(r / C, (1 - r) / C) for r in ratios for C in Cs]
-            _check_one_structure(grid, "l1_ratios")
-            start = grid[0]
-        else:
-            grid = [L2(1.0 / C) for C in Cs]
-            start = grid[0]
-        _check_choice("multi_class", self.multi_class, ("auto", "multinomial", "ovr"))
-        binary = self.classes_.size == 2
-        if not binary and self.multi_class != "ovr":
-            return self._fit_multinomial(X, y, start, grid, sample_weight)
-        self.multi_class_ = "binary" if binary else "ovr"
-        targets = [self.classes_[1]] if binary else list(self.classes_)
-        results = [
-            self._search(X, (y == c).astype(np.float64), "logistic", start, grid, sample_weight)
-            for c in targets
-        ]
-
-        def c_ratio(pen):
-            if isinstance(pen, ElasticNet):
-                l1, l2 = _l1_l2(pen)
-                return 1.0 / (l1 + l2), l1 / (l1 + l2)
-            return 1.0 / float(pen.lam), 0.0
-
-        pure_l1 = isinstance(start, L1)
-
-        def convert(row):
-            if row.size == 1:
-                return [1.0 / row[0], 1.0 if pure_l1 else 0.0]
-            return [1.0 / (row[0] + row[1]), row[0] / (row[0] + row[1])]
-
-        self._store(results[0])
-        cr = [c_ratio(r.penalty) for r in results]
-        self.C_ = np.array([c for c, _ in cr])
-        self.l1_ratio_ = np.array([r for _, r in cr])
-        self.coef_ = np.vstack([r.fit.coef_ for r in results])
-        self.intercept_ = np.array([r.fit.intercept_ for r in results])
-        probs = np.column_stack([0.5 * (1.0 + np.tanh(0.5 * r.loo.predictions)) for r in results])
-        cvs = [_cv_results(r, ["C", "l1_ratio"], convert) for r in results]
-        if binary:
-            self.loo_predictions_ = probs[:, 0]
-            self.cv_results_ = cvs[0]
-        else:
-            self.tune_result_ = results
-            self.loo_predictions_ = probs / probs.sum(axis=1, keepdims=True)
-            self.best_score_ = float(np.mean([r.acv for r in results]))
-            self.best_stderr_ = float(np.sqrt(np.mean([r.stderr**2 for r in results])))
-            self.n_iter_ = int(sum(r.n_fits for r in results))
-            merged = dict(cvs[0])
-            merged["mean"] = np.vstack([c["mean"] for c in cvs])
-            merged["stderr"] = np.vstack([c["stderr"] for c in cvs])
-            self.cv_results_ = merged
-        return self
-
-    def _fit_multinomial(self, X, y, start, grid, sample_weight) -> ALOLogisticRegressionCV:
-        """One multinomial model, C chosen by its ALOOCV (labels encoded 0..K-1)."""
-        if self.penalty != "l2":
+        ratios, kind = self._ratios()
+        # candidates in scikit-learn's order: l1_ratio outer, C inner; C sum(loss) +
+        # penalty is sum(loss) + penalty / C
+        grid = [_enet_from_sklearn(1.0 / C, float(r), 1.0) for r in ratios for C in Cs]
+        _check_one_structure(grid, "l1_ratios")
+        check_choice("multi_class", self.multi_class, ("auto", "multinomial", "ovr"))
+        legacy = check_bool(self.use_legacy_attributes, "use_legacy_attributes")
+        if not legacy and self.multi_class == "ovr" and self.classes_.size > 2:
             raise ValueError(
-                "the multinomial model supports penalty='l2' only; use multi_class='ovr' for "
-                f"penalty={self.penalty!r}"
+                "use_legacy_attributes=False reports one C; multi_class='ovr' chooses one C "
+                "per class (keep use_legacy_attributes=True)"
             )
-        labels = np.searchsorted(self.classes_, y).astype(np.float64)
-        res = self._search(X, labels, "multinomial", start, grid, sample_weight)
-        self._store(res)
+        self.Cs_ = Cs.copy()
+        self.l1_ratios_ = ratios.copy() if kind == "elasticnet" else np.array([None])
+        self._kind = kind
+        values = {"C": np.tile(Cs, ratios.size), "l1_ratio": np.repeat(ratios, Cs.size)}
         K = self.classes_.size
-        self.multi_class_ = "multinomial"
-        self.C_ = np.full(K, 1.0 / float(res.penalty.lam))
-        self.l1_ratio_ = np.zeros(K)
-        self.coef_ = res.fit.coef_.copy()
-        self.intercept_ = np.asarray(res.fit.intercept_).copy()
-        self.loo_predictions_ = softmax(res.loo.predictions)
-        self.cv_results_ = _cv_results(res, ["C", "l1_ratio"], lambda row: [1.0 / row[0], 0.0])
+        binary = K == 2
+        if not binary and self.multi_class != "ovr":
+            if kind != "l2":
+                raise ValueError(
+                    "the multinomial model supports the L2 penalty only (l1_ratios=None or 0); "
+                    f"use multi_class='ovr' for l1_ratios={self.l1_ratios!r}"
+                )
+            self.multi_class_ = "multinomial"
+            labels = np.searchsorted(self.classes_, y).astype(np.float64)
+            search = self._search(
+                X, labels, "multinomial", grid, fit_weight, y_score=y, score_weight=sample_weight
+            )
+            searches = [search]
+        else:
+            self.multi_class_ = "binary" if binary else "ovr"
+            targets = [self.classes_[1]] if binary else list(self.classes_)
+            searches = []
+            for c in targets:
+                yc = (y == c).astype(np.float64)
+                self._target = np.array([0, 1]) if not binary else self.classes_
+                y_score = y if binary else yc.astype(np.int64)
+                searches.append(
+                    self._search(
+                        X,
+                        yc,
+                        "logistic",
+                        grid,
+                        fit_weight,
+                        y_score=y_score,
+                        score_weight=sample_weight,
+                    )
+                )
+            del self._target
+        results = [s.res for s in searches]
+        self._store(searches[0], values)
+        cr = [self._c_ratio(r.penalty) for r in results]
+        if self.multi_class_ == "multinomial":
+            res = results[0]
+            self.C_ = np.full(K, cr[0][0])
+            self.l1_ratio_ = np.full(K, cr[0][1])
+            self.coef_ = res.fit.coef_.copy()
+            self.intercept_ = np.asarray(res.fit.intercept_, dtype=np.float64).copy()
+            self.search_results_ = _search_results(
+                res,
+                ["C", "l1_ratio"],
+                lambda row: [1.0 / row[0], 0.0],
+                searches[0].row_score,
+                searches[0].n_grid,
+            )
+            path = self._coefs_path(res, searches[0].rows)  # (T, K, n_dof)
+            keys = list(self.classes_)
+            scores = {c: self._shape_scores(searches[0].score, ratios, Cs) for c in keys}
+            paths = {c: self._shape_path(path[:, k], ratios, Cs) for k, c in enumerate(keys)}
+            if self._keep():
+                self.loo_predictions_ = softmax(res.loo.predictions)
+        else:
+            self.C_ = np.array([c for c, _ in cr])
+            self.l1_ratio_ = np.array([r for _, r in cr])
+            self.coef_ = np.vstack([r.fit.coef_ for r in results])
+            self.intercept_ = np.array([float(r.fit.intercept_) for r in results])
+            keys = [self.classes_[1]] if binary else list(self.classes_)
+            scores = {c: self._shape_scores(s.score, ratios, Cs) for c, s in zip(keys, searches)}
+            paths = {
+                c: self._shape_path(self._coefs_path(s.res, s.rows), ratios, Cs)
+                for c, s in zip(keys, searches)
+            }
+            tables = []
+            for k, s in enumerate(searches):
+                t = _search_results(s.res, ["C", "l1_ratio"], self._convert, s.row_score, s.n_grid)
+                if not binary:
+                    t["class"] = np.full(t["C"].size, float(k))
+                tables.append(t)
+            self.search_results_ = {
+                key: np.concatenate([t[key] for t in tables]) for key in tables[0]
+            }
+            if not binary:
+                self.tune_result_ = [r if self._keep() else r.without_samples() for r in results]
+                self.best_score_ = float(np.mean([s.best_score for s in searches]))
+                self.best_stderr_ = float(np.sqrt(np.mean([r.stderr**2 for r in results])))
+                self.n_fits_ = int(sum(r.n_fits for r in results))
+                self._curve["loss"] = np.mean([s.loss for s in searches], axis=0)
+                self._curve["loss_stderr"] = np.sqrt(
+                    np.mean([s.stderr**2 for s in searches], axis=0)
+                )
+                self._curve["score"] = np.mean([s.score for s in searches], axis=0)
+            if self._keep():
+                probs = np.column_stack([_sigmoid(r.loo.predictions) for r in results])
+                self.loo_predictions_ = (
+                    probs[:, 0] if binary else probs / probs.sum(axis=1, keepdims=True)
+                )
+        self.scores_ = scores
+        self.coefs_paths_ = paths
+        # scikit-learn's legacy layout: (n_models, n_folds=1, n_cs[, n_l1_ratios])
+        self.n_iter_ = np.stack(
+            [self._shape_scores(s.res.path_n_iter[s.rows], ratios, Cs) for s in searches]
+        ).astype(np.int64)
+        if not legacy:
+            self._new_attributes(searches[0], ratios, Cs)
         return self
+
+    def _new_attributes(self, search: _Search, ratios: np.ndarray, Cs: np.ndarray) -> None:
+        """scikit-learn 1.10's layout (``use_legacy_attributes=False``): one C and
+        l1_ratio as floats, arrays over (fold, l1_ratio, C[, class, dof]) with one fold."""
+        self.C_ = float(self.C_[0])
+        self.l1_ratio_ = float(self.l1_ratio_[0])
+        path = self._coefs_path(search.res, search.rows)  # (T, n_dof) or (T, K, n_dof)
+        if path.ndim == 2:
+            path = path[:, None, :]
+        self.coefs_paths_ = path.reshape(ratios.size, Cs.size, *path.shape[1:])[None]
+        shape = (1, ratios.size, Cs.size)
+        self.scores_ = np.asarray(search.score, dtype=np.float64).reshape(shape)
+        self.n_iter_ = search.res.path_n_iter[search.rows].astype(np.int64).reshape(shape)
+
+    def _replay(self, eta: np.ndarray, n: int, offset=None) -> Any:
+        eta = np.asarray(eta, dtype=np.float64)
+        if eta.ndim == 2:  # multinomial
+            return _scoring.LOOClassifier(n, self.classes_, softmax(eta), eta)
+        p1 = _sigmoid(eta)
+        return _scoring.LOOClassifier(n, self._target, np.column_stack([1.0 - p1, p1]), eta)
+
+    def _c_ratio(self, pen: Penalty) -> tuple[float, float]:
+        l1, l2 = _l1_l2(pen)
+        return 1.0 / (l1 + l2), l1 / (l1 + l2)
+
+    def _convert(self, row: np.ndarray) -> list[float]:
+        if row.size == 1:
+            return [1.0 / row[0], 1.0 if self._kind == "l1" else 0.0]
+        return [1.0 / (row[0] + row[1]), row[0] / (row[0] + row[1])]
+
+    def _coefs_path(self, res: TuneResult, rows: np.ndarray) -> np.ndarray:
+        """Coefficients of every candidate, intercept last: (T, n_dof) or (T, K, n_dof)."""
+        coefs = res.path_coefs[rows]
+        icpt = res.path_intercepts[rows]
+        out = np.concatenate([coefs, icpt[..., None]], axis=-1) if self.fit_intercept else coefs
+        out = np.array(out, dtype=np.float64)
+        out[rows < 0] = np.nan  # a bracket point of a gradient search where no fit exists
+        return out
+
+    def _shape_scores(self, score: np.ndarray, ratios: np.ndarray, Cs: np.ndarray) -> np.ndarray:
+        s = np.asarray(score, dtype=np.float64).reshape(ratios.size, Cs.size)
+        return s.T[None] if self._kind == "elasticnet" else s[0][None]
+
+    def _shape_path(self, path: np.ndarray, ratios: np.ndarray, Cs: np.ndarray) -> np.ndarray:
+        p = path.reshape(ratios.size, Cs.size, path.shape[-1])
+        return np.moveaxis(p, 0, 1)[None] if self._kind == "elasticnet" else p[0][None]
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities (softmax for the multinomial model; one-vs-rest ones
@@ -637,9 +1065,9 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         if getattr(self, "multi_class_", None) == "multinomial":
             return softmax(d)
         if d.ndim == 1:
-            p1 = 0.5 * (1.0 + np.tanh(0.5 * d))
+            p1 = _sigmoid(d)
             return np.column_stack([1.0 - p1, p1])
-        p = 0.5 * (1.0 + np.tanh(0.5 * d))
+        p = _sigmoid(d)
         return p / p.sum(axis=1, keepdims=True)
 
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
@@ -671,19 +1099,25 @@ class _ALOGLMRegressorCV(_ALORegressor):
         alphas: ArrayLike = GLM_DEFAULT_ALPHAS,
         *,
         fit_intercept: bool = True,
+        scoring: Any = None,
+        store_loo: bool = False,
         search: str = "grid",
-        selection: str = "min",
+        rule: str = "min",
         tol: float = 1e-8,
         max_iter: int = 100,
         n_jobs: int | None = None,
+        verbose: int = 0,
     ):
         self.alphas = alphas
         self.fit_intercept = fit_intercept
+        self.scoring = scoring
+        self.store_loo = store_loo
         self.search = search
-        self.selection = selection
+        self.rule = rule
         self.tol = tol
         self.max_iter = max_iter
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def _loss(self) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -731,8 +1165,11 @@ class _ALOGLMRegressorCV(_ALORegressor):
         alphas = _positive_grid("alphas", self.alphas)
         s = float(X.shape[0] if sample_weight is None else np.sum(sample_weight))
         grid = [L2(float(a) * s) for a in alphas]
-        res = self._search(X, y, loss, grid[0], grid, sample_weight, offset=offset)
-        self._store(res)
+        search = self._search(
+            X, y, loss, grid, sample_weight, offset=offset, score_weight=sample_weight
+        )
+        res = search.res
+        self._store(search, {"alpha": alphas})
 
         def to_alpha(lam: float) -> float:
             # the grid's own alpha when lam came from it (no rounding in lam / s)
@@ -742,8 +1179,14 @@ class _ALOGLMRegressorCV(_ALORegressor):
         self.alpha_ = to_alpha(float(res.penalty.lam))
         self.coef_ = res.fit.coef_.copy()
         self.intercept_ = float(res.fit.intercept_)
-        self.cv_results_ = _cv_results(res, ["alpha"], lambda row: [to_alpha(row[0])])
+        self.search_results_ = _search_results(
+            res, ["alpha"], lambda row: [to_alpha(row[0])], search.row_score, search.n_grid
+        )
         return self
+
+    def _replay(self, eta: np.ndarray, n: int, offset=None) -> Any:
+        # the leave-one-out linear predictors include the offset: the mean response
+        return _scoring.LOORegressor(n, get_loss(self._loss()).mean(eta))
 
     def predict(self, X: ArrayLike, offset: ArrayLike | None = None) -> np.ndarray:
         """Mean response ``exp(X coef_ + intercept_ (+ offset))``."""
@@ -777,15 +1220,25 @@ _GLM_DOC = """
         ``1/(2 sum(s)) sum_i s_i deviance_i + alpha/2 ||w||^2``; it is
         ``aloocv.L2(alpha * sum(sample_weight))`` in the summed objective here.{extra}
     fit_intercept : bool
+    scoring : str, callable or None
+        A scikit-learn scorer name (e.g. ``"neg_mean_poisson_deviance"``, ``"r2"``) or a
+        callable ``scorer(estimator, X, y)``, evaluated on the leave-one-out mean
+        responses of each alpha (with ``sample_weight`` when fit got one); the alpha of
+        the highest score is chosen (``search="grid"``, ``rule="min"``). None: the
+        lowest leave-one-out loss; ``best_score_`` is then minus that loss.
+    store_loo : bool
+        Keep the per-sample arrays (``loo_predictions_``, ``tune_result_.loo``).
     search : {{"grid", "gradient"}}
         ``"gradient"``: the grid brackets the minimum, then second-order steps on the
         exact derivative of ALOOCV in log(alpha) refine it.
-    selection : {{"min", "1se"}}
+    rule : {{"min", "1se"}}
         The minimum, or the largest alpha within one standard error of it.
     tol, max_iter
         Tolerance and Newton iterations of each fit.
     n_jobs : int, optional
         OpenMP threads.
+    verbose : int
+        A progress bar per search (tqdm, when installed) when positive.
 
     Attributes
     ----------
@@ -793,13 +1246,19 @@ _GLM_DOC = """
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
     best_score_ : float
-        Mean approximate leave-one-out loss at ``alpha_`` ({what}).
+        Score at ``alpha_``, higher is better: the scorer's, or minus the mean
+        approximate leave-one-out loss ({what}).
     best_stderr_ : float
-    cv_results_ : dict
-        ``"alpha"``, ``"mean"``, ``"stderr"`` per candidate (for gradient searches also
-        the iterates).
+        Standard error of that mean loss.
+    search_results_ : dict of 1-d ndarray
+        ``"alpha"``, ``"loss"``, ``"loss_stderr"``, ``"score"`` per evaluation (grid
+        point or gradient iterate).
+    n_iter_ : int
+        Iterations of the final fit (scikit-learn's meaning).
+    n_fits_ : int
+        Warm-started fits during the search.
     loo_predictions_ : ndarray of shape (n_samples,)
-        Leave-one-out linear predictors (log means) of the training points.
+        Only with ``store_loo=True``: leave-one-out linear predictors (log means).
     tune_result_ : TuneResult
 """
 
@@ -855,24 +1314,30 @@ class ALOTweedieRegressorCV(_ALOGLMRegressorCV):
         power: float = 1.5,
         link: str = "log",
         fit_intercept: bool = True,
+        scoring: Any = None,
+        store_loo: bool = False,
         search: str = "grid",
-        selection: str = "min",
+        rule: str = "min",
         tol: float = 1e-8,
         max_iter: int = 100,
         n_jobs: int | None = None,
+        verbose: int = 0,
     ):
         self.alphas = alphas
         self.power = power
         self.link = link
         self.fit_intercept = fit_intercept
+        self.scoring = scoring
+        self.store_loo = store_loo
         self.search = search
-        self.selection = selection
+        self.rule = rule
         self.tol = tol
         self.max_iter = max_iter
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def _check_params(self) -> None:
-        _check_choice("link", self.link, ("log", "auto"))
+        check_choice("link", self.link, ("log", "auto"))
         Tweedie(power=self.power)
 
     def _loss(self) -> Any:

@@ -8,6 +8,7 @@ The paper's Algorithms 1 (``"gd"``) and 2 (``"sgd"``) and plain grids remain.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import warnings
@@ -68,8 +69,9 @@ class TuneResult:
         The selected penalty.
     fit : FitResult
         The fit at the selected penalty.
-    loo : LOOResult
-        ALO at the selected penalty (``loo.mean`` is :attr:`acv`).
+    loo : LOOResult or None
+        ALO at the selected penalty (``loo.mean`` is :attr:`acv`); None after
+        :meth:`without_samples`.
     acv, stderr : float
         ALOOCV estimate at the selected penalty and its standard error.
     history : dict of ndarray
@@ -87,11 +89,18 @@ class TuneResult:
         ``log(lambda)`` fell below ``tol * |acv|``; grids always converge.
     message : str
         Why the search stopped.
+    path_losses, path_predictions : ndarray, optional
+        Grid points (``"grid"``, and the bracketing grid of ``"auto"``): per-sample
+        leave-one-out losses ``(n, T)`` and linear predictors ``(n, T)`` (``(n, K, T)``
+        multinomial; ``"grid"`` only), columns in the order of ``history``.
+    path_coefs, path_intercepts, path_n_iter : ndarray, optional
+        Grid points: coefficients ``(T, p)`` (``(T, K, p)``), intercepts ``(T,)``
+        (``(T, K)``) and Newton iterations ``(T,)`` of each warm-started fit.
     """
 
     penalty: Penalty
     fit: FitResult
-    loo: LOOResult
+    loo: LOOResult | None
     acv: float
     stderr: float
     history: dict[str, np.ndarray]
@@ -103,6 +112,15 @@ class TuneResult:
     message: str = ""
     path_losses: np.ndarray | None = field(default=None, repr=False)
     _best_index: int = field(default=-1, repr=False)
+    path_predictions: np.ndarray | None = field(default=None, repr=False)
+    path_coefs: np.ndarray | None = field(default=None, repr=False)
+    path_intercepts: np.ndarray | None = field(default=None, repr=False)
+    path_n_iter: np.ndarray | None = field(default=None, repr=False)
+
+    def without_samples(self) -> TuneResult:
+        """A copy without the per-sample arrays (``loo``, ``path_losses``,
+        ``path_predictions``): what a fitted estimator keeps unless asked for them."""
+        return dataclasses.replace(self, loo=None, path_losses=None, path_predictions=None)
 
     def plot(self, ax: Any = None, **kwargs: Any) -> Any:
         """ACV against lambda (grid) or ACV and lambda per iteration (gradient runs).
@@ -382,9 +400,14 @@ def tune(
     box = (np.full(m, -LOG_BOUND), np.full(m, LOG_BOUND))
     grid_pts: list[np.ndarray] = []
     grid_losses: list[np.ndarray] = []
+    grid_coefs: list[np.ndarray] = []
+    grid_icpts: list[np.ndarray] = []
+    grid_iters: list[int] = []
     if method == "auto":
         grid_pts = _check_grid(grid, penalty, n_grid)
-        u0, box = _bracket(obj, grid_pts, hist, callback, grid_losses)
+        u0, box = _bracket(
+            obj, grid_pts, hist, callback, grid_losses, grid_coefs, grid_icpts, grid_iters
+        )
     gtol_scale = abs(obj.evaluate(u0, 0).acv)
     gtol = tol * max(gtol_scale, 1e-12)
     cb = _Recorder(obj, hist, callback, verbose, max_iter, method)
@@ -457,6 +480,15 @@ def tune(
         selection,
         path_losses=np.column_stack(grid_losses) if grid_losses else None,
         message=message,
+        path=(
+            {
+                "path_coefs": np.stack(grid_coefs),
+                "path_intercepts": np.stack(grid_icpts),
+                "path_n_iter": np.array(grid_iters, dtype=np.int64),
+            }
+            if grid_coefs
+            else None
+        ),
     )
 
 
@@ -488,7 +520,7 @@ class _Recorder:
             self.bar.close()
 
 
-def _bracket(obj, points, hist, callback, losses):
+def _bracket(obj, points, hist, callback, losses, coefs, icpts, iters):
     """ACV on the coarse grid (per-sample losses appended to ``losses``): the best point
     and the search box around the grid."""
     best_u, best_acv = None, np.inf
@@ -500,6 +532,9 @@ def _bracket(obj, points, hist, callback, losses):
             continue  # e.g. singular as lambda -> 0: the bracket ends before
         hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
         losses.append(ev.out["losses"])
+        coefs.append(np.array(ev.out["coef"], dtype=np.float64))
+        icpts.append(np.array(ev.out["intercept"], dtype=np.float64))
+        iters.append(int(ev.out["n_iter"]))
         if callback is not None:
             callback(k, obj.penalty_at(u), ev.acv)
         if ev.acv < best_acv:
@@ -625,6 +660,7 @@ def _finish(
     best_index=-1,
     path_losses=None,
     message="",
+    path=None,
 ) -> TuneResult:
     ev = obj.evaluate(u, 0)
     out = ev.out
@@ -661,6 +697,7 @@ def _finish(
         message=message,
         path_losses=path_losses,
         _best_index=best_index,
+        **(path or {}),
     )
 
 
@@ -682,10 +719,16 @@ def _ridge_grid(obj, points, path, selection, loss, intercept) -> TuneResult:
     for k, v in enumerate(points):
         acv = float(np.average(losses[:, k], weights=obj.w))
         hist.add(v, acv, weighted_stderr(losses[:, k], obj.w), np.full(1, np.nan), 0)
-    return _grid_result(obj, points, hist, selection, loss, intercept, np.asarray(losses))
+    arrays = {
+        "path_predictions": np.asarray(path["predictions"]),
+        "path_coefs": np.asarray(path["coef"]).T.copy(),
+        "path_intercepts": np.asarray(path["intercept"]).copy(),
+        "path_n_iter": np.zeros(len(points), dtype=np.int64),
+    }
+    return _grid_result(obj, points, hist, selection, loss, intercept, np.asarray(losses), arrays)
 
 
-def _grid_result(obj, points, hist, selection, loss, intercept, losses) -> TuneResult:
+def _grid_result(obj, points, hist, selection, loss, intercept, losses, arrays) -> TuneResult:
     """The selected grid point as a TuneResult (per-point losses in ``path_losses``)."""
     best = _select(hist.arrays(), selection)
     return _finish(
@@ -701,16 +744,22 @@ def _grid_result(obj, points, hist, selection, loss, intercept, losses) -> TuneR
         best,
         losses,
         "grid evaluated",
+        arrays,
     )
 
 
 def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneResult:
     hist = _History(points[0].size)
     all_losses = []
+    preds, coefs, icpts, iters = [], [], [], []
     bar = _progress(len(points), verbose, "aloocv grid")
     for k, v in enumerate(points):
         ev = obj.evaluate(np.log(v), 0)
         all_losses.append(ev.out["losses"])
+        preds.append(np.array(ev.out["predictions"], dtype=np.float64))
+        coefs.append(np.array(ev.out["coef"], dtype=np.float64))
+        icpts.append(np.array(ev.out["intercept"], dtype=np.float64))
+        iters.append(int(ev.out["n_iter"]))
         hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
         if callback is not None:
             callback(k, obj.penalty_at(np.log(v)), ev.acv)
@@ -718,7 +767,15 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
             bar.update(1)
     if bar is not None:
         bar.close()
-    return _grid_result(obj, points, hist, selection, loss, intercept, np.column_stack(all_losses))
+    arrays = {
+        "path_predictions": np.stack(preds, axis=-1),
+        "path_coefs": np.stack(coefs),
+        "path_intercepts": np.stack(icpts),
+        "path_n_iter": np.array(iters, dtype=np.int64),
+    }
+    return _grid_result(
+        obj, points, hist, selection, loss, intercept, np.column_stack(all_losses), arrays
+    )
 
 
 def _sgd(

@@ -1,0 +1,106 @@
+"""scikit-learn scorers evaluated on leave-one-out predictions.
+
+A scorer (``sklearn.metrics.get_scorer(name)``, ``make_scorer(...)`` or any callable
+``scorer(estimator, X, y)``) asks an estimator for ``predict``, ``predict_proba`` or
+``decision_function`` on X. To score a candidate by its leave-one-out predictions, the
+scorer is handed a *replay* estimator that answers those calls, for the training X, with
+the leave-one-out responses of that candidate (the linear predictors through the loss's
+inverse link, or the softmax). Every scorer kind works that way, including custom
+callables, without touching scikit-learn's private scorer classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.metrics import check_scoring
+
+from ._validation import check_scoring_param
+
+__all__: list[str] = []
+
+
+def get_scorer(estimator: Any, scoring: Any):
+    """The scorer for ``scoring`` (None: no scorer), through scikit-learn's
+    ``check_scoring``; a clear error for anything else."""
+    check_scoring_param(scoring)
+    if scoring is None:
+        return None
+    return check_scoring(estimator, scoring=scoring)
+
+
+class _Replay(BaseEstimator):
+    """Answers prediction calls for the n training rows from stored leave-one-out values."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def fit(self, X, y=None):  # pragma: no cover - never refitted
+        return self
+
+    def _rows(self, X) -> None:
+        shape = getattr(X, "shape", None)  # sparse matrices have no len()
+        rows = shape[0] if shape is not None else len(X)
+        if rows != self.n:
+            raise ValueError(
+                "a leave-one-out replay answers for the training rows only; the scorer "
+                f"passed {rows} rows, not {self.n}"
+            )
+
+
+class LOORegressor(RegressorMixin, _Replay):
+    """``predict`` returns the leave-one-out mean responses."""
+
+    def __init__(self, n: int, mean: np.ndarray):
+        super().__init__(n)
+        self.mean = mean
+
+    def predict(self, X) -> np.ndarray:
+        self._rows(X)
+        return self.mean
+
+
+class LOOClassifier(ClassifierMixin, _Replay):
+    """``predict_proba``, ``decision_function`` and ``predict`` from the leave-one-out
+    class probabilities and decision values."""
+
+    def __init__(self, n: int, classes: np.ndarray, proba: np.ndarray, decision: np.ndarray):
+        super().__init__(n)
+        self.classes_ = classes
+        self.proba = proba
+        self.decision = decision
+
+    def predict_proba(self, X) -> np.ndarray:
+        self._rows(X)
+        return self.proba
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        return np.log(self.predict_proba(X))
+
+    def decision_function(self, X) -> np.ndarray:
+        self._rows(X)
+        return self.decision
+
+    def predict(self, X) -> np.ndarray:
+        self._rows(X)
+        return self.classes_[np.argmax(self.proba, axis=1)]
+
+
+def score(scorer, replay: _Replay, X, y, sample_weight) -> float:
+    """``scorer(replay, X, y)``, with ``sample_weight`` when given (scikit-learn's scorers
+    take it; a custom callable that does not is called without)."""
+    if sample_weight is None:
+        value = scorer(replay, X, y)
+    else:
+        try:
+            value = scorer(replay, X, y, sample_weight=sample_weight)
+        except TypeError as exc:
+            if "sample_weight" not in str(exc):
+                raise
+            value = scorer(replay, X, y)
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"the scorer returned a non-finite score ({value})")
+    return value

@@ -1,0 +1,489 @@
+"""Drop-in conventions of scikit-learn's CV estimators: scoring=, class_weight,
+l1_ratios, fitted attributes, per-sample arrays only when asked, plots."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression, RidgeCV
+from sklearn.metrics import (
+    accuracy_score,
+    get_scorer,
+    mean_absolute_error,
+    mean_poisson_deviance,
+    r2_score,
+    roc_auc_score,
+)
+from threadpoolctl import threadpool_limits
+
+import aloocv
+from conftest import make_data
+
+
+def _sk(fn, *args, **kwargs):
+    with threadpool_limits(1):
+        return fn(*args, **kwargs)
+
+
+# -- scoring= ------------------------------------------------------------------------
+
+
+def test_ridge_best_score_is_ridgecv_neg_mse():
+    X, y = make_data("squared", 120, 6, seed=300)
+    alphas = np.logspace(-3, 3, 9)
+    ours = aloocv.ALORidgeCV(alphas=alphas).fit(X, y)
+    ref = _sk(RidgeCV(alphas=alphas).fit, X, y)
+    assert ours.alpha_ == ref.alpha_
+    assert ours.best_score_ == pytest.approx(ref.best_score_, rel=1e-8, abs=1e-12)
+    # with sample weights RidgeCV scores sample_weight * squared error
+    w = np.random.default_rng(301).uniform(0.5, 2.0, 120)
+    ours = aloocv.ALORidgeCV(alphas=alphas, store_cv_results=True).fit(X, y, sample_weight=w)
+    ref = _sk(RidgeCV(alphas=alphas, store_cv_results=True).fit, X, y, sample_weight=w)
+    assert ours.alpha_ == ref.alpha_
+    assert ours.best_score_ == pytest.approx(ref.best_score_, rel=1e-8)
+    np.testing.assert_allclose(ours.cv_results_, ref.cv_results_, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("scoring", ["r2", "neg_mean_absolute_error"])
+def test_ridge_scoring_matches_ridgecv(scoring):
+    X, y = make_data("squared", 120, 6, seed=302)
+    alphas = np.logspace(-3, 3, 9)
+    ours = aloocv.ALORidgeCV(alphas=alphas, scoring=scoring, store_cv_results=True).fit(X, y)
+    ref = _sk(RidgeCV(alphas=alphas, scoring=scoring, store_cv_results=True).fit, X, y)
+    assert ours.alpha_ == ref.alpha_
+    assert ours.best_score_ == pytest.approx(ref.best_score_, rel=1e-8)
+    # with a scorer cv_results_ holds the leave-one-out predictions, as RidgeCV's
+    np.testing.assert_allclose(ours.cv_results_, ref.cv_results_, rtol=1e-8, atol=1e-10)
+    metric = r2_score if scoring == "r2" else mean_absolute_error
+    sign = 1 if scoring == "r2" else -1
+    scores = [sign * metric(y, ours.cv_results_[:, k]) for k in range(alphas.size)]
+    order = np.argsort(ours.search_results_["alpha"])  # the search runs from large alphas
+    np.testing.assert_allclose(ours.search_results_["score"][order], scores, rtol=1e-10)
+    np.testing.assert_allclose(ours.coef_, ref.coef_, rtol=1e-8, atol=1e-12)
+    # sample weights reach the fit and the scorer, as in RidgeCV
+    w = np.random.default_rng(321).uniform(0.2, 3.0, 120)
+    ours = aloocv.ALORidgeCV(alphas=alphas, scoring=scoring).fit(X, y, sample_weight=w)
+    ref = _sk(RidgeCV(alphas=alphas, scoring=scoring).fit, X, y, sample_weight=w)
+    assert ours.alpha_ == ref.alpha_
+    assert ours.best_score_ == pytest.approx(ref.best_score_, rel=1e-8)
+
+
+def test_logistic_roc_auc_is_auc_of_loo_probabilities():
+    X, y = make_data("logistic", 200, 8, seed=303, scale=2.0)
+    Cs = np.logspace(-3, 2, 8)
+    est = aloocv.ALOLogisticRegressionCV(Cs=Cs, scoring="roc_auc", store_loo=True).fit(X, y)
+    # independent: the LOO probabilities of every C from aloocv.loo, AUC by scikit-learn
+    aucs = []
+    for C in Cs:
+        r = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1.0 / C))
+        aucs.append(roc_auc_score(y, 1.0 / (1.0 + np.exp(-r.predictions))))
+    k = int(np.argmax(aucs))
+    assert est.C_[0] == pytest.approx(Cs[k])
+    assert est.best_score_ == pytest.approx(aucs[k], rel=1e-10)
+    assert est.best_score_ == pytest.approx(roc_auc_score(y, est.loo_predictions_), rel=1e-10)
+    np.testing.assert_allclose(est.scores_[1.0][0], aucs, rtol=1e-10)
+    # the chosen model is LogisticRegression at C_
+    ref = _sk(LogisticRegression(C=est.C_[0], tol=1e-12).fit, X, y)
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-5, atol=1e-7)
+    # sample weights reach the scorer, as in LogisticRegressionCV
+    w = np.random.default_rng(322).uniform(0.2, 3.0, 200)
+    wtd = aloocv.ALOLogisticRegressionCV(Cs=Cs, scoring="roc_auc", store_loo=True)
+    wtd.fit(X, y, sample_weight=w)
+    assert wtd.best_score_ == pytest.approx(
+        roc_auc_score(y, wtd.loo_predictions_, sample_weight=w), rel=1e-10
+    )
+
+
+def test_logistic_default_score_is_neg_log_loss_and_callable_scorer():
+    X, y = make_data("logistic", 150, 5, seed=304, scale=2.0)
+    labels = np.where(y > 0, "b", "a")
+    est = aloocv.ALOLogisticRegressionCV(Cs=5, store_loo=True).fit(X, labels)
+    p = est.loo_predictions_
+    ll = -np.mean(np.where(y > 0, np.log(p), np.log1p(-p)))
+    assert est.best_score_ == pytest.approx(-ll, rel=1e-10)
+    neg = aloocv.ALOLogisticRegressionCV(Cs=5, scoring="neg_log_loss").fit(X, labels)
+    assert neg.C_[0] == est.C_[0]
+    assert neg.best_score_ == pytest.approx(est.best_score_, rel=1e-9)
+
+    calls = []
+
+    def my_scorer(estimator, X_, y_):
+        calls.append(X_.shape[0])
+        return accuracy_score(y_, estimator.predict(X_))
+
+    acc = aloocv.ALOLogisticRegressionCV(Cs=5, scoring=my_scorer, store_loo=True)
+    acc.fit(X, labels)
+    assert calls == [150] * 5
+    assert acc.best_score_ == pytest.approx(
+        accuracy_score(labels, np.where(acc.loo_predictions_ > 0.5, "b", "a"))
+    )
+
+
+def test_multinomial_and_ovr_scoring():
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    Cs = np.logspace(-2, 2, 5)
+    est = aloocv.ALOLogisticRegressionCV(Cs=Cs, scoring="accuracy", store_loo=True).fit(X, y)
+    assert est.best_score_ == pytest.approx(
+        accuracy_score(y, np.argmax(est.loo_predictions_, axis=1))
+    )
+    assert est.scores_[0].shape == (1, 5) and est.coefs_paths_[2].shape == (1, 5, 5)
+    np.testing.assert_array_equal(est.scores_[0], est.scores_[2])
+    ovr = aloocv.ALOLogisticRegressionCV(Cs=Cs, scoring="roc_auc", multi_class="ovr").fit(X, y)
+    for k in range(3):  # each class's binary problem, scored on its own
+        b = aloocv.ALOLogisticRegressionCV(Cs=Cs, scoring="roc_auc").fit(X, (y == k).astype(int))
+        assert ovr.C_[k] == b.C_[0]
+        np.testing.assert_allclose(ovr.scores_[k], b.scores_[1])
+
+
+def test_glm_scoring_on_loo_means():
+    X, y = make_data("poisson", 150, 4, seed=305)
+    alphas = (1e-3, 1e-2, 1e-1, 1.0)
+    est = aloocv.ALOPoissonRegressorCV(
+        alphas=alphas, scoring="neg_mean_poisson_deviance", store_loo=True
+    ).fit(X, y)
+    dev = [
+        mean_poisson_deviance(
+            y, np.exp(aloocv.loo(X, y, loss="poisson", penalty=aloocv.L2(a * 150)).predictions)
+        )
+        for a in alphas
+    ]
+    assert est.alpha_ == alphas[int(np.argmin(dev))]
+    assert est.best_score_ == pytest.approx(-min(dev), rel=1e-9)
+    assert -est.best_score_ == pytest.approx(
+        mean_poisson_deviance(y, np.exp(est.loo_predictions_)), rel=1e-9
+    )
+
+
+def test_enet_scoring_and_scorer_object():
+    X, y = make_data("squared", 120, 8, seed=306)
+    est = aloocv.ALOElasticNetCV(alphas=6, scoring=get_scorer("r2"), store_loo=True).fit(X, y)
+    assert est.best_score_ == pytest.approx(r2_score(y, est.loo_predictions_), rel=1e-10)
+    assert est.best_score_ == pytest.approx(est.search_results_["score"].max())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "err", "match"),
+    [
+        ({"scoring": "no_such_metric"}, ValueError, "not a scikit-learn scorer"),
+        ({"scoring": ["r2", "neg_mean_squared_error"]}, ValueError, "multimetric"),
+        ({"scoring": 3}, TypeError, "scoring must be"),
+        ({"scoring": "r2", "search": "gradient"}, ValueError, "needs search='grid'"),
+        ({"scoring": "r2", "rule": "1se"}, ValueError, "rule='min'"),
+        ({"scoring": "r2", "alpha_per_feature": True}, ValueError, "alpha_per_feature"),
+    ],
+)
+def test_bad_scoring(kwargs, err, match):
+    X, y = make_data("squared", 40, 3, seed=307)
+    with pytest.raises(err, match=match):
+        aloocv.ALORidgeCV(**kwargs).fit(X, y)
+
+
+# -- class_weight, l1_ratios -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("class_weight", ["balanced", {0: 3.0, 1: 0.5}])
+def test_class_weight_binary_matches_sklearn(class_weight):
+    rng = np.random.default_rng(308)
+    X = rng.standard_normal((200, 5))
+    y = (X[:, 0] + rng.standard_normal(200) > 1.0).astype(int)  # unbalanced
+    w = rng.uniform(0.5, 2.0, 200)
+    est = aloocv.ALOLogisticRegressionCV(Cs=4, class_weight=class_weight, tol=1e-12)
+    est.fit(X, y, sample_weight=w)
+    ref = LogisticRegression(C=est.C_[0], class_weight=class_weight, tol=1e-12, max_iter=1000)
+    _sk(ref.fit, X, y, sample_weight=w)
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(est.intercept_, ref.intercept_, rtol=1e-6, atol=1e-8)
+    plain = aloocv.ALOLogisticRegressionCV(Cs=4, tol=1e-12).fit(X, y, sample_weight=w)
+    assert not np.allclose(plain.intercept_, est.intercept_)
+
+
+def test_class_weight_multinomial_and_ovr():
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    keep = np.r_[0:50, 50:80, 100:150]  # unbalanced classes
+    X, y = X[keep], y[keep]
+    est = aloocv.ALOLogisticRegressionCV(Cs=3, class_weight="balanced", tol=1e-12).fit(X, y)
+    ref = LogisticRegression(C=est.C_[0], class_weight="balanced", tol=1e-12, max_iter=5000)
+    _sk(ref.fit, X, y)
+    np.testing.assert_allclose(est.predict_proba(X), ref.predict_proba(X), atol=1e-6)
+    # one-vs-rest: each class's binary model with the per-sample weights of the labels
+    cw = {0: 2.0, 1: 1.0, 2: 0.5}
+    ovr = aloocv.ALOLogisticRegressionCV(Cs=3, class_weight=cw, multi_class="ovr", tol=1e-12)
+    ovr.fit(X, y)
+    w = np.array([cw[v] for v in y])
+    for k in range(3):
+        b = LogisticRegression(C=ovr.C_[k], tol=1e-12, max_iter=5000)
+        _sk(b.fit, X, (y == k).astype(int), sample_weight=w)
+        np.testing.assert_allclose(ovr.coef_[k], b.coef_[0], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("cw", "err", "match"),
+    [
+        ({5: 1.0}, ValueError, "not classes of y"),
+        ({0: -1.0}, ValueError, "must be finite and >= 0"),
+        ({0: "a"}, TypeError, "real number"),
+        ("unbalanced", TypeError, "class_weight must be"),
+    ],
+)
+def test_bad_class_weight(cw, err, match):
+    X, y = make_data("logistic", 40, 3, seed=309)
+    with pytest.raises(err, match=match):
+        aloocv.ALOLogisticRegressionCV(Cs=2, class_weight=cw).fit(X, y)
+
+
+def test_l1_ratios_are_honoured():
+    X, y = make_data("logistic", 200, 8, seed=310, scale=2.0)
+    Cs = [0.05, 0.5, 5.0]
+    est = aloocv.ALOLogisticRegressionCV(Cs=Cs, l1_ratios=[0.5], tol=1e-12).fit(X, y)
+    assert est.l1_ratio_[0] == 0.5
+    acv = [
+        aloocv.loo(X, y, penalty=aloocv.ElasticNet(0.5 / C, 0.5 / C), tol=1e-12).mean for C in Cs
+    ]
+    assert est.C_[0] == Cs[int(np.argmin(acv))]
+    # sklearn's objective: C sum(logloss) + l1_ratio |w|_1 + (1 - l1_ratio)/2 |w|^2
+    ref = LogisticRegression(C=est.C_[0], l1_ratio=0.5, solver="saga", tol=1e-12, max_iter=200000)
+    _sk(ref.fit, X, y)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=2e-5)
+    two = aloocv.ALOLogisticRegressionCV(Cs=Cs, l1_ratios=[0.2, 0.8]).fit(X, y)
+    assert two.scores_[1.0].shape == (1, 3, 2)
+    assert two.coefs_paths_[1.0].shape == (1, 3, 2, 9)
+    np.testing.assert_array_equal(two.l1_ratios_, [0.2, 0.8])
+    assert aloocv.ALOLogisticRegressionCV(Cs=Cs).fit(X, y).l1_ratios_.tolist() == [None]
+    with pytest.raises(ValueError, match="contradicts"):
+        aloocv.ALOLogisticRegressionCV(Cs=Cs, penalty="l2", l1_ratios=[0.5]).fit(X, y)
+    with pytest.raises(ValueError, match="mixes"):
+        aloocv.ALOLogisticRegressionCV(Cs=Cs, l1_ratios=[0.0, 0.5]).fit(X, y)
+    with pytest.raises(ValueError, match="L2 penalty only"):
+        aloocv.ALOLogisticRegressionCV(Cs=Cs, l1_ratios=[0.5]).fit(X, np.arange(200) % 3)
+
+
+def test_coefs_paths_are_the_fits_of_each_candidate():
+    X, y = make_data("logistic", 120, 4, seed=311, scale=2.0)
+    Cs = [0.1, 1.0, 10.0]
+    est = aloocv.ALOLogisticRegressionCV(Cs=Cs, tol=1e-12).fit(X, y)
+    np.testing.assert_array_equal(est.Cs_, Cs)
+    assert est.n_iter_.shape == (1, 1, 3) and np.all(est.n_iter_ >= 1)
+    assert est.n_fits_ >= 3
+    path = est.coefs_paths_[1.0]
+    assert path.shape == (1, 3, 5)
+    for k, C in enumerate(Cs):
+        ref = _sk(LogisticRegression(C=C, tol=1e-12).fit, X, y)
+        np.testing.assert_allclose(path[0, k, :4], ref.coef_[0], rtol=1e-6, atol=1e-8)
+        assert path[0, k, 4] == pytest.approx(ref.intercept_[0], abs=1e-7)
+
+
+# -- names and per-sample arrays --------------------------------------------------------
+
+
+def test_signatures_follow_sklearn():
+    from sklearn.linear_model import ElasticNetCV, LogisticRegressionCV
+
+    pairs = [
+        (aloocv.ALORidgeCV, RidgeCV),
+        (aloocv.ALOElasticNetCV, ElasticNetCV),
+        (aloocv.ALOLogisticRegressionCV, LogisticRegressionCV),
+    ]
+    for ours, theirs in pairs:
+        mine = inspect.signature(ours).parameters
+        ref = inspect.signature(theirs).parameters
+        shared = set(mine) & set(ref)
+        assert "fit_intercept" in shared
+        # no parameter of ours carries a scikit-learn name with another meaning
+        for name in ("selection", "n_alphas", "cv_results_"):
+            assert name not in mine
+        if theirs is not ElasticNetCV:
+            assert "scoring" in shared
+    assert "store_cv_results" in inspect.signature(aloocv.ALORidgeCV).parameters
+    assert "class_weight" in inspect.signature(aloocv.ALOLogisticRegressionCV).parameters
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: aloocv.ALORidgeCV(alphas=np.logspace(-2, 2, 5)),
+        lambda: aloocv.ALOElasticNetCV(alphas=5),
+        lambda: aloocv.ALOLogisticRegressionCV(Cs=5),
+        lambda: aloocv.ALOPoissonRegressorCV(search="gradient"),
+    ],
+    ids=["ridge", "enet", "logistic", "poisson"],
+)
+def test_pickle_size_does_not_grow_with_n(make):
+    sizes = []
+    for n in (200, 2000):
+        gen = "logistic" if "Logistic" in type(make()).__name__ else "squared"
+        gen = "poisson" if "Poisson" in type(make()).__name__ else gen
+        X, y = make_data(gen, n, 4, seed=312)
+        sizes.append(len(pickle.dumps(make().fit(X, y))))
+    assert sizes[1] < sizes[0] + 2000, sizes  # O(p * candidates), not O(n)
+    X, y = make_data("squared", 2000, 4, seed=313)
+    kept = aloocv.ALORidgeCV(store_cv_results=True).fit(X, y)
+    assert len(pickle.dumps(kept)) > 2000 * 8 * 3
+    assert kept.loo_predictions_.shape == (2000,)
+    assert not hasattr(aloocv.ALORidgeCV().fit(X, y), "loo_predictions_")
+
+
+def test_search_results_become_dataframes():
+    pd = pytest.importorskip("pandas")
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    ovr = aloocv.ALOLogisticRegressionCV(Cs=4, multi_class="ovr").fit(X, y)
+    df = pd.DataFrame(ovr.search_results_)
+    assert len(df) == 12 and set(df["class"]) == {0.0, 1.0, 2.0}
+    assert {"C", "l1_ratio", "loss", "loss_stderr", "score", "gradient"} <= set(df.columns)
+    Xr, yr = make_data("squared", 80, 4, seed=314)
+    per = aloocv.ALORidgeCV(alpha_per_feature=True).fit(Xr, yr)
+    assert {"alpha_0", "alpha_3"} <= set(pd.DataFrame(per.search_results_).columns)
+
+
+# -- plots -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def agg():
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+
+    yield plt
+    plt.close("all")
+
+
+def _lines(ax):
+    return {ln.get_label(): ln for ln in ax.get_lines()}
+
+
+def test_plot_logistic_in_C_one_curve_per_l1_ratio(agg):
+    X, y = make_data("logistic", 150, 5, seed=315, scale=2.0)
+    Cs = np.logspace(-2, 2, 5)
+    est = aloocv.ALOLogisticRegressionCV(Cs=Cs, l1_ratios=[0.3, 0.7]).fit(X, y)
+    ax = est.plot_cv().axes[0]
+    lines = _lines(ax)
+    assert {"l1_ratio=0.3", "l1_ratio=0.7", "chosen C"} <= set(lines)
+    for r in (0.3, 0.7):
+        np.testing.assert_allclose(lines[f"l1_ratio={r}"].get_xdata(), Cs)
+        k = 0 if r == 0.3 else 1
+        np.testing.assert_allclose(
+            lines[f"l1_ratio={r}"].get_ydata(), -est.scores_[1.0][0, :, k], rtol=1e-12
+        )
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "C"
+    assert lines["chosen C"].get_xdata()[0] == est.C_[0]
+
+
+def test_plot_gradient_keeps_the_grid_curve(agg):
+    X, y = make_data("poisson", 150, 4, seed=316)
+    alphas = (1e-3, 1e-2, 1e-1, 1.0)
+    est = aloocv.ALOPoissonRegressorCV(alphas=alphas, search="gradient").fit(X, y)
+    ax = est.plot_cv().axes[0]
+    lines = _lines(ax)
+    np.testing.assert_allclose(lines["leave-one-out loss"].get_xdata(), alphas)
+    traj = lines["gradient search"]
+    grad = est.search_results_["gradient"] > 0
+    np.testing.assert_allclose(traj.get_xdata(), est.search_results_["alpha"][grad])
+    assert traj.get_xdata().size >= 1
+    assert ax.get_xlabel() == "alpha"
+
+
+def test_plot_per_feature_lines_are_labelled(agg):
+    pd = pytest.importorskip("pandas")
+    X, y = make_data("squared", 100, 3, seed=317)
+    Xf = pd.DataFrame(X, columns=["age", "dose", "weight"])
+    est = aloocv.ALORidgeCV(alphas=np.logspace(-2, 2, 5), alpha_per_feature=True).fit(Xf, y)
+    lines = _lines(est.plot_cv().axes[0])
+    assert {"age", "dose", "weight", "leave-one-out loss"} <= set(lines)
+    np.testing.assert_allclose(lines["leave-one-out loss"].get_xdata(), np.logspace(-2, 2, 5))
+    np.testing.assert_allclose(lines["dose"].get_xdata(), est.search_results_["alpha_1"])
+
+
+def test_plot_scored_enet(agg):
+    X, y = make_data("squared", 100, 5, seed=318)
+    est = aloocv.ALOElasticNetCV(alphas=6, scoring="r2").fit(X, y)
+    ax = est.plot_cv().axes[0]
+    lines = _lines(ax)
+    line = lines["leave-one-out score"]
+    np.testing.assert_allclose(line.get_xdata(), np.sort(est.alphas_))
+    np.testing.assert_allclose(line.get_ydata(), est.search_results_["score"][::-1])
+    assert ax.get_ylabel() == "leave-one-out score"
+
+
+def test_verbose_is_validated():
+    X, y = make_data("logistic", 60, 3, seed=319)
+    with pytest.raises(ValueError, match="verbose must be"):
+        aloocv.ALOElasticNetCV(alphas=3, verbose=-1).fit(X, y)
+    with pytest.raises(ValueError, match="verbose must be"):
+        aloocv.ALOLogisticRegressionCV(Cs=2, verbose="yes").fit(X, y)
+
+
+def test_verbose_shows_progress(capsys):
+    pytest.importorskip("tqdm")
+    X, y = make_data("logistic", 60, 3, seed=319)
+    aloocv.ALOLogisticRegressionCV(Cs=3, verbose=1).fit(X, y)
+    assert "aloocv grid" in capsys.readouterr().err
+    aloocv.ALOLogisticRegressionCV(Cs=3, verbose=0).fit(X, y)
+    assert capsys.readouterr().err == ""
+
+
+def test_new_attribute_layout_as_sklearn_1_10():
+    from sklearn.linear_model import LogisticRegressionCV
+
+    X, y = make_data("logistic", 150, 4, seed=320, scale=2.0)
+    Cs = [0.1, 1.0, 10.0]
+    old = aloocv.ALOLogisticRegressionCV(Cs=Cs, l1_ratios=[0.3, 0.6]).fit(X, y)
+    new = aloocv.ALOLogisticRegressionCV(Cs=Cs, l1_ratios=[0.3, 0.6], use_legacy_attributes=False)
+    new.fit(X, y)
+    ref = LogisticRegressionCV(
+        Cs=Cs,
+        l1_ratios=[0.3, 0.6],
+        solver="saga",
+        cv=3,
+        use_legacy_attributes=False,
+        scoring="neg_log_loss",
+        max_iter=50,
+        tol=1e-2,
+    )
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _sk(ref.fit, X, y)
+    assert isinstance(new.C_, float) and new.C_ == old.C_[0]
+    assert isinstance(new.l1_ratio_, float) and new.l1_ratio_ == old.l1_ratio_[0]
+    # the shapes of scikit-learn's with one fold
+    assert new.coefs_paths_.shape == (1, *ref.coefs_paths_.shape[1:])
+    assert new.scores_.shape == (1, *ref.scores_.shape[1:])
+    assert new.n_iter_.shape == (1, *ref.n_iter_.shape[1:])
+    np.testing.assert_array_equal(new.scores_[0, 1], old.scores_[1.0][0, :, 1])
+    np.testing.assert_array_equal(new.coefs_paths_[0, 0, 2, 0], old.coefs_paths_[1.0][0, 2, 0])
+    iris = np.arange(150) % 3
+    mn = aloocv.ALOLogisticRegressionCV(Cs=Cs, use_legacy_attributes=False).fit(X, iris)
+    assert mn.coefs_paths_.shape == (1, 1, 3, 3, 5)
+    with pytest.raises(ValueError, match="one C per class"):
+        aloocv.ALOLogisticRegressionCV(Cs=Cs, multi_class="ovr", use_legacy_attributes=False).fit(
+            X, iris
+        )
+
+
+def test_plot_tune_curves_per_l1_share_and_labelled_parameters(agg):
+    X, y = make_data("squared", 100, 4, seed=323)
+    grid = [aloocv.ElasticNet(r * a, (1 - r) * a) for r in (0.25, 0.75) for a in (1.0, 10.0, 100.0)]
+    res = aloocv.tune(X, y, loss="squared", penalty=grid[0], method="grid", grid=grid)
+    lines = _lines(res.plot().axes[0])
+    for r in (0.25, 0.75):
+        np.testing.assert_allclose(lines[f"l1 / (l1 + l2) = {r:g}"].get_xdata(), [1, 10, 100])
+    per = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(np.ones(4)), method="newton")
+    right = _lines(per.plot().axes[1])
+    assert [f"lambda[{j}]" for j in range(4)] == [k for k in right if k.startswith("lambda")]
+    np.testing.assert_allclose(right["lambda[2]"].get_ydata(), per.history["params"][:, 2])
+    auto = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(1.0), n_grid=5)
+    left = _lines(auto.plot().axes[0])
+    np.testing.assert_allclose(np.sort(left["grid"].get_xdata()), np.logspace(-3, 3, 5))
+    np.testing.assert_allclose(left["gradient search"].get_xdata(), auto.history["params"][5:, 0])
