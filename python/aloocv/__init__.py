@@ -6,7 +6,7 @@ Hessian pass (Beirami et al., 2017), computed in a C++/Eigen/OpenMP core.
 
 from __future__ import annotations
 
-from . import _blas
+from . import _blas, _threads
 from . import losses as losses  # the public registry: aloocv.losses
 from ._diagnostics import (
     ALO_MIN_RCOND,
@@ -34,6 +34,7 @@ from .penalties import L1, L2, ElasticNet, Penalty
 from .tuning import TuneResult, tune
 
 _blas.register()
+_threads.register()
 
 __version__ = "0.1.0"
 
