@@ -20,8 +20,6 @@ namespace aloocv::bind {
 namespace py = pybind11;
 
 void bind_threads(py::module_& m) {
-  m.def("max_threads", &max_threads,
-        "Threads of a call with n_jobs=None: OpenMP's default capped by the thread limit.");
   m.def("thread_limit", &thread_limit, "The thread limit set by threadpoolctl (0: none).");
   m.def(
       "set_thread_limit", [](int n) { set_thread_limit(n); }, py::arg("n"),

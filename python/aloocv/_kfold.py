@@ -21,8 +21,8 @@ from ._validation import (
     as_penalty,
     check_finite_result,
     check_fit_inputs,
-    check_offset,
     check_labels,
+    check_offset,
     check_options,
     check_X,
     core_design,
@@ -189,16 +189,16 @@ def _cv_splits(cv: Any, X: Any, y: Any, groups: Any, loss: Any, n: int) -> list:
         groups = check_labels(groups, n, "groups")
     classifier = isinstance(loss, str) and loss in ("logistic", MULTINOMIAL)
     yy = np.asarray(y)
-    try:
-        splitter = check_cv(cv, yy, classifier=classifier)
-    except ValueError as e:
-        raise ValueError(f"cv: {e}") from None
-    if not hasattr(splitter, "split") or not hasattr(splitter, "get_n_splits"):
-        raise TypeError(f"cv must be an int, a splitter or an iterable of splits, got {cv!r}")
-    try:
-        raw = list(splitter.split(X, yy, groups))
-    except ValueError as e:
-        raise ValueError(f"cv={cv!r}: {e}") from None
+    if not isinstance(cv, numbers.Integral) and not hasattr(cv, "split"):
+        if isinstance(cv, (str, bytes)) or not hasattr(cv, "__iter__"):
+            raise TypeError(f"cv must be an int, a splitter or an iterable of splits, got {cv!r}")
+        raw = list(cv)  # an iterable of (train, test) pairs, checked below
+    else:
+        try:
+            splitter = check_cv(cv, yy, classifier=classifier)
+            raw = list(splitter.split(X, yy, groups))
+        except ValueError as e:
+            raise ValueError(f"cv={cv!r}: {e}") from None
     if not raw:
         raise ValueError(f"cv={cv!r} produced no splits")
     splits = []
@@ -238,9 +238,7 @@ def _partition(splits: list, n: int) -> np.ndarray | None:
     return idx if np.all(idx >= 0) else None
 
 
-def split_result(
-    splits, pred_tests, loss_tests, ww, n, method, fitres, w, timings
-) -> KFoldResult:
+def split_result(splits, pred_tests, loss_tests, ww, n, method, fitres, w, timings) -> KFoldResult:
     """KFoldResult of splits whose test sets do not partition the samples: per-split means
     weighted by the test weights; per-sample values averaged over the splits testing the
     sample (NaN where none)."""
@@ -256,7 +254,7 @@ def split_result(
     all_te = np.concatenate([te for _, te in splits])
     count = np.bincount(all_te, minlength=n).astype(float)
     tested = count > 0
-    shape = (n,) + pred_tests[0].shape[1:]
+    shape = (n, *pred_tests[0].shape[1:])
     pred = np.zeros(shape)
     np.add.at(pred, all_te, np.concatenate(pred_tests))
     losses = np.bincount(all_te, weights=np.concatenate(loss_tests), minlength=n)
@@ -444,8 +442,20 @@ def kfold(
     off = check_offset(offset, n)
     if splits is not None:
         return _kfold_splits(
-            X, y, loss, penalty, pen, l1, w, fit_intercept, splits, method, tol, max_iter,
-            n_jobs, off,
+            X,
+            y,
+            loss,
+            penalty,
+            pen,
+            l1,
+            w,
+            fit_intercept,
+            splits,
+            method,
+            tol,
+            max_iter,
+            n_jobs,
+            off,
         )
     idx, labels = _assign_folds(n, n_folds, folds, random_state)
     K = labels.size
