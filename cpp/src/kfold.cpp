@@ -273,7 +273,10 @@ KFoldOutput exact_impl(const Problem& pb, const FitState& st, const SampleSets& 
   // after the other, each refit with all threads. Fits do not depend on their thread
   // count (fixed-chunk reductions), so neither does the result.
   const double per_fit = 12.0 * double(n) + 4.0 * double(p1) * double(p1);  // doubles
-  const bool over_folds = nt > 1 && K >= nt && per_fit * nt <= 128.0 * 1024 * 1024;
+  // (and not for small problems: below kSerialFlops in all a team costs more than it saves)
+  const double work = double(K) * double(n) * double(p1) * double(p1);
+  const bool over_folds =
+      threads_for(nt, work) > 1 && K >= nt && per_fit * nt <= 128.0 * 1024 * 1024;
   FitOptions fopt = opt;
   if (over_folds) fopt.n_threads = 1;
   auto refit = [&](Index k) -> bool {  // true when converged
