@@ -5,6 +5,8 @@ benchmarks/threads.py)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -87,3 +89,45 @@ def test_results_do_not_depend_on_the_limit():
     with threadpool_limits(1):
         b = aloocv.loo(X, y, penalty=aloocv.L2(1.0))
     np.testing.assert_array_equal(a.losses, b.losses)
+
+
+_DISPLAY = """
+import ctypes, os, sys
+import aloocv
+from threadpoolctl import threadpool_info
+assert "OMP_WAIT_POLICY" not in os.environ or os.environ["OMP_WAIT_POLICY"] == "active"
+for d in threadpool_info():
+    if d["prefix"] == "libgomp" and "scikit_learn" not in d["filepath"]:
+        lib = ctypes.CDLL(d["filepath"])
+        if hasattr(lib, "omp_display_env"):
+            sys.stderr.flush()
+            lib.omp_display_env(0)
+            sys.exit(0)
+sys.exit(3)
+"""
+
+
+def test_wait_policy_passive():
+    """The core's OpenMP runtime is loaded passive when the environment does not choose,
+    and the environment is left as it was (a fresh process: libgomp reads it once)."""
+    environ = {k: v for k, v in os.environ.items() if k not in _threads.WAIT_POLICY_VARIABLES}
+    res = subprocess.run(
+        [sys.executable, "-c", _DISPLAY], env=environ, capture_output=True, text=True, timeout=60
+    )
+    if res.returncode == 3:
+        pytest.skip("the core's OpenMP runtime is not a libgomp with omp_display_env")
+    assert res.returncode == 0, res.stderr
+    assert "OMP_WAIT_POLICY = 'PASSIVE'" in res.stderr
+
+
+@pytest.mark.parametrize("var", _threads.WAIT_POLICY_VARIABLES)
+def test_wait_policy_of_the_user_is_kept(monkeypatch, var):
+    for v in _threads.WAIT_POLICY_VARIABLES:
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv(var, "7")
+    _threads._load_core_passive()
+    assert os.environ[var] == "7"
+    assert var == "OMP_WAIT_POLICY" or "OMP_WAIT_POLICY" not in os.environ
+    monkeypatch.delenv(var)
+    _threads._load_core_passive()
+    assert not any(v in os.environ for v in _threads.WAIT_POLICY_VARIABLES)

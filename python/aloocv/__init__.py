@@ -6,7 +6,11 @@ Hessian pass (Beirami et al., 2017), computed in a C++/Eigen/OpenMP core.
 
 from __future__ import annotations
 
-from . import _blas, _threads
+# isort: off
+from . import _threads  # first: it loads the core under its OpenMP wait policy
+
+# isort: on
+from . import _blas
 from . import losses as losses  # the public registry: aloocv.losses
 from ._diagnostics import (
     ALO_MIN_RCOND,

@@ -11,11 +11,47 @@ cores, which OpenMP's default already follows. An explicit ``n_jobs`` is used as
 
 Small problems run serially whatever the limit (the core's ``kSerialFlops``): waking a
 team costs more than it saves there.
+
+Wait policy: unless the environment chooses one (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``
+or ``KMP_BLOCKTIME`` set), the core's OpenMP runtime is loaded with
+``OMP_WAIT_POLICY=passive``: idle team threads sleep instead of spinning for up to
+~300k iterations between parallel regions. Spinning threads take the cores from the
+thread that runs the serial steps between regions (Cholesky factorizations, line
+searches); on a machine loaded by other processes that made ``n_jobs=None`` many times
+slower than ``n_jobs=1`` (measured: ``loo`` of a 3000 x 50 logistic fit, 2 cores at load
+8.6: 104 ms with two spinning threads, 3.6 ms passive, 3.4 ms on one thread). The core
+enters a parallel region only for about a millisecond of work or more, where waking a
+sleeping thread costs little. The variable is set only while the extension loads and
+removed after; it takes effect only when the process had not loaded that OpenMP runtime
+before (libgomp reads it once, when loaded). ``OMP_WAIT_POLICY=active`` restores
+spinning.
 """
 
 from __future__ import annotations
 
-from . import _core
+import os
+
+#: Environment variables by which a user chooses an OpenMP wait policy (then kept as is).
+WAIT_POLICY_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+
+
+def _load_core_passive() -> None:
+    """Import the extension (and its OpenMP runtime) with a passive wait policy unless
+    the environment sets one; the environment is left as it was."""
+    if any(k in os.environ for k in WAIT_POLICY_VARIABLES):
+        from . import _core
+
+        return
+    os.environ["OMP_WAIT_POLICY"] = "passive"
+    try:
+        from . import _core  # noqa: F401 - imported for its side effect: loading
+    finally:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+
+
+_load_core_passive()
+
+from . import _core  # noqa: E402 - loaded above
 
 __all__ = ["ALOOCVController", "register"]
 
