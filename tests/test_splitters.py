@@ -84,6 +84,35 @@ def test_non_partition_squared_is_exact(splitter):
     assert res.mean == pytest.approx(np.dot(sizes, res.fold_means) / sizes.sum(), rel=1e-12)
 
 
+def test_non_partition_weighted():
+    X, y = make_data("squared", 90, 4, seed=308)
+    w = np.random.default_rng(308).uniform(0.2, 3.0, 90)
+    cv = TimeSeriesSplit(3)
+    res = aloocv.kfold(X, y, loss="squared", penalty=aloocv.L2(2.0), cv=cv, sample_weight=w)
+    num = den = 0.0
+    for k, (tr, te) in enumerate(cv.split(X)):
+        with threadpool_limits(1):
+            ref = Ridge(alpha=2.0).fit(X[tr], y[tr], sample_weight=w[tr]).predict(X[te])
+        np.testing.assert_allclose(res.split_predictions[k], ref, rtol=1e-9, atol=1e-9)
+        m = np.average(0.5 * (y[te] - ref) ** 2, weights=w[te])
+        assert res.fold_means[k] == pytest.approx(m, rel=1e-9)
+        num, den = num + m * w[te].sum(), den + w[te].sum()
+    assert res.mean == pytest.approx(num / den, rel=1e-9)
+
+
+def test_multinomial_cv_int_is_stratified():
+    rng = np.random.default_rng(309)
+    X = rng.standard_normal((120, 3))
+    y = np.argmax(X + rng.standard_normal((120, 3)), axis=1)
+    labels = np.empty(120, int)
+    for k, (_, te) in enumerate(StratifiedKFold(4).split(X, y)):
+        labels[te] = k
+    a = aloocv.kfold(X, y, loss="multinomial", penalty=aloocv.L2(1.0), cv=4)
+    b = aloocv.kfold(X, y, loss="multinomial", penalty=aloocv.L2(1.0), folds=labels)
+    assert a.partition
+    np.testing.assert_array_equal(a.losses, b.losses)
+
+
 def test_non_partition_logistic_exact_and_alo():
     X, y = make_data("logistic", 200, 5, seed=303)
     lam = 5.0
