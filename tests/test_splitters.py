@@ -100,6 +100,15 @@ def test_non_partition_weighted():
     assert res.mean == pytest.approx(num / den, rel=1e-9)
 
 
+def test_single_holdout_split():
+    X, y = make_data("squared", 50, 3, seed=315)
+    tr, te = np.arange(35), np.arange(35, 50)
+    res = aloocv.kfold(X, y, loss="squared", penalty=aloocv.L2(1.0), cv=[(tr, te)])
+    ref = _ridge_refit(X, y, 1.0, tr, te)
+    assert res.mean == pytest.approx(np.mean(0.5 * (y[te] - ref) ** 2), rel=1e-9)
+    assert np.isnan(res.stderr) and res.n_folds == 1
+
+
 def test_multinomial_cv_int_is_stratified():
     rng = np.random.default_rng(309)
     X = rng.standard_normal((120, 3))

@@ -469,7 +469,9 @@ def run(
         print(f"lambda chosen by {m:>6}: {lam:.4g}", file=out)
     for note in dict.fromkeys(notes):
         print(f"note: {note}", file=out)
-    if certify > 0 and alo_results:
+    if certify > 0 and alo_results and isinstance(loss, str) and loss == "multinomial":
+        print("note: no accuracy certificate for the multinomial loss (--certify 0)", file=out)
+    elif certify > 0 and alo_results:
         best = int(np.argmin(scores["alo"]))
         cert = alo_results[best].certify(n_samples=certify, random_state=0)
         print(f"at lambda {lams[best]:.4g}: {cert}", file=out)

@@ -65,7 +65,8 @@ class KFoldResult:
         ``LeaveOneGroupOut``) it is the (weighted) mean of :attr:`losses`; otherwise
         the (weighted) mean over all (split, test sample) pairs.
     stderr : float
-        Standard error of :attr:`mean` from the spread of the fold means across folds,
+        Standard error of :attr:`mean` from the spread of the fold means across folds
+        (NaN for a single ``cv=`` split),
         as ``cv.glmnet`` computes ``cvsd``: ``sqrt(sum_k W_k (m_k - mean)^2 / sum_k W_k
         / (K - 1))`` with ``m_k`` the fold means and ``W_k`` the folds' total weights
         (sizes when unweighted). For equal folds this is ``std(fold_means, ddof=1) /
@@ -250,7 +251,12 @@ def split_result(splits, pred_tests, loss_tests, ww, n, method, fitres, w, timin
     fold_means = np.array([np.dot(ww[te], lt) for (_, te), lt in zip(splits, loss_tests)]) / wsum
     total = wsum.sum()
     mean = float(np.dot(wsum, fold_means) / total)
-    stderr = float(np.sqrt(np.sum(wsum * (fold_means - mean) ** 2) / total / (K - 1)))
+    # across splits as for folds; a single split (a holdout) has none
+    stderr = (
+        float(np.sqrt(np.sum(wsum * (fold_means - mean) ** 2) / total / (K - 1)))
+        if K > 1
+        else float("nan")
+    )
     all_te = np.concatenate([te for _, te in splits])
     count = np.bincount(all_te, minlength=n).astype(float)
     tested = count > 0
@@ -273,7 +279,7 @@ def split_result(splits, pred_tests, loss_tests, ww, n, method, fitres, w, timin
         fold_labels=np.arange(K),
         fold_means=fold_means,
         mean=mean,
-        stderr=stderr if K > 1 else float("nan"),
+        stderr=stderr,
         method=method,
         fit=fitres,
         sample_weight=w,
@@ -407,9 +413,9 @@ def kfold(
     if cv is not None:
         if n_folds is not None or folds is not None:
             raise ValueError("pass the folds as cv= or as n_folds=/folds=, not both")
-        n_all = check_X(X).shape[0]
-        splits = _cv_splits(cv, X, y, groups, loss, n_all)
-        part = _partition(splits, n_all)
+        X = check_X(X)  # validated once here: canonical arrays pass the later checks as is
+        splits = _cv_splits(cv, X, y, groups, loss, X.shape[0])
+        part = _partition(splits, X.shape[0])
         if part is not None:
             folds, splits = part, None
     elif groups is not None:

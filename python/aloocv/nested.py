@@ -230,6 +230,9 @@ def nested_cv(
         whose candidate grid does not depend on the training data).
     random_state : int, optional
         Seeds the outer folds (when ``outer_folds`` is an int).
+    tol, n_jobs
+        Tolerance and threads of the fits of a spec dict or of exact inner folds; an
+        estimator fitted with ``inner="alo"`` uses its own ``tol`` and ``n_jobs``.
     groups : array_like of shape (n_samples,), optional
         Group labels for a group splitter as ``outer_folds``.
 
