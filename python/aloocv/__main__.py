@@ -15,9 +15,9 @@ or dropped with ``--drop-missing``; a text target is fitted with the logistic lo
 classes) or the multinomial loss (more; ``--loss multinomial`` for numeric labels).
 ``--l1-ratio`` fits the elastic net ``lam (r ||theta||_1 + (1 - r)/2 ||theta||^2)``.
 Each lambda's row is printed (and flushed) as soon as it is computed; a tqdm progress
-bar shows on stderr when tqdm is installed and stderr is a terminal (``--progress`` /
-``--no-progress`` to force). Warnings about unreliable estimates (aloocv.ALOWarning) are
-printed as notes under the table.
+bar shows on stderr when tqdm is installed, stderr is a terminal and the run lasts over
+two seconds (``--progress`` / ``--no-progress`` to force). Warnings about unreliable
+estimates (aloocv.ALOWarning) are printed as notes under the table.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ LOSSES = (*loss_names(), "multinomial")
 #: Cells read as missing (pandas' defaults include these; the standard-library reader
 #: uses exactly this set).
 MISSING = frozenset({"", "NA", "N/A", "NaN", "nan", "NULL", "null", "None", "#N/A", "-nan"})
+#: Seconds before the default progress bar appears (short runs show none).
+PROGRESS_DELAY = 2.0
 #: Missing cells listed in an error message before "and k more".
 MAX_LISTED = 10
 METHODS = ("alo", "if", "lemma3", "exact")
@@ -107,8 +109,8 @@ def _parser() -> argparse.ArgumentParser:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="tqdm progress bar on stderr (default: when tqdm is installed and stderr "
-        "is a terminal)",
+        help="tqdm progress bar on stderr (default: when tqdm is installed, stderr is a "
+        "terminal and the run lasts over 2 s)",
     )
     p.add_argument(
         "--power",
@@ -369,7 +371,12 @@ def _progress(enabled: bool | None, total: int) -> Any:
         return None
     if enabled is None and not sys.stderr.isatty():
         return None
-    return tqdm(total=total, file=sys.stderr, unit="estimate", leave=False)
+    # by default only on long runs: the bar appears after PROGRESS_DELAY seconds
+    delay = 0.0 if enabled else PROGRESS_DELAY
+    try:
+        return tqdm(total=total, file=sys.stderr, unit="estimate", leave=False, delay=delay)
+    except TypeError:  # tqdm < 4.60 has no delay
+        return tqdm(total=total, file=sys.stderr, unit="estimate", leave=False)
 
 
 def run(
