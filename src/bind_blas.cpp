@@ -38,7 +38,8 @@ void bind_blas(py::module_& m) {
   m.def("use_blas", &blas::set_enabled, py::arg("enabled"),
         "Switches between the registered BLAS and the built-in Eigen kernels.");
   m.def("blas_enabled", &blas::enabled, "True when registered BLAS routines are in use.");
-  m.def("max_threads", &max_threads, "OpenMP's default number of threads.");
+  m.def("max_threads", &max_threads,
+        "Threads of a call with n_jobs=None: OpenMP's default capped by the thread limit.");
 }
 
 }  // namespace aloocv::bind

@@ -57,7 +57,7 @@ def test_csv_input(tmp_path, capsys):
     [
         (None, ["--target", "y"], "cannot read"),
         ("a,b\n1,2\n", ["--target", "y"], "column 'y' not found"),
-        ("a,y\n1,x\n", ["--target", "y"], "non-numeric"),
+        ("a,y\n1,x\n", ["--target", "y"], "not numeric ('x' in data row 1)"),
         ("a,y\n1,2,3\n", ["--target", "y"], "3 fields"),
         ("a,y\n", ["--target", "y"], "no data rows"),
         ("a,y\n1,2\n2,3\n", ["--target", "y", "--lam", "-1"], "--lam values"),

@@ -13,9 +13,9 @@ namespace aloocv {
 
 namespace {
 
-std::vector<std::vector<Index>> members(const int* fold, Index n, Index K) {
+SampleSets members(const int* fold, Index n, Index K) {
   if (K < 2) throw InvalidInput("K-fold needs at least 2 folds, got " + std::to_string(K));
-  std::vector<std::vector<Index>> out(static_cast<size_t>(K));
+  SampleSets out(static_cast<size_t>(K));
   for (Index i = 0; i < n; ++i) {
     if (fold[i] < 0 || fold[i] >= K) {
       throw InvalidInput("fold label " + std::to_string(fold[i]) + " of sample " +
@@ -26,6 +26,46 @@ std::vector<std::vector<Index>> members(const int* fold, Index n, Index K) {
   for (Index k = 0; k < K; ++k) {
     if (out[static_cast<size_t>(k)].empty()) {
       throw InvalidInput("fold " + std::to_string(k) + " is empty");
+    }
+  }
+  return out;
+}
+
+// Every set non-empty, in range and without repeated samples; returns the offsets of the
+// sets in the concatenated outputs (K + 1 entries).
+std::vector<Index> check_sets(const SampleSets& sets, Index n) {
+  if (sets.empty()) throw InvalidInput("no held-out sets");
+  std::vector<Index> offset(sets.size() + 1, 0);
+  std::vector<Index> seen(static_cast<size_t>(n), -1);
+  for (size_t k = 0; k < sets.size(); ++k) {
+    if (sets[k].empty()) throw InvalidInput("held-out set " + std::to_string(k) + " is empty");
+    for (Index i : sets[k]) {
+      if (i < 0 || i >= n) {
+        throw InvalidInput("held-out set " + std::to_string(k) + ": sample " + std::to_string(i) +
+                           " is outside [0, " + std::to_string(n) + ")");
+      }
+      if (seen[static_cast<size_t>(i)] == static_cast<Index>(k)) {
+        throw InvalidInput("held-out set " + std::to_string(k) + " holds sample " +
+                           std::to_string(i) + " twice");
+      }
+      seen[static_cast<size_t>(i)] = static_cast<Index>(k);
+    }
+    offset[k + 1] = offset[k] + static_cast<Index>(sets[k].size());
+  }
+  return offset;
+}
+
+// Concatenated per-set outputs back to per-sample ones (the sets partition the samples).
+KFoldOutput scatter(const SampleSets& sets, Index n, KFoldOutput flat) {
+  KFoldOutput out = flat;
+  out.losses.resize(n);
+  out.predictions.resize(n);
+  Index pos = 0;
+  for (const auto& S : sets) {
+    for (Index i : S) {
+      out.losses[i] = flat.losses[pos];
+      out.predictions[i] = flat.predictions[pos];
+      ++pos;
     }
   }
   return out;
@@ -51,7 +91,7 @@ struct FoldScratch {
 // q x q (Woodbury) form for the fold S: writes eta~ and the losses of its samples.
 template <class Loss>
 void woodbury_fold(const Problem& pb, const FitState& st, const Columns& cols, Index q1, Index k,
-                   const std::vector<Index>& S, FoldScratch& w, Vec& pred, Vec& losses) {
+                   const std::vector<Index>& S, Index pos, FoldScratch& w, Vec& pred, Vec& losses) {
   const Index q = static_cast<Index>(S.size());
   w.pack.resize(static_cast<size_t>(q1 * q));
   pb.X.pack_indices(S.data(), q, nullptr, pb.intercept, w.pack.data(), cols);
@@ -102,16 +142,16 @@ void woodbury_fold(const Problem& pb, const FitState& st, const Columns& cols, I
   for (Index a = 0; a < q; ++a) {
     const Index i = S[static_cast<size_t>(a)];
     const double e = st.eta[i] + w.c[a];
-    pred[i] = e;
-    losses[i] = Loss::value(pb.y[i], e, pb.lp);
+    pred[pos + a] = e;
+    losses[pos + a] = Loss::value(pb.y[i], e, pb.lp);
   }
 }
 
 // p x p form for the fold S: beta~_S = beta_hat + H_{-S}^{-1} X~_S^T g_S.
 template <class Loss>
 void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, Index q1, Index k,
-                   const std::vector<Index>& S, const Mat& H, const Vec& bq, FoldScratch& w,
-                   Vec& pred, Vec& losses) {
+                   const std::vector<Index>& S, Index pos, const Mat& H, const Vec& bq,
+                   FoldScratch& w, Vec& pred, Vec& losses) {
   const Index q = static_cast<Index>(S.size());
   const Index B = block_rows(q1);
   w.pack.resize(static_cast<size_t>(q1 * std::min(B, q)));
@@ -152,16 +192,17 @@ void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, I
     for (Index t = 0; t < m; ++t) {
       const Index i = S[static_cast<size_t>(a + t)];
       const double e = Z.col(t).dot(w.bS) + pb.offset_at(i);
-      pred[i] = e;
-      losses[i] = Loss::value(pb.y[i], e, pb.lp);
+      pred[pos + a + t] = e;
+      losses[pos + a + t] = Loss::value(pb.y[i], e, pb.lp);
     }
   }
 }
 
 template <class Loss>
-KFoldOutput approx_impl(const Problem& pb, FitState& st, const int* fold, Index K, int n_threads) {
+KFoldOutput approx_impl(const Problem& pb, FitState& st, const SampleSets& groups, int n_threads) {
   const Index n = pb.n(), off = pb.intercept ? 1 : 0;
-  const auto groups = members(fold, n, K);
+  const auto offset = check_sets(groups, n);
+  const Index K = static_cast<Index>(groups.size());
   fresh_factor<Loss>(pb, st, n_threads);
   const Columns cols = st.columns();
   const Index q1 = (cols.all() ? pb.X.p : cols.size) + off;
@@ -189,8 +230,8 @@ KFoldOutput approx_impl(const Problem& pb, FitState& st, const int* fold, Index 
     for (Index j = 0; j < q1 - off; ++j)
       bq[off + j] = st.beta[off + (cols.all() ? j : cols.cols[j])];
   }
-  out.losses.resize(n);
-  out.predictions.resize(n);
+  out.losses.resize(offset.back());
+  out.predictions.resize(offset.back());
   const int nt = static_cast<int>(std::min<Index>(threads_for(n_threads, work), K));
   ExceptionCatcher guard;
 #pragma omp parallel num_threads(nt)
@@ -202,10 +243,11 @@ KFoldOutput approx_impl(const Problem& pb, FitState& st, const int* fold, Index 
       guard.run([&] {
         interrupt::check();
         const auto& S = groups[static_cast<size_t>(k)];
+        const Index pos = offset[static_cast<size_t>(k)];
         if (small[static_cast<size_t>(k)]) {
-          woodbury_fold<Loss>(pb, st, cols, q1, k, S, w, out.predictions, out.losses);
+          woodbury_fold<Loss>(pb, st, cols, q1, k, S, pos, w, out.predictions, out.losses);
         } else {
-          downdate_fold<Loss>(pb, st, cols, q1, k, S, H, bq, w, out.predictions, out.losses);
+          downdate_fold<Loss>(pb, st, cols, q1, k, S, pos, H, bq, w, out.predictions, out.losses);
         }
       });
     }
@@ -215,13 +257,14 @@ KFoldOutput approx_impl(const Problem& pb, FitState& st, const int* fold, Index 
 }
 
 template <class Loss>
-KFoldOutput exact_impl(const Problem& pb, const FitState& st, const int* fold, Index K,
+KFoldOutput exact_impl(const Problem& pb, const FitState& st, const SampleSets& groups,
                        const FitOptions& opt) {
   const Index n = pb.n(), p1 = pb.p1();
-  const auto groups = members(fold, n, K);
+  const auto offset = check_sets(groups, n);
+  const Index K = static_cast<Index>(groups.size());
   KFoldOutput out;
-  out.losses.resize(n);
-  out.predictions.resize(n);
+  out.losses.resize(offset.back());
+  out.predictions.resize(offset.back());
   Vec w(n);
   for (Index i = 0; i < n; ++i) w[i] = pb.weight(i);
   const int nt = resolve_threads(opt.n_threads);
@@ -230,7 +273,10 @@ KFoldOutput exact_impl(const Problem& pb, const FitState& st, const int* fold, I
   // after the other, each refit with all threads. Fits do not depend on their thread
   // count (fixed-chunk reductions), so neither does the result.
   const double per_fit = 12.0 * double(n) + 4.0 * double(p1) * double(p1);  // doubles
-  const bool over_folds = nt > 1 && K >= nt && per_fit * nt <= 128.0 * 1024 * 1024;
+  // (and not for small problems: below kSerialFlops in all a team costs more than it saves)
+  const double work = double(K) * double(n) * double(p1) * double(p1);
+  const bool over_folds =
+      threads_for(nt, work) > 1 && K >= nt && per_fit * nt <= 128.0 * 1024 * 1024;
   FitOptions fopt = opt;
   if (over_folds) fopt.n_threads = 1;
   auto refit = [&](Index k) -> bool {  // true when converged
@@ -246,9 +292,11 @@ KFoldOutput exact_impl(const Problem& pb, const FitState& st, const int* fold, I
     pk.w = wk.data();
     const FitState r = pb.has_l1() ? enet_fit<Loss>(pk, fopt, &st.beta, -1, false)
                                    : newton_fit<Loss>(pk, fopt, &st.beta);
+    Index pos = offset[static_cast<size_t>(k)];
     for (Index i : S) {
-      out.predictions[i] = r.eta[i];
-      out.losses[i] = Loss::value(pb.y[i], r.eta[i], pb.lp);
+      out.predictions[pos] = r.eta[i];
+      out.losses[pos] = Loss::value(pb.y[i], r.eta[i], pb.lp);
+      ++pos;
     }
     return r.converged;
   };
@@ -273,15 +321,27 @@ KFoldOutput exact_impl(const Problem& pb, const FitState& st, const int* fold, I
 
 }  // namespace
 
+KFoldOutput holdout_approx(const Problem& pb, LossKind loss, FitState& st, const SampleSets& sets,
+                           int n_threads) {
+  return dispatch_loss(loss,
+                       [&](auto L) { return approx_impl<decltype(L)>(pb, st, sets, n_threads); });
+}
+
+KFoldOutput holdout_exact(const Problem& pb, LossKind loss, const FitState& st,
+                          const SampleSets& sets, const FitOptions& opt) {
+  return dispatch_loss(loss, [&](auto L) { return exact_impl<decltype(L)>(pb, st, sets, opt); });
+}
+
 KFoldOutput kfold_approx(const Problem& pb, LossKind loss, FitState& st, const int* fold, Index K,
                          int n_threads) {
-  return dispatch_loss(
-      loss, [&](auto L) { return approx_impl<decltype(L)>(pb, st, fold, K, n_threads); });
+  const SampleSets sets = members(fold, pb.n(), K);
+  return scatter(sets, pb.n(), holdout_approx(pb, loss, st, sets, n_threads));
 }
 
 KFoldOutput kfold_exact(const Problem& pb, LossKind loss, const FitState& st, const int* fold,
                         Index K, const FitOptions& opt) {
-  return dispatch_loss(loss, [&](auto L) { return exact_impl<decltype(L)>(pb, st, fold, K, opt); });
+  const SampleSets sets = members(fold, pb.n(), K);
+  return scatter(sets, pb.n(), holdout_exact(pb, loss, st, sets, opt));
 }
 
 }  // namespace aloocv

@@ -64,7 +64,9 @@ RidgePath ridge_path(const Problem& pb, const double* lams, Index k, int n_threa
   const double tiny = 64 * std::numeric_limits<double>::epsilon();
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
-#pragma omp parallel num_threads(nt)
+  // small problems on the calling thread (a team costs more than the loop there)
+  const double work = double(n) * double(p) * double(p + 2 * k);
+#pragma omp parallel num_threads(threads_for(nt, work))
   {
     interrupt::Share share(ictx);
     std::vector<double> pack, zbuf;

@@ -6,6 +6,10 @@ Hessian pass (Beirami et al., 2017), computed in a C++/Eigen/OpenMP core.
 
 from __future__ import annotations
 
+# isort: off
+from . import _threads  # first: it loads the core under its OpenMP wait policy
+
+# isort: on
 from . import _blas
 from . import losses as losses  # the public registry: aloocv.losses
 from ._diagnostics import (
@@ -34,6 +38,7 @@ from .penalties import L1, L2, ElasticNet, Penalty
 from .tuning import TuneResult, tune
 
 _blas.register()
+_threads.register()
 
 __version__ = "0.1.0"
 

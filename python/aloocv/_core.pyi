@@ -75,6 +75,22 @@ def kfold(
     l1: _F64 | None = None,
     offset: _F64 | None = None,
 ) -> dict[str, Any]: ...
+def holdout(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: _Loss,
+    penalty: _F64,
+    fit_intercept: bool,
+    indices: NDArray[np.int32],
+    indptr: NDArray[np.int32],
+    method: str,
+    tol: float,
+    max_iter: int,
+    n_threads: int,
+    l1: _F64 | None = None,
+    offset: _F64 | None = None,
+) -> dict[str, Any]: ...
 def dual(
     X: _Design,
     y: _F64,
@@ -147,3 +163,5 @@ def multinomial_loo(
     refit: bool = True,
     return_gradient: bool = False,
 ) -> dict[str, Any]: ...
+def thread_limit() -> int: ...
+def set_thread_limit(n: int) -> None: ...

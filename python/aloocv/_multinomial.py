@@ -335,6 +335,7 @@ def kfold(
     tol,
     max_iter,
     n_jobs,
+    splits=None,
 ):
     """Multinomial K-fold (``aloocv.kfold(..., loss="multinomial")``).
 
@@ -346,20 +347,33 @@ def kfold(
     """
     import time
 
-    from ._kfold import _assign_folds, _label, fold_result
+    from ._kfold import _assign_folds, _label, fold_result, split_result
 
     penalty = as_penalty(penalty)
     X, y, K, pen, w = check_multinomial_inputs(X, y, penalty, sample_weight, fit_intercept)
     tol, max_iter = check_options(tol, max_iter)
     n = X.shape[0]
-    idx, labels = _assign_folds(n, n_folds, folds, random_state)
-    nf = labels.size
     ww = np.ones(n) if w is None else w
-    wsum = np.bincount(idx, weights=ww, minlength=nf)
-    if np.any(wsum <= 0):
-        raise ValueError(
-            f"fold {_label(labels, int(np.flatnonzero(wsum <= 0)[0]))} has zero total sample weight"
-        )
+    if splits is None:
+        idx, labels = _assign_folds(n, n_folds, folds, random_state)
+        nf = labels.size
+        wsum = np.bincount(idx, weights=ww, minlength=nf)
+        if np.any(wsum <= 0):
+            raise ValueError(
+                f"fold {_label(labels, int(np.flatnonzero(wsum <= 0)[0]))} has zero total "
+                "sample weight"
+            )
+        # (train weights, test indices) of each fold
+        parts = [(np.where(idx == k, 0.0, ww), np.flatnonzero(idx == k)) for k in range(nf)]
+    else:
+        nf = len(splits)
+        parts = []
+        for k, (tr, te) in enumerate(splits):
+            wk = np.zeros(n)
+            wk[tr] = ww[tr]
+            if not wk.sum() > 0:
+                raise ValueError(f"the training set of split {k} has zero total sample weight")
+            parts.append((wk, te))
     design, nt, icpt = core_design(X), n_threads(n_jobs), bool(fit_intercept)
     t0 = time.perf_counter()
     with _blas.single_threaded_blas():
@@ -368,27 +382,36 @@ def kfold(
     _warn_not_converged(fitres, tol, max_iter)
     beta = _beta(full["coef"], full["intercept"], K, X.shape[1], icpt)
     t1 = time.perf_counter()
-    pred = np.empty((n, K))
+    pred_tests = []
     failed = 0
-    for k in range(nf):
-        out_k = idx == k
-        wk = np.where(out_k, 0.0, ww)
+    for wk, te in parts:
         with _blas.single_threaded_blas():
             r = _core.multinomial_fit(
                 design, y, wk, K, pen, icpt, tol, 1 if method == "alo" else max_iter, nt, beta
             )
         failed += method == "exact" and not r["converged"]
-        pred[out_k] = np.asarray(X[out_k] @ r["coef"].T) + r["intercept"]
+        pred_tests.append(np.asarray(X[te] @ r["coef"].T) + r["intercept"])
     t2 = time.perf_counter()
-    check_finite_result(f"kfold(method={method!r})", coef=full["coef"], predictions=pred)
+    check_finite_result(
+        f"kfold(method={method!r})", coef=full["coef"], predictions=np.concatenate(pred_tests)
+    )
     if failed:
         warnings.warn(
             f"exact K-fold: {failed} of {nf} refits did not reach tol={tol:g}",
             ConvergenceWarning,
             stacklevel=3,
         )
-    m = pred.max(axis=1)
-    losses = m + np.log(np.exp(pred - m[:, None]).sum(axis=1)) - pred[np.arange(n), y.astype(int)]
-    return fold_result(
-        losses, pred, idx, labels, ww, wsum, method, fitres, w, {"fit": t1 - t0, "folds": t2 - t1}
-    )
+
+    def nll(pr, yt):
+        m = pr.max(axis=1)
+        return m + np.log(np.exp(pr - m[:, None]).sum(axis=1)) - pr[np.arange(yt.size), yt]
+
+    timings = {"fit": t1 - t0, "folds": t2 - t1}
+    if splits is not None:
+        loss_tests = [nll(pr, y[te].astype(int)) for pr, (_, te) in zip(pred_tests, parts)]
+        return split_result(splits, pred_tests, loss_tests, ww, n, method, fitres, w, timings)
+    pred = np.empty((n, K))
+    for pr, (_, te) in zip(pred_tests, parts):
+        pred[te] = pr
+    losses = nll(pred, y.astype(int))
+    return fold_result(losses, pred, idx, labels, ww, wsum, method, fitres, w, timings)

@@ -438,9 +438,13 @@ def check_options(tol: Any, max_iter: Any) -> tuple[float, int]:
 
 
 def n_threads(n_jobs: Any) -> int:
-    """OpenMP threads for n_jobs (None: OpenMP's default; -1: all cores; -k: all but k-1)."""
+    """OpenMP threads for n_jobs (None: OpenMP's default under the thread limits that
+    threadpoolctl, joblib and ``OMP_NUM_THREADS`` set, see :mod:`aloocv._threads`; -1: all
+    cores; -k: all but k-1)."""
     if n_jobs is None:
-        return 0
+        from . import _core
+
+        return int(_core.max_threads())
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)):
         raise TypeError(f"n_jobs must be an integer or None, got {n_jobs!r}")
     if n_jobs == 0:

@@ -20,7 +20,7 @@ one fit per candidate instead of ``K'`` refits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike
 
 from ._fit import fit
 from ._kfold import kfold
-from ._validation import check_bool, check_real_scalar, check_vector, check_X
+from ._validation import check_bool, check_labels, check_real_scalar, check_vector, check_X
 from .losses import get_loss
 from .penalties import L2, ElasticNet, Penalty
 from .tuning import tune
@@ -52,10 +52,16 @@ class NestedCVResult:
         training part.
     chosen : list of Penalty
         The penalty chosen in each outer fold.
-    inner_scores : ndarray of shape (outer_folds, n_candidates)
-        The inner CV estimate of every candidate in every outer fold.
+    inner_scores : ndarray of shape (outer_folds, n_candidates) or (outer_folds,)
+        The inner CV estimate of every candidate in every outer fold; with an
+        estimator tuned by its own ``fit`` (``inner="alo"``), the fitted estimator's
+        ``best_score_`` in each outer fold.
     candidates : list of Penalty
+        The candidate grid (empty when each outer fold's estimator builds its own).
     inner : str
+    estimators : list
+        With an estimator and ``inner="alo"``: the estimator fitted (tuned and refitted)
+        on each outer training part; empty otherwise.
     """
 
     estimate: float
@@ -65,6 +71,7 @@ class NestedCVResult:
     inner_scores: np.ndarray
     candidates: list[Penalty]
     inner: str
+    estimators: list = field(default_factory=list)
 
 
 @dataclass
@@ -98,10 +105,11 @@ def _spec(spec: Any) -> tuple[str, list[Penalty], bool]:
             ratios = [1.0] if spec.penalty == "l1" else list(spec.l1_ratios)
             cands = [ElasticNet(r / C, (1 - r) / C) for r in ratios for C in Cs]
         return "logistic", cands, check_bool(spec.fit_intercept, "fit_intercept")
-    if isinstance(spec, ALOElasticNetCV):
-        raise TypeError(
-            "ALOElasticNetCV scales its alphas with the training size; pass a spec dict "
-            "{'loss': 'squared', 'candidates': [aloocv.ElasticNet(...), ...]} instead"
+    if isinstance(spec, ALOElasticNetCV) or _is_estimator(spec):
+        raise ValueError(
+            f"{type(spec).__name__} builds its candidate grid from the training data: "
+            "use inner='alo' (each outer fold fits the estimator), or pass a spec dict "
+            "{'loss': ..., 'candidates': [...]} for exact inner folds"
         )
     if isinstance(spec, dict):
         if "loss" not in spec or "candidates" not in spec:
@@ -117,14 +125,27 @@ def _spec(spec: Any) -> tuple[str, list[Penalty], bool]:
         intercept = check_bool(spec.get("fit_intercept", True), "fit_intercept")
         return get_loss(spec["loss"]), cands, intercept
     raise TypeError(
-        "estimator_or_spec must be ALORidgeCV, ALOLogisticRegressionCV or a dict "
+        "estimator_or_spec must be an aloocv estimator (ALORidgeCV, ALOElasticNetCV, "
+        "ALOLogisticRegressionCV, ALOPoissonRegressorCV, ...) or a dict "
         "{'loss': ..., 'candidates': [...]}"
     )
 
 
-def _splits(n: int, outer: Any, random_state: Any) -> list[tuple[np.ndarray, np.ndarray]]:
-    if hasattr(outer, "split"):  # a scikit-learn splitter
-        return [(np.asarray(a), np.asarray(b)) for a, b in outer.split(np.zeros((n, 1)))]
+def _splits(
+    n: int, outer: Any, random_state: Any, X: Any = None, y: Any = None, groups: Any = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    if hasattr(outer, "split") or (
+        not isinstance(outer, (int, np.integer, str, bytes)) and hasattr(outer, "__iter__")
+    ):  # a scikit-learn splitter or an iterable of (train, test)
+        from ._kfold import _cv_splits
+
+        # the splitter sees the data (StratifiedKFold needs y, GroupKFold groups)
+        return _cv_splits(outer, X, y, groups, None, n)
+    if groups is not None:
+        raise ValueError(
+            "groups= goes with a group splitter as outer_folds (e.g. GroupKFold(5) or "
+            "LeaveOneGroupOut())"
+        )
     if isinstance(outer, bool) or not isinstance(outer, (int, np.integer)):
         raise TypeError(f"outer_folds must be an integer or a splitter, got {outer!r}")
     if outer < 2:
@@ -142,6 +163,36 @@ def _mean_loss(loss: Any, y: np.ndarray, eta: np.ndarray) -> float:
     return float(np.mean(get_loss(loss).value(y, eta)))
 
 
+def _is_estimator(spec: Any) -> bool:
+    from .estimators import _ALOBase
+
+    return isinstance(spec, _ALOBase)
+
+
+def _outer_error(est: Any, X: Any, y: np.ndarray) -> float:
+    """Mean loss of a fitted estimator on a test part: the loss it fits (squared, the
+    GLM deviances / 2, logistic), multinomial log loss for more than two classes."""
+    from sklearn.base import is_classifier
+
+    from .estimators import _ALORegressor
+
+    if is_classifier(est):
+        classes = est.classes_
+        pos = np.clip(np.searchsorted(classes, y), 0, classes.size - 1)
+        if np.any(classes[pos] != y):
+            raise ValueError(
+                "an outer test part holds a class that its training part lacks; use a "
+                "stratified outer splitter (e.g. StratifiedKFold)"
+            )
+        if classes.size == 2:
+            eta = np.asarray(est.decision_function(X), dtype=float)
+            return _mean_loss("logistic", pos.astype(float), eta)
+        proba = est.predict_proba(X)[np.arange(y.shape[0]), pos]
+        return float(np.mean(-np.log(np.maximum(proba, np.finfo(float).tiny))))
+    loss = est._loss() if hasattr(est, "_loss") else "squared"
+    return _mean_loss(loss, y, _ALORegressor.predict(est, X))
+
+
 def nested_cv(
     estimator_or_spec: Any,
     X: ArrayLike,
@@ -151,42 +202,73 @@ def nested_cv(
     random_state: int | None = 0,
     tol: float = 1e-8,
     n_jobs: int | None = None,
+    groups: ArrayLike | None = None,
 ) -> NestedCVResult:
     """K-fold nested cross-validation (the notes' Algorithm 1).
 
     Parameters
     ----------
-    estimator_or_spec : ALORidgeCV, ALOLogisticRegressionCV or dict
-        The family ``{A_theta}``: an estimator (its loss and candidate grid), or
-        ``{"loss": "logistic", "candidates": [aloocv.L2(0.1), ...], "fit_intercept":
-        True}`` (a bare positive number is ``L2`` of it).
+    estimator_or_spec : aloocv estimator or dict
+        The family ``{A_theta}``: any of aloocv's estimators (``ALORidgeCV``,
+        ``ALOElasticNetCV``, ``ALOLogisticRegressionCV`` binary or multiclass,
+        ``ALOPoissonRegressorCV``, ``ALOGammaRegressorCV``, ``ALOTweedieRegressorCV``),
+        or ``{"loss": "logistic", "candidates": [aloocv.L2(0.1), ...],
+        "fit_intercept": True}`` (a bare positive number is ``L2`` of it). With
+        ``inner="alo"`` an estimator is cloned and fitted on each outer training part
+        (its own ALO tuning, with all its parameters, then its refit).
     X, y : array_like
-    outer_folds : int or scikit-learn splitter
-        Outer folds (shuffled with ``random_state``), or e.g. ``KFold(5)``.
+    outer_folds : int, scikit-learn splitter or iterable of (train, test)
+        Outer folds: an int is that many shuffled folds (seeded by ``random_state``);
+        a splitter (``KFold(5)``, ``StratifiedKFold(5)``, ``GroupKFold(5)``,
+        ``LeaveOneGroupOut()``, ...) is called as ``outer_folds.split(X, y, groups)``.
     inner : "alo", "exact" or int
         How each outer training part chooses theta: ``"alo"`` by ALOOCV (one fit per
         candidate, warm-started along the grid); ``"exact"`` (5 folds) or an int
         ``K'`` by exact inner ``K'``-fold CV on unshuffled contiguous folds, as
-        ``GridSearchCV(cv=K')`` does, scored by the mean of the fold means.
+        ``GridSearchCV(cv=K')`` does, scored by the mean of the fold means (a spec
+        dict, ``ALORidgeCV`` or a binary ``ALOLogisticRegressionCV``: the estimators
+        whose candidate grid does not depend on the training data).
     random_state : int, optional
         Seeds the outer folds (when ``outer_folds`` is an int).
+    tol, n_jobs
+        Tolerance and threads of the fits of a spec dict or of exact inner folds; an
+        estimator fitted with ``inner="alo"`` uses its own ``tol`` and ``n_jobs``.
+    groups : array_like of shape (n_samples,), optional
+        Group labels for a group splitter as ``outer_folds``.
 
     Returns
     -------
     NestedCVResult
+        ``fold_errors`` are the mean losses of each outer test part: the loss the
+        model fits (``(y - eta)^2 / 2`` for squared loss, the GLM loss, the logistic
+        loss) or the multinomial log loss of a multiclass classifier.
+
+    Examples
+    --------
+    >>> import numpy as np, aloocv
+    >>> from sklearn.model_selection import GroupKFold
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((120, 4)); y = X[:, 0] + rng.standard_normal(120)
+    >>> g = np.repeat(np.arange(12), 10)
+    >>> res = aloocv.nested_cv(aloocv.ALOElasticNetCV(l1_ratio=0.5), X, y,
+    ...                        outer_folds=GroupKFold(4), groups=g)
+    >>> res.fold_errors.shape
+    (4,)
     """
+    if inner == "exact":
+        inner = 5
+    if inner != "alo":
+        if isinstance(inner, bool) or not isinstance(inner, (int, np.integer)) or inner < 2:
+            raise ValueError(f"inner must be 'alo', 'exact' or an integer >= 2, got {inner!r}")
+    if _is_estimator(estimator_or_spec) and inner == "alo":
+        return _nested_estimator(estimator_or_spec, X, y, outer_folds, random_state, groups)
     loss, cands, intercept = _spec(estimator_or_spec)
     if not cands:
         raise ValueError("no candidates to choose from")
     X = check_X(X)
     y = check_vector(y, X.shape[0], "y")
     n = X.shape[0]
-    if inner == "exact":
-        inner = 5
-    if inner != "alo":
-        if isinstance(inner, bool) or not isinstance(inner, (int, np.integer)) or inner < 2:
-            raise ValueError(f"inner must be 'alo', 'exact' or an integer >= 2, got {inner!r}")
-    splits = _splits(n, outer_folds, random_state)
+    splits = _splits(n, outer_folds, random_state, X, y, groups)
     errors, chosen, scores = [], [], []
     for train, test in splits:
         Xtr, ytr = X[train], y[train]
@@ -256,6 +338,42 @@ def nested_cv(
         inner_scores=np.asarray(scores),
         candidates=cands,
         inner=str(inner),
+    )
+
+
+def _nested_estimator(est, X, y, outer_folds, random_state, groups) -> NestedCVResult:
+    """Nested CV of an aloocv estimator: clone, fit (its own ALO tuning and refit) on each
+    outer training part, score on its test part."""
+    from sklearn.base import clone, is_classifier
+
+    from .estimators import _precheck
+
+    _precheck(X)
+    X = check_X(X)
+    n = X.shape[0]
+    y = check_labels(y, n) if is_classifier(est) else check_vector(y, n, "y")
+    splits = _splits(n, outer_folds, random_state, X, y, groups)
+    errors, chosen, scores, fitted = [], [], [], []
+    for train, test in splits:
+        model = clone(est).fit(X[train], y[train])
+        errors.append(_outer_error(model, X[test], y[test]))
+        tr = getattr(model, "tune_result_", None)
+        if isinstance(tr, list):
+            chosen.append([r.penalty for r in tr])
+        else:
+            chosen.append(getattr(tr, "penalty", None))
+        scores.append(float(model.best_score_))
+        fitted.append(model)
+    errors = np.asarray(errors)
+    return NestedCVResult(
+        estimate=float(errors.mean()),
+        stderr=float(errors.std(ddof=1) / np.sqrt(len(errors))) if len(errors) > 1 else np.nan,
+        fold_errors=errors,
+        chosen=chosen,
+        inner_scores=np.asarray(scores),
+        candidates=[],
+        inner="alo",
+        estimators=fitted,
     )
 
 

@@ -4,6 +4,7 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <mutex>
 #include <stdexcept>
@@ -31,12 +32,26 @@ struct SingularHessian : InvalidInput {
   using InvalidInput::InvalidInput;
 };
 
+// Process-wide cap on the threads of the core's parallel regions, 0 for none: what
+// threadpoolctl sets through the controller that aloocv registers (threadpool_limits,
+// joblib's worker limits). One value for the whole process, as OpenBLAS's pthreads limit.
+inline std::atomic<int> g_thread_limit{0};
+
+inline int thread_limit() { return g_thread_limit.load(std::memory_order_relaxed); }
+inline void set_thread_limit(int n) {
+  g_thread_limit.store(n > 0 ? n : 0, std::memory_order_relaxed);
+}
+
+// The threads of n_jobs=None: OpenMP's default for the calling thread (OMP_NUM_THREADS,
+// omp_set_num_threads, threadpoolctl's OpenMP limit), capped by thread_limit().
 inline int max_threads() {
 #ifdef _OPENMP
-  return omp_get_max_threads();
+  const int m = omp_get_max_threads();
 #else
-  return 1;
+  const int m = 1;
 #endif
+  const int cap = thread_limit();
+  return cap > 0 ? std::min(cap, m) : m;
 }
 
 inline int resolve_threads(int n_threads) { return n_threads >= 1 ? n_threads : max_threads(); }

@@ -44,7 +44,18 @@ inline bool kfold_use_woodbury(Index q, Index p1) {
   return a * a * (b + a / 3.0) < b * b * b / 3.0;
 }
 
-// fold[i] in [0, K) for every sample; every fold non-empty.
+// Held-out sets: non-empty subsets of the samples without repeats; they may overlap and
+// need not cover the samples (the complements of a scikit-learn splitter's training
+// sets). Each set is left out on its own: the outputs of holdout_* hold, set after set,
+// the held-out predictions and losses of the set's samples in the set's order.
+using SampleSets = std::vector<std::vector<Index>>;
+
+KFoldOutput holdout_approx(const Problem& pb, LossKind loss, FitState& st, const SampleSets& sets,
+                           int n_threads);
+KFoldOutput holdout_exact(const Problem& pb, LossKind loss, const FitState& st,
+                          const SampleSets& sets, const FitOptions& opt);
+
+// fold[i] in [0, K) for every sample; every fold non-empty (a partition: per-sample outputs).
 KFoldOutput kfold_approx(const Problem& pb, LossKind loss, FitState& st, const int* fold, Index K,
                          int n_threads);
 KFoldOutput kfold_exact(const Problem& pb, LossKind loss, const FitState& st, const int* fold,
