@@ -242,7 +242,7 @@ def test_nested_stratified_and_logistic_estimator():
 def test_nested_group_kfold_elastic_net():
     X, y = make_data("squared", 150, 6, seed=311)
     groups = np.repeat(np.arange(15), 10)
-    est = aloocv.ALOElasticNetCV(l1_ratio=0.5, n_alphas=8, tol=1e-12)
+    est = aloocv.ALOElasticNetCV(l1_ratio=0.5, alphas=8, tol=1e-12)
     outer = GroupKFold(3)
     res = aloocv.nested_cv(est, X, y, outer_folds=outer, groups=groups)
     for k, (tr, te) in enumerate(outer.split(X, y, groups)):
