@@ -55,7 +55,7 @@ class NestedCVResult:
     inner_scores : ndarray of shape (outer_folds, n_candidates) or (outer_folds,)
         The inner CV estimate of every candidate in every outer fold; with an
         estimator tuned by its own ``fit`` (``inner="alo"``), the fitted estimator's
-        ``best_score_`` in each outer fold.
+        ``best_score_`` in each outer fold (higher is better, unlike the inner losses).
     candidates : list of Penalty
         The candidate grid (empty when each outer fold's estimator builds its own).
     inner : str
