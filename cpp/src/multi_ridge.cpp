@@ -182,6 +182,7 @@ MultiRidgeScores multi_ridge_scores(const MultiRidge& mr, const double* lams, In
   for (Index j = 0; j < k; ++j) inv.col(j) = (mr.s.array() + lams[j]).inverse().matrix();
   Mat den = leverages(mr, inv);
   downdate(mr, den, lams);
+  const Mat dinv = den.cwiseInverse();
   // spectral filters: direct (basis = inv, R = I) or compressed (basis_l = u_l sigma_l / s)
   Mat basis = inv, R = Mat::Identity(k, k);
   bool direct = true;
@@ -222,12 +223,13 @@ MultiRidgeScores multi_ridge_scores(const MultiRidge& mr, const double* lams, In
 #pragma omp parallel num_threads(threads_for(nt, work))
   {
     interrupt::Share share(ictx);
-    std::vector<double> gbuf, fbuf, comb;
+    std::vector<double> gbuf, fbuf, comb, ybuf;
     guard.run([&] {
       const Index tt = std::min(T, kTargetTile);
       gbuf.resize(static_cast<size_t>(p * tt));
       fbuf.resize(static_cast<size_t>(r * kRowBlock * tt));
-      if (!direct) comb.resize(static_cast<size_t>(kRowBlock * tt));
+      if (!direct) comb.resize(static_cast<size_t>(k * kRowBlock * tt));
+      ybuf.resize(static_cast<size_t>(kRowBlock * tt));
     });
 #pragma omp for schedule(dynamic, 1)
     for (Index task = 0; task < tasks; ++task) {
@@ -240,28 +242,30 @@ MultiRidgeScores multi_ridge_scores(const MultiRidge& mr, const double* lams, In
         Mat& s4 = part4[static_cast<size_t>(c)];
         for (Index i0 = c0; i0 < c1; i0 += kRowBlock) {
           interrupt::check();
-          const Index m = std::min(c1, i0 + kRowBlock) - i0;
+          const Index m = std::min(c1, i0 + kRowBlock) - i0, mt = m * tt;
+          // the centered responses of the block, contiguous (Y may be in C order)
+          for (Index q = 0; q < m; ++q)
+            for (Index t = 0; t < tt; ++t) ybuf[t * m + q] = mr.Y(i0 + q, t0 + t) - mr.ybar[t0 + t];
           for (Index l = 0; l < r; ++l) {
             Eigen::Map<Mat> Gb(gbuf.data(), p, tt);
             Gb = basis.col(l).asDiagonal() * mr.C.middleCols(t0, tt);
-            blas::gemm(m, tt, p, mr.Z.data() + i0, n, gbuf.data(), p, fbuf.data() + l * m * tt, m);
+            blas::gemm(m, tt, p, mr.Z.data() + i0, n, gbuf.data(), p, fbuf.data() + l * mt, m);
           }
+          // compressed: F_j = sum_l R_jl F_l for every j at once, one (m tt x r) x (r x k) GEMM
+          if (!direct) blas::gemm_ex(false, true, mt, k, r, 1.0, fbuf.data(), mt, R.data(), k, 0.0,
+                                     comb.data(), mt);
+          const double* F = direct ? fbuf.data() : comb.data();
           for (Index j = 0; j < k; ++j) {
-            const double* Fj = fbuf.data() + j * m * tt;
-            if (!direct) {
-              Eigen::Map<Mat> Cm(comb.data(), m, tt);
-              Cm.setZero();
-              for (Index l = 0; l < r; ++l)
-                Cm += R(j, l) * Eigen::Map<const Mat>(fbuf.data() + l * m * tt, m, tt);
-              Fj = comb.data();
-            }
-            const double* dj = den.data() + j * n + i0;
+            const double* Fj = F + j * mt;
+            const double* dj = dinv.data() + j * n + i0;
+            const double* wj = mr.w.data() + i0;
             for (Index t = 0; t < tt; ++t) {
-              const double yb = mr.ybar[t0 + t];
+              const double* yt = ybuf.data() + t * m;
+              const double* ft = Fj + t * m;
               double a2 = 0.0, a4 = 0.0;
               for (Index q = 0; q < m; ++q) {
-                const double e = (mr.Y(i0 + q, t0 + t) - yb - Fj[t * m + q]) / dj[q];
-                const double we2 = mr.w[i0 + q] * e * e;
+                const double e = (yt[q] - ft[q]) * dj[q];
+                const double we2 = wj[q] * e * e;
                 a2 += we2;
                 a4 += we2 * e * e;
               }

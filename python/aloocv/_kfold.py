@@ -24,8 +24,10 @@ from ._validation import (
     check_offset,
     check_options,
     core_design,
+    is_multi_target,
     n_threads,
 )
+from ._multitarget import MultiTargetKFoldResult
 from .penalties import Penalty
 
 __all__ = ["KFoldResult", "kfold"]
@@ -165,13 +167,17 @@ def kfold(
     max_iter: int = 100,
     n_jobs: int | None = None,
     offset: ArrayLike | None = None,
-) -> KFoldResult:
+) -> KFoldResult | MultiTargetKFoldResult:
     """K-fold (or leave-q-out) cross-validation of a penalized GLM.
 
     Parameters
     ----------
     X, y, loss, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, offset
-        As in :func:`aloocv.fit`.
+        As in :func:`aloocv.fit`. A 2-d ``y`` ``(n_samples, n_targets)`` with
+        ``loss="squared"`` and an L2 penalty gives a
+        :class:`aloocv.MultiTargetKFoldResult` (per-target losses, fold means, mean and
+        stderr; every target shares one decomposition, ``"alo"`` is the exact fold
+        downdate, ``"exact"`` one refit per fold for all targets at once; no ``offset=``).
     n_folds : int, optional
         Number of shuffled, nearly equal folds (default 10). With ``folds=`` it may be
         given as a check: it must equal the number of distinct labels. ``n_folds ==
@@ -220,6 +226,25 @@ def kfold(
     >>> aloocv.kfold(X, y, loss="logistic", folds=groups).n_folds
     50
     """
+    if is_multi_target(y):
+        from . import _multitarget
+
+        return _multitarget.kfold(
+            X,
+            y,
+            loss,
+            penalty,
+            n_folds,
+            method,
+            folds,
+            random_state,
+            fit_intercept,
+            sample_weight,
+            tol,
+            max_iter,
+            n_jobs,
+            offset=(offset, None),
+        )
     if not isinstance(method, str) or method not in KFOLD_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(KFOLD_METHODS)}")
     if isinstance(loss, str) and loss == MULTINOMIAL:

@@ -18,6 +18,7 @@ from sklearn.linear_model._base import LinearClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from . import _blas
 from ._multinomial import softmax
 from ._validation import (
     check_bool,
@@ -25,7 +26,9 @@ from ._validation import (
     check_sample_weight,
     check_vector,
     check_X,
+    is_multi_target,
     is_sparse,
+    n_threads,
 )
 from .losses import Tweedie, get_loss
 from .penalties import L1, L2, ElasticNet, Penalty
@@ -156,6 +159,8 @@ class _ALORegressor(RegressorMixin, _ALOBase):
             reset=False,
             dtype=[np.float64, np.float32],
         )
+        if np.ndim(self.coef_) == 2:  # several targets: coef_ (n_targets, n_features)
+            return np.asarray(X @ self.coef_.T) + self.intercept_
         return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
     def __sklearn_tags__(self):
@@ -180,8 +185,14 @@ class ALORidgeCV(_ALORegressor):
     alpha_per_feature : bool
         After the grid, tune one alpha per feature by gradient descent on ALOOCV
         (the paper's "ridge with diagonal regressors"); ``alpha_`` is then a vector.
+        1-d ``y`` only.
+    alpha_per_target : bool
+        With a 2-d ``y`` (several targets), choose one alpha per target (as
+        ``RidgeCV(alpha_per_target=True)``); otherwise one alpha for all targets,
+        minimizing the mean over targets and samples of the squared leave-one-out
+        errors. Ignored for a 1-d ``y``.
     search : {"grid", "gradient"}
-        ``"gradient"`` refines the best grid alpha by Algorithm 1.
+        ``"gradient"`` refines the best grid alpha by Algorithm 1 (1-d ``y`` only).
     selection : {"min", "1se"}
         The minimum, or the largest alpha within one standard error of it.
     tol, max_iter
@@ -189,22 +200,50 @@ class ALORidgeCV(_ALORegressor):
     n_jobs : int, optional
         OpenMP threads.
 
+    Several targets (``y`` of shape ``(n_samples, n_targets)``, ``n_targets > 1``) share
+    one decomposition of ``X``: a Hessian pass, a ``p x p`` eigendecomposition and one
+    blocked GEMM per spectral filter of the grid (compressed to its numerical rank, see
+    ``aloocv._core.MultiRidge``), so thousands of targets cost a few passes over an
+    ``n x n_targets`` array, not one fit per target and alpha. The leave-one-out
+    errors, the chosen alphas, ``coef_``, ``intercept_`` and ``best_score_`` are those of
+    scikit-learn's ``RidgeCV`` (efficient LOO, including its weighted convention).
+
     Attributes
     ----------
-    alpha_ : float or ndarray of shape (n_features,)
-    coef_ : ndarray of shape (n_features,)
-    intercept_ : float
-    best_score_ : float
-        Mean leave-one-out loss ``1/2 (y - y_loo)^2`` at ``alpha_``.
+    alpha_ : float or ndarray of shape (n_features,) or (n_targets,)
+        Per target with a 2-d ``y`` and ``alpha_per_target=True``.
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+    intercept_ : float or ndarray of shape (n_targets,)
+    best_score_ : float or ndarray of shape (n_targets,)
+        1-d ``y``: mean leave-one-out loss ``1/2 (y - y_loo)^2`` at ``alpha_``. 2-d
+        ``y``: as ``RidgeCV``, the negative mean squared leave-one-out error
+        ``-1/n sum_i w_i (y_it - y_loo_it)^2`` (higher is better), per target with
+        ``alpha_per_target=True``, else averaged over targets.
+    best_stderr_ : float or ndarray of shape (n_targets,)
+        Standard error of the mean leave-one-out loss ``1/2 (y - y_loo)^2`` at
+        ``alpha_`` (per target with a 2-d ``y``).
     cv_results_ : dict
         ``"alpha"``, ``"mean"``, ``"stderr"`` per candidate (for gradient searches
         also the iterates).
+        With a 2-d ``y``: ``"alpha"`` (n_alphas,), ``"mean"`` and ``"stderr"``
+        (n_alphas, n_targets) of the loss ``1/2 (y - y_loo)^2``.
     loo_values_ : ndarray of shape (n_samples, n_alphas)
         Squared leave-one-out errors per sample and grid alpha, as scikit-learn's
-        ``RidgeCV(store_cv_results=True).cv_results_``.
+        ``RidgeCV(store_cv_results=True).cv_results_`` (1-d ``y`` only).
     loo_predictions_ : ndarray of shape (n_samples,)
-        Leave-one-out predictions of every training point at ``alpha_``.
+        Leave-one-out predictions of every training point at ``alpha_`` (1-d ``y``
+        only).
     tune_result_ : TuneResult
+        1-d ``y`` only.
+
+    Examples
+    --------
+    >>> import numpy as np, aloocv
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((100, 5)); Y = X @ rng.standard_normal((5, 3))
+    >>> m = aloocv.ALORidgeCV(alphas=[0.1, 1.0, 10.0], alpha_per_target=True).fit(X, Y)
+    >>> m.alpha_.shape, m.coef_.shape
+    ((3,), (3, 5))
     """
 
     def __init__(
@@ -213,6 +252,7 @@ class ALORidgeCV(_ALORegressor):
         *,
         fit_intercept: bool = True,
         alpha_per_feature: bool = False,
+        alpha_per_target: bool = False,
         search: str = "grid",
         selection: str = "min",
         tol: float = 1e-8,
@@ -222,6 +262,7 @@ class ALORidgeCV(_ALORegressor):
         self.alphas = alphas
         self.fit_intercept = fit_intercept
         self.alpha_per_feature = alpha_per_feature
+        self.alpha_per_target = alpha_per_target
         self.search = search
         self.selection = selection
         self.tol = tol
@@ -229,7 +270,9 @@ class ALORidgeCV(_ALORegressor):
         self.n_jobs = n_jobs
 
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> ALORidgeCV:
-        """Fit, choosing alpha by leave-one-out."""
+        """Fit, choosing alpha by leave-one-out.
+
+        ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``)."""
         _precheck(X)
         X, y = validate_data(
             self,
@@ -237,10 +280,16 @@ class ALORidgeCV(_ALORegressor):
             y,
             accept_sparse=["csr", "csc", "coo"],
             y_numeric=True,
+            multi_output=True,
             dtype=[np.float64, np.float32],
         )
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        check_bool(self.alpha_per_target, "alpha_per_target")
+        if is_multi_target(y):
+            return self._fit_targets(X, y, sample_weight)
+        if y.ndim == 2:
+            y = y[:, 0]
         _checked_input(self, X, y, sample_weight)
         alphas = _positive_grid("alphas", self.alphas)
         res = self._search(
@@ -276,6 +325,60 @@ class ALORidgeCV(_ALORegressor):
         self.cv_results_ = _cv_results(
             res, ["alpha"], lambda row: [row[0] if row.size == 1 else row.copy()]
         )
+        return self
+
+    def _fit_targets(self, X, Y, sample_weight) -> ALORidgeCV:
+        """Several targets: one decomposition, the grid scored for every target at once."""
+        from ._multitarget import decompose
+
+        _check_choice("search", self.search, ("grid", "gradient"))
+        _check_choice("selection", self.selection, ("min", "1se"))
+        check_bool(self.alpha_per_feature, "alpha_per_feature")
+        if self.alpha_per_feature:
+            raise ValueError("alpha_per_feature=True needs a 1-d y (one target)")
+        if self.search != "grid":
+            raise ValueError(
+                "search='gradient' needs a 1-d y; use search='grid' for several targets"
+            )
+        per_target = bool(self.alpha_per_target)
+        if self.selection == "1se" and not per_target:
+            raise ValueError(
+                "selection='1se' with several targets needs alpha_per_target=True (the "
+                "standard error of a mean over targets is not defined here)"
+            )
+        alphas = _positive_grid("alphas", self.alphas)
+        X, mr, Y, w, _, _ = decompose(X, Y, L2(1.0), self.fit_intercept, sample_weight, self.n_jobs)
+        n, T = Y.shape
+        nt = n_threads(self.n_jobs)
+        with _blas.single_threaded_blas():
+            sc = mr.scores(alphas, nt)
+        s2, s4 = sc["s2"], sc["s4"]
+        sw = float(n if w is None else w.sum())
+        mean = s2 / (2.0 * sw)  # weighted mean of 1/2 e^2, (n_alphas, T)
+        var = (s4 / 4.0 - sw * mean**2) / max(sw - 1.0, 1e-300)
+        stderr = np.sqrt(np.maximum(var, 0.0) / sw)
+        cols = np.arange(T)
+        if per_target:
+            best = np.argmin(s2, axis=0)  # the first minimum, as RidgeCV keeps the first best
+            if self.selection == "1se":
+                limit = mean[best, cols] + stderr[best, cols]
+                ok = mean <= limit
+                big = np.where(ok, alphas[:, None], -np.inf)
+                best = np.argmax(big, axis=0)
+        else:
+            best = np.full(T, int(np.argmin(s2.sum(axis=1))))
+        lam = alphas[best]
+        with _blas.single_threaded_blas():
+            sol = mr.solve(np.ascontiguousarray(lam), False, nt)
+        self.alpha_ = lam.copy() if per_target else float(lam[0])
+        self.coef_ = np.ascontiguousarray(sol["coef"].T)
+        self.intercept_ = sol["intercept"] if self.fit_intercept else np.zeros(T)
+        chosen = -s2[best, cols] / n  # RidgeCV: -mean over samples of w_i e_i^2
+        self.best_score_ = chosen if per_target else float(np.mean(chosen))
+        self.best_stderr_ = stderr[best, cols]
+        self.cv_results_ = {"alpha": alphas.copy(), "mean": mean, "stderr": stderr}
+        for name in ("loo_values_", "loo_predictions_", "tune_result_", "n_iter_"):
+            self.__dict__.pop(name, None)  # 1-d attributes of an earlier fit
         return self
 
 
