@@ -252,8 +252,9 @@ MultiRidgeScores multi_ridge_scores(const MultiRidge& mr, const double* lams, In
             blas::gemm(m, tt, p, mr.Z.data() + i0, n, gbuf.data(), p, fbuf.data() + l * mt, m);
           }
           // compressed: F_j = sum_l R_jl F_l for every j at once, one (m tt x r) x (r x k) GEMM
-          if (!direct) blas::gemm_ex(false, true, mt, k, r, 1.0, fbuf.data(), mt, R.data(), k, 0.0,
-                                     comb.data(), mt);
+          if (!direct)
+            blas::gemm_ex(false, true, mt, k, r, 1.0, fbuf.data(), mt, R.data(), k, 0.0,
+                          comb.data(), mt);
           const double* F = direct ? fbuf.data() : comb.data();
           for (Index j = 0; j < k; ++j) {
             const double* Fj = F + j * mt;

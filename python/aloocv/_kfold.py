@@ -16,6 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from . import _blas, _core
 from ._diagnostics import check_classes, check_fold_classes
 from ._fit import FitResult, _result, _warn_not_converged
+from ._multitarget import MultiTargetKFoldResult
 from ._validation import (
     MULTINOMIAL,
     as_penalty,
@@ -27,7 +28,6 @@ from ._validation import (
     is_multi_target,
     n_threads,
 )
-from ._multitarget import MultiTargetKFoldResult
 from .penalties import Penalty
 
 __all__ = ["KFoldResult", "kfold"]

@@ -22,6 +22,7 @@ from ._diagnostics import (
     warn_unreliable,
 )
 from ._fit import FitResult, _result, _warn_not_converged
+from ._multitarget import MultiTargetLOOResult
 from ._validation import (
     LOO_METHODS,
     MULTINOMIAL,
@@ -39,7 +40,6 @@ from ._validation import (
     is_multi_target,
     n_threads,
 )
-from ._multitarget import MultiTargetLOOResult
 from .losses import Loss
 from .penalties import Penalty
 
