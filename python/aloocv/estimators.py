@@ -214,6 +214,7 @@ class ALORidgeCV(_ALORegressor):
         Per target with a 2-d ``y`` and ``alpha_per_target=True``.
     coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
     intercept_ : float or ndarray of shape (n_targets,)
+        0.0 without an intercept.
     best_score_ : float or ndarray of shape (n_targets,)
         1-d ``y``: mean leave-one-out loss ``1/2 (y - y_loo)^2`` at ``alpha_``. 2-d
         ``y``: as ``RidgeCV``, the negative mean squared leave-one-out error
@@ -372,7 +373,8 @@ class ALORidgeCV(_ALORegressor):
             sol = mr.solve(np.ascontiguousarray(lam), False, nt)
         self.alpha_ = lam.copy() if per_target else float(lam[0])
         self.coef_ = np.ascontiguousarray(sol["coef"].T)
-        self.intercept_ = sol["intercept"] if self.fit_intercept else np.zeros(T)
+        # as RidgeCV: per target, or 0.0 without an intercept
+        self.intercept_ = sol["intercept"] if self.fit_intercept else 0.0
         chosen = -s2[best, cols] / n  # RidgeCV: -mean over samples of w_i e_i^2
         self.best_score_ = chosen if per_target else float(np.mean(chosen))
         self.best_stderr_ = stderr[best, cols]
@@ -380,6 +382,11 @@ class ALORidgeCV(_ALORegressor):
         for name in ("loo_values_", "loo_predictions_", "tune_result_", "n_iter_"):
             self.__dict__.pop(name, None)  # 1-d attributes of an earlier fit
         return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
 
 
 def _l1_l2(pen: ElasticNet) -> tuple[float, float]:
@@ -434,16 +441,31 @@ class ALOElasticNetCV(_ALORegressor):
         Explicit grid.
     fit_intercept, search, selection, tol, max_iter, n_jobs
         As in :class:`ALORidgeCV`.
+    alpha_per_target : bool
+        With a 2-d ``y`` (several targets): independent elastic nets, one per target,
+        each with its own ``alpha`` and ``l1_ratio`` chosen by its own ALOOCV (and its own
+        default grid); otherwise one shared ``(alpha, l1_ratio)`` on a common grid (the
+        default one from the largest ``alpha_max`` over targets), the one minimizing the
+        mean over targets of the ALOOCV estimates (``search="grid"`` only). This is *not*
+        the multi-task (group) penalty of scikit-learn's ``MultiTaskElasticNetCV``: every
+        target has its own sparsity pattern. Ignored for a 1-d ``y``.
 
     Attributes
     ----------
-    alpha_, l1_ratio_ : float
-    coef_ : ndarray of shape (n_features,)
-    intercept_ : float
-    cv_results_ : dict
-        ``"alpha"``, ``"l1_ratio"``, ``"mean"``, ``"stderr"`` per candidate.
-    loo_predictions_ : ndarray of shape (n_samples,)
+    alpha_, l1_ratio_ : float or ndarray of shape (n_targets,)
+        Per target with a 2-d ``y`` and ``alpha_per_target=True``.
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+    intercept_ : float or ndarray of shape (n_targets,)
+    best_score_, best_stderr_ : float or ndarray of shape (n_targets,)
+        The ALOOCV estimate at the chosen parameters (per target with a 2-d ``y``).
+    cv_results_ : dict or list of dict
+        ``"alpha"``, ``"l1_ratio"``, ``"mean"``, ``"stderr"`` per candidate; with a 2-d
+        ``y`` one dict per target (``alpha_per_target=True``), or one dict whose
+        ``"mean"`` and ``"stderr"`` have shape (n_candidates, n_targets).
+    loo_predictions_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        Not kept for a shared alpha over several targets.
     tune_result_ : TuneResult
+        1-d ``y`` only.
     """
 
     def __init__(
@@ -459,6 +481,7 @@ class ALOElasticNetCV(_ALORegressor):
         tol: float = 1e-8,
         max_iter: int = 200,
         n_jobs: int | None = None,
+        alpha_per_target: bool = False,
     ):
         self.l1_ratio = l1_ratio
         self.eps = eps
@@ -470,11 +493,14 @@ class ALOElasticNetCV(_ALORegressor):
         self.tol = tol
         self.max_iter = max_iter
         self.n_jobs = n_jobs
+        self.alpha_per_target = alpha_per_target
 
     def fit(
         self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> ALOElasticNetCV:
-        """Fit, choosing alpha (and l1_ratio) by ALOOCV."""
+        """Fit, choosing alpha (and l1_ratio) by ALOOCV.
+
+        ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``)."""
         _precheck(X)
         X, y = validate_data(
             self,
@@ -482,37 +508,18 @@ class ALOElasticNetCV(_ALORegressor):
             y,
             accept_sparse=["csr", "csc", "coo"],
             y_numeric=True,
+            multi_output=True,
             dtype=[np.float64, np.float32],
         )
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        check_bool(self.alpha_per_target, "alpha_per_target")
+        if is_multi_target(y):
+            return self._fit_targets(X, y, sample_weight)
+        if y.ndim == 2:
+            y = y[:, 0]
         _checked_input(self, X, y, sample_weight)
-        sw = np.ones(X.shape[0]) if sample_weight is None else sample_weight
-        n = float(sw.sum())
-        if not n > 0:
-            raise ValueError("sample_weight sums to zero")
-        ratios = np.atleast_1d(np.asarray(self.l1_ratio, dtype=float))
-        if (
-            ratios.size == 0
-            or np.any(~np.isfinite(ratios))
-            or np.any(ratios <= 0)
-            or np.any(ratios > 1)
-        ):
-            raise ValueError(f"l1_ratio must be in (0, 1], got {self.l1_ratio!r}")
-        if self.alphas is not None:
-            alphas = _positive_grid("alphas", self.alphas)
-        else:
-            if not isinstance(self.n_alphas, Integral) or self.n_alphas < 1:
-                raise ValueError(f"n_alphas must be a positive integer, got {self.n_alphas!r}")
-            if not isinstance(self.eps, Real) or not 0 < self.eps < 1:
-                raise ValueError(f"eps must be in (0, 1), got {self.eps!r}")
-            yc = y - (np.average(y, weights=sw) if self.fit_intercept else 0.0)
-            # the smallest alpha with an all-zero solution: max_j |x_j^T W (y - ybar)| / n
-            # (centering of x_j cancels against the weighted-centered y)
-            Xw = np.asarray(X.T @ (sw * yc)).ravel()
-            amax = float(np.max(np.abs(Xw))) / (n * float(ratios.min()))
-            amax = amax if amax > 0 else 1.0
-            alphas = amax * np.logspace(0, np.log10(self.eps), int(self.n_alphas))
+        n, ratios, alphas = self._grid(X, y, sample_weight)
         grid = [_enet_from_sklearn(float(a), float(r), n) for r in ratios for a in alphas]
         _check_one_structure(grid, "l1_ratio")
         pure_l1 = isinstance(grid[0], L1)
@@ -531,6 +538,113 @@ class ALOElasticNetCV(_ALORegressor):
             lambda row: _alpha_ratio(row, n, pure_l1),
         )
         return self
+
+    def _grid(self, X, y, sample_weight) -> tuple[float, np.ndarray, np.ndarray]:
+        """(sum of weights, l1_ratios, alphas); y 1-d or 2-d (the largest alpha_max over
+        its columns)."""
+        sw = np.ones(X.shape[0]) if sample_weight is None else sample_weight
+        n = float(sw.sum())
+        if not n > 0:
+            raise ValueError("sample_weight sums to zero")
+        ratios = np.atleast_1d(np.asarray(self.l1_ratio, dtype=float))
+        if (
+            ratios.size == 0
+            or np.any(~np.isfinite(ratios))
+            or np.any(ratios <= 0)
+            or np.any(ratios > 1)
+        ):
+            raise ValueError(f"l1_ratio must be in (0, 1], got {self.l1_ratio!r}")
+        if self.alphas is not None:
+            return n, ratios, _positive_grid("alphas", self.alphas)
+        if not isinstance(self.n_alphas, Integral) or self.n_alphas < 1:
+            raise ValueError(f"n_alphas must be a positive integer, got {self.n_alphas!r}")
+        if not isinstance(self.eps, Real) or not 0 < self.eps < 1:
+            raise ValueError(f"eps must be in (0, 1), got {self.eps!r}")
+        Y = y.reshape(y.shape[0], -1)
+        yc = Y - (np.average(Y, axis=0, weights=sw) if self.fit_intercept else 0.0)
+        # the smallest alpha with an all-zero solution: max_j |x_j^T W (y - ybar)| / n
+        # (centering of x_j cancels against the weighted-centered y)
+        Xw = np.asarray(X.T @ (sw[:, None] * yc))
+        amax = float(np.max(np.abs(Xw))) / (n * float(ratios.min()))
+        amax = amax if amax > 0 else 1.0
+        return n, ratios, amax * np.logspace(0, np.log10(self.eps), int(self.n_alphas))
+
+    def _fit_targets(self, X, Y, sample_weight) -> ALOElasticNetCV:
+        """Several targets: independent elastic nets (not the multi-task penalty)."""
+        from ._fit import fit as _fit
+
+        for t in range(Y.shape[1]):
+            _checked_input(self, X, Y[:, t], sample_weight)
+        T = Y.shape[1]
+        for name in ("tune_result_", "n_iter_"):
+            self.__dict__.pop(name, None)  # 1-d attributes of an earlier fit
+        if self.alpha_per_target:
+            params = {**self.get_params(), "alpha_per_target": False}
+            fits = [type(self)(**params).fit(X, Y[:, t], sample_weight) for t in range(T)]
+            self.alpha_ = np.array([f.alpha_ for f in fits])
+            self.l1_ratio_ = np.array([f.l1_ratio_ for f in fits])
+            self.coef_ = np.stack([f.coef_ for f in fits])
+            self.intercept_ = np.array([f.intercept_ for f in fits])
+            self.best_score_ = np.array([f.best_score_ for f in fits])
+            self.best_stderr_ = np.array([f.best_stderr_ for f in fits])
+            self.loo_predictions_ = np.stack([f.loo_predictions_ for f in fits], axis=1)
+            self.cv_results_ = [f.cv_results_ for f in fits]
+            return self
+        _check_choice("selection", self.selection, ("min", "1se"))
+        if self.search != "grid" or self.selection != "min":
+            raise ValueError(
+                "a shared alpha for several targets (alpha_per_target=False) is chosen on the "
+                "grid by the minimum: use search='grid', selection='min', or "
+                "alpha_per_target=True"
+            )
+        n, ratios, alphas = self._grid(X, Y, sample_weight)
+        grid = [_enet_from_sklearn(float(a), float(r), n) for r in ratios for a in alphas]
+        _check_one_structure(grid, "l1_ratio")
+        keys = np.array([g.params() for g in grid])
+        acv = np.empty((len(grid), T))
+        err = np.empty((len(grid), T))
+        for t in range(T):
+            res = self._search(X, Y[:, t], "squared", grid[0], grid, sample_weight)
+            hp = res.history["params"]
+            for g, key in enumerate(keys):
+                row = int(np.flatnonzero(np.all(hp == key, axis=1))[0])
+                acv[g, t] = res.history["acv"][row]
+                err[g, t] = res.history["stderr"][row]
+        best = int(np.argmin(acv.mean(axis=1)))
+        fits = [
+            _fit(
+                X,
+                Y[:, t],
+                loss="squared",
+                penalty=grid[best],
+                fit_intercept=self.fit_intercept,
+                sample_weight=sample_weight,
+                tol=self.tol,
+                max_iter=self.max_iter,
+                n_jobs=self.n_jobs,
+            )
+            for t in range(T)
+        ]
+        l1, l2 = _l1_l2(grid[best])
+        self.alpha_ = float((l1 + l2) / n)
+        self.l1_ratio_ = float(l1 / (l1 + l2)) if (l1 + l2) > 0 else float(ratios[0])
+        self.coef_ = np.stack([f.coef_ for f in fits])
+        self.intercept_ = np.array([float(f.intercept_) for f in fits])
+        self.best_score_ = acv[best].copy()
+        self.best_stderr_ = err[best].copy()
+        self.__dict__.pop("loo_predictions_", None)
+        self.cv_results_ = {
+            "alpha": np.array([_alpha_ratio(k, n, isinstance(grid[0], L1))[0] for k in keys]),
+            "l1_ratio": np.array([_alpha_ratio(k, n, isinstance(grid[0], L1))[1] for k in keys]),
+            "mean": acv,
+            "stderr": err,
+        }
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
 
 
 class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
