@@ -252,7 +252,7 @@ def test_elastic_net_shared_alpha():
 
 
 def test_bad_input_is_refused():
-    X, Y, w = _data(n=30, seed=11)
+    X, Y, _ = _data(n=30, seed=11)
     pen = aloocv.L2(1.0)
     with pytest.raises(ValueError, match="loss='squared' only"):
         aloocv.loo(X, Y, loss="logistic", penalty=pen)
