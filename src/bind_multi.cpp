@@ -62,6 +62,7 @@ void bind_multi(py::module_& m) {
             out["s2"] = move_to_numpy(std::move(sc.s2));
             out["s4"] = move_to_numpy(std::move(sc.s4));
             out["rank"] = sc.rank;
+            out["passes"] = sc.passes;
             return out;
           },
           py::arg("lambdas"), py::arg("n_threads"),

@@ -183,33 +183,65 @@ MultiRidgeScores multi_ridge_scores(const MultiRidge& mr, const double* lams, In
   Mat den = leverages(mr, inv);
   downdate(mr, den, lams);
   const Mat dinv = den.cwiseInverse();
-  // spectral filters: direct (basis = inv, R = I) or compressed (basis_l = u_l sigma_l / s)
+  // Spectral filters. Direct: basis = inv (one GEMM of inner dimension p per lambda).
+  // Compressed: the eigenvalues (ascending) are cut into equal-count bands; on each band
+  // the filters f_j = s / (s + lam_j) are reproduced to kFilterTol by an SVD of rank r_B
+  // (a band far below or far above a lambda sees a nearly polynomial filter), so basis
+  // column l lives on the band [lo_l, hi_l) and costs a GEMM of inner dimension
+  // hi_l - lo_l; the k filters are recombined by one GEMM with R (k x r). The band count
+  // minimizes sum_l (hi_l - lo_l + k) (GEMM plus recombination) against k p.
   Mat basis = inv, R = Mat::Identity(k, k);
+  std::vector<Index> lo(static_cast<size_t>(k), 0), hi(static_cast<size_t>(k), p);
   bool direct = true;
-  const double smax = p ? mr.s.maxCoeff() : 0.0;
-  if (k > 2 && p > 0) {
+  bool positive = true;
+  for (Index j = 0; j < k; ++j) positive = positive && lams[j] > 0.0;
+  // dividing by s is safe only where no filter is used at a tiny eigenvalue with lam = 0
+  if (k > 2 && p > 0 && positive) {
+    const double cut = 1e-13 * std::max(mr.s.maxCoeff(), 1e-300);
     Mat F(p, k);
     for (Index j = 0; j < k; ++j) F.col(j) = (mr.s.array() / (mr.s.array() + lams[j])).matrix();
-    Eigen::JacobiSVD<Mat> svd(F, Eigen::ComputeThinU | Eigen::ComputeThinV);
-    const Vec& sig = svd.singularValues();
-    Index r = 0;
-    while (r < sig.size() && sig[r] > kFilterTol) ++r;
-    const double cut = 1e-13 * std::max(smax, 1e-300);
-    bool ok = r + 2 < k;
-    // dividing by s is safe only where no filter is used at a tiny eigenvalue with lam = 0
-    for (Index j = 0; ok && j < k; ++j) ok = lams[j] > 0.0;
-    if (ok) {
-      direct = false;
-      basis.resize(p, r);
-      for (Index l = 0; l < r; ++l)
-        for (Index q = 0; q < p; ++q)
-          basis(q, l) = mr.s[q] > cut ? svd.matrixU()(q, l) * sig[l] / mr.s[q] : 0.0;
-      R = svd.matrixV().leftCols(r);
+    double best = double(k) * double(p);
+    for (Index nbands = 1; nbands <= std::min<Index>(p, 64); nbands *= 2) {
+      std::vector<Vec> cols;
+      std::vector<Index> clo, chi;
+      Mat Rc(k, 0);
+      double cost = 0.0;
+      for (Index band = 0; band < nbands; ++band) {
+        const Index b0 = band * p / nbands, b1 = (band + 1) * p / nbands, bs = b1 - b0;
+        if (bs == 0) continue;
+        Eigen::JacobiSVD<Mat> svd(F.middleRows(b0, bs), Eigen::ComputeThinU | Eigen::ComputeThinV);
+        const Vec& sig = svd.singularValues();
+        Index rb = 0;
+        while (rb < sig.size() && sig[rb] > kFilterTol) ++rb;
+        for (Index l = 0; l < rb; ++l) {
+          Vec c = Vec::Zero(p);
+          for (Index q = b0; q < b1; ++q)
+            c[q] = mr.s[q] > cut ? svd.matrixU()(q - b0, l) * sig[l] / mr.s[q] : 0.0;
+          cols.push_back(std::move(c));
+          clo.push_back(b0);
+          chi.push_back(b1);
+        }
+        Rc.conservativeResize(k, Rc.cols() + rb);
+        Rc.rightCols(rb) = svd.matrixV().leftCols(rb);
+        cost += double(rb) * double(bs + k);
+      }
+      if (cost < 0.8 * best) {
+        best = cost;
+        direct = false;
+        basis.resize(p, static_cast<Index>(cols.size()));
+        for (Index l = 0; l < basis.cols(); ++l) basis.col(l) = cols[static_cast<size_t>(l)];
+        R = Rc;
+        lo = clo;
+        hi = chi;
+      }
     }
   }
   const Index r = basis.cols();
   MultiRidgeScores out;
   out.rank = r;
+  out.passes = 0.0;
+  for (Index l = 0; l < r; ++l)
+    out.passes += double(hi[static_cast<size_t>(l)] - lo[static_cast<size_t>(l)]) / double(p);
   const Tiling tl = tiling(n, T, nt);
   std::vector<Mat> part2(static_cast<size_t>(tl.chunks)), part4(static_cast<size_t>(tl.chunks));
   for (Index c = 0; c < tl.chunks; ++c) {
@@ -247,9 +279,11 @@ MultiRidgeScores multi_ridge_scores(const MultiRidge& mr, const double* lams, In
           for (Index q = 0; q < m; ++q)
             for (Index t = 0; t < tt; ++t) ybuf[t * m + q] = mr.Y(i0 + q, t0 + t) - mr.ybar[t0 + t];
           for (Index l = 0; l < r; ++l) {
-            Eigen::Map<Mat> Gb(gbuf.data(), p, tt);
-            Gb = basis.col(l).asDiagonal() * mr.C.middleCols(t0, tt);
-            blas::gemm(m, tt, p, mr.Z.data() + i0, n, gbuf.data(), p, fbuf.data() + l * mt, m);
+            const Index b0 = lo[static_cast<size_t>(l)], bs = hi[static_cast<size_t>(l)] - b0;
+            Eigen::Map<Mat> Gb(gbuf.data(), bs, tt);
+            Gb = basis.col(l).segment(b0, bs).asDiagonal() * mr.C.block(b0, t0, bs, tt);
+            blas::gemm(m, tt, bs, mr.Z.data() + i0 + b0 * n, n, gbuf.data(), bs,
+                       fbuf.data() + l * mt, m);
           }
           // compressed: F_j = sum_l R_jl F_l for every j at once, one (m tt x r) x (r x k) GEMM
           if (!direct)

@@ -147,3 +147,25 @@ def multinomial_loo(
     refit: bool = True,
     return_gradient: bool = False,
 ) -> dict[str, Any]: ...
+
+class MultiRidge:
+    """Ridge (squared loss, L2) for many responses sharing one decomposition of X."""
+
+    def __init__(
+        self,
+        X: _Design,
+        Y: _F64,
+        sample_weight: _F64 | None,
+        fit_intercept: bool,
+        penalty: _F64 | None,
+        n_threads: int,
+    ) -> None: ...
+    @property
+    def n_targets(self) -> int: ...
+    # {"s2": (k, T) sum_i w_i e_it^2, "s4": (k, T) sum_i w_i e_it^4, "rank": filter GEMMs,
+    #  "passes": their cost in full GEMMs of inner dimension p}
+    def scores(self, lambdas: _F64, n_threads: int) -> dict[str, Any]: ...
+    # {"coef": (p, T), "intercept": (T,), "predictions": (n, T) LOO predictions or None}
+    def solve(self, lambdas: _F64, predictions: bool, n_threads: int) -> dict[str, Any]: ...
+    def leverages(self, lam: float) -> _F64: ...
+    def folds(self, lam: float, folds: NDArray[np.int32], n_folds: int, n_threads: int) -> _F64: ...

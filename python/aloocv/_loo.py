@@ -244,8 +244,10 @@ def loo(
         :class:`aloocv.MultiTargetLOOResult` (``losses`` and ``predictions`` of shape
         ``(n_samples, n_targets)``, ``mean`` and ``stderr`` of shape ``(n_targets,)``,
         ``coef`` of shape ``(n_targets, n_features)``); ``coef=``, ``intercept=``,
-        ``offset=``, ``solver=`` and ``return_gradient=`` are not available there. A
-        column vector ``(n_samples, 1)`` is the 1-d case. Other losses refuse a 2-d y.
+        ``offset=``, ``solver=`` and ``return_gradient=`` are not available there, and
+        ``"exact"`` takes the closed form (exact for this model, Corollary 2) instead of
+        refits. A column vector ``(n_samples, 1)`` is the 1-d case. Other losses refuse a
+        2-d y.
     method : {"alo", "exact", "if", "lemma3"}
         ``"alo"``: the paper's Theorem 1 with the exact rank-one downdate of the
         Hessian, ``eta~_i = eta_i + w_i l'_i h_i / (1 - d_i h_i)``; costs about one

@@ -12,8 +12,9 @@
 // every lam and every response. A grid of k lams then costs one blocked GEMM
 // Z_b (diag(f) C_tile) per spectral filter f, fused with the leave-one-out epilogue (no
 // n x T temporaries). The filters f_j = s / (s + lam_j) of a grid are often numerically
-// of low rank (a narrow spectrum, or lams far from it): they are compressed by an SVD to
-// the rank r at which every filter is reproduced to kFilterTol, and r < k GEMMs are run.
+// of low rank, band by band of the spectrum (a band far from a lam sees a nearly
+// polynomial filter): they are compressed by SVDs to the ranks at which every filter is
+// reproduced to kFilterTol, and GEMMs over the bands replace the k full ones.
 #pragma once
 
 #include "design.hpp"
@@ -42,9 +43,10 @@ MultiRidge multi_ridge(const Design& X, const double* w, bool intercept, const D
                        const double* pen, int n_threads);
 
 struct MultiRidgeScores {
-  Mat s2;          // (k x T) sum_i w_i (y_it - eta~_it(lam_j))^2
-  Mat s4;          // (k x T) sum_i w_i (y_it - eta~_it(lam_j))^4
-  Index rank = 0;  // number of spectral filters evaluated (k without compression)
+  Mat s2;               // (k x T) sum_i w_i (y_it - eta~_it(lam_j))^2
+  Mat s4;               // (k x T) sum_i w_i (y_it - eta~_it(lam_j))^4
+  Index rank = 0;       // number of spectral filters evaluated (k without compression)
+  double passes = 0.0;  // their cost in GEMMs of inner dimension p (k without compression)
 };
 MultiRidgeScores multi_ridge_scores(const MultiRidge& mr, const double* lams, Index k,
                                     int n_threads);
