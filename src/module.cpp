@@ -12,6 +12,7 @@ void bind_kfold(py::module_& m);
 void bind_dual(py::module_& m);
 void bind_multinomial(py::module_& m);
 void bind_threads(py::module_& m);
+void bind_multi(py::module_& m);
 }  // namespace aloocv::bind
 
 PYBIND11_MODULE(_core, m) {
@@ -24,4 +25,5 @@ PYBIND11_MODULE(_core, m) {
   aloocv::bind::bind_dual(m);
   aloocv::bind::bind_multinomial(m);
   aloocv::bind::bind_threads(m);
+  aloocv::bind::bind_multi(m);
 }

@@ -78,6 +78,39 @@ void gemm(Index m, Index n, Index k, const double* A, Index lda, const double* B
   Cm.noalias() = Am * Bm;
 }
 
+void gemm_ex(bool ta, bool tb, Index m, Index n, Index k, double alpha, const double* A, Index lda,
+             const double* B, Index ldb, double beta, double* C, Index ldc) {
+  if (m == 0 || n == 0) return;
+  if (enabled() && k > 0 && fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) &&
+      fits_int(ldb) && fits_int(ldc)) {
+    char ca = ta ? 'T' : 'N', cb = tb ? 'T' : 'N';
+    int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k),
+        ilda = static_cast<int>(lda), ildb = static_cast<int>(ldb), ildc = static_cast<int>(ldc);
+    g_table.gemm(&ca, &cb, &im, &in, &ik, &alpha, const_cast<double*>(A), &ilda,
+                 const_cast<double*>(B), &ildb, &beta, C, &ildc);
+    return;
+  }
+  using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
+  CMap Am(A, ta ? k : m, ta ? m : k, Eigen::OuterStride<>(lda));
+  CMap Bm(B, tb ? n : k, tb ? k : n, Eigen::OuterStride<>(ldb));
+  Eigen::Map<Mat, 0, Eigen::OuterStride<>> Cm(C, m, n, Eigen::OuterStride<>(ldc));
+  if (beta == 0.0) {
+    Cm.setZero();
+  } else if (beta != 1.0) {
+    Cm *= beta;
+  }
+  if (k == 0) return;
+  if (ta && tb) {
+    Cm.noalias() += alpha * Am.transpose() * Bm.transpose();
+  } else if (ta) {
+    Cm.noalias() += alpha * Am.transpose() * Bm;
+  } else if (tb) {
+    Cm.noalias() += alpha * Am * Bm.transpose();
+  } else {
+    Cm.noalias() += alpha * Am * Bm;
+  }
+}
+
 int potrf_lower(Index n, double* A, Index lda) {
   if (n == 0) return 0;
   if (enabled() && fits_int(n) && fits_int(lda)) {

@@ -23,6 +23,7 @@ from ._fit import FitResult, fit
 from ._kernel import kernel_ridge_loo
 from ._kfold import KFoldResult, kfold
 from ._loo import LOOResult, loo
+from ._multitarget import MultiTargetKFoldResult, MultiTargetLOOResult
 from .bkk import ABKKRegressor, BKKCriterion, BKKRidge, SBKKRegressor
 from .estimators import (
     ALOElasticNetCV,
@@ -65,6 +66,8 @@ __all__ = [
     "Huber",
     "KFoldResult",
     "LOOResult",
+    "MultiTargetKFoldResult",
+    "MultiTargetLOOResult",
     "NestedCVResult",
     "Penalty",
     "SBKKRegressor",

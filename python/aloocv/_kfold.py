@@ -16,6 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from . import _blas, _core
 from ._diagnostics import check_classes, check_fold_classes
 from ._fit import FitResult, _result, _warn_not_converged
+from ._multitarget import MultiTargetKFoldResult
 from ._validation import (
     MULTINOMIAL,
     as_penalty,
@@ -26,6 +27,7 @@ from ._validation import (
     check_options,
     check_X,
     core_design,
+    is_multi_target,
     n_threads,
 )
 from .penalties import Penalty
@@ -323,13 +325,17 @@ def kfold(
     offset: ArrayLike | None = None,
     cv: Any = None,
     groups: ArrayLike | None = None,
-) -> KFoldResult:
+) -> KFoldResult | MultiTargetKFoldResult:
     """K-fold (or leave-q-out) cross-validation of a penalized GLM.
 
     Parameters
     ----------
     X, y, loss, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, offset
-        As in :func:`aloocv.fit`.
+        As in :func:`aloocv.fit`. A 2-d ``y`` ``(n_samples, n_targets)`` with
+        ``loss="squared"`` and an L2 penalty gives a
+        :class:`aloocv.MultiTargetKFoldResult` (per-target losses, fold means, mean and
+        stderr; every target shares one decomposition, ``"alo"`` is the exact fold
+        downdate, ``"exact"`` one refit per fold for all targets at once; no ``offset=``).
     n_folds : int, optional
         Number of shuffled, nearly equal folds (default 10). With ``folds=`` it may be
         given as a check: it must equal the number of distinct labels. ``n_folds ==
@@ -407,6 +413,25 @@ def kfold(
     >>> ts.partition, ts.fold_means.shape
     (False, (4,))
     """
+    if is_multi_target(y):
+        from . import _multitarget
+
+        return _multitarget.kfold(
+            X,
+            y,
+            loss,
+            penalty,
+            n_folds,
+            method,
+            folds,
+            random_state,
+            fit_intercept,
+            sample_weight,
+            tol,
+            max_iter,
+            n_jobs,
+            offset=(offset, None),
+        )
     if not isinstance(method, str) or method not in KFOLD_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(KFOLD_METHODS)}")
     splits = None

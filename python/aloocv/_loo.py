@@ -22,6 +22,7 @@ from ._diagnostics import (
     warn_unreliable,
 )
 from ._fit import FitResult, _result, _warn_not_converged
+from ._multitarget import MultiTargetLOOResult
 from ._validation import (
     LOO_METHODS,
     MULTINOMIAL,
@@ -36,6 +37,7 @@ from ._validation import (
     check_vector,
     choose_solver,
     core_design,
+    is_multi_target,
     n_threads,
 )
 from .losses import Loss
@@ -230,13 +232,22 @@ def loo(
     solver: str = "auto",
     gradient: str = "exact",
     offset: ArrayLike | None = None,
-) -> LOOResult:
+) -> LOOResult | MultiTargetLOOResult:
     """Leave-one-out cross-validation of an L2-penalized GLM.
 
     Parameters
     ----------
     X, y, loss, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, offset
-        As in :func:`aloocv.fit`.
+        As in :func:`aloocv.fit`. ``y`` may also be 2-d, ``(n_samples, n_targets)``, for
+        ``loss="squared"`` with an L2 penalty (scalar, or per feature with every entry
+        > 0): every target shares one decomposition of ``X`` and the result is a
+        :class:`aloocv.MultiTargetLOOResult` (``losses`` and ``predictions`` of shape
+        ``(n_samples, n_targets)``, ``mean`` and ``stderr`` of shape ``(n_targets,)``,
+        ``coef`` of shape ``(n_targets, n_features)``); ``coef=``, ``intercept=``,
+        ``offset=``, ``solver=`` and ``return_gradient=`` are not available there, and
+        ``"exact"`` takes the closed form (exact for this model, Corollary 2) instead of
+        refits. A column vector ``(n_samples, 1)`` is the 1-d case. Other losses refuse a
+        2-d y.
     method : {"alo", "exact", "if", "lemma3"}
         ``"alo"``: the paper's Theorem 1 with the exact rank-one downdate of the
         Hessian, ``eta~_i = eta_i + w_i l'_i h_i / (1 - d_i h_i)``; costs about one
@@ -276,6 +287,25 @@ def loo(
     >>> res.losses.shape
     (300,)
     """
+    if is_multi_target(y):
+        from . import _multitarget
+
+        return _multitarget.loo(
+            X,
+            y,
+            loss,
+            penalty,
+            method,
+            fit_intercept,
+            sample_weight,
+            n_jobs,
+            coef=(coef, None),
+            intercept=(intercept, None),
+            return_gradient=(return_gradient, False),
+            solver=(solver, "auto"),
+            gradient=(gradient, "exact"),
+            offset=(offset, None),
+        )
     if not isinstance(method, str) or method not in LOO_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(LOO_METHODS)}")
     return_gradient = check_bool(return_gradient, "return_gradient")

@@ -341,6 +341,57 @@ def check_vector(v: Any, n: int, name: str) -> np.ndarray:
     return arr
 
 
+def is_multi_target(y: Any) -> bool:
+    """True for a 2-d y with more than one column (a column vector counts as 1-d)."""
+    shape = np.shape(y) if not is_sparse(y) else y.shape
+    return len(shape) == 2 and shape[1] > 1
+
+
+def check_targets(Y: Any, n: int, loss: Any = "squared", name: str = "y") -> np.ndarray:
+    """A finite 2-d float64 array (n, n_targets) of responses, read in place when it already
+    is one (C, F or strided order); only the squared loss takes several targets."""
+    loss_name = loss if isinstance(loss, str) else getattr(loss, "name", repr(loss))
+    if loss_name != "squared":
+        if loss_name == MULTINOMIAL:
+            raise ValueError(
+                f"{name} has shape {np.shape(Y)}: the multinomial loss takes 1-d class labels"
+            )
+        raise ValueError(
+            f"{name} has shape {np.shape(Y)}: several targets (a 2-d y) are supported for "
+            f"loss='squared' only, got loss={loss_name!r}"
+        )
+    arr = _as_real_array(Y, name)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-dimensional, got shape {arr.shape}")
+    if arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} rows but X has {n}")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name} has no targets: shape {arr.shape}")
+    arr = as_float64(arr)
+    _first_bad_2d(arr, name)
+    return arr
+
+
+def multi_target_penalty(penalty: Penalty, n_features: int) -> tuple[float, np.ndarray | None]:
+    """(scale, shape) of an L2 penalty for several targets: ``scale * diag(shape)``, the
+    shape None for a scalar lambda, else positive per feature."""
+    pen = as_penalty(penalty)
+    l2, l1 = pen.l2_vector(n_features), pen.l1_vector(n_features)
+    if l1 is not None:
+        raise ValueError(
+            "several targets (a 2-d y) are supported with an L2 penalty only; fit an elastic "
+            "net per target (ALOElasticNetCV does)"
+        )
+    if np.all(l2 == l2[0]):
+        return float(l2[0]), None
+    if np.any(l2 <= 0):
+        raise ValueError(
+            "several targets (a 2-d y) with a per-feature L2 penalty need every lambda > 0 "
+            "(an unpenalized feature cannot share the spectral decomposition)"
+        )
+    return 1.0, np.ascontiguousarray(l2, dtype=np.float64)
+
+
 def check_labels(y: Any, n: int, name: str = "y") -> np.ndarray:
     """Class labels: any 1-d array of n hashable values; numeric ones must be real, finite."""
     try:

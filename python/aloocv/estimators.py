@@ -20,7 +20,7 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from . import _scoring
+from . import _blas, _scoring
 from ._multinomial import softmax
 from ._scoring import get_scorer
 from ._validation import (
@@ -32,7 +32,9 @@ from ._validation import (
     check_vector,
     check_verbose,
     check_X,
+    is_multi_target,
     is_sparse,
+    n_threads,
 )
 from .losses import Tweedie, get_loss
 from .penalties import L1, L2, ElasticNet, Penalty
@@ -296,6 +298,8 @@ class _ALORegressor(RegressorMixin, _ALOBase):
             reset=False,
             dtype=[np.float64, np.float32],
         )
+        if np.ndim(self.coef_) == 2:  # several targets: coef_ (n_targets, n_features)
+            return np.asarray(X @ self.coef_.T) + self.intercept_
         return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
     def _replay(self, eta: np.ndarray, n: int, offset=None) -> Any:
@@ -350,9 +354,15 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
     alpha_per_feature : bool
         After the grid, tune one alpha per feature by gradient descent on ALOOCV
         (the paper's "ridge with diagonal regressors"); ``alpha_`` is then a vector.
+        1-d ``y`` only.
+    alpha_per_target : bool
+        With a 2-d ``y`` (several targets), choose one alpha per target (as
+        ``RidgeCV(alpha_per_target=True)``); otherwise one alpha for all targets,
+        minimizing the mean over targets and samples of the squared leave-one-out
+        errors. Ignored for a 1-d ``y``.
     search : {"grid", "gradient"}
         ``"gradient"`` refines the best grid alpha by second-order steps on the exact
-        derivative of the leave-one-out loss.
+        derivative of the leave-one-out loss (1-d ``y`` only).
     rule : {"min", "1se"}
         The minimum of the leave-one-out loss, or the largest alpha within one standard
         error of it.
@@ -361,32 +371,57 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
     n_jobs : int, optional
         OpenMP threads.
 
+    Several targets (``y`` of shape ``(n_samples, n_targets)``, ``n_targets > 1``) share
+    one decomposition of ``X``: a Hessian pass, a ``p x p`` eigendecomposition and one
+    blocked GEMM per spectral filter of the grid (compressed to its numerical rank, see
+    ``aloocv._core.MultiRidge``), so thousands of targets cost a few passes over an
+    ``n x n_targets`` array, not one fit per target and alpha. The leave-one-out
+    errors, the chosen alphas, ``coef_``, ``intercept_`` and ``best_score_`` are those of
+    scikit-learn's ``RidgeCV`` (efficient LOO, including its weighted convention).
+
     Attributes
     ----------
-    alpha_ : float or ndarray of shape (n_features,)
-    coef_ : ndarray of shape (n_features,)
-    intercept_ : float
-    best_score_ : float
+    alpha_ : float or ndarray of shape (n_features,) or (n_targets,)
+        Per feature with ``alpha_per_feature=True``; per target with a 2-d ``y`` and
+        ``alpha_per_target=True``.
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+    intercept_ : float or ndarray of shape (n_targets,)
+        0.0 without an intercept.
+    best_score_ : float or ndarray of shape (n_targets,)
         Score of ``alpha_``, higher is better: the scorer's, or without one minus the
-        mean of ``sample_weight * (y - y_loo)^2`` (``RidgeCV``'s ``best_score_``).
-    best_stderr_ : float
-        Standard error of the mean leave-one-out loss ``1/2 (y - y_loo)^2`` at ``alpha_``.
-    cv_results_ : ndarray of shape (n_samples, n_alphas)
-        Only with ``store_cv_results=True``, as ``RidgeCV``'s: per sample and alpha (in
-        the order of ``alphas``), ``sample_weight * (y - y_loo)^2`` without a scorer,
-        the leave-one-out prediction ``y_loo`` with one.
+        mean of ``sample_weight * (y - y_loo)^2`` (``RidgeCV``'s ``best_score_``). With a
+        2-d ``y``: per target with ``alpha_per_target=True``, else averaged over targets.
+    best_stderr_ : float or ndarray of shape (n_targets,)
+        Standard error of the mean leave-one-out loss ``1/2 (y - y_loo)^2`` at ``alpha_``
+        (per target with a 2-d ``y``).
+    cv_results_ : ndarray of shape (n_samples, n_alphas) or (n_samples, n_targets, n_alphas)
+        Only with ``store_cv_results=True``, as ``RidgeCV``'s: per sample (and target) and
+        alpha (in the order of ``alphas``), ``sample_weight * (y - y_loo)^2`` without a
+        scorer, the leave-one-out prediction ``y_loo`` with one.
     loo_predictions_ : ndarray of shape (n_samples,)
-        Only with ``store_cv_results=True``: leave-one-out predictions at ``alpha_``.
+        Only with ``store_cv_results=True`` and a 1-d ``y``: leave-one-out predictions at
+        ``alpha_``.
     search_results_ : dict of 1-d ndarray
         One row per evaluation (grid alpha, or gradient iterate): ``"alpha"`` (per-feature
         alphas: ``"alpha_0"``, ``"alpha_1"``, ...), ``"loss"``, ``"loss_stderr"`` (mean
-        leave-one-out loss and its standard error) and ``"score"``;
-        ``pandas.DataFrame(search_results_)`` works.
+        leave-one-out loss and its standard error) and ``"score"``; with a 2-d ``y`` one
+        row per alpha and target (column ``"target"``). ``pandas.DataFrame(search_results_)``
+        works.
     n_iter_ : int
-        Iterations of the final fit (scikit-learn's meaning).
+        Iterations of the final fit (scikit-learn's meaning; 1-d ``y``).
     n_fits_ : int
-        Warm-started fits during the search.
+        Warm-started fits during the search (1-d ``y``).
     tune_result_ : TuneResult
+        1-d ``y`` only.
+
+    Examples
+    --------
+    >>> import numpy as np, aloocv
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((100, 5)); Y = X @ rng.standard_normal((5, 3))
+    >>> m = aloocv.ALORidgeCV(alphas=[0.1, 1.0, 10.0], alpha_per_target=True).fit(X, Y)
+    >>> m.alpha_.shape, m.coef_.shape
+    ((3,), (3, 5))
     """
 
     def __init__(
@@ -397,6 +432,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         scoring: Any = None,
         store_cv_results: bool = False,
         alpha_per_feature: bool = False,
+        alpha_per_target: bool = False,
         search: str = "grid",
         rule: str = "min",
         tol: float = 1e-8,
@@ -408,6 +444,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         self.scoring = scoring
         self.store_cv_results = store_cv_results
         self.alpha_per_feature = alpha_per_feature
+        self.alpha_per_target = alpha_per_target
         self.search = search
         self.rule = rule
         self.tol = tol
@@ -415,7 +452,9 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         self.n_jobs = n_jobs
 
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> ALORidgeCV:
-        """Fit, choosing alpha by leave-one-out."""
+        """Fit, choosing alpha by leave-one-out.
+
+        ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``)."""
         _precheck(X)
         X, y = validate_data(
             self,
@@ -423,10 +462,16 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
             y,
             accept_sparse=["csr", "csc", "coo"],
             y_numeric=True,
+            multi_output=True,
             dtype=[np.float64, np.float32],
         )
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        check_bool(self.alpha_per_target, "alpha_per_target")
+        if is_multi_target(y):
+            return self._fit_targets(X, y, sample_weight)
+        if y.ndim == 2:
+            y = y[:, 0]
         _checked_input(self, X, y, sample_weight)
         alphas = _positive_grid("alphas", self.alphas)
         if self.alpha_per_feature and self.scoring is not None:
@@ -486,6 +531,108 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
             res, ["alpha"], lambda row: list(row), search.row_score, search.n_grid
         )
         return self
+
+    def _fit_targets(self, X, Y, sample_weight) -> ALORidgeCV:
+        """Several targets: one decomposition, the grid scored for every target at once."""
+        from ._multitarget import decompose
+
+        check_choice("search", self.search, ("grid", "gradient"))
+        check_choice("rule", self.rule, ("min", "1se"))
+        check_bool(self.alpha_per_feature, "alpha_per_feature")
+        check_bool(self.store_cv_results, "store_cv_results")
+        if self.alpha_per_feature:
+            raise ValueError("alpha_per_feature=True needs a 1-d y (one target)")
+        if self.search != "grid":
+            raise ValueError(
+                "search='gradient' needs a 1-d y; use search='grid' for several targets"
+            )
+        scorer = get_scorer(self, self.scoring)
+        per_target = bool(self.alpha_per_target)
+        if scorer is not None and self.rule != "min":
+            raise ValueError(
+                "rule='1se' uses the standard error of the leave-one-out loss; with scoring= "
+                "use rule='min'"
+            )
+        if self.rule == "1se" and not per_target:
+            raise ValueError(
+                "rule='1se' with several targets needs alpha_per_target=True (the "
+                "standard error of a mean over targets is not defined here)"
+            )
+        alphas = _positive_grid("alphas", self.alphas)
+        X, mr, Y, w, _, _ = decompose(X, Y, L2(1.0), self.fit_intercept, sample_weight, self.n_jobs)
+        n, T = Y.shape
+        nt = n_threads(self.n_jobs)
+        with _blas.single_threaded_blas():
+            sc = mr.scores(alphas, nt)
+        s2, s4 = sc["s2"], sc["s4"]
+        sw = float(n if w is None else w.sum())
+        mean = s2 / (2.0 * sw)  # weighted mean of 1/2 e^2, (n_alphas, T)
+        var = (s4 / 4.0 - sw * mean**2) / max(sw - 1.0, 1e-300)
+        stderr = np.sqrt(np.maximum(var, 0.0) / sw)
+        cols = np.arange(T)
+        score = -s2 / n  # RidgeCV: -mean over samples of w_i e_i^2, (n_alphas, T)
+        preds = None
+        if scorer is not None or self.store_cv_results:
+            # leave-one-out predictions per alpha, (n, T, n_alphas): what a scorer (and
+            # RidgeCV's cv_results_ with one) sees
+            preds = np.empty((n, T, alphas.size))
+            with _blas.single_threaded_blas():
+                for k, a in enumerate(alphas):
+                    preds[:, :, k] = mr.solve(np.full(T, float(a)), True, nt)["predictions"]
+        if scorer is not None:
+            # as RidgeCV: each target scored on its own with alpha_per_target, else the
+            # scorer sees all targets at once (one score per alpha, shared by the targets)
+            for k in range(alphas.size):
+                if per_target:
+                    for t in range(T):
+                        rep = _scoring.LOORegressor(n, preds[:, t, k])
+                        score[k, t] = _scoring.score(scorer, rep, X, Y[:, t], w)
+                else:
+                    rep = _scoring.LOORegressor(n, preds[:, :, k])
+                    score[k, :] = _scoring.score(scorer, rep, X, Y, w)
+            best = np.argmax(score, axis=0) if per_target else np.full(T, np.argmax(score[:, 0]))
+        elif per_target:
+            best = np.argmin(s2, axis=0)  # the first minimum, as RidgeCV keeps the first best
+            if self.rule == "1se":
+                limit = mean[best, cols] + stderr[best, cols]
+                ok = mean <= limit
+                big = np.where(ok, alphas[:, None], -np.inf)
+                best = np.argmax(big, axis=0)
+        else:
+            best = np.full(T, int(np.argmin(s2.sum(axis=1))))
+        lam = alphas[best]
+        with _blas.single_threaded_blas():
+            sol = mr.solve(np.ascontiguousarray(lam), False, nt)
+        self.alpha_ = lam.copy() if per_target else float(lam[0])
+        self.coef_ = np.ascontiguousarray(sol["coef"].T)
+        # as RidgeCV: per target, or 0.0 without an intercept
+        self.intercept_ = sol["intercept"] if self.fit_intercept else 0.0
+        chosen = score[best, cols]
+        self.best_score_ = chosen if per_target else float(np.mean(chosen))
+        self.best_stderr_ = stderr[best, cols]
+        self.search_results_ = {
+            "alpha": np.repeat(alphas, T),
+            "target": np.tile(np.arange(T, dtype=np.float64), alphas.size),
+            "loss": mean.ravel(),
+            "loss_stderr": stderr.ravel(),
+            "score": score.ravel(),
+            "gradient": np.zeros(alphas.size * T),
+        }
+        for name in ("cv_results_", "loo_predictions_", "tune_result_", "n_iter_", "n_fits_"):
+            self.__dict__.pop(name, None)  # attributes of an earlier fit
+        self.__dict__.pop("_curve", None)
+        if self.store_cv_results:  # RidgeCV's (n_samples, n_targets, n_alphas) array
+            if scorer is not None:
+                self.cv_results_ = preds
+            else:
+                wcol = 1.0 if w is None else w[:, None, None]
+                self.cv_results_ = wcol * (Y[:, :, None] - preds) ** 2
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
 
 
 def _l1_l2(pen: Penalty) -> tuple[float, float]:
@@ -564,32 +711,43 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         As in :class:`ALORidgeCV`.
     verbose : int
         A progress bar per search (tqdm, when installed) when positive.
+    alpha_per_target : bool
+        With a 2-d ``y`` (several targets): independent elastic nets, one per target,
+        each with its own ``alpha`` and ``l1_ratio`` chosen by its own ALOOCV (and its own
+        default grid); otherwise one shared ``(alpha, l1_ratio)`` on a common grid (the
+        default one from the largest ``alpha_max`` over targets), the one minimizing the
+        mean over targets of the ALOOCV estimates (``search="grid"``, ``rule="min"``,
+        ``scoring=None`` only). This is *not* the multi-task (group) penalty of
+        scikit-learn's ``MultiTaskElasticNetCV``: every target has its own sparsity
+        pattern. Ignored for a 1-d ``y``.
 
     Attributes
     ----------
-    alpha_, l1_ratio_ : float
-    coef_ : ndarray of shape (n_features,)
-    intercept_ : float
+    alpha_, l1_ratio_ : float or ndarray of shape (n_targets,)
+        Per target with a 2-d ``y`` and ``alpha_per_target=True``.
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+    intercept_ : float or ndarray of shape (n_targets,)
     alphas_ : ndarray of shape (n_alphas,) or (n_l1_ratio, n_alphas)
         The candidate alphas per l1_ratio, decreasing.
     mse_path_ : ndarray of shape (n_alphas, 1) or (n_l1_ratio, n_alphas, 1)
         Leave-one-out mean squared error (weighted by ``sample_weight``) per candidate;
         the last axis is ``ElasticNetCV``'s folds, one here (the leave-one-out estimate),
         so ``mse_path_.mean(axis=-1)`` means what it means there.
-    best_score_ : float
+    best_score_ : float or ndarray of shape (n_targets,)
         Score of the choice, higher is better: the scorer's, or minus the mean of
-        ``sample_weight * (y - y_loo)^2``.
-    best_stderr_ : float
+        ``sample_weight * (y - y_loo)^2`` (per target with a 2-d ``y``).
+    best_stderr_ : float or ndarray of shape (n_targets,)
     search_results_ : dict of 1-d ndarray
         ``"alpha"``, ``"l1_ratio"``, ``"loss"``, ``"loss_stderr"``, ``"score"`` per
-        evaluation.
+        evaluation (2-d ``y``: per candidate and target, column ``"target"``).
     n_iter_ : int
         Iterations of the final fit (scikit-learn's meaning).
     n_fits_ : int
         Warm-started fits during the search.
-    loo_predictions_ : ndarray of shape (n_samples,)
-        Only with ``store_loo=True``.
+    loo_predictions_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        Only with ``store_loo=True`` (not for a shared alpha over several targets).
     tune_result_ : TuneResult
+        1-d ``y`` only.
     """
 
     def __init__(
@@ -607,6 +765,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         max_iter: int = 200,
         n_jobs: int | None = None,
         verbose: int = 0,
+        alpha_per_target: bool = False,
     ):
         self.l1_ratio = l1_ratio
         self.eps = eps
@@ -620,11 +779,14 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         self.max_iter = max_iter
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.alpha_per_target = alpha_per_target
 
     def fit(
         self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> ALOElasticNetCV:
-        """Fit, choosing alpha (and l1_ratio) by ALOOCV."""
+        """Fit, choosing alpha (and l1_ratio) by ALOOCV.
+
+        ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``)."""
         _precheck(X)
         X, y = validate_data(
             self,
@@ -632,32 +794,18 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
             y,
             accept_sparse=["csr", "csc", "coo"],
             y_numeric=True,
+            multi_output=True,
             dtype=[np.float64, np.float32],
         )
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        check_bool(self.alpha_per_target, "alpha_per_target")
+        if is_multi_target(y):
+            return self._fit_targets(X, y, sample_weight)
+        if y.ndim == 2:
+            y = y[:, 0]
         _checked_input(self, X, y, sample_weight)
-        sw = np.ones(X.shape[0]) if sample_weight is None else sample_weight
-        n = float(sw.sum())
-        if not n > 0:
-            raise ValueError("sample_weight sums to zero")
-        ratios = _check_ratios(self.l1_ratio, "l1_ratio", low_open=True)
-        if isinstance(self.alphas, Integral) and not isinstance(self.alphas, bool):
-            if self.alphas < 1:
-                raise ValueError(
-                    f"alphas must be a positive integer or a grid, got {self.alphas!r}"
-                )
-            if not isinstance(self.eps, Real) or not 0 < self.eps < 1:
-                raise ValueError(f"eps must be in (0, 1), got {self.eps!r}")
-            yc = y - (np.average(y, weights=sw) if self.fit_intercept else 0.0)
-            # the smallest alpha with an all-zero solution: max_j |x_j^T W (y - ybar)| / n
-            # (centering of x_j cancels against the weighted-centered y), per l1_ratio
-            top = float(np.max(np.abs(np.asarray(X.T @ (sw * yc)).ravel()))) / n
-            steps = np.logspace(0, np.log10(self.eps), int(self.alphas))
-            alphas = np.array([(top / r if top > 0 else 1.0) * steps for r in ratios])
-        else:
-            a = np.sort(_positive_grid("alphas", self.alphas))[::-1]
-            alphas = np.tile(a, (ratios.size, 1))
+        n, ratios, alphas = self._grid(X, y, sample_weight)
         grid = [
             _enet_from_sklearn(float(a), float(r), n) for r, row in zip(ratios, alphas) for a in row
         ]
@@ -691,6 +839,118 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
             res, ["alpha", "l1_ratio"], convert, search.row_score, search.n_grid
         )
         return self
+
+    def _grid(self, X, y, sample_weight) -> tuple[float, np.ndarray, np.ndarray]:
+        """(sum of weights, l1_ratios, alphas of shape (n_l1_ratio, n_alphas)); y 1-d or
+        2-d (the largest alpha_max over its columns)."""
+        sw = np.ones(X.shape[0]) if sample_weight is None else sample_weight
+        n = float(sw.sum())
+        if not n > 0:
+            raise ValueError("sample_weight sums to zero")
+        ratios = _check_ratios(self.l1_ratio, "l1_ratio", low_open=True)
+        if not (isinstance(self.alphas, Integral) and not isinstance(self.alphas, bool)):
+            a = np.sort(_positive_grid("alphas", self.alphas))[::-1]
+            return n, ratios, np.tile(a, (ratios.size, 1))
+        if self.alphas < 1:
+            raise ValueError(f"alphas must be a positive integer or a grid, got {self.alphas!r}")
+        if not isinstance(self.eps, Real) or not 0 < self.eps < 1:
+            raise ValueError(f"eps must be in (0, 1), got {self.eps!r}")
+        Y = y.reshape(y.shape[0], -1)
+        yc = Y - (np.average(Y, axis=0, weights=sw) if self.fit_intercept else 0.0)
+        # the smallest alpha with an all-zero solution: max_j |x_j^T W (y - ybar)| / n
+        # (centering of x_j cancels against the weighted-centered y), per l1_ratio
+        top = float(np.max(np.abs(np.asarray(X.T @ (sw[:, None] * yc))))) / n
+        steps = np.logspace(0, np.log10(self.eps), int(self.alphas))
+        return n, ratios, np.array([(top / r if top > 0 else 1.0) * steps for r in ratios])
+
+    def _fit_targets(self, X, Y, sample_weight) -> ALOElasticNetCV:
+        """Several targets: independent elastic nets (not the multi-task penalty)."""
+        from ._fit import fit as _fit
+
+        for t in range(Y.shape[1]):
+            _checked_input(self, X, Y[:, t], sample_weight)
+        T = Y.shape[1]
+        for name in ("tune_result_", "n_iter_", "n_fits_", "loo_predictions_", "_curve"):
+            self.__dict__.pop(name, None)  # attributes of an earlier fit
+        if self.alpha_per_target:
+            params = {**self.get_params(), "alpha_per_target": False}
+            fits = [type(self)(**params).fit(X, Y[:, t], sample_weight) for t in range(T)]
+            self.alpha_ = np.array([f.alpha_ for f in fits])
+            self.l1_ratio_ = np.array([f.l1_ratio_ for f in fits])
+            self.coef_ = np.stack([f.coef_ for f in fits])
+            self.intercept_ = np.array([f.intercept_ for f in fits])
+            self.best_score_ = np.array([f.best_score_ for f in fits])
+            self.best_stderr_ = np.array([f.best_stderr_ for f in fits])
+            if self.store_loo:
+                self.loo_predictions_ = np.stack([f.loo_predictions_ for f in fits], axis=1)
+            self.search_results_ = {
+                key: np.concatenate(
+                    [
+                        f.search_results_[key]
+                        if key != "target"
+                        else np.full(f.search_results_["loss"].size, float(t))
+                        for t, f in enumerate(fits)
+                    ]
+                )
+                for key in ["target", *fits[0].search_results_]
+            }
+            return self
+        check_choice("rule", self.rule, ("min", "1se"))
+        if self.search != "grid" or self.rule != "min" or self.scoring is not None:
+            raise ValueError(
+                "a shared alpha for several targets (alpha_per_target=False) is chosen on the "
+                "grid by the minimum of the mean leave-one-out loss: use search='grid', "
+                "rule='min', scoring=None, or alpha_per_target=True"
+            )
+        n, ratios, alphas = self._grid(X, Y, sample_weight)
+        grid = [
+            _enet_from_sklearn(float(a), float(r), n) for r, row in zip(ratios, alphas) for a in row
+        ]
+        _check_one_structure(grid, "l1_ratio")
+        acv = np.empty((len(grid), T))
+        err = np.empty((len(grid), T))
+        for t in range(T):
+            search = self._search(X, Y[:, t], "squared", grid, sample_weight)
+            acv[:, t] = search.loss
+            err[:, t] = search.stderr
+        best = int(np.argmin(acv.mean(axis=1)))
+        fits = [
+            _fit(
+                X,
+                Y[:, t],
+                loss="squared",
+                penalty=grid[best],
+                fit_intercept=self.fit_intercept,
+                sample_weight=sample_weight,
+                tol=self.tol,
+                max_iter=self.max_iter,
+                n_jobs=self.n_jobs,
+            )
+            for t in range(T)
+        ]
+        l1, l2 = _l1_l2(grid[best])
+        self.alpha_ = float((l1 + l2) / n)
+        self.l1_ratio_ = float(l1 / (l1 + l2)) if (l1 + l2) > 0 else float(ratios[0])
+        self.coef_ = np.stack([f.coef_ for f in fits])
+        self.intercept_ = np.array([float(f.intercept_) for f in fits])
+        wmean = 1.0 if sample_weight is None else float(np.mean(sample_weight))
+        self.best_score_ = self._loss_score(acv[best], wmean)
+        self.best_stderr_ = err[best].copy()
+        self.search_results_ = {
+            "alpha": np.repeat(alphas.ravel(), T),
+            "l1_ratio": np.repeat(np.repeat(ratios, alphas.shape[1]), T),
+            "target": np.tile(np.arange(T, dtype=np.float64), len(grid)),
+            "loss": acv.ravel(),
+            "loss_stderr": err.ravel(),
+            "score": self._loss_score(acv, wmean).ravel(),
+            "gradient": np.zeros(acv.size),
+        }
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
 
 
 def _sigmoid(eta: np.ndarray) -> np.ndarray:

@@ -37,6 +37,10 @@ void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index l
 void gemm(Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,
           double* C, Index ldc);
 
+// C (m x n) = alpha op(A) op(B) + beta C with op(M) = M or M^T (ta, tb), column-major.
+void gemm_ex(bool ta, bool tb, Index m, Index n, Index k, double alpha, const double* A, Index lda,
+             const double* B, Index ldb, double beta, double* C, Index ldc);
+
 // In-place lower Cholesky factor of A (n x n); returns LAPACK's info (0 = success).
 int potrf_lower(Index n, double* A, Index lda);
 
