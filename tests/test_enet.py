@@ -223,3 +223,20 @@ def test_pure_lasso_is_tunable():
     assert clf.l1_ratio_[0] == 1.0
     with pytest.raises(ValueError, match="mixes 1.0"):
         aloocv.ALOElasticNetCV(l1_ratio=[0.5, 1.0]).fit(X, y)
+
+
+@pytest.mark.parametrize("l1_ratio", [0.3, 0.5, 1.0])
+@pytest.mark.parametrize("seed", [10, 11, 12])
+def test_top_of_default_grid_is_the_empty_model(l1_ratio, seed):
+    """At alpha_max (|x_j^T r| = l1 exactly for the first feature to enter) the fit is
+    all zeros, so the leave-one-out loss is that of the intercept-only model, whose LOO
+    residuals are (y_i - ybar) n / (n - 1); a rounding tie used to leave a ~1e-17
+    coefficient that made the feature active for the leave-one-out formulas."""
+    rng = np.random.default_rng(seed)
+    n, p = 70, 6
+    X = rng.standard_normal((n, p))
+    y = X @ rng.standard_normal(p) + rng.standard_normal(n)
+    m = aloocv.ALOElasticNetCV(l1_ratio=l1_ratio, alphas=6).fit(X, y)
+    assert np.all(m.tune_result_.path_coefs[0] == 0.0)
+    ref = 0.5 * np.mean(((y - y.mean()) * n / (n - 1)) ** 2)
+    np.testing.assert_allclose(m.search_results_["loss"][0], ref, rtol=1e-10)

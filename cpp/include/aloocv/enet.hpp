@@ -19,6 +19,13 @@ namespace detail {
 
 inline double soft_threshold(double u, double t) { return u > t ? u - t : (u < -t ? u + t : 0.0); }
 
+// Relative width of a tie |u| = l1 in the coordinate update: a coordinate whose
+// thresholded value exceeds its L1 weight by no more than rounding of that weight stays
+// at zero. At the top of a default grid (alpha_max, where |x_j^T r| = l1 exactly) such a
+// tie otherwise leaves a coefficient of ~1e-17, which makes the feature "active" for
+// the leave-one-out formulas (they live on the active set).
+constexpr double kL1TieRel = 64 * std::numeric_limits<double>::epsilon();
+
 // max_j of the minimum-norm subgradient of the objective (gradient of the smooth part
 // `grad`, L1 weights pb.l1) at beta.
 inline double kkt_violation(const Problem& pb, const Vec& beta, const Vec& grad, Vec* viol) {
@@ -67,7 +74,9 @@ inline Vec quadratic_cd(const Mat& H, const Vec& g, const Vec& beta, const Vec& 
     const double a = H(k, k);
     if (!(a > 0.0)) return 0.0;
     const double z_old = beta[k] + delta[k];
-    const double z_new = soft_threshold(a * z_old - (g[k] + q[k]), l1[k]) / a;
+    const double u = a * z_old - (g[k] + q[k]);
+    const double z_new =
+        std::abs(u) <= l1[k] * (1.0 + kL1TieRel) ? 0.0 : soft_threshold(u, l1[k]) / a;
     const double step = z_new - z_old;
     if (step != 0.0) {
       delta[k] += step;
