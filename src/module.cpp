@@ -11,6 +11,7 @@ void bind_tune(py::module_& m);
 void bind_kfold(py::module_& m);
 void bind_dual(py::module_& m);
 void bind_multinomial(py::module_& m);
+void bind_chunk(py::module_& m);
 }  // namespace aloocv::bind
 
 PYBIND11_MODULE(_core, m) {
@@ -22,4 +23,5 @@ PYBIND11_MODULE(_core, m) {
   aloocv::bind::bind_kfold(m);
   aloocv::bind::bind_dual(m);
   aloocv::bind::bind_multinomial(m);
+  aloocv::bind::bind_chunk(m);
 }
