@@ -24,6 +24,7 @@ from ._validation import (
     check_offset,
     check_options,
     core_design,
+    is_dask_collection,
     n_threads,
 )
 from .penalties import Penalty
@@ -222,6 +223,25 @@ def kfold(
     """
     if not isinstance(method, str) or method not in KFOLD_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(KFOLD_METHODS)}")
+    if is_dask_collection(X):  # map-reduce over the row chunks: aloocv._dask
+        from . import _dask
+
+        return _dask.kfold(
+            X,
+            y,
+            loss,
+            penalty,
+            n_folds,
+            method,
+            folds,
+            random_state,
+            fit_intercept,
+            sample_weight,
+            tol,
+            max_iter,
+            n_jobs,
+            offset,
+        )
     if isinstance(loss, str) and loss == MULTINOMIAL:
         from . import _multinomial
 

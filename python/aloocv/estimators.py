@@ -25,6 +25,7 @@ from ._validation import (
     check_sample_weight,
     check_vector,
     check_X,
+    is_dask_collection,
     is_sparse,
 )
 from .losses import Tweedie, get_loss
@@ -56,6 +57,33 @@ def _precheck(X: Any) -> None:
     out-of-range indices); dense input gets scikit-learn's own messages first."""
     if is_sparse(X):
         check_X(X)
+
+
+def _dask_fit_inputs(est, X, y, sample_weight):
+    """(X, y, sample_weight) of an estimator's fit on dask input, validated as far as
+    possible without reading X (its chunks are checked in the first pass)."""
+    from . import _dask
+
+    _dask.require_dask()
+    X = _dask._as_dask_2d(X)
+    est.n_features_in_ = int(X.shape[1])
+    y = _dask._as_dask_vector(y, X, "y")
+    if sample_weight is not None:
+        sample_weight = _dask._as_dask_vector(sample_weight, X, "sample_weight")
+    check_bool(est.fit_intercept, "fit_intercept")
+    if hasattr(est, "alpha_per_feature"):
+        check_bool(est.alpha_per_feature, "alpha_per_feature")
+    return X, y, sample_weight
+
+
+def _dask_classes(y: Any) -> np.ndarray:
+    """The sorted distinct labels of a dask vector (one pass over y, not X)."""
+    import dask.array as da
+
+    classes = np.asarray(da.unique(y).compute())
+    if not np.all(np.isfinite(classes)):
+        raise ValueError("y contains NaN or inf")
+    return classes
 
 
 def _checked_input(est, X, y, sample_weight, labels: bool = False) -> None:
@@ -230,18 +258,21 @@ class ALORidgeCV(_ALORegressor):
 
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> ALORidgeCV:
         """Fit, choosing alpha by leave-one-out."""
-        _precheck(X)
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            accept_sparse=["csr", "csc", "coo"],
-            y_numeric=True,
-            dtype=[np.float64, np.float32],
-        )
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
-        _checked_input(self, X, y, sample_weight)
+        if is_dask_collection(X):  # a dask array: chunk by chunk (aloocv._dask)
+            X, y, sample_weight = _dask_fit_inputs(self, X, y, sample_weight)
+        else:
+            _precheck(X)
+            X, y = validate_data(
+                self,
+                X,
+                y,
+                accept_sparse=["csr", "csc", "coo"],
+                y_numeric=True,
+                dtype=[np.float64, np.float32],
+            )
+            if sample_weight is not None:
+                sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+            _checked_input(self, X, y, sample_weight)
         alphas = _positive_grid("alphas", self.alphas)
         res = self._search(
             X, y, "squared", L2(float(alphas[0])), [L2(float(a)) for a in alphas], sample_weight
@@ -511,21 +542,26 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> ALOLogisticRegressionCV:
         """Fit, choosing C by ALOOCV."""
-        _precheck(X)
-        X, y = validate_data(
-            self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32]
-        )
-        check_classification_targets(y)
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
-        _checked_input(self, X, y, sample_weight, labels=True)
-        self.classes_ = np.unique(y)
+        dask_input = is_dask_collection(X)
+        if dask_input:  # a dask array: chunk by chunk (aloocv._dask)
+            X, y, sample_weight = _dask_fit_inputs(self, X, y, sample_weight)
+            self.classes_ = _dask_classes(y)
+        else:
+            _precheck(X)
+            X, y = validate_data(
+                self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32]
+            )
+            check_classification_targets(y)
+            if sample_weight is not None:
+                sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+            _checked_input(self, X, y, sample_weight, labels=True)
+            self.classes_ = np.unique(y)
         if self.classes_.size < 2:
             raise ValueError(
                 "ALOLogisticRegressionCV needs at least 2 classes; y has only "
                 f"{self.classes_.size} class"
             )
-        if sample_weight is not None:
+        if sample_weight is not None and not dask_input:
             weighted = np.unique(y[sample_weight > 0])
             if weighted.size < 2:
                 raise ValueError(
@@ -566,6 +602,11 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         _check_choice("multi_class", self.multi_class, ("auto", "multinomial", "ovr"))
         binary = self.classes_.size == 2
         if not binary and self.multi_class != "ovr":
+            if dask_input:
+                raise ValueError(
+                    "the multinomial loss is not available for dask input: use "
+                    "multi_class='ovr' (one logistic fit per class) or a numpy array"
+                )
             return self._fit_multinomial(X, y, start, grid, sample_weight)
         self.multi_class_ = "binary" if binary else "ovr"
         targets = [self.classes_[1]] if binary else list(self.classes_)
