@@ -78,7 +78,7 @@ def _logistic_data(n, p, seed=0, chunk=100_000):
 
 def overhead(n: int, p: int, workers: int, chunk: int) -> None:
     import dask
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, wait
 
     X, y = _logistic_data(n, p, chunk=chunk)
     Xn, yn = dask.compute(X, y)
@@ -86,6 +86,7 @@ def overhead(n: int, p: int, workers: int, chunk: int) -> None:
     t = time.perf_counter()
     ref = aloocv.loo(Xn, yn, penalty=pen, n_jobs=workers)
     t_mem = time.perf_counter() - t
+    del Xn, yn
     print(
         f"(a) n={n}, p={p}, {workers} cores; in memory fit+ALO: {t_mem:.2f} s "
         f"({ref.fit.n_iter_} Newton iterations)"
@@ -96,10 +97,9 @@ def overhead(n: int, p: int, workers: int, chunk: int) -> None:
         ) as cluster,
         Client(cluster) as client,
     ):
-        Xd = client.persist(dask.array.from_array(Xn, chunks=(chunk, p)))
-        yd = client.persist(dask.array.from_array(yn, chunks=(chunk,)))
-        del Xn
-        dask.distributed.wait([Xd, yd])
+        # the same X (seeded), generated and kept on the workers
+        Xd, yd = client.persist([X, y])
+        wait([Xd, yd])
         t = time.perf_counter()
         got = aloocv.loo(Xd, yd, penalty=pen, n_jobs=1)
         t_d = time.perf_counter() - t

@@ -308,14 +308,20 @@ def test_cluster_worker_killed_mid_run(client):
     ref = aloocv.fit(Xn, y, tol=TOL)
     victim = next(iter(client.scheduler_info()["workers"]))
 
+    killed = []
+
     def kill():
         time.sleep(0.4)
         client.run(lambda: __import__("os")._exit(1), workers=[victim], on_error="ignore")
+        killed.append(time.perf_counter())
 
     t = threading.Thread(target=kill)
     t.start()
     got = aloocv.fit(X, y, tol=TOL)
+    done = time.perf_counter()
     t.join()
+    assert killed and killed[0] < done  # the worker died while the fit ran
+    assert victim not in client.scheduler_info()["workers"]
     close(got.coef_, ref.coef_)
     close(got.intercept_, ref.intercept_)
     client.wait_for_workers(2, timeout=30)

@@ -592,9 +592,10 @@ class DaskLOOResult:
         )
 
 
-def _stderr(stats) -> float:
+def _stderr(stats, n: int) -> float:
+    """As LOOResult.stderr (weights act as frequency weights; none for n < 2)."""
     sw, _, m2 = stats
-    if sw < 2:  # as LOOResult.stderr: n < 2 (or total weight < 2) has none
+    if n < 2:
         return float("nan")
     return float(math.sqrt(m2 / max(sw - 1.0, 1e-300) / sw))
 
@@ -761,7 +762,7 @@ def loo(
             method,
             fitres,
             mean,
-            _stderr((sw, mean, m2)),
+            _stderr((sw, mean, m2), data.n),
             data.w,
             n_not_converged=n_nc,
         )
@@ -781,7 +782,7 @@ def loo(
         method,
         fitres,
         float(mean),
-        _stderr(stats),
+        _stderr(stats, data.n),
         data.w,
         grad,
         arrs[3],
