@@ -57,6 +57,9 @@ MAX_HALVINGS = 60
 #: kTinyDecrease); STALL_ITERS such steps without halving the gradient norm stop Newton.
 TINY_DECREASE = 1e-13
 STALL_ITERS = 3
+#: Chord steps (on the last factor) while each step cuts max|gradient| this many times
+#: (the core's rule).
+CHORD_RATE = 4.0
 #: Samples per task of the exact leave-one-out refits.
 EXACT_BLOCK = 256
 
@@ -233,6 +236,37 @@ def _sums_task(x, y, w, off, loss, intercept, beta, hessian, check, nt):
     }
 
 
+def _ystats_task(y, w, off, loss):
+    """Checks and sums of one chunk of (y, w, offset) (X is not read)."""
+    y = check_vector(np.asarray(y), np.shape(y)[0], "y")
+    _core.loss_valid(loss, y)
+    if w is not None:
+        w = check_vector(np.asarray(w), y.shape[0], "sample_weight")
+        if np.any(w < 0):
+            raise ValueError("sample_weight must be non-negative")
+    if off is not None:
+        off = check_vector(np.asarray(off), y.shape[0], "offset")
+    return {
+        "weight": float(y.size if w is None else w.sum()),
+        "ysum": float(y.sum() if w is None else y @ w),
+        "offsum": float(0.0 if off is None else (off.sum() if w is None else off @ w)),
+        "ymin": float(y.min()) if y.size else np.inf,
+        "ymax": float(y.max()) if y.size else -np.inf,
+    }
+
+
+def _first_pass(data: Data) -> dict:
+    """Sums of weights, y and offset; the y range; every chunk of y, w, offset checked."""
+    from dask import delayed
+
+    parts = [
+        delayed(_ystats_task, pure=True)(y, w, o, data.loss.core) for _, y, w, o in data.blocks()
+    ]
+    first = _compute(_tree(parts))
+    _check_first_pass(data, first)
+    return first
+
+
 def _add(*parts):
     """Elementwise sum of dicts of partial sums (min/max for the y range)."""
     out = dict(parts[0])
@@ -350,18 +384,23 @@ def _check_first_pass(data: Data, s: dict) -> None:
 
 def newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None = None) -> _State:
     """Damped Newton over the chunks: the core's iteration (Armijo backtracking from the
-    full step, stop at max|grad| / sum(w) <= tol), each trial point one pass."""
-    first = _pass(data, np.zeros(data.p1), hessian=False, check=True)
-    _check_first_pass(data, first)
+    full step, stop at max|grad| / sum(w) <= tol). Each trial point is one pass; away from
+    the optimum it also accumulates the Hessian there (the next step's), near it (once a
+    step cut the gradient norm CHORD_RATE-fold) the steps reuse the last factor (chord
+    steps: gradient-only passes, about p/2 times cheaper), and one fresh Hessian is taken
+    at the returned beta, which the leave-one-out formulas need."""
+    first = _first_pass(data)
     sw = float(first["weight"])
     beta = _init_beta(data, first) if beta0 is None else np.array(beta0, dtype=np.float64)
-    s = _pass(data, beta, hessian=True)
+    s = _pass(data, beta, hessian=True, check=True)
     f, g, H = _penalized(data, beta, s)
+    H_at_beta = True
+    L = _cho(H)
+    chord = False
     converged = False
     best = np.inf
     stalled = 0
     it = 0
-    gnorm = float(np.max(np.abs(g))) / sw
     for it in range(max_iter + 1):
         if not np.all(np.isfinite(g)):
             raise ValueError(
@@ -374,7 +413,6 @@ def newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None = Non
             break
         if it == max_iter:
             break
-        L = _cho(H)
         step = -_solve(L, g)
         dec = float(-g @ step)
         tiny = 0.5 * dec <= TINY_DECREASE * max(1.0, abs(f))
@@ -382,28 +420,46 @@ def newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None = Non
         accepted = None
         for _ in range(MAX_HALVINGS):
             bt = beta + t * step
-            st = _pass(data, bt, hessian=True)
+            st = _pass(data, bt, hessian=not chord)
             ft, gt, Ht = _penalized(data, bt, st)
             if np.isfinite(ft) and (tiny or ft <= f - ARMIJO * t * dec):
                 accepted = (bt, ft, gt, Ht)
                 break
+            if chord:  # the old factor gives no descent here: a fresh Hessian
+                break
             t *= 0.5
         if accepted is None:
+            if chord:
+                chord = False
+                H = _penalized(data, beta, _pass(data, beta, hessian=True))[2]
+                H_at_beta = True
+                L = _cho(H)
+                continue
             break
-        beta, f, g, H = accepted
+        beta, f, g, Ht = accepted
         gnew = float(np.max(np.abs(g))) / sw
+        if chord:
+            H_at_beta = False
+            if gnew > gnorm / CHORD_RATE:  # chord steps slow down: back to Newton
+                chord = False
+                H = _penalized(data, beta, _pass(data, beta, hessian=True))[2]
+                H_at_beta = True
+                L = _cho(H)
+        else:
+            H = Ht
+            H_at_beta = True
+            L = _cho(H)
+            chord = gnew <= gnorm / CHORD_RATE
         if 0.5 * dec <= TINY_DECREASE * max(1.0, abs(f)) and not gnew < 0.5 * best:
             stalled += 1
         else:
             stalled = 0
         best = min(best, gnew)
         if stalled >= STALL_ITERS:
-            gnorm = gnew
-            converged = gnew <= tol
             it += 1
             break
-    else:  # pragma: no cover - the loop always breaks
-        pass
+    if not H_at_beta:
+        H = _penalized(data, beta, _pass(data, beta, hessian=True))[2]
     gnorm = float(np.max(np.abs(g))) / sw
     return _State(beta, f, g, H, sw, it, converged or gnorm <= tol, gnorm)
 
@@ -1048,8 +1104,7 @@ def tune_state(X, y, loss, penalty, sample_weight, fit_intercept, offset, n_jobs
     data = prepare(X, y, loss, penalty, sample_weight, fit_intercept, offset, n_jobs)
     if data.n < 2:
         raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={data.n}")
-    first = _pass(data, np.zeros(data.p1), hessian=False, check=True)
-    _check_first_pass(data, first)
+    _first_pass(data)
     w = None if data.w is None else np.asarray(data.w.compute())
     return DaskTuneState(data, tol, max_iter), data.loss, data.pen.copy(), w, data.n, data.p
 
