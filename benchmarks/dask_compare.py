@@ -5,7 +5,9 @@
     ``LocalCluster(n_workers=n_jobs, threads_per_worker=1)`` (X persisted on the workers
     first, as a cluster user would): wall times and their ratio (target <= 1.5x).
 (b) ``ooc``: out of core on one machine: X (n x p float64) written to a raw file on
-    disk, read through ``np.memmap`` as a dask array, fit + ALO with the threaded
+    disk, read chunk by chunk as a dask array (plain reads, or ``--reader memmap``:
+    ``np.memmap``, whose resident file pages count in this process's RSS; the file's
+    pages are evicted from the page cache before the timed runs), fit + ALO with the threaded
     scheduler; peak RSS of this process, wall time, the number of passes over X, and the
     time of one plain read of X (``X.sum()`` over the same dask array) for the target
     "time <= 3 x (passes x read time)". The issue's size is n=5e7, p=50 (20 GB); pass
@@ -113,7 +115,18 @@ def overhead(n: int, p: int, workers: int, chunk: int) -> None:
     )
 
 
-def ooc(n: int, p: int, chunk: int, path: str | None) -> None:
+def _drop_cache(path: str) -> None:
+    """Evicts the file's clean pages from the page cache (no root needed), so that the
+    next read comes from disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def ooc(n: int, p: int, chunk: int, path: str | None, reader: str) -> None:
     import dask
     import dask.array as da
 
@@ -132,17 +145,42 @@ def ooc(n: int, p: int, chunk: int, path: str | None) -> None:
             f"(b) wrote X ({n * p * 8 / 2**30:.1f} GiB) to {path} in "
             f"{time.perf_counter() - t:.0f} s"
         )
-    mm = np.memmap(path, dtype=np.float64, mode="r", shape=(n, p))
-    X = da.from_array(mm, chunks=(chunk, p))
+    if reader == "memmap":
+        X = da.from_array(
+            np.memmap(path, dtype=np.float64, mode="r", shape=(n, p)), chunks=(chunk, p)
+        )
+    else:  # plain reads (pread): file pages stay in the page cache, not in this process
+        from dask import delayed
+
+        def rows(i0, i1):
+            out = np.empty((i1 - i0, p))
+            with open(path, "rb") as fh:
+                fh.seek(i0 * p * 8)
+                fh.readinto(memoryview(out).cast("B"))
+            return out
+
+        X = da.concatenate(
+            [
+                da.from_delayed(
+                    delayed(rows, pure=True)(i0, min(n, i0 + chunk)),
+                    shape=(min(n, i0 + chunk) - i0, p),
+                    dtype=np.float64,
+                )
+                for i0 in range(0, n, chunk)
+            ]
+        )
+    _drop_cache(path)
     # y from X's own chunks (one pass), kept on disk-free memory: n floats
     rng = np.random.default_rng(2)
     y = (X @ beta).compute()
     y = (rng.random(n) < 1.0 / (1.0 + np.exp(-2.0 * y))).astype(np.float64)
     yd = da.from_array(y, chunks=(chunk,))
     with dask.config.set(scheduler="threads", num_workers=os.cpu_count()):
+        _drop_cache(path)
         t = time.perf_counter()
         X.sum().compute()
         t_read = time.perf_counter() - t
+        _drop_cache(path)
         with _RssSampler() as s:
             t = time.perf_counter()
             res = aloocv.loo(X, yd, penalty=aloocv.L2(1.0))
@@ -232,11 +270,14 @@ def main() -> None:
     ap.add_argument("--n-cs", type=int, default=10)
     ap.add_argument("--path", default=None, help="(ooc) where to write X")
     ap.add_argument("--counts", default="1,2,4,8")
+    ap.add_argument(
+        "--reader", choices=["pread", "memmap"], default="pread", help="(ooc) how chunks are read"
+    )
     a = ap.parse_args()
     if a.what == "overhead":
         overhead(a.n or 1_000_000, a.p or 100, a.workers, a.chunk or 50_000)
     elif a.what == "ooc":
-        ooc(a.n or 50_000_000, a.p or 50, a.chunk or 200_000, a.path)
+        ooc(a.n or 50_000_000, a.p or 50, a.chunk or 200_000, a.path, a.reader)
     elif a.what == "daskml":
         daskml(a.n or 200_000, a.p or 20, a.n_cs, a.chunk or 25_000)
     else:

@@ -541,9 +541,27 @@ def _adjoint_task(x, y, w, off, loss, intercept, beta, M, nt):
     return {"s": _core.chunk_adjoint(x, y, w, loss, intercept, beta, M, nt, offset=off)}
 
 
-def _alo(data: Data, beta: np.ndarray, H: np.ndarray, method: str, gradient: bool, sw: float):
-    """The closed forms over the chunks: per-chunk delayed outputs, reduced stats and (with
-    `gradient`) the exact hypergradient per feature."""
+_PER_SAMPLE = ("losses", "predictions", "leverages", "downdate")
+
+
+def _per_sample_only(out: dict) -> dict:
+    return {k: out[k] for k in _PER_SAMPLE}
+
+
+def _alo(
+    data: Data,
+    beta: np.ndarray,
+    H: np.ndarray,
+    method: str,
+    gradient: bool,
+    sw: float,
+    keep: str = "lazy",
+):
+    """The closed forms over the chunks in one leverage pass: the per-chunk outputs
+    (`keep`: "lazy" delayed objects, "persist" persisted ones, "gather" numpy dicts
+    computed in the same pass as the reduction), the reduced stats and (with `gradient`)
+    the exact hypergradient per feature."""
+    import dask
     from dask import delayed
 
     b = delayed(np.ascontiguousarray(beta), pure=True)
@@ -566,8 +584,13 @@ def _alo(data: Data, beta: np.ndarray, H: np.ndarray, method: str, gradient: boo
         )
         for x, y, w, o in blocks
     ]
+    if keep == "persist":  # held by the workers; the reduction below reads them
+        outs = list(dask.persist(*outs))
     sums = [delayed(_loo_sums, pure=True)(o, blk[2]) for o, blk in zip(outs, blocks)]
-    red = _compute(_tree(sums))
+    if keep == "gather":
+        red, outs = _compute((_tree(sums), [delayed(_per_sample_only)(o) for o in outs]))
+    else:
+        red = _compute(_tree(sums))
     grad_l2 = None
     if gradient:
         L = _cho(H)
@@ -786,7 +809,6 @@ def loo(
     offset,
 ):
     """:func:`aloocv.loo` on dask input (see the module docstring)."""
-    import dask
 
     data = prepare(X, y, loss, penalty, sample_weight, fit_intercept, offset, n_jobs)
     if gradient != "exact":
@@ -822,11 +844,9 @@ def loo(
             data.w,
             n_not_converged=n_nc,
         )
-    outs, stats, grad_l2 = _alo(data, st.beta, st.H, method, return_gradient, st.sw)
-    keys = ("losses", "predictions", "leverages", "downdate")
-    arrs = [_per_sample(outs, data, k) for k in keys]
-    if _client() is not None:
-        arrs = list(dask.persist(*arrs))
+    keep = "persist" if _client() is not None else "lazy"
+    outs, stats, grad_l2 = _alo(data, st.beta, st.H, method, return_gradient, st.sw, keep)
+    arrs = [_per_sample(outs, data, k) for k in _PER_SAMPLE]
     grad = None
     if return_gradient:
         grad = data.penalty.chain(np.zeros(data.p), grad_l2)
@@ -1051,8 +1071,7 @@ class DaskTuneState:
         self.fit()
         st = self._st
         assert st is not None
-        outs, _, grad_l2 = _alo(self.data, st.beta, st.H, "alo", gradient, st.sw)
-        per = _compute(outs)
+        per, _, grad_l2 = _alo(self.data, st.beta, st.H, "alo", gradient, st.sw, "gather")
         off = int(self.data.fit_intercept)
         out: dict[str, Any] = {
             "losses": np.concatenate([o["losses"] for o in per]),
