@@ -134,6 +134,19 @@ def test_out_of_core_memmap(tmp_path):
     close(got.fit.coef_, ref.fit.coef_)
 
 
+def test_out_of_core_zarr(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    X, y, _, _ = loss_data("squared", n=300, p=4, seed=11)
+    z = zarr.open(str(tmp_path / "X.zarr"), mode="w", shape=X.shape, chunks=(64, 4), dtype="f8")
+    z[:] = X
+    ref = aloocv.loo(X, y, loss="squared", return_gradient=True, tol=TOL)
+    with dask.config.set(scheduler="threads"):
+        got = aloocv.loo(da.from_zarr(z), y, loss="squared", return_gradient=True, tol=TOL)
+        close(got.predictions.compute(), ref.predictions)
+    close(got.mean, ref.mean)
+    close(got.gradient, ref.gradient)
+
+
 def test_exact_loo_and_kfold(sync):
     X, y, w, off = loss_data("logistic", n=120, p=4, seed=2)
     kw = dict(loss="logistic", penalty=aloocv.L2(1.0), sample_weight=w, offset=off, tol=TOL)
