@@ -14,10 +14,13 @@ The tasks run on whatever dask scheduler is active: the workers of a
 pass). Lost chunks (a worker that dies) are recomputed by dask; the partial sums of a
 chunk do not depend on where or how often it is computed, so the result does not change.
 
-Cost per Newton iteration: one pass over X (loss, gradient and Hessian of the trial
-point together, so an accepted full step costs no extra pass). ALO: one more pass
-(leverages, in the same pass as the hypergradient's first accumulation); the exact
-hypergradient of a curved loss: one more pass.
+Passes over X: one per Newton iteration (loss, gradient and, away from the optimum,
+the Hessian of the trial point together, so an accepted full step costs no extra pass;
+near the optimum chord steps on the last factor need gradient-only passes, and one
+fresh Hessian is taken at the solution). ALO: one more pass (leverages, in the same pass
+as the hypergradient's first accumulation); the exact hypergradient of a curved loss:
+one more pass. Each chunk task uses ``n_jobs`` OpenMP threads (default 1: dask runs the
+chunks in parallel) and a single-threaded BLAS.
 """
 
 from __future__ import annotations
