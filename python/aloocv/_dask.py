@@ -415,6 +415,7 @@ def newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None = Non
     H_at_beta = True
     L = _cho(H)
     chord = False
+    rate = 1.0  # the last step's max|gradient| ratio
     converged = False
     best = np.inf
     stalled = 0
@@ -436,9 +437,12 @@ def newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None = Non
         tiny = 0.5 * dec <= TINY_DECREASE * max(1.0, abs(f))
         t = 1.0
         accepted = None
+        # a chord step expected to end the fit also takes the Hessian there (the one the
+        # leave-one-out formulas need), saving the separate final pass
+        want_h = not chord or gnorm * rate <= tol
         for _ in range(MAX_HALVINGS):
             bt = beta + t * step
-            st = _pass(data, bt, hessian=not chord)
+            st = _pass(data, bt, hessian=want_h)
             ft, gt, Ht = _penalized(data, bt, st)
             if np.isfinite(ft) and (tiny or ft <= f - ARMIJO * t * dec):
                 accepted = (bt, ft, gt, Ht)
@@ -456,7 +460,12 @@ def newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None = Non
             break
         beta, f, g, Ht = accepted
         gnew = float(np.max(np.abs(g))) / sw
-        if chord:
+        rate = gnew / gnorm if gnorm > 0 else 1.0
+        if chord and Ht is not None:  # a fresh Hessian came with the step
+            H = Ht
+            H_at_beta = True
+            L = _cho(H)
+        elif chord:
             H_at_beta = False
             if gnew > gnorm / CHORD_RATE:  # chord steps slow down: back to Newton
                 chord = False
