@@ -275,7 +275,7 @@ def main() -> None:
     )
     a = ap.parse_args()
     if a.what == "overhead":
-        overhead(a.n or 1_000_000, a.p or 100, a.workers, a.chunk or 50_000)
+        overhead(a.n or 1_000_000, a.p or 100, a.workers, a.chunk or 125_000)
     elif a.what == "ooc":
         ooc(a.n or 50_000_000, a.p or 50, a.chunk or 200_000, a.path, a.reader)
     elif a.what == "daskml":

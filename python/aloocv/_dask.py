@@ -20,7 +20,10 @@ near the optimum chord steps on the last factor need gradient-only passes, and o
 fresh Hessian is taken at the solution). ALO: one more pass (leverages, in the same pass
 as the hypergradient's first accumulation); the exact hypergradient of a curved loss:
 one more pass. Each chunk task uses ``n_jobs`` OpenMP threads (default 1: dask runs the
-chunks in parallel) and a single-threaded BLAS.
+chunks in parallel) and a single-threaded BLAS. Every pass costs dask's scheduling of
+one task per chunk: chunks of about 100 MB (dask's default chunk size) keep that small
+(seen at n=1e6, p=100 on 2 workers: 1.1-1.2x the in-memory time with 100 MB chunks,
+1.6-1.8x with 40 MB chunks).
 """
 
 from __future__ import annotations
