@@ -13,6 +13,7 @@ void bind_dual(py::module_& m);
 void bind_multinomial(py::module_& m);
 void bind_threads(py::module_& m);
 void bind_multi(py::module_& m);
+void bind_chunk(py::module_& m);
 }  // namespace aloocv::bind
 
 PYBIND11_MODULE(_core, m) {
@@ -26,4 +27,5 @@ PYBIND11_MODULE(_core, m) {
   aloocv::bind::bind_multinomial(m);
   aloocv::bind::bind_threads(m);
   aloocv::bind::bind_multi(m);
+  aloocv::bind::bind_chunk(m);
 }

@@ -187,3 +187,53 @@ class MultiRidge:
     def solve(self, lambdas: _F64, predictions: bool, n_threads: int) -> dict[str, Any]: ...
     def leverages(self, lam: float) -> _F64: ...
     def folds(self, lam: float, folds: NDArray[np.int32], n_folds: int, n_threads: int) -> _F64: ...
+
+def chunk_sums(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: _Loss,
+    fit_intercept: bool,
+    beta: _F64,
+    hessian: bool,
+    check: bool,
+    n_threads: int,
+    offset: _F64 | None = None,
+) -> dict[str, Any]: ...
+def chunk_loo(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: _Loss,
+    fit_intercept: bool,
+    beta: _F64,
+    H: _F64,
+    method: str,
+    gradient: bool,
+    inv_sw: float,
+    n_threads: int,
+    offset: _F64 | None = None,
+) -> dict[str, Any]: ...
+def chunk_adjoint(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: _Loss,
+    fit_intercept: bool,
+    beta: _F64,
+    M: _F64,
+    n_threads: int,
+    offset: _F64 | None = None,
+) -> _F64: ...
+def chunk_folds(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: _Loss,
+    fit_intercept: bool,
+    beta: _F64,
+    fold: NDArray[np.int32],
+    n_folds: int,
+    n_threads: int,
+    offset: _F64 | None = None,
+) -> tuple[_F64, _F64]: ...

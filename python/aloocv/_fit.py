@@ -22,6 +22,7 @@ from ._validation import (
     check_X,
     choose_solver,
     core_design,
+    is_dask_collection,
     n_threads,
 )
 from .losses import Loss, get_loss
@@ -151,7 +152,10 @@ def fit(
     ----------
     X : array_like of shape (n_samples, n_features)
         float64 in C or Fortran order (or any strided view) is used without a
-        copy; float32 and integer input are converted once.
+        copy; float32 and integer input are converted once. A dask array chunked by
+        rows (or a dask DataFrame) is processed chunk by chunk on the active dask
+        scheduler, never gathered (see ``aloocv._dask``; L2 penalties and the scalar
+        losses).
     y : array_like of shape (n_samples,)
         Response in the loss's domain: real (``"squared"``, Huber), in {0, 1}
         (``"logistic"``), proportions in [0, 1] (``"binomial"``, trials as
@@ -176,7 +180,8 @@ def fit(
     max_iter : int
         Maximum Newton iterations; a ``ConvergenceWarning`` is emitted when reached.
     n_jobs : int, optional
-        OpenMP threads (None: OpenMP's default, -1: all cores).
+        OpenMP threads (None: OpenMP's default, -1: all cores). For dask input: the
+        threads of each chunk task (None: 1; dask runs the chunks in parallel).
     warm_start : FitResult, optional
         Start Newton from this solution (primal solver).
     solver : {"auto", "primal", "dual"}
@@ -209,6 +214,23 @@ def fit(
     >>> res.converged_
     True
     """
+    if is_dask_collection(X):  # map-reduce over the row chunks: aloocv._dask
+        from . import _dask
+
+        _dask.check_solver(solver)
+        return _dask.fit(
+            X,
+            y,
+            loss,
+            penalty,
+            fit_intercept,
+            sample_weight,
+            tol,
+            max_iter,
+            n_jobs,
+            warm_start,
+            offset,
+        )
     if isinstance(loss, str) and loss == MULTINOMIAL:
         if solver not in ("auto", "primal"):
             raise ValueError("the multinomial loss has the primal solver only (solver='auto')")

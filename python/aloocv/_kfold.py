@@ -27,6 +27,7 @@ from ._validation import (
     check_options,
     check_X,
     core_design,
+    is_dask_collection,
     is_multi_target,
     n_threads,
 )
@@ -434,6 +435,31 @@ def kfold(
         )
     if not isinstance(method, str) or method not in KFOLD_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(KFOLD_METHODS)}")
+    if is_dask_collection(X):  # map-reduce over the row chunks: aloocv._dask
+        from . import _dask
+
+        if cv is not None or groups is not None:
+            raise ValueError(
+                "cv= and groups= are not available for dask input: pass n_folds= or "
+                "folds= (fold labels)"
+            )
+
+        return _dask.kfold(
+            X,
+            y,
+            loss,
+            penalty,
+            n_folds,
+            method,
+            folds,
+            random_state,
+            fit_intercept,
+            sample_weight,
+            tol,
+            max_iter,
+            n_jobs,
+            offset,
+        )
     splits = None
     if cv is not None:
         if n_folds is not None or folds is not None:

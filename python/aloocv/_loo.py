@@ -37,6 +37,7 @@ from ._validation import (
     check_vector,
     choose_solver,
     core_design,
+    is_dask_collection,
     is_multi_target,
     n_threads,
 )
@@ -276,7 +277,10 @@ def loo(
     Returns
     -------
     LOOResult
-        ``losses``, ``predictions``, ``leverages``, ``mean``, ``stderr``, ``fit``.
+        ``losses``, ``predictions``, ``leverages``, ``mean``, ``stderr``, ``fit``. For a
+        dask X a ``DaskLOOResult``: the per-sample values are dask arrays chunked like
+        X's rows; ``"exact"`` refits in parallel tasks, each on the whole X gathered on
+        one worker (X must fit in a worker's memory).
 
     Examples
     --------
@@ -311,6 +315,27 @@ def loo(
     return_gradient = check_bool(return_gradient, "return_gradient")
     if return_gradient and method != "alo":
         raise ValueError("return_gradient=True needs method='alo'")
+    if is_dask_collection(X):  # map-reduce over the row chunks: aloocv._dask
+        from . import _dask
+
+        _dask.check_solver(solver)
+        return _dask.loo(
+            X,
+            y,
+            loss,
+            penalty,
+            method,
+            fit_intercept,
+            sample_weight,
+            coef,
+            intercept,
+            tol,
+            max_iter,
+            n_jobs,
+            return_gradient,
+            gradient,
+            offset,
+        )
     if isinstance(loss, str) and loss == MULTINOMIAL:
         if gradient != "exact":
             raise ValueError("the multinomial loss has the exact gradient only")

@@ -61,6 +61,35 @@ def check_real_scalar(value: Any, name: str) -> float:
     return out
 
 
+# ----------------------------------------------------------------------------- dask
+
+
+def is_dask_collection(x: Any) -> bool:
+    """True for a dask array, DataFrame or Series (checked without importing dask)."""
+    mod = type(x).__module__ or ""
+    return (mod == "dask" or mod.startswith(("dask.", "dask_"))) and hasattr(x, "__dask_graph__")
+
+
+def require_dask() -> None:
+    """Raises a clear ImportError when the optional dependency dask is missing."""
+    try:
+        import dask.array
+        import dask.delayed  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "dask input needs the optional dependency dask: pip install 'aloocv[dask]' "
+            "(or pip install 'dask[array,distributed]')"
+        ) from None
+
+
+#: The public functions that take dask input; elsewhere a dask collection is refused
+#: rather than silently gathered to the client.
+DASK_ENTRY_POINTS = (
+    "aloocv.fit, aloocv.loo, aloocv.kfold, aloocv.tune, ALOLogisticRegressionCV.fit and "
+    "ALORidgeCV.fit"
+)
+
+
 # ----------------------------------------------------------------------------- sparse
 
 
@@ -277,6 +306,11 @@ def as_float64(arr: np.ndarray) -> np.ndarray:
 
 
 def _as_real_array(X: Any, name: str) -> np.ndarray:
+    if is_dask_collection(X):
+        raise TypeError(
+            f"{name} is a dask collection: dask input is taken by {DASK_ENTRY_POINTS} "
+            "(chunk by chunk, without gathering it); elsewhere call .compute() first"
+        )
     if is_sparse(X):
         raise TypeError(f"{name} must be a dense array, got a sparse matrix")
     try:

@@ -32,6 +32,7 @@ from ._validation import (
     check_vector,
     check_verbose,
     check_X,
+    is_dask_collection,
     is_multi_target,
     is_sparse,
     n_threads,
@@ -60,6 +61,41 @@ def _precheck(X: Any) -> None:
     out-of-range indices); dense input gets scikit-learn's own messages first."""
     if is_sparse(X):
         check_X(X)
+
+
+def _dask_fit_inputs(est, X, y, sample_weight):
+    """(X, y, sample_weight) of an estimator's fit on dask input, validated as far as
+    possible without reading X (its chunks are checked in the first pass)."""
+    from . import _dask
+
+    _dask.require_dask()
+    X = _dask._as_dask_2d(X)
+    est.n_features_in_ = int(X.shape[1])
+    y = _dask._as_dask_vector(y, X, "y")
+    if sample_weight is not None:
+        sample_weight = _dask._as_dask_vector(sample_weight, X, "sample_weight")
+    check_bool(est.fit_intercept, "fit_intercept")
+    if hasattr(est, "alpha_per_feature"):
+        check_bool(est.alpha_per_feature, "alpha_per_feature")
+    for name, why in (
+        ("scoring", "a scorer needs every candidate's leave-one-out predictions on the client"),
+        ("class_weight", "class weights need the class counts; pass them as sample_weight"),
+        ("store_cv_results", "the per-sample arrays stay on the cluster (loo() returns them)"),
+        ("store_loo", "the per-sample arrays stay on the cluster (loo() returns them)"),
+    ):
+        if getattr(est, name, None) not in (None, False):
+            raise ValueError(f"{name}= is not available for dask input: {why}")
+    return X, y, sample_weight
+
+
+def _dask_classes(y: Any) -> np.ndarray:
+    """The sorted distinct labels of a dask vector (one pass over y, not X)."""
+    import dask.array as da
+
+    classes = np.asarray(da.unique(y).compute())
+    if not np.all(np.isfinite(classes)):
+        raise ValueError("y contains NaN or inf")
+    return classes
 
 
 def _checked_input(est, X, y, sample_weight, labels: bool = False) -> None:
@@ -454,25 +490,29 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> ALORidgeCV:
         """Fit, choosing alpha by leave-one-out.
 
-        ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``)."""
-        _precheck(X)
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            accept_sparse=["csr", "csc", "coo"],
-            y_numeric=True,
-            multi_output=True,
-            dtype=[np.float64, np.float32],
-        )
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
-        check_bool(self.alpha_per_target, "alpha_per_target")
-        if is_multi_target(y):
-            return self._fit_targets(X, y, sample_weight)
-        if y.ndim == 2:
-            y = y[:, 0]
-        _checked_input(self, X, y, sample_weight)
+        ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``); ``X`` may
+        be a dask array (with a 1-d ``y``: :mod:`aloocv._dask`)."""
+        if is_dask_collection(X):  # a dask array: chunk by chunk (aloocv._dask)
+            X, y, sample_weight = _dask_fit_inputs(self, X, y, sample_weight)
+        else:
+            _precheck(X)
+            X, y = validate_data(
+                self,
+                X,
+                y,
+                accept_sparse=["csr", "csc", "coo"],
+                y_numeric=True,
+                multi_output=True,
+                dtype=[np.float64, np.float32],
+            )
+            if sample_weight is not None:
+                sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+            check_bool(self.alpha_per_target, "alpha_per_target")
+            if is_multi_target(y):
+                return self._fit_targets(X, y, sample_weight)
+            if y.ndim == 2:
+                y = y[:, 0]
+            _checked_input(self, X, y, sample_weight)
         alphas = _positive_grid("alphas", self.alphas)
         if self.alpha_per_feature and self.scoring is not None:
             raise ValueError(
@@ -1120,15 +1160,20 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> ALOLogisticRegressionCV:
         """Fit, choosing C (and l1_ratio) by ALOOCV."""
-        _precheck(X)
-        X, y = validate_data(
-            self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32]
-        )
-        check_classification_targets(y)
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
-        _checked_input(self, X, y, sample_weight, labels=True)
-        self.classes_ = np.unique(y)
+        dask_input = is_dask_collection(X)
+        if dask_input:  # a dask array: chunk by chunk (aloocv._dask)
+            X, y, sample_weight = _dask_fit_inputs(self, X, y, sample_weight)
+            self.classes_ = _dask_classes(y)
+        else:
+            _precheck(X)
+            X, y = validate_data(
+                self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32]
+            )
+            check_classification_targets(y)
+            if sample_weight is not None:
+                sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+            _checked_input(self, X, y, sample_weight, labels=True)
+            self.classes_ = np.unique(y)
         if self.classes_.size < 2:
             raise ValueError(
                 "ALOLogisticRegressionCV needs at least 2 classes; y has only "
@@ -1142,7 +1187,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
             )
             per_sample = cw[np.searchsorted(self.classes_, y)]
             fit_weight = per_sample if sample_weight is None else sample_weight * per_sample
-        if fit_weight is not None:
+        if fit_weight is not None and not dask_input:
             weighted = np.unique(y[fit_weight > 0])
             if weighted.size < 2:
                 raise ValueError(
@@ -1174,6 +1219,11 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         K = self.classes_.size
         binary = K == 2
         if not binary and self.multi_class != "ovr":
+            if dask_input:
+                raise ValueError(
+                    "the multinomial loss is not available for dask input: use "
+                    "multi_class='ovr' (one logistic fit per class) or a numpy array"
+                )
             if kind != "l2":
                 raise ValueError(
                     "the multinomial model supports the L2 penalty only (l1_ratios=None or 0); "

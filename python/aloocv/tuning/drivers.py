@@ -34,6 +34,7 @@ from .._validation import (
     check_options,
     check_real_values,
     core_design,
+    is_dask_collection,
     n_threads,
 )
 from ..penalties import L2, Penalty
@@ -326,14 +327,39 @@ def tune(
             raise ValueError("method='sgd' is not available for the multinomial loss")
         if gradient != "exact":
             raise ValueError("the multinomial loss has the exact gradient only")
+    dask_state = None
+    if not multinomial and is_dask_collection(X):  # map-reduce over row chunks: _dask
+        from .. import _dask
+
+        if method == "sgd":
+            raise ValueError("method='sgd' is not available for dask input; use 'gd' or 'auto'")
+        if gradient != "exact":
+            raise ValueError("dask input has the exact gradient only (gradient='exact')")
+        fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
+        dask_state, loss, pen, w, n, p = _dask.tune_state(
+            X,
+            y,
+            loss,
+            penalty,
+            sample_weight,
+            fit_intercept,
+            offset,
+            n_jobs,
+            fit_tol,
+            fit_max_iter,
+        )
+        l1 = off = None
     else:
-        X, y, loss, pen, l1, w = check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept)
-    check_loo_samples(X.shape[0])
-    off = check_offset(offset, X.shape[0])
-    fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
-    if loss == "logistic" and np.unique(y).size < 2:
-        raise ValueError("y has a single class: logistic regression needs both 0 and 1")
-    n, p = X.shape
+        if not multinomial:
+            X, y, loss, pen, l1, w = check_fit_inputs(
+                X, y, loss, penalty, sample_weight, fit_intercept
+            )
+        check_loo_samples(X.shape[0])
+        off = check_offset(offset, X.shape[0])
+        fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
+        if loss == "logistic" and np.unique(y).size < 2:
+            raise ValueError("y has a single class: logistic regression needs both 0 and 1")
+        n, p = X.shape
     m = penalty.params().size
     if method != "grid" and np.any(penalty.params() <= 0):
         raise ValueError("gradient tuning works on log(lambda): the initial penalty must be > 0")
@@ -342,7 +368,9 @@ def tune(
             f"selection='1se' with a gradient search needs one regularization parameter; the "
             f"penalty has {m} (use method='grid', or selection='min')"
         )
-    if multinomial:
+    if dask_state is not None:
+        state = dask_state
+    elif multinomial:
         from .._multinomial import MultinomialTuneState
 
         if off is not None:
@@ -368,7 +396,14 @@ def tune(
     intercept = bool(fit_intercept)
     if method == "grid":
         points = _check_grid(grid, penalty, n_grid)
-        if loss == "squared" and isinstance(penalty, L2) and l1 is None and m == 1 and off is None:
+        if (
+            loss == "squared"
+            and isinstance(penalty, L2)
+            and l1 is None
+            and m == 1
+            and off is None
+            and dask_state is None
+        ):
             with _blas.single_threaded_blas():
                 path = _core.ridge_path(
                     core_design(X),

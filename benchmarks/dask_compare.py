@@ -1,0 +1,290 @@
+"""Dask input (issue 12): distributed overhead, out of core, dask-ml, worker scaling.
+
+(a) ``overhead``: fit + ALO of a logistic model at n=1e6, p=100, in memory (numpy,
+    ``n_jobs`` threads) against the same X as a dask array on a
+    ``LocalCluster(n_workers=n_jobs, threads_per_worker=1)`` (X persisted on the workers
+    first, as a cluster user would): wall times and their ratio (target <= 1.5x).
+(b) ``ooc``: out of core on one machine: X (n x p float64) written to a raw file on
+    disk, read chunk by chunk as a dask array (plain reads, or ``--reader memmap``:
+    ``np.memmap``, whose resident file pages count in this process's RSS; the file's
+    pages are evicted from the page cache before the timed runs), fit + ALO with the threaded
+    scheduler; peak RSS of this process, wall time, the number of passes over X, and the
+    time of one plain read of X (``X.sum()`` over the same dask array) for the target
+    "time <= 3 x (passes x read time)". The issue's size is n=5e7, p=50 (20 GB); pass
+    ``--ooc-n`` to choose.
+(c) ``daskml``: ``ALOLogisticRegressionCV`` on dask input against
+    ``GridSearchCV(dask_ml.linear_model.LogisticRegression(), cv=5)`` on the same C grid
+    (dask-ml's L2 objective ``1/2 ||theta||^2 * lam`` with ``lam = 1/C``, solver lbfgs):
+    wall time and the held-out log-loss of each chosen model on a test set.
+(d) ``scaling``: fit + ALO with 1, 2, 4, 8 workers (needs as many cores; run on a
+    16-core machine).
+
+Run: ``python benchmarks/dask_compare.py overhead|ooc|daskml|scaling [options]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import tempfile
+import threading
+import time
+import warnings
+
+import numpy as np
+
+import aloocv
+
+
+def _peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+class _RssSampler:
+    """Peak RSS of this process (sampled every 50 ms) since start()."""
+
+    def __init__(self):
+        import psutil
+
+        self.proc = psutil.Process()
+        self.peak = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            time.sleep(0.05)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+
+
+def _logistic_data(n, p, seed=0, chunk=100_000):
+    import dask.array as da
+
+    rs = da.random.RandomState(seed)
+    X = rs.standard_normal((n, p), chunks=(chunk, p))
+    beta = np.random.default_rng(seed).standard_normal(p) / np.sqrt(p)
+    eta = X @ beta
+    u = rs.random_sample((n,), chunks=(chunk,))
+    y = (u < 1.0 / (1.0 + da.exp(-2.0 * eta))).astype(np.float64)
+    return X, y
+
+
+def overhead(n: int, p: int, workers: int, chunk: int) -> None:
+    import dask
+    from distributed import Client, LocalCluster, wait
+
+    X, y = _logistic_data(n, p, chunk=chunk)
+    Xn, yn = dask.compute(X, y)
+    pen = aloocv.L2(1.0)
+    t = time.perf_counter()
+    ref = aloocv.loo(Xn, yn, penalty=pen, n_jobs=workers)
+    t_mem = time.perf_counter() - t
+    del Xn, yn
+    print(
+        f"(a) n={n}, p={p}, {workers} cores; in memory fit+ALO: {t_mem:.2f} s "
+        f"({ref.fit.n_iter_} Newton iterations)"
+    )
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        # the same X (seeded), generated and kept on the workers
+        Xd, yd = client.persist([X, y])
+        wait([Xd, yd])
+        t = time.perf_counter()
+        got = aloocv.loo(Xd, yd, penalty=pen, n_jobs=1)
+        t_d = time.perf_counter() - t
+    print(
+        f"    dask LocalCluster({workers} workers x 1 thread), X persisted: {t_d:.2f} s "
+        f"({got.fit.n_iter_} iterations); ratio {t_d / t_mem:.2f}x"
+    )
+    print(
+        f"    |mean difference| {abs(got.mean - ref.mean):.2e}, "
+        f"max |coef difference| {np.max(np.abs(got.fit.coef_ - ref.fit.coef_)):.2e}"
+    )
+
+
+def _drop_cache(path: str) -> None:
+    """Evicts the file's clean pages from the page cache (no root needed), so that the
+    next read comes from disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def ooc(n: int, p: int, chunk: int, path: str | None, reader: str) -> None:
+    import dask
+    import dask.array as da
+
+    path = path or os.path.join(tempfile.gettempdir(), f"aloocv_ooc_{n}x{p}.f64")
+    beta = np.random.default_rng(1).standard_normal(p) / np.sqrt(p)
+    if not os.path.exists(path) or os.path.getsize(path) != n * p * 8:
+        t = time.perf_counter()
+        mm = np.memmap(path, dtype=np.float64, mode="w+", shape=(n, p))
+        rng = np.random.default_rng(0)
+        for i0 in range(0, n, chunk):
+            i1 = min(n, i0 + chunk)
+            mm[i0:i1] = rng.standard_normal((i1 - i0, p))
+        mm.flush()
+        del mm
+        print(
+            f"(b) wrote X ({n * p * 8 / 2**30:.1f} GiB) to {path} in "
+            f"{time.perf_counter() - t:.0f} s"
+        )
+    if reader == "memmap":
+        X = da.from_array(
+            np.memmap(path, dtype=np.float64, mode="r", shape=(n, p)), chunks=(chunk, p)
+        )
+    else:  # plain reads (pread): file pages stay in the page cache, not in this process
+        from dask import delayed
+
+        def rows(i0, i1):
+            out = np.empty((i1 - i0, p))
+            with open(path, "rb") as fh:
+                fh.seek(i0 * p * 8)
+                fh.readinto(memoryview(out).cast("B"))
+            return out
+
+        X = da.concatenate(
+            [
+                da.from_delayed(
+                    delayed(rows, pure=True)(i0, min(n, i0 + chunk)),
+                    shape=(min(n, i0 + chunk) - i0, p),
+                    dtype=np.float64,
+                )
+                for i0 in range(0, n, chunk)
+            ]
+        )
+    _drop_cache(path)
+    # y from X's own chunks (one pass), kept on disk-free memory: n floats
+    rng = np.random.default_rng(2)
+    y = (X @ beta).compute()
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-2.0 * y))).astype(np.float64)
+    yd = da.from_array(y, chunks=(chunk,))
+    with dask.config.set(scheduler="threads", num_workers=os.cpu_count()):
+        _drop_cache(path)
+        t = time.perf_counter()
+        X.sum().compute()
+        t_read = time.perf_counter() - t
+        _drop_cache(path)
+        with _RssSampler() as s:
+            t = time.perf_counter()
+            res = aloocv.loo(X, yd, penalty=aloocv.L2(1.0))
+            t_alo = time.perf_counter() - t
+    passes = res.fit.n_iter_ + 2  # the checking pass, one per Newton iteration, ALO
+    print(
+        f"(b) out of core n={n}, p={p} ({n * p * 8 / 2**30:.1f} GiB on disk), threaded "
+        f"scheduler: fit+ALO {t_alo:.1f} s, {passes} passes over X; one read of X "
+        f"{t_read:.1f} s -> {t_alo / (passes * t_read):.2f}x the read time per pass; peak "
+        f"RSS during the run {s.peak / 2**30:.2f} GiB (process peak {_peak_rss_gib():.2f} "
+        f"GiB); ACV {res.mean:.5f}"
+    )
+
+
+def daskml(n: int, p: int, n_c: int, chunk: int) -> None:
+    import dask
+    import dask.array as da
+    from dask_ml.linear_model import LogisticRegression as DLR
+    from dask_ml.model_selection import GridSearchCV
+
+    X, y = _logistic_data(n + 20_000, p, seed=3, chunk=chunk)
+    X, y = dask.compute(X, y)
+    Xte, yte = X[n:], y[n:]
+    X, y = X[:n], y[:n]
+    Xd, yd = da.from_array(X, chunks=(chunk, p)), da.from_array(y, chunks=(chunk,))
+    Cs = np.logspace(-3, 2, n_c)
+
+    def logloss(eta):
+        return float(np.mean(np.logaddexp(0.0, eta) - yte * eta))
+
+    with dask.config.set(scheduler="threads"):
+        t = time.perf_counter()
+        est = aloocv.ALOLogisticRegressionCV(Cs=Cs).fit(Xd, yd)
+        t_alo = time.perf_counter() - t
+        eta_alo = Xte @ est.coef_[0] + est.intercept_[0]
+        t = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gs = GridSearchCV(
+                DLR(penalty="l2", solver="lbfgs", max_iter=100),
+                {"C": list(Cs)},
+                cv=5,
+                scoring="neg_log_loss",
+            ).fit(Xd, yd)
+        t_dml = time.perf_counter() - t
+    best = gs.best_estimator_
+    eta_dml = Xte @ np.ravel(best.coef_) + float(np.ravel(best.intercept_)[0])
+    print(f"(c) n={n}, p={p}, {n_c} values of C, threaded scheduler")
+    print(
+        f"    ALOLogisticRegressionCV (dask input): {t_alo:.1f} s, C={est.C_[0]:.3g}, "
+        f"held-out log-loss {logloss(eta_alo):.5f}"
+    )
+    print(
+        f"    GridSearchCV(dask_ml LogisticRegression, cv=5): {t_dml:.1f} s, "
+        f"C={gs.best_params_['C']:.3g}, held-out log-loss {logloss(eta_dml):.5f}"
+    )
+    print(f"    speed-up {t_dml / t_alo:.1f}x")
+
+
+def scaling(n: int, p: int, chunk: int, counts: list[int]) -> None:
+    import dask
+    from distributed import Client, LocalCluster
+
+    X, y = _logistic_data(n, p, chunk=chunk)
+    print(f"(d) worker scaling, n={n}, p={p}: fit+ALO wall time")
+    for k in counts:
+        with (
+            LocalCluster(
+                n_workers=k, threads_per_worker=1, processes=True, dashboard_address=None
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            Xd, yd = client.persist([X, y])
+            dask.distributed.wait([Xd, yd])
+            t = time.perf_counter()
+            aloocv.loo(Xd, yd, penalty=aloocv.L2(1.0), n_jobs=1)
+            print(f"    {k} workers: {time.perf_counter() - t:.2f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("what", choices=["overhead", "ooc", "daskml", "scaling"])
+    ap.add_argument("--n", type=int, default=None)
+    ap.add_argument("--p", type=int, default=None)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--chunk", type=int, default=None)
+    ap.add_argument("--n-cs", type=int, default=10)
+    ap.add_argument("--path", default=None, help="(ooc) where to write X")
+    ap.add_argument("--counts", default="1,2,4,8")
+    ap.add_argument(
+        "--reader", choices=["pread", "memmap"], default="pread", help="(ooc) how chunks are read"
+    )
+    a = ap.parse_args()
+    if a.what == "overhead":
+        overhead(a.n or 1_000_000, a.p or 100, a.workers, a.chunk or 125_000)
+    elif a.what == "ooc":
+        ooc(a.n or 50_000_000, a.p or 50, a.chunk or 200_000, a.path, a.reader)
+    elif a.what == "daskml":
+        daskml(a.n or 200_000, a.p or 20, a.n_cs, a.chunk or 25_000)
+    else:
+        scaling(
+            a.n or 4_000_000, a.p or 100, a.chunk or 100_000, [int(c) for c in a.counts.split(",")]
+        )
+
+
+if __name__ == "__main__":
+    main()

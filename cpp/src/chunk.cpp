@@ -1,0 +1,182 @@
+#include "aloocv/chunk.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "aloocv/hypergrad.hpp"
+
+namespace aloocv {
+
+namespace {
+
+// eta = X~ beta + offset
+Vec chunk_eta(const Problem& pb, const Vec& beta, int n_threads) {
+  Vec eta(pb.n());
+  linear_predictor(pb.X, beta.data(), pb.intercept, eta.data(), n_threads);
+  pb.add_offset(eta.data());
+  return eta;
+}
+
+void check_beta(const Problem& pb, const Vec& beta) {
+  if (beta.size() != pb.p1()) {
+    throw InvalidInput("beta has " + std::to_string(beta.size()) + " entries, expected " +
+                       std::to_string(pb.p1()));
+  }
+}
+
+}  // namespace
+
+ChunkSums chunk_sums(const Problem& pb, LossKind loss, const Vec& beta, bool want_hessian,
+                     bool check, int n_threads) {
+  check_beta(pb, beta);
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    if (check) check_response<Loss>(pb.y, pb.n(), pb.lp);
+    const Index n = pb.n(), p1 = pb.p1();
+    const Vec eta = chunk_eta(pb, beta, n_threads);
+    ChunkSums out;
+    Vec zero = Vec::Zero(p1);
+    out.loss = detail::objective<Loss>(pb, eta.data(), zero, n_threads);
+    out.weight = pb.weight_sum();
+    Vec g(n), d;
+    if (want_hessian) d.resize(n);
+    detail::derivatives<Loss>(pb, eta.data(), g.data(), want_hessian ? d.data() : nullptr,
+                              n_threads);
+    out.grad.resize(p1);
+    gradient(pb.X, g.data(), pb.intercept, out.grad.data(), n_threads);
+    if (want_hessian) {
+      out.hess.resize(p1 * p1);
+      hessian(pb.X, d.data(), pb.intercept, out.hess.data(), n_threads);
+    }
+    return out;
+  });
+}
+
+ChunkLoo chunk_loo(const Problem& pb, LossKind loss, const Vec& beta, const Cholesky& chol,
+                   LooMethod method, bool want_gradient, double inv_sw, int n_threads) {
+  check_beta(pb, beta);
+  if (method == LooMethod::Exact) throw InvalidInput("chunk_loo computes the closed forms only");
+  if (chol.size() != pb.p1()) throw InvalidInput("the factor does not match X");
+  if (want_gradient && method != LooMethod::ALO) {
+    throw InvalidInput("the hypergradient needs method 'alo'");
+  }
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    const Index n = pb.n(), p1 = pb.p1();
+    ChunkLoo out;
+    out.eta = chunk_eta(pb, beta, n_threads);
+    out.res.leverages.resize(n);
+    leverages(pb.X, pb.intercept, chol, out.res.leverages.data(), n_threads);
+    loo_formulas<Loss>(pb, out.eta.data(), method, out.res, n_threads);
+    if (want_gradient) {
+      Vec cA(n), cB(n);
+      for (Index i = 0; i < n; ++i) {
+        const auto t = detail::alo_terms<Loss>(pb.y[i], out.eta[i], pb.weight(i),
+                                               out.res.leverages[i], inv_sw, i, pb.lp);
+        cA[i] = t.c * t.A;
+        cB[i] = t.c * t.B;
+      }
+      out.r.resize(p1);
+      gradient(pb.X, cA.data(), pb.intercept, out.r.data(), n_threads);
+      out.S.resize(p1 * p1);
+      hessian(pb.X, cB.data(), pb.intercept, out.S.data(), n_threads);
+    }
+    return out;
+  });
+}
+
+Vec chunk_adjoint(const Problem& pb, LossKind loss, const Vec& beta, const Mat& M, int n_threads) {
+  check_beta(pb, beta);
+  const Index n = pb.n(), p1 = pb.p1();
+  if (M.rows() != p1 || M.cols() != p1) throw InvalidInput("M does not match X");
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    Vec out = Vec::Zero(p1);
+    if (Loss::constant_curvature) return out;  // l''' = 0
+    const Vec eta = chunk_eta(pb, beta, n_threads);
+    Vec s(n);
+    const Index B = block_rows(p1);
+    const Index nblocks = (n + B - 1) / B;
+    ExceptionCatcher guard;
+#pragma omp parallel num_threads(threads_for(n_threads, 2.0 * double(n) * double(p1 * p1)))
+    {
+      Mat Z(p1, B), W(p1, B);
+#pragma omp for schedule(static)
+      for (Index blk = 0; blk < nblocks; ++blk) {
+        guard.run([&] {
+          interrupt::check();
+          const Index i0 = blk * B, i1 = std::min(n, i0 + B), m = i1 - i0;
+          pb.X.pack_rows(i0, i1, nullptr, pb.intercept, Z.data());
+          W.leftCols(m).noalias() = M * Z.leftCols(m);
+          for (Index k = 0; k < m; ++k) {
+            const Index i = i0 + k;
+            const double q = Z.col(k).dot(W.col(k));
+            s[i] = pb.weight(i) * Loss::d3(pb.y[i], eta[i], pb.lp) * q;
+          }
+        });
+      }
+    }
+    guard.rethrow();
+    gradient(pb.X, s.data(), pb.intercept, out.data(), n_threads);
+    return out;
+  });
+}
+
+ChunkFolds chunk_folds(const Problem& pb, LossKind loss, const Vec& beta, const int* fold, Index K,
+                       int n_threads) {
+  check_beta(pb, beta);
+  const Index n = pb.n(), p1 = pb.p1();
+  if (K < 1) throw InvalidInput("the number of folds must be >= 1");
+  for (Index i = 0; i < n; ++i) {
+    if (fold[i] < 0 || fold[i] >= K) {
+      throw InvalidInput("fold label " + std::to_string(fold[i]) + " is outside [0, " +
+                         std::to_string(K) + ")");
+    }
+  }
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    const Vec eta = chunk_eta(pb, beta, n_threads);
+    Vec g(n), d(n);
+    detail::derivatives<Loss>(pb, eta.data(), g.data(), d.data(), n_threads);
+    std::vector<std::vector<Index>> rows(static_cast<size_t>(K));
+    for (Index i = 0; i < n; ++i) rows[static_cast<size_t>(fold[i])].push_back(i);
+    ChunkFolds out;
+    out.hess = Vec::Zero(p1 * p1 * K);
+    out.grad = Vec::Zero(p1 * K);
+    const Index B = block_rows(p1);
+    ExceptionCatcher guard;
+#pragma omp parallel num_threads(threads_for(n_threads, double(n) * double(p1 * p1)))
+    {
+      Mat Z(p1, B);
+      Vec sc(B), gs(B);
+#pragma omp for schedule(dynamic, 1)
+      for (Index k = 0; k < K; ++k) {
+        guard.run([&] {
+          const auto& idx = rows[static_cast<size_t>(k)];
+          const Index m_all = static_cast<Index>(idx.size());
+          Eigen::Map<Mat> Hk(out.hess.data() + k * p1 * p1, p1, p1);
+          Eigen::Map<Vec> gk(out.grad.data() + k * p1, p1);
+          for (Index a = 0; a < m_all; a += B) {
+            interrupt::check();
+            const Index m = std::min(B, m_all - a);
+            for (Index t = 0; t < m; ++t) {
+              const Index i = idx[static_cast<size_t>(a + t)];
+              sc[t] = sqrt_curvature(d[i]);
+              gs[t] = g[i];
+            }
+            pb.X.pack_indices(idx.data() + a, m, nullptr, pb.intercept, Z.data());
+            gk.noalias() += Z.leftCols(m) * gs.head(m);
+            Z.leftCols(m) = Z.leftCols(m) * sc.head(m).asDiagonal();
+            Hk.selfadjointView<Eigen::Lower>().rankUpdate(Z.leftCols(m));
+          }
+          const Mat full = Hk.selfadjointView<Eigen::Lower>();
+          Hk = full;
+        });
+      }
+    }
+    guard.rethrow();
+    return out;
+  });
+}
+
+}  // namespace aloocv

@@ -1,0 +1,1171 @@
+"""Dask input: ``fit``, ``loo``, ``kfold`` and ``tune`` as map-reduce passes over the row
+chunks of a dask array.
+
+Every pass maps one core kernel (``aloocv._core.chunk_*``, the same C++ loss, gradient,
+Hessian, leverage and hypergradient code as the in-memory path) over the row chunks of
+``(X, y, sample_weight, offset)`` and adds the per-chunk partial sums in a tree
+(fan-in :data:`TREE_FANIN`); the p1 x p1 algebra (Cholesky factor, Newton and adjoint
+solves) runs on the client. X is never concatenated and never reaches the client: what
+comes back of a pass is O(p1^2) (plus, where documented, one float per sample).
+
+The tasks run on whatever dask scheduler is active: the workers of a
+``dask.distributed.Client``, or without one dask's threaded scheduler in this process
+(out of core: a dask array over ``np.memmap`` or zarr is read chunk by chunk, once per
+pass). Lost chunks (a worker that dies) are recomputed by dask; the partial sums of a
+chunk do not depend on where or how often it is computed, so the result does not change.
+
+Passes over X: one per Newton iteration (loss, gradient and, away from the optimum,
+the Hessian of the trial point together, so an accepted full step costs no extra pass;
+near the optimum chord steps on the last factor need gradient-only passes, and one
+fresh Hessian is taken at the solution). ALO: one more pass (leverages, in the same pass
+as the hypergradient's first accumulation); the exact hypergradient of a curved loss:
+one more pass. Each chunk task uses ``n_jobs`` OpenMP threads (default 1: dask runs the
+chunks in parallel) and a single-threaded BLAS. Every pass costs dask's scheduling of
+one task per chunk: chunks of about 100 MB (dask's default chunk size) keep that small
+(seen at n=1e6, p=100 on 2 workers: 1.1-1.2x the in-memory time with 100 MB chunks,
+1.6-1.8x with 40 MB chunks).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from . import _blas, _core
+from ._validation import (
+    MULTINOMIAL,
+    as_penalty,
+    check_bool,
+    check_loss,
+    check_options,
+    check_penalty,
+    check_vector,
+    check_X,
+    is_dask_collection,
+    n_threads,
+    require_dask,
+)
+
+__all__ = ["DaskTuneState", "fit", "is_dask_collection", "kfold", "loo"]
+
+#: Partial sums added per task of the tree reduction.
+TREE_FANIN = 8
+#: Armijo constant and maximum halvings of the Newton line search (as the core's).
+ARMIJO = 1e-4
+MAX_HALVINGS = 60
+#: Predicted decreases below this times max(1, |f|) are at the rounding level (core's
+#: kTinyDecrease); STALL_ITERS such steps without halving the gradient norm stop Newton.
+TINY_DECREASE = 1e-13
+STALL_ITERS = 3
+#: Chord steps (on the last factor) while each step cuts max|gradient| this many times
+#: (the core's rule).
+CHORD_RATE = 4.0
+#: Samples per task of the exact leave-one-out refits.
+EXACT_BLOCK = 256
+
+
+# --------------------------------------------------------------------------- inputs
+@dataclass
+class Data:
+    """Validated dask problem: X (n x p, one column chunk, float64), and y, w, offset as
+    dask arrays with X's row chunks (w, offset may be None)."""
+
+    X: Any
+    y: Any
+    w: Any
+    offset: Any
+    loss: Any
+    penalty: Any
+    pen: np.ndarray
+    fit_intercept: bool
+    n_threads: int
+
+    @property
+    def n(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def p(self) -> int:
+        return int(self.X.shape[1])
+
+    @property
+    def p1(self) -> int:
+        return self.p + int(self.fit_intercept)
+
+    def blocks(self) -> list[tuple[Any, Any, Any, Any]]:
+        """(X, y, w, offset) delayed objects of every row chunk."""
+        xs = self.X.to_delayed().ravel().tolist()
+        ys = self.y.to_delayed().ravel().tolist()
+        ws = self.w.to_delayed().ravel().tolist() if self.w is not None else [None] * len(xs)
+        os_ = (
+            self.offset.to_delayed().ravel().tolist()
+            if self.offset is not None
+            else [None] * len(xs)
+        )
+        return list(zip(xs, ys, ws, os_))
+
+
+def _as_dask_2d(X: Any) -> Any:
+    import dask.array as da
+
+    if hasattr(X, "to_dask_array") and not isinstance(X, da.Array):  # dask DataFrame
+        X = X.to_dask_array(lengths=True)
+    if not isinstance(X, da.Array):
+        raise TypeError(f"X must be a dask array or a dask DataFrame, got {type(X).__name__}")
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-dimensional, got shape {X.shape}")
+    if any(math.isnan(c) for c in X.chunks[0]):
+        raise ValueError(
+            "X has unknown chunk sizes; for a dask DataFrame use df.to_dask_array(lengths=True)"
+        )
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"X is empty: shape {X.shape}")
+    if X.dtype.kind not in "fiub" or X.dtype.kind == "b":
+        raise TypeError(f"X must hold real numbers, got dtype {X.dtype}")
+    if X.dtype != np.float64:
+        X = X.astype(np.float64)
+    if X.numblocks[1] > 1:
+        X = X.rechunk({1: -1})  # row chunks only: each task sees whole rows
+    return X
+
+
+def _as_dask_vector(v: Any, X: Any, name: str) -> Any:
+    """v as a float64 dask vector with X's row chunks (a numpy vector is validated here,
+    a dask one chunk by chunk in the first pass)."""
+    import dask.array as da
+
+    n = X.shape[0]
+    if hasattr(v, "to_dask_array") and not isinstance(v, da.Array):  # dask Series
+        v = v.to_dask_array(lengths=True)
+    if isinstance(v, da.Array):
+        if v.ndim == 2 and v.shape[1] == 1:
+            v = v[:, 0]
+        if v.ndim != 1 or v.shape[0] != n:
+            raise ValueError(f"{name} must be 1-dimensional of length {n}, got shape {v.shape}")
+        if v.dtype.kind not in "fiub":
+            raise TypeError(f"{name} must hold real numbers, got dtype {v.dtype}")
+        return v.astype(np.float64).rechunk((X.chunks[0],))
+    arr = check_vector(v, n, name)
+    return da.from_array(arr, chunks=(X.chunks[0],))
+
+
+def prepare(
+    X: Any,
+    y: Any,
+    loss: Any,
+    penalty: Any,
+    sample_weight: Any,
+    fit_intercept: Any,
+    offset: Any,
+    n_jobs: Any,
+) -> Data:
+    """Validates a dask problem (what can be checked without reading X; the chunks are
+    checked in the first pass)."""
+    require_dask()
+    check_bool(fit_intercept, "fit_intercept")
+    if isinstance(loss, str) and loss == MULTINOMIAL:
+        raise ValueError("the multinomial loss is not available for dask input; use a numpy array")
+    X = _as_dask_2d(X)
+    loss = check_loss(loss)
+    penalty = as_penalty(penalty)
+    pen, l1 = check_penalty(penalty, int(X.shape[1]))
+    if l1 is not None and np.any(l1 > 0):
+        raise ValueError(
+            "an L1 term (L1, ElasticNet) is not available for dask input: use an L2 penalty "
+            "or a numpy array"
+        )
+    y = _as_dask_vector(y, X, "y")
+    w = None if sample_weight is None else _as_dask_vector(sample_weight, X, "sample_weight")
+    off = None if offset is None else _as_dask_vector(offset, X, "offset")
+    return Data(
+        X,
+        y,
+        w,
+        off,
+        loss,
+        penalty,
+        np.ascontiguousarray(pen),
+        bool(fit_intercept),
+        1 if n_jobs is None else n_threads(n_jobs),
+    )
+
+
+def _chunk_arrays(x, y, w, off, check):
+    """numpy views of one chunk; with `check`, validated as the in-memory path would."""
+    x = np.asarray(x)
+    y = np.asarray(y, dtype=np.float64)
+    if check:
+        x = check_X(x)
+        y = check_vector(y, y.shape[0], "y")
+        if w is not None:
+            w = check_vector(np.asarray(w), y.shape[0], "sample_weight")
+            if np.any(w < 0):
+                raise ValueError("sample_weight must be non-negative")
+        if off is not None:
+            off = check_vector(np.asarray(off), y.shape[0], "offset")
+    x = x if x.dtype == np.float64 else x.astype(np.float64)
+    if not x.flags.aligned:  # a buffer deserialized at an odd offset
+        x = np.array(x)
+    return x, _vec(y), None if w is None else _vec(w), None if off is None else _vec(off)
+
+
+def _vec(a: Any) -> np.ndarray:
+    """A contiguous, aligned float64 copy-if-needed of a small array received by a task
+    (pickled buffers can arrive unaligned)."""
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    return a if a.flags.aligned else a.copy()
+
+
+# --------------------------------------------------------------------------- chunk tasks
+def _single_blas(task):
+    """Runs a chunk task with the BLAS libraries limited to one thread (the core's own
+    OpenMP loops and dask's tasks are the parallel layers; a threaded BLAS inside each
+    task oversubscribes the cores, seen: 4x slower)."""
+
+    @functools.wraps(task)
+    def wrapper(*args, **kwargs):
+        with _blas.single_threaded_blas():
+            return task(*args, **kwargs)
+
+    return wrapper
+
+
+@_single_blas
+def _sums_task(x, y, w, off, loss, intercept, beta, hessian, check, nt):
+    x, y, w, off = _chunk_arrays(x, y, w, off, check)
+    beta = _vec(beta)
+    out = _core.chunk_sums(x, y, w, loss, intercept, beta, hessian, check, nt, offset=off)
+    ysum = float(y.sum() if w is None else y @ w) if check else 0.0
+    offsum = float(0.0 if off is None else (off.sum() if w is None else off @ w))
+    yrange = (float(y.min()), float(y.max())) if check and y.size else (np.inf, -np.inf)
+    return {
+        "loss": out["loss"],
+        "weight": out["weight"],
+        "grad": out["grad"],
+        "hess": out["hess"],
+        "ysum": ysum,
+        "offsum": offsum,
+        "ymin": yrange[0],
+        "ymax": yrange[1],
+    }
+
+
+def _ystats_task(y, w, off, loss):
+    """Checks and sums of one chunk of (y, w, offset) (X is not read)."""
+    y = check_vector(np.asarray(y), np.shape(y)[0], "y")
+    _core.loss_valid(loss, y)
+    if w is not None:
+        w = check_vector(np.asarray(w), y.shape[0], "sample_weight")
+        if np.any(w < 0):
+            raise ValueError("sample_weight must be non-negative")
+    if off is not None:
+        off = check_vector(np.asarray(off), y.shape[0], "offset")
+    return {
+        "weight": float(y.size if w is None else w.sum()),
+        "ysum": float(y.sum() if w is None else y @ w),
+        "offsum": float(0.0 if off is None else (off.sum() if w is None else off @ w)),
+        "ymin": float(y.min()) if y.size else np.inf,
+        "ymax": float(y.max()) if y.size else -np.inf,
+    }
+
+
+def _first_pass(data: Data) -> dict:
+    """Sums of weights, y and offset; the y range; every chunk of y, w, offset checked."""
+    from dask import delayed
+
+    parts = [
+        delayed(_ystats_task, pure=True)(y, w, o, data.loss.core) for _, y, w, o in data.blocks()
+    ]
+    first = _compute(_tree(parts))
+    _check_first_pass(data, first)
+    return first
+
+
+def _add(*parts):
+    """Elementwise sum of dicts of partial sums (min/max for the y range)."""
+    out = dict(parts[0])
+    for q in parts[1:]:
+        for k, v in q.items():
+            if v is None:
+                continue
+            if k == "ymin":
+                out[k] = min(out[k], v)
+            elif k == "ymax":
+                out[k] = max(out[k], v)
+            elif k == "stats":
+                out[k] = _merge_stats(out[k], v)
+            else:
+                out[k] = out[k] + v
+    return out
+
+
+def _tree(parts: list) -> Any:
+    from dask import delayed
+
+    while len(parts) > 1:
+        parts = [
+            delayed(_add, pure=True)(*parts[i : i + TREE_FANIN])
+            for i in range(0, len(parts), TREE_FANIN)
+        ]
+    return parts[0]
+
+
+def _compute(obj):
+    import dask
+
+    (out,) = dask.compute(obj)
+    return out
+
+
+def _pass(data: Data, beta: np.ndarray, hessian: bool, check: bool = False) -> dict:
+    from dask import delayed
+
+    b = delayed(np.ascontiguousarray(beta, dtype=np.float64), pure=True)
+    parts = [
+        delayed(_sums_task, pure=True)(
+            x, y, w, o, data.loss.core, data.fit_intercept, b, hessian, check, data.n_threads
+        )
+        for x, y, w, o in data.blocks()
+    ]
+    return _compute(_tree(parts))
+
+
+# --------------------------------------------------------------------------- fit
+@dataclass
+class _State:
+    beta: np.ndarray
+    f: float  # penalized objective
+    grad: np.ndarray  # penalized gradient
+    H: np.ndarray  # penalized Hessian at beta
+    sw: float
+    n_iter: int
+    converged: bool
+    grad_norm: float
+
+
+def _penalized(data: Data, beta: np.ndarray, s: dict) -> tuple[float, np.ndarray, np.ndarray]:
+    off = int(data.fit_intercept)
+    pen1 = np.concatenate([np.zeros(off), data.pen])
+    f = float(s["loss"] + 0.5 * pen1 @ (beta * beta))
+    g = s["grad"] + pen1 * beta
+    H = None
+    if s.get("hess") is not None:
+        H = np.array(s["hess"])
+        H[np.diag_indices_from(H)] += pen1
+    return f, g, H
+
+
+def _cho(H: np.ndarray) -> np.ndarray:
+    try:
+        return np.linalg.cholesky(H)
+    except np.linalg.LinAlgError:
+        raise ValueError(
+            "the Hessian is not positive definite (singular design without enough penalty, or "
+            "a loss with negative curvature): use a larger penalty"
+        ) from None
+
+
+def _solve(L: np.ndarray, b: np.ndarray) -> np.ndarray:
+    from scipy.linalg import solve_triangular
+
+    z = solve_triangular(L, b, lower=True, check_finite=False)
+    return solve_triangular(L.T, z, lower=False, check_finite=False)
+
+
+def _init_beta(data: Data, s: dict) -> np.ndarray:
+    """The core's cold start: zero slopes, the intercept at the link of the weighted mean
+    of y (a mean offset subtracted)."""
+    beta = np.zeros(data.p1)
+    if data.fit_intercept:
+        ybar = s["ysum"] / s["weight"]
+        if data.loss.link == "logit":
+            q = min(max(ybar, 1e-6), 1.0 - 1e-6)
+            b = math.log(q / (1.0 - q))
+        elif data.loss.link == "log":
+            b = math.log(max(ybar, 1e-10))
+        else:
+            b = ybar
+        beta[0] = b - s["offsum"] / s["weight"]
+    return beta
+
+
+def _check_first_pass(data: Data, s: dict) -> None:
+    if not s["weight"] > 0:
+        raise ValueError("sample_weight sums to zero")
+    if data.loss == "logistic" and not (s["ymin"] < s["ymax"]):
+        raise ValueError("y has a single class: logistic regression needs both 0 and 1")
+
+
+def newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None = None) -> _State:
+    """Damped Newton over the chunks: the core's iteration (Armijo backtracking from the
+    full step, stop at max|grad| / sum(w) <= tol). Each trial point is one pass; away from
+    the optimum it also accumulates the Hessian there (the next step's), near it (once a
+    step cut the gradient norm CHORD_RATE-fold) the steps reuse the last factor (chord
+    steps: gradient-only passes, about p/2 times cheaper), and one fresh Hessian is taken
+    at the returned beta, which the leave-one-out formulas need."""
+    first = _first_pass(data)
+    sw = float(first["weight"])
+    beta = _init_beta(data, first) if beta0 is None else np.array(beta0, dtype=np.float64)
+    s = _pass(data, beta, hessian=True, check=True)
+    f, g, H = _penalized(data, beta, s)
+    H_at_beta = True
+    L = _cho(H)
+    chord = False
+    rate = 1.0  # the last step's max|gradient| ratio
+    converged = False
+    best = np.inf
+    stalled = 0
+    it = 0
+    for it in range(max_iter + 1):
+        if not np.all(np.isfinite(g)):
+            raise ValueError(
+                "the gradient is not finite (overflow of the loss at extreme linear "
+                "predictors); rescale X or increase the penalty"
+            )
+        gnorm = float(np.max(np.abs(g))) / sw
+        if gnorm <= tol:
+            converged = True
+            break
+        if it == max_iter:
+            break
+        step = -_solve(L, g)
+        dec = float(-g @ step)
+        tiny = 0.5 * dec <= TINY_DECREASE * max(1.0, abs(f))
+        t = 1.0
+        accepted = None
+        # a chord step expected to end the fit also takes the Hessian there (the one the
+        # leave-one-out formulas need), saving the separate final pass
+        want_h = not chord or gnorm * rate <= tol
+        for _ in range(MAX_HALVINGS):
+            bt = beta + t * step
+            st = _pass(data, bt, hessian=want_h)
+            ft, gt, Ht = _penalized(data, bt, st)
+            if np.isfinite(ft) and (tiny or ft <= f - ARMIJO * t * dec):
+                accepted = (bt, ft, gt, Ht)
+                break
+            if chord:  # the old factor gives no descent here: a fresh Hessian
+                break
+            t *= 0.5
+        if accepted is None:
+            if chord:
+                chord = False
+                H = _penalized(data, beta, _pass(data, beta, hessian=True))[2]
+                H_at_beta = True
+                L = _cho(H)
+                continue
+            break
+        beta, f, g, Ht = accepted
+        gnew = float(np.max(np.abs(g))) / sw
+        rate = gnew / gnorm if gnorm > 0 else 1.0
+        if chord and Ht is not None:  # a fresh Hessian came with the step
+            H = Ht
+            H_at_beta = True
+            L = _cho(H)
+        elif chord:
+            H_at_beta = False
+            if gnew > gnorm / CHORD_RATE:  # chord steps slow down: back to Newton
+                chord = False
+                H = _penalized(data, beta, _pass(data, beta, hessian=True))[2]
+                H_at_beta = True
+                L = _cho(H)
+        else:
+            H = Ht
+            H_at_beta = True
+            L = _cho(H)
+            chord = gnew <= gnorm / CHORD_RATE
+        if 0.5 * dec <= TINY_DECREASE * max(1.0, abs(f)) and not gnew < 0.5 * best:
+            stalled += 1
+        else:
+            stalled = 0
+        best = min(best, gnew)
+        if stalled >= STALL_ITERS:
+            it += 1
+            break
+    if not H_at_beta:
+        H = _penalized(data, beta, _pass(data, beta, hessian=True))[2]
+    gnorm = float(np.max(np.abs(g))) / sw
+    return _State(beta, f, g, H, sw, it, converged or gnorm <= tol, gnorm)
+
+
+def _fit_result(data: Data, st: _State):
+    from ._fit import _result
+
+    off = int(data.fit_intercept)
+    out = {
+        "coef": st.beta[off:].copy(),
+        "intercept": float(st.beta[0]) if off else 0.0,
+        "n_iter": st.n_iter,
+        "converged": st.converged,
+        "objective": st.f,
+        "grad_norm": st.grad_norm,
+    }
+    return _result(out, data.loss, data.penalty, data.fit_intercept)
+
+
+def fit(
+    X, y, loss, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, warm_start, offset
+):
+    """:func:`aloocv.fit` on dask input (see the module docstring)."""
+    from ._fit import _warn_not_converged
+
+    data = prepare(X, y, loss, penalty, sample_weight, fit_intercept, offset, n_jobs)
+    tol, max_iter = check_options(tol, max_iter)
+    beta0 = None
+    if warm_start is not None:
+        beta0 = np.asarray(warm_start.beta_, dtype=np.float64)
+        if warm_start.fit_intercept != data.fit_intercept or beta0.shape != (data.p1,):
+            raise ValueError("warm_start does not match the shape of this problem")
+    st = newton(data, tol, max_iter, beta0)
+    res = _fit_result(data, st)
+    _warn_not_converged(res, tol, max_iter)
+    return res
+
+
+# --------------------------------------------------------------------------- loo
+def _stats(losses: np.ndarray, w: np.ndarray | None) -> tuple[float, float, float]:
+    """(sum of weights, weighted mean, weighted sum of squared deviations) of a chunk."""
+    if w is None:
+        n = float(losses.size)
+        m = float(losses.mean()) if losses.size else 0.0
+        return n, m, float(np.sum((losses - m) ** 2))
+    sw = float(w.sum())
+    m = float(losses @ w / sw) if sw > 0 else 0.0
+    return sw, m, float(w @ (losses - m) ** 2)
+
+
+def _merge_stats(a, b):
+    """Chan et al.'s pairwise update of (weight, mean, M2)."""
+    na, ma, sa = a
+    nb, mb, sb = b
+    n = na + nb
+    if n == 0:
+        return a
+    d = mb - ma
+    return n, ma + d * nb / n, sa + sb + d * d * na * nb / n
+
+
+@_single_blas
+def _loo_task(x, y, w, off, loss, intercept, beta, H, method, gradient, inv_sw, nt):
+    x, y, w, off = _chunk_arrays(x, y, w, off, False)
+    beta, H = _vec(beta), np.array(H, dtype=np.float64, order="F")
+    out = _core.chunk_loo(
+        x, y, w, loss, intercept, beta, H, method, gradient, inv_sw, nt, offset=off
+    )
+    return out
+
+
+def _loo_sums(out: dict, w) -> dict:
+    w = None if w is None else np.asarray(w, dtype=np.float64)
+    return {"stats": _stats(out["losses"], w), "r": out["r"], "S": out["S"]}
+
+
+@_single_blas
+def _adjoint_task(x, y, w, off, loss, intercept, beta, M, nt):
+    x, y, w, off = _chunk_arrays(x, y, w, off, False)
+    beta, M = _vec(beta), np.array(M, dtype=np.float64, order="F")
+    return {"s": _core.chunk_adjoint(x, y, w, loss, intercept, beta, M, nt, offset=off)}
+
+
+_PER_SAMPLE = ("losses", "predictions", "leverages", "downdate")
+
+
+def _per_sample_only(out: dict) -> dict:
+    return {k: out[k] for k in _PER_SAMPLE}
+
+
+def _alo(
+    data: Data,
+    beta: np.ndarray,
+    H: np.ndarray,
+    method: str,
+    gradient: bool,
+    sw: float,
+    keep: str = "lazy",
+):
+    """The closed forms over the chunks in one leverage pass: the per-chunk outputs
+    (`keep`: "lazy" delayed objects, "persist" persisted ones, "gather" numpy dicts
+    computed in the same pass as the reduction), the reduced stats and (with `gradient`)
+    the exact hypergradient per feature."""
+    import dask
+    from dask import delayed
+
+    b = delayed(np.ascontiguousarray(beta), pure=True)
+    Hd = delayed(np.asfortranarray(H), pure=True)
+    blocks = data.blocks()
+    outs = [
+        delayed(_loo_task, pure=True)(
+            x,
+            y,
+            w,
+            o,
+            data.loss.core,
+            data.fit_intercept,
+            b,
+            Hd,
+            method,
+            gradient,
+            1.0 / sw,
+            data.n_threads,
+        )
+        for x, y, w, o in blocks
+    ]
+    if keep == "persist":  # held by the workers; the reduction below reads them
+        outs = list(dask.persist(*outs))
+    sums = [delayed(_loo_sums, pure=True)(o, blk[2]) for o, blk in zip(outs, blocks)]
+    if keep == "gather":
+        red, outs = _compute((_tree(sums), [delayed(_per_sample_only)(o) for o in outs]))
+    else:
+        red = _compute(_tree(sums))
+    grad_l2 = None
+    if gradient:
+        L = _cho(H)
+        S = red["S"]
+        M = _solve(L, _solve(L, S).T)
+        M = 0.5 * (M + M.T)
+        r = red["r"]
+        if data.loss.name not in ("squared", "huber"):  # l''' = 0: no second pass
+            Md = delayed(np.asfortranarray(M), pure=True)
+            parts = [
+                delayed(_adjoint_task, pure=True)(
+                    x, y, w, o, data.loss.core, data.fit_intercept, b, Md, data.n_threads
+                )
+                for x, y, w, o in blocks
+            ]
+            r = r - _compute(_tree(parts))["s"]
+        u = _solve(L, r)
+        off = int(data.fit_intercept)
+        grad_l2 = -(u[off:] * beta[off:] + np.diag(M)[off:])
+    return outs, red["stats"], grad_l2
+
+
+def _per_sample(outs: list, data: Data, key: str) -> Any:
+    import dask.array as da
+    from dask import delayed
+
+    arrs = [
+        da.from_delayed(delayed(operator.getitem, pure=True)(o, key), shape=(c,), dtype=np.float64)
+        for o, c in zip(outs, data.X.chunks[0])
+    ]
+    return da.concatenate(arrs)
+
+
+def _client():
+    try:
+        from distributed import get_client
+
+        return get_client()
+    except (ImportError, ValueError):
+        return None
+
+
+@dataclass(repr=False)
+class DaskLOOResult:
+    """Leave-one-out results of dask input (:func:`aloocv.loo` with a dask X).
+
+    Attributes
+    ----------
+    losses, predictions, leverages, downdate : dask arrays of shape (n_samples,)
+        As in :class:`aloocv.LOOResult`, chunked like X's rows (None where the method
+        has none). On a ``dask.distributed`` client they are persisted in the workers'
+        memory; without one they are lazy (computing them reads X once more).
+    mean, stderr : float
+        Reduced over the chunks in the leverage pass.
+    method : str
+    fit : FitResult
+    sample_weight : dask array or None
+    gradient : ndarray or None
+        As in :class:`aloocv.LOOResult`.
+    """
+
+    losses: Any
+    predictions: Any
+    leverages: Any
+    method: str
+    fit: Any
+    mean: float
+    stderr: float
+    sample_weight: Any = None
+    gradient: np.ndarray | None = None
+    downdate: Any = None
+    n_not_converged: int = field(default=0, repr=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"DaskLOOResult(method={self.method!r}, n={self.losses.shape[0]}, "
+            f"mean={self.mean:.6g}, stderr={self.stderr:.3g})"
+        )
+
+
+def _stderr(stats, n: int) -> float:
+    """As LOOResult.stderr (weights act as frequency weights; none for n < 2)."""
+    sw, _, m2 = stats
+    if n < 2:
+        return float("nan")
+    return float(math.sqrt(m2 / max(sw - 1.0, 1e-300) / sw))
+
+
+def _given_beta(data: Data, coef, intercept) -> np.ndarray:
+    from ._validation import check_real_scalar
+
+    c = check_vector(np.ravel(coef), data.p, "coef")
+    b = 0.0
+    if intercept is not None:
+        b_arr = np.asarray(intercept)
+        if b_arr.size != 1:
+            raise ValueError(f"intercept must be a scalar, got shape {b_arr.shape}")
+        b = check_real_scalar(b_arr.ravel()[0], "intercept")
+        if not data.fit_intercept and b != 0.0:
+            raise ValueError("intercept given with fit_intercept=False")
+    return np.concatenate([[b], c]) if data.fit_intercept else np.array(c)
+
+
+def _fit_for_loo(data: Data, coef, intercept, tol, max_iter) -> _State:
+    from ._fit import _warn_not_converged
+
+    if coef is None:
+        if intercept is not None:
+            raise ValueError("intercept= requires coef=")
+        st = newton(data, tol, max_iter)
+        _warn_not_converged(_fit_result(data, st), tol, max_iter)
+        return st
+    beta = _given_beta(data, coef, intercept)
+    s = _pass(data, beta, hessian=True, check=True)
+    _check_first_pass(data, s)
+    f, g, H = _penalized(data, beta, s)
+    sw = float(s["weight"])
+    gn = float(np.max(np.abs(g))) / sw
+    if gn > max(1e-6, tol):
+        warnings.warn(
+            f"the given coef is not a minimizer of this objective (max|gradient|/sum(w) = "
+            f"{gn:.3g}); leave-one-out estimates assume an optimal fit. Check that the "
+            "penalty matches the model's regularization.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    return _State(beta, f, g, H, sw, 0, gn <= tol, gn)
+
+
+def _concat_rows(blocks: list) -> np.ndarray:
+    """X gathered on one worker (the exact refits need all of it)."""
+    return np.concatenate([np.asarray(b, dtype=np.float64) for b in blocks])
+
+
+@_single_blas
+def _exact_task(x, y, w, off, loss, pen, intercept, tol, max_iter, nt, beta, idx):
+    """Exact LOO refits of the samples idx on the whole problem."""
+    x = x if x.flags.aligned else np.array(x)
+    y, pen, beta = _vec(y), _vec(pen), _vec(beta)
+    w = None if w is None else _vec(w)
+    off = None if off is None else _vec(off)
+    out = _core.loo(
+        x,
+        y,
+        w,
+        loss,
+        pen,
+        intercept,
+        "exact",
+        tol,
+        max_iter,
+        nt,
+        beta,
+        False,
+        None,
+        False,
+        subset=idx,
+        offset=off,
+    )
+    return out["losses"], out["predictions"], int(out["n_not_converged"])
+
+
+def _exact(data: Data, st: _State, tol: float, max_iter: int):
+    """Exact LOO: one task per block of EXACT_BLOCK left-out samples, each refitting from
+    the full fit on the whole (X, y) gathered on its worker (X must fit in one worker's
+    memory; the client never holds it)."""
+    import dask.array as da
+    from dask import delayed
+
+    xs = delayed(_concat_rows, pure=True)(data.X.to_delayed().ravel().tolist())
+    y = delayed(np.ascontiguousarray, pure=True)(data.y)
+    w = None if data.w is None else delayed(np.ascontiguousarray, pure=True)(data.w)
+    off = None if data.offset is None else delayed(np.ascontiguousarray, pure=True)(data.offset)
+    beta = delayed(np.ascontiguousarray(st.beta), pure=True)
+    tasks = []
+    for i0 in range(0, data.n, EXACT_BLOCK):
+        idx = np.arange(i0, min(data.n, i0 + EXACT_BLOCK), dtype=np.int64)
+        tasks.append(
+            delayed(_exact_task, pure=True)(
+                xs,
+                y,
+                w,
+                off,
+                data.loss.core,
+                data.pen,
+                data.fit_intercept,
+                tol,
+                max_iter,
+                data.n_threads,
+                beta,
+                idx,
+            )
+        )
+    outs = _compute(tasks)
+    losses = np.concatenate([o[0] for o in outs])
+    preds = np.concatenate([o[1] for o in outs])
+    n_nc = sum(o[2] for o in outs)
+    ch = data.X.chunks[0]
+    return da.from_array(losses, chunks=(ch,)), da.from_array(preds, chunks=(ch,)), n_nc
+
+
+def loo(
+    X,
+    y,
+    loss,
+    penalty,
+    method,
+    fit_intercept,
+    sample_weight,
+    coef,
+    intercept,
+    tol,
+    max_iter,
+    n_jobs,
+    return_gradient,
+    gradient,
+    offset,
+):
+    """:func:`aloocv.loo` on dask input (see the module docstring)."""
+
+    data = prepare(X, y, loss, penalty, sample_weight, fit_intercept, offset, n_jobs)
+    if gradient != "exact":
+        raise ValueError("dask input has the exact hypergradient only (gradient='exact')")
+    if data.n < 2:
+        raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={data.n}")
+    tol, max_iter = check_options(tol, max_iter)
+    st = _fit_for_loo(data, coef, intercept, tol, max_iter)
+    fitres = _fit_result(data, st)
+    if method == "exact":
+        losses, preds, n_nc = _exact(data, st, tol, max_iter)
+        if n_nc:
+            warnings.warn(
+                f"exact LOO: {n_nc} of {data.n} refits did not reach tol={tol:g}",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        w = data.w
+        ww = None if w is None else w
+        wl = losses if ww is None else losses * ww
+        sw = st.sw
+        mean = float(wl.sum().compute()) / sw
+        dev = (losses - mean) ** 2 if ww is None else ww * (losses - mean) ** 2
+        m2 = float(dev.sum().compute())
+        return DaskLOOResult(
+            losses,
+            preds,
+            None,
+            method,
+            fitres,
+            mean,
+            _stderr((sw, mean, m2), data.n),
+            data.w,
+            n_not_converged=n_nc,
+        )
+    keep = "persist" if _client() is not None else "lazy"
+    outs, stats, grad_l2 = _alo(data, st.beta, st.H, method, return_gradient, st.sw, keep)
+    arrs = [_per_sample(outs, data, k) for k in _PER_SAMPLE]
+    grad = None
+    if return_gradient:
+        grad = data.penalty.chain(np.zeros(data.p), grad_l2)
+    _, mean, _ = stats
+    return DaskLOOResult(
+        arrs[0],
+        arrs[1],
+        arrs[2],
+        method,
+        fitres,
+        float(mean),
+        _stderr(stats, data.n),
+        data.w,
+        grad,
+        arrs[3],
+    )
+
+
+# --------------------------------------------------------------------------- kfold
+@_single_blas
+def _folds_task(x, y, w, off, fold, loss, intercept, beta, K, nt):
+    x, y, w, off = _chunk_arrays(x, y, w, off, False)
+    fold = np.array(fold, dtype=np.int32)
+    beta = _vec(beta)
+    H, G = _core.chunk_folds(x, y, w, loss, intercept, beta, fold, K, nt, offset=off)
+    return {"H": H, "G": G}
+
+
+@_single_blas
+def _heldout_task(x, y, w, off, fold, loss, intercept, B):
+    """Held-out linear predictors x~_i^T beta~_{fold(i)} (+ offset) and their losses."""
+    x, y, w, off = _chunk_arrays(x, y, w, off, False)
+    fold = np.asarray(fold, dtype=np.intp)
+    B = np.asarray(B)
+    rows = np.arange(fold.size)
+    if intercept:
+        eta = (x @ B[1:])[rows, fold] + B[0, fold]  # (m x K) products, one per fold
+    else:
+        eta = (x @ B)[rows, fold]
+    if off is not None:
+        eta = eta + off
+    v = _core.loss_eval(loss, y, np.ascontiguousarray(eta))[0]
+    return np.stack([v, eta])
+
+
+def _refit_weights(w, fold, k):
+    keep = (np.asarray(fold) != k).astype(np.float64)
+    return keep if w is None else np.asarray(w, dtype=np.float64) * keep
+
+
+def kfold(
+    X,
+    y,
+    loss,
+    penalty,
+    n_folds,
+    method,
+    folds,
+    random_state,
+    fit_intercept,
+    sample_weight,
+    tol,
+    max_iter,
+    n_jobs,
+    offset,
+):
+    """:func:`aloocv.kfold` on dask input. The fold labels (n int32, or the given ones) and
+    the per-sample held-out losses and predictions (n floats each) live on the client; X
+    does not."""
+    import time
+
+    import dask.array as da
+    from dask import delayed
+
+    from ._kfold import KFOLD_METHODS, _assign_folds, fold_result
+
+    if not isinstance(method, str) or method not in KFOLD_METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {list(KFOLD_METHODS)}")
+    data = prepare(X, y, loss, penalty, sample_weight, fit_intercept, offset, n_jobs)
+    tol, max_iter = check_options(tol, max_iter)
+    if is_dask_collection(folds):
+        folds = np.asarray(folds.compute())
+    idx, labels = _assign_folds(data.n, n_folds, folds, random_state)
+    K = labels.size
+    t0 = time.perf_counter()
+    st = newton(data, tol, max_iter)
+    fitres = _fit_result(data, st)
+    from ._fit import _warn_not_converged
+
+    _warn_not_converged(fitres, tol, max_iter)
+    t1 = time.perf_counter()
+    fold_da = da.from_array(idx, chunks=(data.X.chunks[0],))
+    fblocks = fold_da.to_delayed().ravel().tolist()
+    blocks = data.blocks()
+    wsum = _compute(
+        _tree(
+            [
+                delayed(
+                    lambda w, f, n: {
+                        "ws": np.bincount(
+                            np.asarray(f),
+                            weights=None if w is None else np.asarray(w),
+                            minlength=n,
+                        ).astype(np.float64)
+                    },
+                    pure=True,
+                )(blk[2], fb, K)
+                for blk, fb in zip(blocks, fblocks)
+            ]
+        )
+    )["ws"]
+    if np.any(wsum <= 0):
+        bad = int(np.flatnonzero(wsum <= 0)[0])
+        raise ValueError(f"fold {labels[bad]!r} has zero total sample weight")
+    off1 = int(data.fit_intercept)
+    n_nc = 0
+    if method == "alo":
+        b = delayed(np.ascontiguousarray(st.beta), pure=True)
+        parts = [
+            delayed(_folds_task, pure=True)(
+                x, y, w, o, fb, data.loss.core, data.fit_intercept, b, K, data.n_threads
+            )
+            for (x, y, w, o), fb in zip(blocks, fblocks)
+        ]
+        red = _compute(_tree(parts))
+        B = np.empty((data.p1, K))
+        for k in range(K):
+            Hk = st.H - red["H"][:, :, k]
+            try:
+                Lk = np.linalg.cholesky(Hk)
+            except np.linalg.LinAlgError:
+                raise ValueError(
+                    f"the Hessian without fold {labels[k]!r} is singular: use a larger penalty"
+                ) from None
+            B[:, k] = st.beta + _solve(Lk, red["G"][:, k])
+    else:
+        B = np.empty((data.p1, K))
+        for k in range(K):
+            wk = [
+                delayed(_refit_weights, pure=True)(blk[2], fb, k)
+                for blk, fb in zip(blocks, fblocks)
+            ]
+            wk_da = da.concatenate(
+                [
+                    da.from_delayed(v, shape=(c,), dtype=np.float64)
+                    for v, c in zip(wk, data.X.chunks[0])
+                ]
+            )
+            dk = Data(
+                data.X,
+                data.y,
+                wk_da,
+                data.offset,
+                data.loss,
+                data.penalty,
+                data.pen,
+                data.fit_intercept,
+                data.n_threads,
+            )
+            sk = newton(dk, tol, max_iter, st.beta)
+            n_nc += int(not sk.converged)
+            B[:, k] = sk.beta
+    Bd = delayed(B, pure=True)
+    held = [
+        delayed(_heldout_task, pure=True)(x, y, w, o, fb, data.loss.core, data.fit_intercept, Bd)
+        for (x, y, w, o), fb in zip(blocks, fblocks)
+    ]
+    out = np.concatenate(_compute(held), axis=1)
+    t2 = time.perf_counter()
+    if n_nc:
+        warnings.warn(
+            f"exact K-fold: {n_nc} of {K} refits did not reach tol={tol:g}",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    del off1
+    w_np = None if data.w is None else np.asarray(data.w.compute())
+    ww = np.ones(data.n) if w_np is None else w_np
+    return fold_result(
+        out[0],
+        out[1],
+        idx,
+        labels,
+        ww,
+        wsum,
+        method,
+        fitres,
+        w_np,
+        {"fit": t1 - t0, "folds": t2 - t1},
+    )
+
+
+# --------------------------------------------------------------------------- tune
+class DaskTuneState:
+    """Stands in for ``_core.TuneState`` in :class:`aloocv.tuning.Objective` on dask input:
+    a warm-started Newton fit over the chunks, then ALO and its exact gradient. The
+    per-sample ALO values (n floats per evaluated point) are gathered to the client for
+    the tuning history; X is not."""
+
+    def __init__(self, data: Data, tol: float, max_iter: int):
+        self.data = data
+        self.tol, self.max_iter = tol, max_iter
+        self.beta: np.ndarray | None = None
+        self._st: _State | None = None
+
+    def set_penalty(self, l2: np.ndarray, l1: np.ndarray | None = None) -> None:
+        if l1 is not None and np.any(np.asarray(l1) > 0):
+            raise ValueError("an L1 term is not available for dask input")
+        self.data.pen = np.ascontiguousarray(l2, dtype=np.float64)
+        self._st = None
+
+    def set_beta(self, beta: np.ndarray) -> None:
+        self.beta = np.array(beta, dtype=np.float64)
+        self._st = None
+
+    def fit(self) -> None:
+        if self._st is None:
+            self._st = newton(self.data, self.tol, self.max_iter, self.beta)
+            self.beta = self._st.beta.copy()
+
+    def alo(self, gradient: bool = True, kind: str = "exact") -> dict[str, Any]:
+        if kind != "exact":
+            raise ValueError("dask input has the exact hypergradient only (gradient='exact')")
+        self.fit()
+        st = self._st
+        assert st is not None
+        per, _, grad_l2 = _alo(self.data, st.beta, st.H, "alo", gradient, st.sw, "gather")
+        off = int(self.data.fit_intercept)
+        out: dict[str, Any] = {
+            "losses": np.concatenate([o["losses"] for o in per]),
+            "predictions": np.concatenate([o["predictions"] for o in per]),
+            "leverages": np.concatenate([o["leverages"] for o in per]),
+            "coef": st.beta[off:].copy(),
+            "intercept": float(st.beta[0]) if off else 0.0,
+            "n_iter": st.n_iter,
+            "converged": st.converged,
+            "objective": st.f,
+            "grad_norm": st.grad_norm,
+        }
+        if gradient:
+            out["grad_l2"] = grad_l2
+            out["grad_l1"] = np.zeros(self.data.p)
+        return out
+
+    def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> dict[str, Any]:
+        """Second derivatives by central differences of the exact gradient (as the
+        multinomial state): used only to propose Newton steps of the searches."""
+        from ._multinomial import TANGENT_LOG_STEP
+
+        out = self.alo(True)
+        at, pen = self.beta, self.data.pen.copy()
+        T2 = np.empty((self.data.p, J2.shape[1]))
+        for k in range(J2.shape[1]):
+            d = J2[:, k] * pen * TANGENT_LOG_STEP
+            scale = float(np.max(J2[:, k] * pen)) * TANGENT_LOG_STEP
+            g = []
+            for s in (1.0, -1.0):
+                self.set_penalty(pen + s * d)
+                self.set_beta(at)
+                g.append(self.alo(True)["grad_l2"])
+            T2[:, k] = (g[0] - g[1]) / (2.0 * scale)
+        self.set_penalty(pen)
+        self.set_beta(at)
+        self.fit()
+        out["tangent_l2"] = T2
+        out["tangent_l1"] = np.zeros_like(T2)
+        return out
+
+    def sample_gradient(self, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("method='sgd' is not available for dask input; use 'gd' or 'auto'")
+
+
+def tune_state(X, y, loss, penalty, sample_weight, fit_intercept, offset, n_jobs, tol, max_iter):
+    """(state, validated loss, l2 vector, weights as numpy or None, n, p) for
+    :func:`aloocv.tune` on dask input."""
+    data = prepare(X, y, loss, penalty, sample_weight, fit_intercept, offset, n_jobs)
+    if data.n < 2:
+        raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={data.n}")
+    _first_pass(data)
+    w = None if data.w is None else np.asarray(data.w.compute())
+    return DaskTuneState(data, tol, max_iter), data.loss, data.pen.copy(), w, data.n, data.p
+
+
+def check_solver(solver: Any) -> None:
+    """Dask input has the primal route only."""
+    if solver not in ("auto", "primal"):
+        raise ValueError(
+            f"dask input has the primal solver only (solver='auto' or 'primal'), got {solver!r}"
+        )

@@ -1,0 +1,132 @@
+// Bindings of the per-chunk kernels (cpp/include/aloocv/chunk.hpp) that the dask driver
+// (python/aloocv/_dask.py) calls on every chunk of X. No math here.
+#include <pybind11/stl.h>
+
+#include "aloocv/chunk.hpp"
+#include "arrays.hpp"
+#include "release.hpp"
+
+namespace aloocv::bind {
+
+namespace {
+
+// The chunk's problem: no penalty (the driver adds it to the summed parts).
+Problem chunk_problem(const py::object& X, const py::array& y, const std::optional<py::array>& w,
+                      bool intercept, const std::optional<py::array>& offset) {
+  const Index p = make_design(X).p;
+  py::array_t<double> zeros(p);
+  std::fill(zeros.mutable_data(), zeros.mutable_data() + p, 0.0);
+  Problem pb = make_problem(X, y, w, zeros, intercept);
+  apply_offset(offset, pb);
+  return pb;
+}
+
+py::array_t<double> square(const Vec& v, Index p1) {
+  py::array_t<double, py::array::f_style> out({p1, p1});
+  std::copy(v.data(), v.data() + v.size(), out.mutable_data());
+  return out;
+}
+
+}  // namespace
+
+void bind_chunk(py::module_& m) {
+  m.def(
+      "chunk_sums",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const py::object& loss, bool intercept, const py::array& beta, bool hessian, bool check,
+         int n_threads, const std::optional<py::array>& offset) {
+        Problem pb = chunk_problem(X, y, w, intercept, offset);
+        const LossKind kind = apply_loss(loss, pb);
+        const Vec b = to_vec(beta, pb.p1(), "beta");
+        ChunkSums s;
+        run_released([&] { s = chunk_sums(pb, kind, b, hessian, check, n_threads); });
+        py::dict out;
+        out["loss"] = s.loss;
+        out["weight"] = s.weight;
+        out["grad"] = to_numpy(s.grad);
+        out["hess"] = hessian ? py::object(square(s.hess, pb.p1())) : py::object(py::none());
+        return out;
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("fit_intercept"), py::arg("beta"), py::arg("hessian"), py::arg("check"),
+      py::arg("n_threads"), py::arg("offset") = py::none(),
+      "One chunk at beta: sum w l, sum w, X~^T (w l') and (hessian=True) X~^T diag(w l'') X~.");
+
+  m.def(
+      "chunk_loo",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const py::object& loss, bool intercept, const py::array& beta, const py::array& H,
+         const std::string& method, bool gradient, double inv_sw, int n_threads,
+         const std::optional<py::array>& offset) {
+        Problem pb = chunk_problem(X, y, w, intercept, offset);
+        const LossKind kind = apply_loss(loss, pb);
+        const Index p1 = pb.p1();
+        const Vec b = to_vec(beta, p1, "beta");
+        const Mat Hm = to_mat(H, p1, "H");
+        if (Hm.cols() != p1) throw py::value_error("H must be square");
+        const LooMethod meth = loo_method_from_name(method);
+        ChunkLoo r;
+        run_released([&] {
+          Cholesky chol;
+          chol.factor(Hm.data(), p1);
+          r = chunk_loo(pb, kind, b, chol, meth, gradient, inv_sw, n_threads);
+        });
+        py::dict out;
+        out["eta"] = to_numpy(r.eta);
+        out["losses"] = to_numpy(r.res.losses);
+        out["predictions"] = to_numpy(r.res.predictions);
+        out["leverages"] = to_numpy(r.res.leverages);
+        out["downdate"] = to_numpy(r.res.den);
+        out["r"] = gradient ? py::object(to_numpy(r.r)) : py::object(py::none());
+        out["S"] = gradient ? py::object(square(r.S, p1)) : py::object(py::none());
+        return out;
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("fit_intercept"), py::arg("beta"), py::arg("H"), py::arg("method"),
+      py::arg("gradient"), py::arg("inv_sw"), py::arg("n_threads"), py::arg("offset") = py::none(),
+      "One chunk's closed-form leave-one-out values from the full penalized Hessian H at beta; "
+      "with gradient=True also X~^T (c A) and X~^T diag(c B) X~ of the exact hypergradient.");
+
+  m.def(
+      "chunk_adjoint",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const py::object& loss, bool intercept, const py::array& beta, const py::array& M,
+         int n_threads, const std::optional<py::array>& offset) {
+        Problem pb = chunk_problem(X, y, w, intercept, offset);
+        const LossKind kind = apply_loss(loss, pb);
+        const Vec b = to_vec(beta, pb.p1(), "beta");
+        const Mat Mm = to_mat(M, pb.p1(), "M");
+        Vec s;
+        run_released([&] { s = chunk_adjoint(pb, kind, b, Mm, n_threads); });
+        return to_numpy(s);
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("fit_intercept"), py::arg("beta"), py::arg("M"), py::arg("n_threads"),
+      py::arg("offset") = py::none(),
+      "One chunk's X~^T (w l''' q) with q_j = x~_j^T M x~_j (second hypergradient pass).");
+
+  m.def(
+      "chunk_folds",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const py::object& loss, bool intercept, const py::array& beta, const py::array& fold,
+         Index K, int n_threads, const std::optional<py::array>& offset) {
+        Problem pb = chunk_problem(X, y, w, intercept, offset);
+        const LossKind kind = apply_loss(loss, pb);
+        const Index p1 = pb.p1();
+        const Vec b = to_vec(beta, p1, "beta");
+        const int* f = int32_ptr(fold, pb.n(), "fold");
+        ChunkFolds r;
+        run_released([&] { r = chunk_folds(pb, kind, b, f, K, n_threads); });
+        py::array_t<double, py::array::f_style> H({p1, p1, K});
+        std::copy(r.hess.data(), r.hess.data() + r.hess.size(), H.mutable_data());
+        py::array_t<double, py::array::f_style> G({p1, K});
+        std::copy(r.grad.data(), r.grad.data() + r.grad.size(), G.mutable_data());
+        return py::make_tuple(H, G);
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("fit_intercept"), py::arg("beta"), py::arg("fold"), py::arg("n_folds"),
+      py::arg("n_threads"), py::arg("offset") = py::none(),
+      "One chunk's per-fold X~_S^T D_S X~_S (p1, p1, K) and X~_S^T g_S (p1, K).");
+}
+
+}  // namespace aloocv::bind

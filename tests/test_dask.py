@@ -1,0 +1,341 @@
+"""Dask input: fit, loo, kfold, tune and the estimators chunk by chunk, against the
+in-memory numpy results, on a LocalCluster of 2 worker processes and on the local
+schedulers (out of core over np.memmap)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import aloocv
+from aloocv import _dask
+from conftest import make_data
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+
+TOL = 1e-12  # fit tolerance of both paths: Newton ends far below it, so both agree to
+PARITY = 1e-10  # the parity target of the issue (relative to the scale of the values)
+CHUNK = 70  # rows per chunk: uneven last chunk
+
+
+def close(a, b, tol=PARITY):
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    scale = max(1.0, float(np.max(np.abs(b))) if b.size else 1.0)
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, rtol=0, atol=tol * scale)
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+    )
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+@pytest.fixture
+def sync():
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+def dX(X, chunk=CHUNK):
+    return da.from_array(X, chunks=(chunk, X.shape[1]))
+
+
+LOSSES = ["squared", "logistic", "poisson", "gamma", "binomial", "huber", aloocv.Tweedie(1.5)]
+
+
+def loss_data(loss, n=230, p=6, seed=1):
+    X, y = make_data(loss, n, p, seed=seed)
+    rng = np.random.default_rng(seed)
+    w = rng.uniform(0.5, 2.0, n)
+    if str(loss) == "binomial":
+        w = rng.integers(1, 10, n).astype(float)
+    off = 0.1 * rng.standard_normal(n)
+    return X, y, w, off
+
+
+# ------------------------------------------------------------------ local schedulers
+@pytest.mark.parametrize("loss", LOSSES, ids=str)
+def test_fit_loo_parity_every_loss(sync, loss):
+    X, y, w, off = loss_data(loss)
+    pen = aloocv.L2(np.linspace(0.5, 2.0, X.shape[1]))
+    kw = dict(loss=loss, penalty=pen, sample_weight=w, offset=off, tol=TOL)
+    ref = aloocv.fit(X, y, **kw)
+    got = aloocv.fit(dX(X), y, **kw)
+    close(got.coef_, ref.coef_)
+    close(got.intercept_, ref.intercept_)
+    assert got.converged_
+    for method in ("alo", "if", "lemma3"):
+        r = aloocv.loo(X, y, method=method, **kw)
+        g = aloocv.loo(dX(X), da.from_array(y, chunks=50), method=method, **kw)
+        assert isinstance(g.losses, da.Array) and g.losses.chunks == dX(X).chunks[:1]
+        close(g.losses.compute(), r.losses)
+        close(g.predictions.compute(), r.predictions)
+        close(g.leverages.compute(), r.leverages)
+        close(g.downdate.compute(), r.downdate)
+        close(g.mean, r.mean)
+        close(g.stderr, r.stderr)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "poisson", "squared", "gamma"])
+def test_exact_hypergradient_parity(sync, loss):
+    X, y, w, off = loss_data(loss, n=200, p=5, seed=3)
+    for pen in (aloocv.L2(0.7), aloocv.L2(np.linspace(0.3, 3.0, 5))):
+        kw = dict(loss=loss, penalty=pen, sample_weight=w, offset=off, tol=TOL)
+        r = aloocv.loo(X, y, return_gradient=True, **kw)
+        g = aloocv.loo(dX(X), y, return_gradient=True, **kw)
+        close(g.gradient, r.gradient)
+        close(g.mean, r.mean)
+
+
+def test_hypergradient_matches_finite_differences(sync):
+    # an independent check of the dask route: central differences of its own mean
+    X, y, _, _ = loss_data("logistic", n=200, p=4, seed=5)
+    lam, h = 0.8, 1e-5
+    g = aloocv.loo(dX(X), y, penalty=aloocv.L2(lam), return_gradient=True, tol=TOL).gradient
+    m = [aloocv.loo(dX(X), y, penalty=aloocv.L2(v), tol=TOL).mean for v in (lam + h, lam - h)]
+    np.testing.assert_allclose(g[0], (m[0] - m[1]) / (2 * h), rtol=1e-5)
+
+
+def test_dataframe_and_no_intercept(sync):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    X, y, _, _ = loss_data("logistic", n=150, p=4)
+    df = dd.from_pandas(pd.DataFrame(X, columns=list("abcd")), npartitions=3)
+    ref = aloocv.loo(X, y, fit_intercept=False, tol=TOL)
+    got = aloocv.loo(df, y, fit_intercept=False, tol=TOL)
+    close(got.mean, ref.mean)
+    close(got.losses.compute(), ref.losses)
+
+
+def test_out_of_core_memmap(tmp_path):
+    X, y, w, _ = loss_data("poisson", n=400, p=5, seed=7)
+    path = tmp_path / "X.f64"
+    mm = np.memmap(path, dtype=np.float64, mode="w+", shape=X.shape)
+    mm[:] = X
+    mm.flush()
+    Xd = da.from_array(np.memmap(path, dtype=np.float64, mode="r", shape=X.shape), chunks=64)
+    ref = aloocv.loo(X, y, loss="poisson", sample_weight=w, tol=TOL)
+    with dask.config.set(scheduler="threads"):
+        got = aloocv.loo(Xd, y, loss="poisson", sample_weight=w, tol=TOL)
+        close(got.losses.compute(), ref.losses)
+    close(got.mean, ref.mean)
+    close(got.fit.coef_, ref.fit.coef_)
+
+
+def test_out_of_core_zarr(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    X, y, _, _ = loss_data("squared", n=300, p=4, seed=11)
+    z = zarr.open(str(tmp_path / "X.zarr"), mode="w", shape=X.shape, chunks=(64, 4), dtype="f8")
+    z[:] = X
+    ref = aloocv.loo(X, y, loss="squared", return_gradient=True, tol=TOL)
+    with dask.config.set(scheduler="threads"):
+        got = aloocv.loo(da.from_zarr(z), y, loss="squared", return_gradient=True, tol=TOL)
+        close(got.predictions.compute(), ref.predictions)
+    close(got.mean, ref.mean)
+    close(got.gradient, ref.gradient)
+
+
+def test_exact_loo_and_kfold(sync):
+    X, y, w, off = loss_data("logistic", n=120, p=4, seed=2)
+    kw = dict(loss="logistic", penalty=aloocv.L2(1.0), sample_weight=w, offset=off, tol=TOL)
+    r = aloocv.loo(X, y, method="exact", **kw)
+    g = aloocv.loo(dX(X, 50), y, method="exact", **kw)
+    close(g.losses.compute(), r.losses, 1e-8)  # refits end at tol: 1e-8 apart at most
+    close(g.mean, r.mean, 1e-8)
+    for method in ("alo", "exact"):
+        rk = aloocv.kfold(X, y, n_folds=5, method=method, **kw)
+        gk = aloocv.kfold(dX(X, 50), y, n_folds=5, method=method, **kw)
+        close(gk.losses, rk.losses, PARITY if method == "alo" else 1e-8)
+        close(gk.fold_means, rk.fold_means, PARITY if method == "alo" else 1e-8)
+        close(gk.mean, rk.mean, PARITY if method == "alo" else 1e-8)
+        np.testing.assert_array_equal(gk.folds, rk.folds)
+
+
+def test_tune_grid_and_gradient(sync):
+    X, y, _, _ = loss_data("logistic", n=200, p=5, seed=4)
+    grid = [aloocv.L2(v) for v in np.logspace(-2, 2, 6)]
+    kw = dict(loss="logistic", fit_tol=TOL)
+    r = aloocv.tune(X, y, penalty=grid[0], method="grid", grid=grid, **kw)
+    g = aloocv.tune(dX(X), y, penalty=grid[0], method="grid", grid=grid, **kw)
+    close(g.history["acv"], r.history["acv"])
+    close(g.fit.coef_, r.fit.coef_)
+    r = aloocv.tune(X, y, penalty=aloocv.L2(1.0), method="gd", max_iter=5, **kw)
+    g = aloocv.tune(dX(X), y, penalty=aloocv.L2(1.0), method="gd", max_iter=5, **kw)
+    close(g.history["params"], r.history["params"], 1e-8)
+    close(g.history["acv"], r.history["acv"], 1e-8)
+
+
+def test_ridge_cv_estimator(sync):
+    X, y, _, _ = loss_data("squared", n=150, p=4, seed=6)
+    alphas = np.logspace(-2, 2, 5)
+    r = aloocv.ALORidgeCV(alphas=alphas, tol=TOL).fit(X, y)
+    g = aloocv.ALORidgeCV(alphas=alphas, tol=TOL).fit(dX(X), da.from_array(y, chunks=40))
+    assert g.alpha_ == r.alpha_
+    close(g.coef_, r.coef_)
+    close(g.best_score_, r.best_score_)
+    close(g.search_results_["loss"], r.search_results_["loss"])
+    assert g.n_features_in_ == 4
+
+
+def test_bad_dask_input(sync):
+    X, y, _, _ = loss_data("logistic", n=100, p=3)
+    with pytest.raises(ValueError, match="multinomial"):
+        aloocv.fit(dX(X), y.astype(int) + (np.arange(100) % 3 == 0), loss="multinomial")
+    with pytest.raises(ValueError, match="L1"):
+        aloocv.fit(dX(X), y, penalty=aloocv.ElasticNet(0.1, 0.1))
+    with pytest.raises(ValueError, match="primal"):
+        aloocv.fit(dX(X), y, solver="dual")
+    with pytest.raises(ValueError, match="length 100"):
+        aloocv.fit(dX(X), da.from_array(y[:90], chunks=30))
+    Xn = X.copy()
+    Xn[75, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        aloocv.fit(dX(Xn), y)
+    with pytest.raises(ValueError, match="domain"):
+        aloocv.fit(dX(X), y + 2.0)
+    with pytest.raises(ValueError, match="unknown chunk sizes"):
+        aloocv.fit(dX(X)[dX(X)[:, 0] > 0], y)
+    with pytest.raises(ValueError, match="sgd"):
+        aloocv.tune(dX(X), y, penalty=aloocv.L2(1.0), method="sgd")
+    # elsewhere a dask collection is refused, not silently gathered to the client
+    with pytest.raises(TypeError, match="y is a dask collection"):
+        aloocv.fit(X, da.from_array(y, chunks=30))
+    with pytest.raises(TypeError, match="X is a dask collection"):
+        aloocv.fit(X, y).decision_function(dX(X))
+
+
+def test_missing_dask_is_a_clear_error(monkeypatch):
+    class FakeDask:  # looks like a dask collection; dask itself is "not installed"
+        __module__ = "dask.array.core"
+
+        def __dask_graph__(self):
+            return {}
+
+    monkeypatch.setitem(sys.modules, "dask", None)
+    monkeypatch.setitem(sys.modules, "dask.array", None)
+    with pytest.raises(ImportError, match=r"aloocv\[dask\]"):
+        aloocv.fit(FakeDask(), np.zeros(3))
+
+
+# ------------------------------------------------------------------ distributed cluster
+def test_cluster_parity_fit_loo_kfold(client):
+    X, y, w, off = loss_data("logistic", n=300, p=6, seed=8)
+    kw = dict(loss="logistic", penalty=aloocv.L2(0.5), sample_weight=w, offset=off, tol=TOL)
+    ref = aloocv.loo(X, y, return_gradient=True, **kw)
+    got = aloocv.loo(dX(X), y, return_gradient=True, **kw)
+    close(got.fit.coef_, ref.fit.coef_)
+    close(got.losses.compute(), ref.losses)
+    close(got.predictions.compute(), ref.predictions)
+    close(got.leverages.compute(), ref.leverages)
+    close(got.mean, ref.mean)
+    close(got.stderr, ref.stderr)
+    close(got.gradient, ref.gradient)
+    kw.pop("sample_weight")
+    rk = aloocv.kfold(X, y, n_folds=4, **kw)
+    gk = aloocv.kfold(dX(X, 100), y, n_folds=4, **kw)
+    close(gk.losses, rk.losses)
+    close(gk.stderr, rk.stderr)
+
+
+def test_tune_auto_search(sync):
+    X, y, _, _ = loss_data("logistic", n=240, p=5, seed=9)
+    r = aloocv.tune(X, y, penalty=aloocv.L2(1.0), method="auto", fit_tol=TOL)
+    g = aloocv.tune(dX(X), y, penalty=aloocv.L2(1.0), method="auto", fit_tol=TOL)
+    close(g.penalty.lam, r.penalty.lam, 1e-6)  # a search stopping at its tolerance
+    close(g.acv, r.acv, 1e-8)
+
+
+def test_cluster_tune_and_logistic_cv(client):
+    X, y, _, _ = loss_data("logistic", n=240, p=5, seed=9)
+    grid = [aloocv.L2(v) for v in (0.1, 1.0, 10.0)]
+    r = aloocv.tune(X, y, penalty=grid[0], method="grid", grid=grid, fit_tol=TOL)
+    g = aloocv.tune(dX(X), y, penalty=grid[0], method="grid", grid=grid, fit_tol=TOL)
+    close(g.history["acv"], r.history["acv"])
+    close(g.history["stderr"], r.history["stderr"])
+    Cs = np.logspace(-2, 2, 3)
+    est_r = aloocv.ALOLogisticRegressionCV(Cs=Cs, tol=TOL).fit(X, y)
+    est_g = aloocv.ALOLogisticRegressionCV(Cs=Cs, tol=TOL).fit(dX(X), da.from_array(y, chunks=50))
+    np.testing.assert_array_equal(est_g.classes_, est_r.classes_)
+    close(est_g.C_, est_r.C_)
+    close(est_g.coef_, est_r.coef_)
+    close(est_g.intercept_, est_r.intercept_)
+    close(est_g.best_score_, est_r.best_score_)
+    close(est_g.predict_proba(X), est_r.predict_proba(X))
+
+
+def test_cluster_client_gathers_no_X(client, monkeypatch):
+    # structural: everything a pass brings to the client is O(p1^2) (plus one float
+    # per sample where documented), never X; X (n p floats) is made on the workers
+    n, p = 6000, 20
+    X = da.random.RandomState(0).standard_normal((n, p), chunks=(500, p))
+    y = (X[:, 0] + X[:, 1] > 0).astype(np.float64)
+    seen = []
+    real = _dask._compute
+
+    def spy(obj):
+        out = real(obj)
+        seen.append(sum(_nbytes(v) for v in (out if isinstance(out, list) else [out])))
+        return out
+
+    monkeypatch.setattr(_dask, "_compute", spy)
+    res = aloocv.loo(X, y, penalty=aloocv.L2(1.0), return_gradient=True)
+    assert seen and max(seen) < 10 * (p + 1) ** 2 * 8
+    assert max(seen) < n * p * 8 / 50
+    assert np.isfinite(res.mean)
+
+
+def _nbytes(v):
+    if isinstance(v, np.ndarray):
+        return v.nbytes
+    if isinstance(v, dict):
+        return sum(_nbytes(x) for x in v.values())
+    if isinstance(v, (list, tuple)):
+        return sum(_nbytes(x) for x in v)
+    return 8
+
+
+def _slow_block(block_info=None):
+    # deterministic chunk i of X (seeded by its index), slow enough for a worker to die
+    # while the fit runs
+    i = block_info[None]["chunk-location"][0]
+    time.sleep(0.05)
+    return np.random.default_rng(100 + i).standard_normal(block_info[None]["chunk-shape"])
+
+
+def test_cluster_worker_killed_mid_run(client):
+    n, p, c = 1200, 5, 100
+    X = da.map_blocks(_slow_block, chunks=((c,) * (n // c), (p,)), dtype=np.float64)
+    Xn = X.compute()
+    y = (Xn[:, 0] - Xn[:, 2] + 0.3 > 0).astype(np.float64)
+    ref = aloocv.fit(Xn, y, tol=TOL)
+    victim = next(iter(client.scheduler_info()["workers"]))
+
+    killed = []
+
+    def kill():
+        time.sleep(0.4)
+        client.run(lambda: __import__("os")._exit(1), workers=[victim], on_error="ignore")
+        killed.append(time.perf_counter())
+
+    t = threading.Thread(target=kill)
+    t.start()
+    got = aloocv.fit(X, y, tol=TOL)
+    done = time.perf_counter()
+    t.join()
+    assert killed and killed[0] < done  # the worker died while the fit ran
+    assert victim not in client.scheduler_info()["workers"]
+    close(got.coef_, ref.coef_)
+    close(got.intercept_, ref.intercept_)
+    client.wait_for_workers(2, timeout=30)
