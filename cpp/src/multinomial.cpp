@@ -16,9 +16,6 @@ using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowM
 
 // Class frequencies are clipped here before the log of the starting intercepts.
 constexpr double kMinClassShare = 1e-6;
-// Armijo's sufficient-decrease constant and the most halvings of a step.
-constexpr double kArmijo = 1e-4;
-constexpr int kMaxHalvings = 60;
 // A step that cuts the gradient norm at least this much lets the next one reuse the factor.
 constexpr double kChordRatio = 0.25;
 
@@ -268,6 +265,91 @@ void MnProblem::check() const {
   }
 }
 
+namespace {
+
+// The multinomial problem (sample `skip` left out) as a model of newton_drive: the point,
+// gradient and factor live in st; mu, G are the probabilities and w (mu - e_y) at the
+// point. A cold start (zero slopes: the same probabilities for every sample) factors the
+// Kronecker form of the Hessian (one SYRK pass instead of K (K + 1) / 2).
+class MnModel {
+ public:
+  MnModel(const MnProblem& pb, MnState& st, int nt, Index skip, bool cold)
+      : pb_(pb), st_(st), nt_(nt), skip_(skip), cold_(cold) {
+    const Index nk = pb.n() * pb.K;
+    st.eta.resize(nk);
+    mu_.resize(nk);
+    G_.resize(nk);
+    eta_try_.resize(nk);
+    mu_try_.resize(nk);
+    G_try_.resize(nk);
+    xs_.resize(nk);
+    st.grad.resize(pb.dim());
+    mn_eta(pb, st.beta, st.eta.data(), nt);
+    f_ = mn_eval(pb, st.eta.data(), skip, mu_.data(), G_.data(), nt) + mn_penalty(pb, st.beta);
+    gradient();
+  }
+  double gnorm() const { return st_.grad.cwiseAbs().maxCoeff(); }
+  double objective() const { return f_; }
+  void refactor() {
+    if (cold_) {
+      mn_factor_kron(pb_, mu_.data() + (skip_ == 0 ? pb_.K : 0), skip_, st_.chol, nt_);
+    } else {
+      mn_factor(pb_, mu_.data(), skip_, st_.chol, nt_);
+    }
+    at_point_ = true;
+  }
+  bool factor_at_point() const { return at_point_; }
+  bool chord_ok() const { return true; }
+  double direction(Vec& step) {
+    step = -st_.grad;
+    st_.chol.solve(step.data());
+    return -st_.grad.dot(step);
+  }
+  double move(const Vec& step, double dec) {
+    mn_eta(pb_, step, xs_.data(), nt_);
+    const double t = detail::armijo(f_, dec, [&](double tt) {
+      eta_try_ = st_.eta + tt * xs_;
+      f_try_ = mn_eval(pb_, eta_try_.data(), skip_, mu_try_.data(), G_try_.data(), nt_) +
+               mn_penalty(pb_, st_.beta + tt * step);
+      return f_try_;
+    });
+    if (t == 0.0) return 0.0;
+    st_.beta += t * step;
+    st_.eta.swap(eta_try_);
+    mu_.swap(mu_try_);
+    G_.swap(G_try_);
+    f_ = f_try_;
+    at_point_ = cold_ = false;
+    gradient();
+    return t;
+  }
+
+ private:
+  void gradient() {
+    mn_gradient(pb_, G_.data(), st_.grad.data(), nt_);
+    mn_add_penalty_gradient(pb_, st_.beta, st_.grad);
+    if (!st_.grad.allFinite() || !std::isfinite(f_)) {
+      throw InvalidInput(
+          "the gradient is not finite (overflow at extreme linear predictors); rescale X or "
+          "increase the penalty");
+    }
+  }
+
+  const MnProblem& pb_;
+  MnState& st_;
+  int nt_;
+  Index skip_;
+  bool cold_, at_point_ = false;
+  double f_ = 0.0, f_try_ = 0.0;
+  Vec mu_, G_, eta_try_, mu_try_, G_try_, xs_;
+};
+
+}  // namespace
+
+// Damped Newton (newton_drive on an MnModel): chord steps on the kept factor while each
+// step cuts the gradient norm 4x (near the optimum the Hessian barely changes, and a
+// K p1 x K p1 Hessian pass costs K (K + 1) / 2 SYRK passes over X), a fresh Hessian
+// otherwise or when a chord step finds no decrease.
 MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, bool factor_end,
                Index skip) {
   const int nt = resolve_threads(opt.n_threads);
@@ -287,87 +369,24 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
       for (Index a = 0; a < K; ++a) st.beta[a * p1] = b[a];
     }
   }
-  double wsum = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
+  const double wsum = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
   if (!(wsum > 0.0)) throw InvalidInput("the sample weights sum to zero");
-  st.eta.resize(n * K);
-  Vec mu(n * K), G(n * K), eta_try(n * K), mu_try(n * K), G_try(n * K), xs(n * K);
-  mn_eta(pb, st.beta, st.eta.data(), nt);
-  double f = mn_eval(pb, st.eta.data(), skip, mu.data(), G.data(), nt) + mn_penalty(pb, st.beta);
-  detail::StallDetector stall;
-  bool stalled = false;
-  // Chord steps: the kept factor serves the next step while the last step cut the
-  // gradient norm by kChordRatio or more (near the optimum the Hessian barely changes and
-  // a K p1 x K p1 Hessian pass costs K(K+1)/2 SYRK passes over X); otherwise, or when a
-  // chord step finds no decrease, the Hessian is refreshed.
-  bool have_factor = false, fresh = false, reuse = false;
-  bool cold = beta0 == nullptr && n > 1;  // zero slopes: the same probabilities everywhere
-  double g_prev = std::numeric_limits<double>::infinity();
-  st.grad.resize(dim);
-  for (;;) {
-    interrupt::check();
-    mn_gradient(pb, G.data(), st.grad.data(), nt);
-    mn_add_penalty_gradient(pb, st.beta, st.grad);
-    if (!st.grad.allFinite() || !std::isfinite(f)) {
-      throw InvalidInput(
-          "the gradient is not finite (overflow at extreme linear predictors); rescale X or "
-          "increase the penalty");
-    }
-    st.grad_norm = st.grad.cwiseAbs().maxCoeff() / wsum;
-    st.converged = st.grad_norm <= opt.tol;
-    if (have_factor && !fresh) reuse = reuse && st.grad_norm <= kChordRatio * g_prev;
-    const bool stop = st.converged || stalled || st.n_iter >= opt.max_iter;
-    if (stop && !factor_end) break;
-    if (stop || !have_factor || !reuse) {
-      if (!fresh) {
-        if (cold) {
-          mn_factor_kron(pb, mu.data() + (skip == 0 ? K : 0), skip, st.chol, nt);
-        } else {
-          mn_factor(pb, mu.data(), skip, st.chol, nt);
-        }
-        ++st.hessian_passes;
-      }
-      have_factor = fresh = true;
-    }
-    if (stop) {
-      st.factored = true;
-      break;
-    }
-    g_prev = st.grad_norm;
-    Vec step = -st.grad;
-    st.chol.solve(step.data());
-    const double dec = -st.grad.dot(step);
-    mn_eta(pb, step, xs.data(), nt);
-    const bool tiny = 0.5 * dec <= detail::kTinyDecrease * std::max(1.0, std::abs(f));
-    double t = 1.0, f_try = f;
-    bool ok = false;
-    for (int ls = 0; ls < kMaxHalvings; ++ls, t *= 0.5) {
-      interrupt::check();
-      eta_try = st.eta + t * xs;
-      f_try = mn_eval(pb, eta_try.data(), skip, mu_try.data(), G_try.data(), nt) +
-              mn_penalty(pb, st.beta + t * step);
-      if (std::isfinite(f_try) && (tiny || f_try <= f - kArmijo * t * dec)) {
-        ok = true;
-        break;
-      }
-    }
-    ++st.n_iter;
-    if (!ok) {
-      if (fresh) stalled = true;  // no decrease: the gradient test above decides `converged`
-      reuse = false;              // a chord step failed: refresh the Hessian and retry
-      continue;
-    }
-    cold = false;
-    st.beta += t * step;
-    st.eta.swap(eta_try);
-    mu.swap(mu_try);
-    G.swap(G_try);
-    f = f_try;
-    fresh = false;
-    reuse = t == 1.0;  // confirmed (or not) by the next gradient norm
-    // predicted decrease at the rounding level without progress in the gradient: stop
-    stalled = stall.update(dec, f, st.grad_norm);
-  }
-  st.objective = f;
+  MnModel m(pb, st, nt, skip, beta0 == nullptr && n > 1);
+  DriveOptions o;
+  o.tol = o.target = opt.tol;
+  o.scale = wsum;
+  o.max_iter = opt.max_iter;
+  o.factor_end = factor_end;
+  RefreshPolicy pol;
+  pol.chord_ratio = kChordRatio;
+  pol.rechord = pol.rechord_confirmed = true;
+  const DriveResult r = newton_drive(m, o, pol);
+  st.factored = factor_end;
+  st.n_iter = r.n_iter;
+  st.hessian_passes = r.hessian_passes;
+  st.grad_norm = r.grad_norm;
+  st.converged = r.converged;
+  st.objective = m.objective();
   return st;
 }
 
