@@ -117,6 +117,7 @@ class DualModel {
     at_point_ = true;
   }
   bool factor_at_point() const { return at_point_; }
+  bool newton_at_point() const { return factor_at_point(); }
   bool chord_ok() const { return false; }
   // step = dalpha; the intercept's step db and K dalpha are kept for move.
   double direction(Vec& step) {

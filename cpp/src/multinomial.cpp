@@ -42,11 +42,21 @@ double cross_entropy(const double* e, Index K, Index y) {
 
 Index label(const MnProblem& pb, Index i) { return static_cast<Index>(pb.y[i]); }
 
+// Dense C-order designs (unit column stride) take the products of mn_eta and mn_gradient
+// through the registered BLAS GEMM (Eigen's portable kernels are about 3x slower): a row
+// block of X is then a column-major p x m matrix with leading dimension row_stride.
+bool blas_rows(const MnProblem& pb) {
+  return !pb.X.sparse && pb.X.dense.col_stride == 1 && blas::enabled();
+}
+
 // eta (n K, row-major) = X~ B^T for beta (K p1, class-major).
 void mn_eta(const MnProblem& pb, const Vec& beta, double* eta, int nt) {
-  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), off = pb.intercept ? 1 : 0;
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), p = pb.X.p, off = pb.intercept ? 1 : 0;
   Eigen::Map<const Mat> B(beta.data(), p1, K);
-  const Mat theta = B.bottomRows(pb.X.p);
+  const Mat theta = B.bottomRows(p);
+  const Mat theta_t = theta.transpose();  // K x p
+  const bool fast = blas_rows(pb) && p > 0;
+  const Index rs = pb.X.dense.row_stride;
   const Index blk = 4096, nblocks = (n + blk - 1) / blk;
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
@@ -58,7 +68,12 @@ void mn_eta(const MnProblem& pb, const Vec& beta, double* eta, int nt) {
       interrupt::check();
       const Index i0 = c * blk, i1 = std::min(n, i0 + blk);
       Eigen::Map<RowMat> out(eta + i0 * K, i1 - i0, K);
-      pb.X.with_rows(i0, i1, [&](const auto& M) { out.noalias() = M * theta; });
+      if (fast) {  // out^T (K x m) = theta^T X_b^T
+        blas::gemm(K, i1 - i0, p, theta_t.data(), K, pb.X.dense.data + i0 * rs, rs, eta + i0 * K,
+                   K);
+      } else {
+        pb.X.with_rows(i0, i1, [&](const auto& M) { out.noalias() = M * theta; });
+      }
       if (off) out.rowwise() += B.row(0);
     });
   }
@@ -83,6 +98,8 @@ void mn_gradient(const MnProblem& pb, const double* G, double* out, int nt_in) {
   const int nt = threads_for(nt_in, double(n) * double(size));
   const Partition part{n, reduction_chunks(n, size, nt, 1024)};
   std::vector<double> partial(static_cast<size_t>(part.chunks * size), 0.0);
+  const bool fast = blas_rows(pb);
+  const Index rs = pb.X.dense.row_stride;
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
@@ -94,8 +111,14 @@ void mn_gradient(const MnProblem& pb, const double* G, double* out, int nt_in) {
       Eigen::Map<Mat> acc(partial.data() + c * size, p1, K);
       Eigen::Map<const RowMat> Gb(G + i0 * K, i1 - i0, K);
       if (pb.intercept) acc.row(0) = Gb.colwise().sum();
-      pb.X.with_rows(i0, i1,
-                     [&](const auto& M) { acc.bottomRows(p).noalias() = M.transpose() * Gb; });
+      if (fast && p > 0) {  // X_b^T (p x m, column-major) times G_b (m x K, column-major)
+        const Mat Gc = Gb;
+        blas::gemm(p, K, i1 - i0, pb.X.dense.data + i0 * rs, rs, Gc.data(), i1 - i0,
+                   acc.data() + (pb.intercept ? 1 : 0), p1);
+      } else {
+        pb.X.with_rows(i0, i1,
+                       [&](const auto& M) { acc.bottomRows(p).noalias() = M.transpose() * Gb; });
+      }
     });
   }
   guard.rethrow();
@@ -161,9 +184,12 @@ void mn_factor(const MnProblem& pb, const double* mu, Index skip, Cholesky& chol
   if (Hout) *Hout = std::move(H);
 }
 
-// The same Hessian when every sample has the same probabilities m (K), as at a cold start
-// (zero slopes): (diag(m) - m m^T) (x) X~^T W X~, one SYRK pass instead of K(K+1)/2.
-void mn_factor_kron(const MnProblem& pb, const double* m, Index skip, Cholesky& chol, int nt) {
+// The Hessian with the per-sample K x K curvature blocks C_i replaced by one block C:
+// C (x) X~^T W X~ plus the penalty and the gauge term, one SYRK pass instead of
+// K (K + 1) / 2. Exact where every sample has the same probabilities m (a cold start with
+// zero slopes, C = diag(m) - m m^T); with C the weighted mean of the C_i it is the
+// preconditioner of the Newton-CG solves.
+void mn_factor_kron(const MnProblem& pb, const Mat& C, Index skip, Cholesky& chol, int nt) {
   const Index n = pb.n(), K = pb.K, p1 = pb.p1(), dim = pb.dim();
   Vec d(n);
   for (Index i = 0; i < n; ++i) d[i] = i == skip ? 0.0 : pb.weight(i);
@@ -171,10 +197,7 @@ void mn_factor_kron(const MnProblem& pb, const double* m, Index skip, Cholesky& 
   hessian(pb.X, d.data(), pb.intercept, A.data(), nt);
   Mat H(dim, dim);
   for (Index a = 0; a < K; ++a) {
-    for (Index b = 0; b < K; ++b) {
-      const double c = (a == b ? m[a] : 0.0) - m[a] * m[b];
-      H.block(a * p1, b * p1, p1, p1) = c * A;
-    }
+    for (Index b = 0; b < K; ++b) H.block(a * p1, b * p1, p1, p1) = C(a, b) * A;
   }
   const double tau = pb.gauge();
   for (Index a = 0; a < K; ++a) {
@@ -267,14 +290,38 @@ void MnProblem::check() const {
 
 namespace {
 
+// Newton-CG (truncated Newton) replaces Newton with exact Hessians from this
+// (K + 1) p1 on: an exact Hessian pass costs K (K + 1) / 2 SYRK passes over X, about
+// (K + 1) p1 / 8 Hessian-vector products (two GEMM passes over X with K columns each),
+// and the preconditioned solves need a few products per Newton step.
+constexpr Index kNewtonCgMin = 256;
+// The most conjugate-gradient iterations of one Newton step.
+constexpr Index kMaxCg = 200;
+// Forcing term of the inexact Newton steps: relative residual min(kForcingMax,
+// sqrt(max|grad| / sum(w))), superlinear convergence near the optimum.
+constexpr double kForcingMax = 0.5;
+
 // The multinomial problem (sample `skip` left out) as a model of newton_drive: the point,
 // gradient and factor live in st; mu, G are the probabilities and w (mu - e_y) at the
 // point. A cold start (zero slopes: the same probabilities for every sample) factors the
-// Kronecker form of the Hessian (one SYRK pass instead of K (K + 1) / 2).
+// Kronecker form of the Hessian (one SYRK pass instead of K (K + 1) / 2), exact there.
+// In Newton-CG mode (`cg`) the steps solve with the Hessian at the point by
+// preconditioned conjugate gradients on Hessian-vector products; the preconditioner is
+// `precond` (an exact LOO refit: the full fit's factor) or the Kronecker form with the
+// weighted mean curvature block, and the exact Hessian is formed only when the caller
+// wants a factor at the returned point.
 class MnModel {
  public:
-  MnModel(const MnProblem& pb, MnState& st, int nt, Index skip, bool cold)
-      : pb_(pb), st_(st), nt_(nt), skip_(skip), cold_(cold) {
+  MnModel(const MnProblem& pb, MnState& st, int nt, Index skip, bool cold, bool cg,
+          const Cholesky* precond, double wsum)
+      : pb_(pb),
+        st_(st),
+        nt_(nt),
+        skip_(skip),
+        cold_(cold),
+        cg_(cg || precond),
+        pre_(precond),
+        wsum_(wsum) {
     const Index nk = pb.n() * pb.K;
     st.eta.resize(nk);
     mu_.resize(nk);
@@ -291,18 +338,27 @@ class MnModel {
   double gnorm() const { return st_.grad.cwiseAbs().maxCoeff(); }
   double objective() const { return f_; }
   void refactor() {
+    const Index K = pb_.K;
     if (cold_) {
-      mn_factor_kron(pb_, mu_.data() + (skip_ == 0 ? pb_.K : 0), skip_, st_.chol, nt_);
+      Eigen::Map<const Vec> m(mu_.data() + (skip_ == 0 ? K : 0), K);
+      mn_factor_kron(pb_, Mat(m.asDiagonal()) - m * m.transpose(), skip_, st_.chol, nt_);
     } else {
       mn_factor(pb_, mu_.data(), skip_, st_.chol, nt_);
     }
     at_point_ = true;
   }
   bool factor_at_point() const { return at_point_; }
+  // Newton-CG solves with the Hessian at the point whatever the factor held.
+  bool newton_at_point() const { return cg_ || at_point_; }
   bool chord_ok() const { return true; }
   double direction(Vec& step) {
-    step = -st_.grad;
-    st_.chol.solve(step.data());
+    if (at_point_ || !cg_) {
+      step = -st_.grad;
+      st_.chol.solve(step.data());
+    } else {
+      if (!pre_) build_preconditioner();
+      pcg(step);
+    }
     return -st_.grad.dot(step);
   }
   double move(const Vec& step, double dec) {
@@ -335,12 +391,82 @@ class MnModel {
     }
   }
 
+  // The Kronecker preconditioner with the weighted mean curvature block (one SYRK pass).
+  void build_preconditioner() {
+    const Index K = pb_.K;
+    Mat C = Mat::Zero(K, K);
+    for (Index i = 0; i < pb_.n(); ++i) {
+      const double w = i == skip_ ? 0.0 : pb_.weight(i);
+      if (w == 0.0) continue;
+      Eigen::Map<const Vec> m(mu_.data() + i * K, K);
+      C.noalias() -= w * m * m.transpose();
+      C.diagonal() += w * m;
+    }
+    C /= wsum_;
+    mn_factor_kron(pb_, C, skip_, own_pre_, nt_);
+    pre_ = &own_pre_;
+    ++st_.hessian_passes;
+  }
+
+  // out = H v at the point: X~^T [w_i (diag(mu_i) - mu_i mu_i^T) (V x~_i)] + penalty part.
+  void hessian_times(const Vec& v, Vec& out) {
+    const Index n = pb_.n(), K = pb_.K;
+    mn_eta(pb_, v, xs_.data(), nt_);
+#pragma omp parallel for schedule(static) num_threads(threads_for(nt_, 4.0 * double(n * K)))
+    for (Index i = 0; i < n; ++i) {
+      const double w = i == skip_ ? 0.0 : pb_.weight(i);
+      double* z = xs_.data() + i * K;
+      const double* m = mu_.data() + i * K;
+      double s = 0.0;
+      for (Index a = 0; a < K; ++a) s += m[a] * z[a];
+      for (Index a = 0; a < K; ++a) z[a] = w * m[a] * (z[a] - s);
+    }
+    out.resize(pb_.dim());
+    mn_gradient(pb_, xs_.data(), out.data(), nt_);
+    mn_add_penalty_gradient(pb_, v, out);
+    ++st_.hessian_products;
+  }
+
+  // step ~ -H^{-1} grad by preconditioned conjugate gradients from 0, to the relative
+  // residual of the forcing term (each iterate is a descent direction).
+  void pcg(Vec& x) {
+    const Vec& g = st_.grad;
+    const double g0 = g.cwiseAbs().maxCoeff();
+    const double eta = std::min(kForcingMax, std::sqrt(g0 / wsum_));
+    x = Vec::Zero(g.size());
+    Vec r = -g, z = r, d, Hd;
+    pre_->solve(z.data());
+    d = z;
+    double rz = r.dot(z);
+    for (Index k = 0; k < kMaxCg; ++k) {
+      interrupt::check();
+      hessian_times(d, Hd);
+      const double dHd = d.dot(Hd);
+      if (!(dHd > 0.0)) break;
+      const double alpha = rz / dHd;
+      x += alpha * d;
+      r -= alpha * Hd;
+      if (r.cwiseAbs().maxCoeff() <= eta * g0) break;
+      z = r;
+      pre_->solve(z.data());
+      const double rz_new = r.dot(z);
+      d = z + (rz_new / rz) * d;
+      rz = rz_new;
+    }
+    if (!(-g.dot(x) > 0.0)) {  // no progress (no curvature left): the preconditioned step
+      x = -g;
+      pre_->solve(x.data());
+    }
+  }
+
   const MnProblem& pb_;
   MnState& st_;
   int nt_;
   Index skip_;
-  bool cold_, at_point_ = false;
-  double f_ = 0.0, f_try_ = 0.0;
+  bool cold_, cg_, at_point_ = false;
+  const Cholesky* pre_;
+  Cholesky own_pre_;
+  double wsum_, f_ = 0.0, f_try_ = 0.0;
   Vec mu_, G_, eta_try_, mu_try_, G_try_, xs_;
 };
 
@@ -351,7 +477,7 @@ class MnModel {
 // K p1 x K p1 Hessian pass costs K (K + 1) / 2 SYRK passes over X), a fresh Hessian
 // otherwise or when a chord step finds no decrease.
 MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, bool factor_end,
-               Index skip) {
+               Index skip, const Cholesky* precond) {
   const int nt = resolve_threads(opt.n_threads);
   const Index n = pb.n(), K = pb.K, p1 = pb.p1(), dim = pb.dim();
   MnState st;
@@ -371,7 +497,8 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
   }
   const double wsum = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
   if (!(wsum > 0.0)) throw InvalidInput("the sample weights sum to zero");
-  MnModel m(pb, st, nt, skip, beta0 == nullptr && n > 1);
+  const bool cg = (K + 1) * p1 >= kNewtonCgMin;
+  MnModel m(pb, st, nt, skip, beta0 == nullptr && n > 1, cg, precond, wsum);
   DriveOptions o;
   o.tol = o.target = opt.tol;
   o.scale = wsum;
@@ -383,7 +510,7 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
   const DriveResult r = newton_drive(m, o, pol);
   st.factored = factor_end;
   st.n_iter = r.n_iter;
-  st.hessian_passes = r.hessian_passes;
+  st.hessian_passes += r.hessian_passes;
   st.grad_norm = r.grad_norm;
   st.converged = r.converged;
   st.objective = m.objective();
@@ -493,6 +620,14 @@ Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, do
   const int nt = threads_for(opt.n_threads, double(n) * double(n) * double(pb.dim()));
   FitOptions one = opt;
   one.n_threads = 1;
+  MnState at_fit;
+  const Cholesky* pre = &st.chol;
+  if (!st.factored) {  // the factor of the Hessian at the full fit
+    FitOptions none = opt;
+    none.max_iter = 0;
+    at_fit = mn_fit(pb, none, &st.beta, true);
+    pre = &at_fit.chol;
+  }
   Index failed = 0;
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
@@ -502,7 +637,9 @@ Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, do
     if (guard.failed()) continue;
     guard.run([&] {
       interrupt::check();
-      const MnState s = mn_fit(pb, one, &st.beta, false, i);
+      // Newton-CG preconditioned by the full fit's factor (the Hessian without sample i
+      // differs from it by a rank-K term): no Hessian pass per refit
+      const MnState s = mn_fit(pb, one, &st.beta, false, i, pre);
       if (!s.converged) ++failed;
       Eigen::Map<const Mat> B(s.beta.data(), pb.p1(), K);
       Vec xi(pb.p1());

@@ -144,6 +144,7 @@ class LooRefitModel {
     fresh_ = true;
   }
   bool factor_at_point() const { return fresh_ && core_.factor_at_point(); }
+  bool newton_at_point() const { return factor_at_point(); }
   bool chord_ok() const { return false; }  // once refreshed, fresh Hessians to the end
   double direction(Vec& step) {
     if (fresh_) return core_.direction(step);

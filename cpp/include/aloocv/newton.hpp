@@ -247,6 +247,7 @@ class GlmModel {
   bool factor_at_point() const {
     return exact_ && !st_.chol.empty() && (Loss::constant_curvature || st_.stale_eta == 0.0);
   }
+  bool newton_at_point() const { return factor_at_point(); }
   bool chord_ok() const { return st_.stale_eta < 0.05; }
   double direction(Vec& step) {
     step = -st_.grad;

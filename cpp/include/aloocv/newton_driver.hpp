@@ -8,6 +8,9 @@
 //   double objective() const        the objective at the current point
 //   void refactor()                 build and factor the Hessian at the current point
 //   bool factor_at_point() const    the held factor is the Hessian at the current point
+//   bool newton_at_point() const    direction() solves with the Hessian at the current
+//                                   point (a factor at the point, or an iterative solve
+//                                   with Hessian-vector products there)
 //   bool chord_ok() const           the held factor may serve further (chord) steps
 //   double direction(Vec& step)     step = -H^{-1} grad with the held factor; returns
 //                                   the decrement -grad^T step
@@ -150,7 +153,7 @@ template <class Model>
 DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& pol) {
   static_assert(is_newton_model<Model>::value,
                 "a Newton model must provide gnorm, objective, refactor, factor_at_point, "
-                "chord_ok, direction and move (see newton_driver.hpp)");
+                "newton_at_point, chord_ok, direction and move (see newton_driver.hpp)");
   DriveResult r;
   detail::StallDetector stall;
   bool chord = pol.start_factored && pol.chord_ratio > 0.0;
@@ -162,12 +165,12 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
   bool done = o.check_first && o.refine == 0 && g / o.scale <= o.target;
   for (Index attempt = 0; !done && attempt < budget; ++attempt) {
     interrupt::check();
-    if (!chord && !m.factor_at_point()) {
+    if (!chord && !m.newton_at_point()) {
       m.refactor();
       ++r.hessian_passes;
       n_chord = 0;
     }
-    const bool on_fresh = m.factor_at_point();
+    const bool on_fresh = m.newton_at_point();
     const double dec = m.direction(step);
     const double t = m.move(step, dec);
     if (t == 0.0) {
