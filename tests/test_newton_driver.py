@@ -194,3 +194,52 @@ def test_exact_refit_max_iter_reports_non_convergence():
             X, y, loss="logistic", penalty=aloocv.L2(0.01), method="exact", tol=1e-14, max_iter=1
         )
     assert any(issubclass(r.category, ConvergenceWarning) for r in rec)
+
+
+def test_multinomial_newton_cg_route():
+    # (K + 1) (p + 1) >= 256: Newton-CG steps (conjugate gradients on Hessian-vector
+    # products) instead of exact Hessian passes; the exact Hessian only for ALO
+    rng = np.random.default_rng(7)
+    n, p, K, lam = 200, 50, 6, 3.0
+    X = rng.standard_normal((n, p))
+    y = np.argmax(X[:, :K] + 0.7 * rng.standard_normal((n, K)), axis=1)
+    args = (core_design(X), y * 1.0, None, K, np.full(p, lam), True)
+    out = _core.multinomial_fit(*args, 1e-12, 100, 1)
+    assert out["converged"] and out["hessian_products"] > 0
+    assert out["hessian_passes"] <= 1  # the preconditioner's single SYRK pass
+    with threadpool_limits(1):
+        sk = LogisticRegression(C=1.0 / lam, solver="newton-cholesky", tol=1e-12).fit(X, y)
+    np.testing.assert_allclose(np.asarray(out["coef"]), sk.coef_, rtol=1e-6, atol=1e-7)
+    # ALO after a Newton-CG fit needs the Hessian at the returned point: IF = eta + K_i g_i
+    # checked against numpy's dense Hessian
+    res = aloocv.loo(X, y, loss="multinomial", penalty=aloocv.L2(lam), method="if", tol=1e-12)
+    B = np.c_[np.asarray(out["intercept"]), np.asarray(out["coef"])]  # (K, p1)
+    B -= B[:, :1].mean() * np.eye(1, p + 1, 0)
+    Xt = np.c_[np.ones(n), X]
+    E = Xt @ B.T
+    mu = np.exp(E - E.max(1, keepdims=True))
+    mu /= mu.sum(1, keepdims=True)
+    H = np.zeros((K * (p + 1), K * (p + 1)))
+    for a in range(K):
+        for b in range(K):
+            c = mu[:, a] * ((a == b) - mu[:, b])
+            H[a * (p + 1) : (a + 1) * (p + 1), b * (p + 1) : (b + 1) * (p + 1)] = (Xt.T * c) @ Xt
+    H += np.kron(np.eye(K), np.diag(np.r_[0.0, np.full(p, lam)]))
+    idx = np.arange(K) * (p + 1)
+    H[np.ix_(idx, idx)] += n / K**2  # the gauge term
+    G = mu - np.eye(K)[y]
+    for i in [0, 123, 199]:
+        Xi = np.kron(np.eye(K), Xt[i])  # (K, K p1)
+        Ki = Xi @ np.linalg.solve(H, Xi.T)
+        np.testing.assert_allclose(res.predictions[i], E[i] + Ki @ G[i], rtol=1e-7, atol=1e-9)
+    # exact refits: Newton-CG preconditioned by the full fit's factor
+    ex = aloocv.loo(X, y, loss="multinomial", penalty=aloocv.L2(lam), method="exact", tol=1e-12)
+    for i in [0, 123]:
+        keep = np.arange(n) != i
+        with threadpool_limits(1):
+            m = LogisticRegression(C=1.0 / lam, solver="newton-cholesky", tol=1e-12).fit(
+                X[keep], y[keep]
+            )
+        np.testing.assert_allclose(
+            ex.predictions[i], m.decision_function(X[i : i + 1])[0], rtol=1e-8, atol=1e-9
+        )

@@ -128,6 +128,69 @@ void mn_gradient(const MnProblem& pb, const double* G, double* out, int nt_in) {
     o += Eigen::Map<const Vec>(partial.data() + c * size, size);
 }
 
+// One pass over X for out (K p1, class-major) = X~^T F(X~ V^T): each row block of X is
+// read once, while in cache, for both products (the pair of GEMM passes of mn_eta and
+// mn_gradient reads it twice). For rows [i0, i0 + m) of chunk c, Z (m x K, row-major)
+// holds X~_b V^T when f(c, i0, m, Z) is called and the block's F(Z) after it. Fixed
+// chunks: the sums do not depend on the thread count. Returns the number of chunks.
+template <class F>
+Index mn_pass(const MnProblem& pb, const Vec& v, F&& f, double* out, int nt_in) {
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), p = pb.X.p, size = p1 * K;
+  const Index off = pb.intercept ? 1 : 0;
+  const int nt = threads_for(nt_in, 4.0 * double(n) * double(size));
+  const Partition part{n, reduction_chunks(n, size, nt, 1024)};
+  std::vector<double> partial(static_cast<size_t>(part.chunks * size), 0.0);
+  Eigen::Map<const Mat> V(v.data(), p1, K);
+  const Mat theta = V.bottomRows(p);
+  const Mat theta_t = theta.transpose();  // K x p
+  const bool fast = blas_rows(pb) && p > 0;
+  const Index rs = pb.X.dense.row_stride;
+  const Index B = std::max<Index>(64, std::min<Index>(2048, Index(65536) / std::max<Index>(1, p)));
+  ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel num_threads(nt)
+  {
+    interrupt::Share share(ictx);
+    RowMat Z;
+    Mat Zc, T;
+#pragma omp for schedule(dynamic, 1)
+    for (Index c = 0; c < part.chunks; ++c) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        interrupt::check();
+        Eigen::Map<Mat> acc(partial.data() + c * size, p1, K);
+        for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
+          const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
+          Z.resize(m, K);
+          if (fast) {
+            blas::gemm(K, m, p, theta_t.data(), K, pb.X.dense.data + i0 * rs, rs, Z.data(), K);
+          } else {
+            pb.X.with_rows(i0, i1, [&](const auto& M) { Z.noalias() = M * theta; });
+          }
+          if (off) Z.rowwise() += V.row(0);
+          f(c, i0, m, Z.data());
+          if (off) acc.row(0) += Z.colwise().sum();
+          if (fast) {
+            Zc = Z;
+            T.resize(p, K);
+            blas::gemm(p, K, m, pb.X.dense.data + i0 * rs, rs, Zc.data(), m, T.data(), p);
+            acc.bottomRows(p) += T;
+          } else {
+            pb.X.with_rows(
+                i0, i1, [&](const auto& M) { acc.bottomRows(p).noalias() += M.transpose() * Z; });
+          }
+        }
+      });
+    }
+  }
+  guard.rethrow();
+  Eigen::Map<Vec> o(out, size);
+  o.setZero();
+  for (Index c = 0; c < part.chunks; ++c)
+    o += Eigen::Map<const Vec>(partial.data() + c * size, size);
+  return part.chunks;
+}
+
 // H (dim x dim, both triangles) += sum_i X~_i^T C_i X~_i with C_i symmetric K x K given per
 // pair (a >= b) by coef(i, a, b); one row-blocked SYRK pass per pair and sign.
 template <class Coef>
@@ -361,22 +424,65 @@ class MnModel {
     }
     return -st_.grad.dot(step);
   }
+  // The full step is tried in one fused pass (X~ step, the loss and probabilities at the
+  // new point and the gradient there); otherwise Armijo backtracking.
   double move(const Vec& step, double dec) {
-    mn_eta(pb_, step, xs_.data(), nt_);
-    const double t = detail::armijo(f_, dec, [&](double tt) {
-      eta_try_ = st_.eta + tt * xs_;
-      f_try_ = mn_eval(pb_, eta_try_.data(), skip_, mu_try_.data(), G_try_.data(), nt_) +
-               mn_penalty(pb_, st_.beta + tt * step);
-      return f_try_;
-    });
-    if (t == 0.0) return 0.0;
-    st_.beta += t * step;
+    const Index K = pb_.K;
+    std::vector<double> loss(64, 0.0);
+    Vec gX(pb_.dim());
+    const Index chunks = mn_pass(
+        pb_, step,
+        [&](Index c, Index i0, Index m, double* Z) {
+          double fsum = 0.0;
+          for (Index k = 0; k < m; ++k) {
+            const Index i = i0 + k;
+            const double w = i == skip_ ? 0.0 : pb_.weight(i);
+            double* z = Z + k * K;
+            double* e = eta_try_.data() + i * K;
+            double* mu = mu_try_.data() + i * K;
+            double* g = G_try_.data() + i * K;
+            for (Index a = 0; a < K; ++a) {
+              xs_[i * K + a] = z[a];
+              e[a] = st_.eta[i * K + a] + z[a];
+            }
+            const double lse = softmax(e, K, mu);
+            const Index y = label(pb_, i);
+            for (Index a = 0; a < K; ++a) {
+              g[a] = w * (mu[a] - (a == y ? 1.0 : 0.0));
+              z[a] = g[a];
+            }
+            if (w != 0.0) fsum += w * (lse - e[y]);
+          }
+          loss[static_cast<size_t>(c)] += fsum;
+        },
+        gX.data(), nt_);
+    double floss = 0.0;
+    for (Index c = 0; c < chunks; ++c) floss += loss[static_cast<size_t>(c)];
+    const Vec b1 = st_.beta + step;
+    const double f1 = floss + mn_penalty(pb_, b1);
+    double t = 1.0;
+    if (std::isfinite(f1) && (detail::tiny_decrease(dec, f_) || f1 <= f_ - detail::kArmijo * dec)) {
+      st_.beta = b1;
+      f_ = f1;
+      st_.grad = gX;
+    } else {
+      t = detail::armijo(f_, dec, [&](double tt) {
+        eta_try_ = st_.eta + tt * xs_;
+        f_try_ = mn_eval(pb_, eta_try_.data(), skip_, mu_try_.data(), G_try_.data(), nt_) +
+                 mn_penalty(pb_, st_.beta + tt * step);
+        return f_try_;
+      });
+      if (t == 0.0) return 0.0;
+      st_.beta += t * step;
+      f_ = f_try_;
+      mn_gradient(pb_, G_try_.data(), st_.grad.data(), nt_);
+    }
     st_.eta.swap(eta_try_);
     mu_.swap(mu_try_);
     G_.swap(G_try_);
-    f_ = f_try_;
     at_point_ = cold_ = false;
-    gradient();
+    mn_add_penalty_gradient(pb_, st_.beta, st_.grad);
+    check_finite();
     return t;
   }
 
@@ -384,6 +490,9 @@ class MnModel {
   void gradient() {
     mn_gradient(pb_, G_.data(), st_.grad.data(), nt_);
     mn_add_penalty_gradient(pb_, st_.beta, st_.grad);
+    check_finite();
+  }
+  void check_finite() const {
     if (!st_.grad.allFinite() || !std::isfinite(f_)) {
       throw InvalidInput(
           "the gradient is not finite (overflow at extreme linear predictors); rescale X or "
@@ -408,21 +517,25 @@ class MnModel {
     ++st_.hessian_passes;
   }
 
-  // out = H v at the point: X~^T [w_i (diag(mu_i) - mu_i mu_i^T) (V x~_i)] + penalty part.
+  // out = H v at the point: X~^T [w_i (diag(mu_i) - mu_i mu_i^T) (V x~_i)] + penalty part,
+  // in one pass over X.
   void hessian_times(const Vec& v, Vec& out) {
-    const Index n = pb_.n(), K = pb_.K;
-    mn_eta(pb_, v, xs_.data(), nt_);
-#pragma omp parallel for schedule(static) num_threads(threads_for(nt_, 4.0 * double(n * K)))
-    for (Index i = 0; i < n; ++i) {
-      const double w = i == skip_ ? 0.0 : pb_.weight(i);
-      double* z = xs_.data() + i * K;
-      const double* m = mu_.data() + i * K;
-      double s = 0.0;
-      for (Index a = 0; a < K; ++a) s += m[a] * z[a];
-      for (Index a = 0; a < K; ++a) z[a] = w * m[a] * (z[a] - s);
-    }
+    const Index K = pb_.K;
     out.resize(pb_.dim());
-    mn_gradient(pb_, xs_.data(), out.data(), nt_);
+    mn_pass(
+        pb_, v,
+        [&](Index, Index i0, Index m, double* Z) {
+          for (Index k = 0; k < m; ++k) {
+            const Index i = i0 + k;
+            const double w = i == skip_ ? 0.0 : pb_.weight(i);
+            double* z = Z + k * K;
+            const double* mu = mu_.data() + i * K;
+            double s = 0.0;
+            for (Index a = 0; a < K; ++a) s += mu[a] * z[a];
+            for (Index a = 0; a < K; ++a) z[a] = w * mu[a] * (z[a] - s);
+          }
+        },
+        out.data(), nt_);
     mn_add_penalty_gradient(pb_, v, out);
     ++st_.hessian_products;
   }
