@@ -243,3 +243,26 @@ def test_multinomial_newton_cg_route():
         np.testing.assert_allclose(
             ex.predictions[i], m.decision_function(X[i : i + 1])[0], rtol=1e-8, atol=1e-9
         )
+
+
+@pytest.mark.parametrize("p", [4, 60])  # exact Hessians / Newton-CG ((K + 1) p1 >= 256)
+def test_multinomial_memory_orders_agree(p):
+    # C-order and Fortran-order X reach BLAS through different products (X_b^T as the
+    # left operand, or a transposed GEMM); strided views go through Eigen
+    rng = np.random.default_rng(11)
+    n, K = 150, 4
+    X = rng.standard_normal((n, p))
+    y = np.argmax(X[:, :K] + rng.standard_normal((n, K)), axis=1) * 1.0
+    wide = np.zeros((n, 2 * p))
+    wide[:, ::2] = X
+    views = [X, np.asfortranarray(X), wide[:, ::2]]
+    outs = [
+        _core.multinomial_fit(core_design(v), y, None, K, np.full(p, 0.5), True, 1e-12, 100, 1)
+        for v in views
+    ]
+    for out in outs[1:]:
+        assert out["converged"]
+        np.testing.assert_allclose(out["coef"], outs[0]["coef"], rtol=1e-10, atol=1e-12)
+    with threadpool_limits(1):
+        sk = LogisticRegression(C=2.0, solver="newton-cholesky", tol=1e-12).fit(views[0], y)
+    np.testing.assert_allclose(outs[1]["coef"], sk.coef_, rtol=1e-7, atol=1e-9)

@@ -78,6 +78,25 @@ void gemm(Index m, Index n, Index k, const double* A, Index lda, const double* B
   Cm.noalias() = Am * Bm;
 }
 
+void gemm_tn(Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,
+             double* C, Index ldc) {
+  if (m == 0 || n == 0) return;
+  if (enabled() && k > 0 && fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) &&
+      fits_int(ldb) && fits_int(ldc)) {
+    char ta = 'T', tn = 'N';
+    int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k),
+        ilda = static_cast<int>(lda), ildb = static_cast<int>(ldb), ildc = static_cast<int>(ldc);
+    double one = 1.0, zero = 0.0;
+    g_table.gemm(&ta, &tn, &im, &in, &ik, &one, const_cast<double*>(A), &ilda,
+                 const_cast<double*>(B), &ildb, &zero, C, &ildc);
+    return;
+  }
+  Eigen::Map<const Mat, 0, Eigen::OuterStride<>> Am(A, k, m, Eigen::OuterStride<>(lda));
+  Eigen::Map<const Mat, 0, Eigen::OuterStride<>> Bm(B, k, n, Eigen::OuterStride<>(ldb));
+  Eigen::Map<Mat, 0, Eigen::OuterStride<>> Cm(C, m, n, Eigen::OuterStride<>(ldc));
+  Cm.noalias() = Am.transpose() * Bm;
+}
+
 int potrf_lower(Index n, double* A, Index lda) {
   if (n == 0) return 0;
   if (enabled() && fits_int(n) && fits_int(lda)) {

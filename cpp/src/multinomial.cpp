@@ -42,11 +42,48 @@ double cross_entropy(const double* e, Index K, Index y) {
 
 Index label(const MnProblem& pb, Index i) { return static_cast<Index>(pb.y[i]); }
 
-// Dense C-order designs (unit column stride) take the products of mn_eta and mn_gradient
-// through the registered BLAS GEMM (Eigen's portable kernels are about 3x slower): a row
-// block of X is then a column-major p x m matrix with leading dimension row_stride.
-bool blas_rows(const MnProblem& pb) {
-  return !pb.X.sparse && pb.X.dense.col_stride == 1 && blas::enabled();
+// Dense designs take the products of mn_eta, mn_gradient and mn_pass through the
+// registered BLAS GEMM (Eigen's portable kernels are about 3x slower): a row block of a
+// C-order X (unit column stride) is a column-major p x m matrix with leading dimension
+// row_stride, one of a Fortran-order X a column-major m x p matrix with leading
+// dimension col_stride. Other layouts, sparse X or no registered BLAS: Eigen.
+enum class BlasLayout { None, Rows, Cols };
+BlasLayout blas_layout(const MnProblem& pb) {
+  if (pb.X.sparse || pb.X.p == 0 || !blas::enabled()) return BlasLayout::None;
+  if (pb.X.dense.col_stride == 1) return BlasLayout::Rows;
+  if (pb.X.dense.row_stride == 1) return BlasLayout::Cols;
+  return BlasLayout::None;
+}
+
+// Z (m x K, row-major) = X_b theta for the rows [i0, i0 + m) (no intercept); theta (p x K)
+// and its transpose theta_t (K x p), both contiguous column-major; buf: scratch.
+void block_times(const MnProblem& pb, BlasLayout layout, Index i0, Index m, const Mat& theta,
+                 const Mat& theta_t, double* Z, Mat& buf) {
+  const Index K = theta.cols(), p = theta.rows();
+  const DenseView& X = pb.X.dense;
+  if (layout == BlasLayout::Rows) {  // Z^T (K x m) = theta^T X_b^T
+    blas::gemm(K, m, p, theta_t.data(), K, X.data + i0 * X.row_stride, X.row_stride, Z, K);
+  } else if (layout == BlasLayout::Cols) {
+    buf.resize(m, K);
+    blas::gemm(m, K, p, X.data + i0, X.col_stride, theta.data(), p, buf.data(), m);
+    Eigen::Map<RowMat>(Z, m, K) = buf;
+  } else {
+    pb.X.with_rows(i0, i0 + m,
+                   [&](const auto& M) { Eigen::Map<RowMat>(Z, m, K).noalias() = M * theta; });
+  }
+}
+
+// T (p x K, column-major, leading dimension ldt) = X_b^T Zc for the rows [i0, i0 + m),
+// Zc (m x K) column-major; layout Rows or Cols only.
+void block_t_times(const MnProblem& pb, BlasLayout layout, Index i0, Index m, Index K,
+                   const double* Zc, double* T, Index ldt) {
+  const Index p = pb.X.p;
+  const DenseView& X = pb.X.dense;
+  if (layout == BlasLayout::Rows) {
+    blas::gemm(p, K, m, X.data + i0 * X.row_stride, X.row_stride, Zc, m, T, ldt);
+  } else {
+    blas::gemm_tn(p, K, m, X.data + i0, X.col_stride, Zc, m, T, ldt);
+  }
 }
 
 // eta (n K, row-major) = X~ B^T for beta (K p1, class-major).
@@ -55,8 +92,7 @@ void mn_eta(const MnProblem& pb, const Vec& beta, double* eta, int nt) {
   Eigen::Map<const Mat> B(beta.data(), p1, K);
   const Mat theta = B.bottomRows(p);
   const Mat theta_t = theta.transpose();  // K x p
-  const bool fast = blas_rows(pb) && p > 0;
-  const Index rs = pb.X.dense.row_stride;
+  const BlasLayout layout = blas_layout(pb);
   const Index blk = 4096, nblocks = (n + blk - 1) / blk;
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
@@ -68,12 +104,8 @@ void mn_eta(const MnProblem& pb, const Vec& beta, double* eta, int nt) {
       interrupt::check();
       const Index i0 = c * blk, i1 = std::min(n, i0 + blk);
       Eigen::Map<RowMat> out(eta + i0 * K, i1 - i0, K);
-      if (fast) {  // out^T (K x m) = theta^T X_b^T
-        blas::gemm(K, i1 - i0, p, theta_t.data(), K, pb.X.dense.data + i0 * rs, rs, eta + i0 * K,
-                   K);
-      } else {
-        pb.X.with_rows(i0, i1, [&](const auto& M) { out.noalias() = M * theta; });
-      }
+      Mat buf;
+      block_times(pb, layout, i0, i1 - i0, theta, theta_t, eta + i0 * K, buf);
       if (off) out.rowwise() += B.row(0);
     });
   }
@@ -98,8 +130,7 @@ void mn_gradient(const MnProblem& pb, const double* G, double* out, int nt_in) {
   const int nt = threads_for(nt_in, double(n) * double(size));
   const Partition part{n, reduction_chunks(n, size, nt, 1024)};
   std::vector<double> partial(static_cast<size_t>(part.chunks * size), 0.0);
-  const bool fast = blas_rows(pb);
-  const Index rs = pb.X.dense.row_stride;
+  const BlasLayout layout = blas_layout(pb);
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
@@ -111,10 +142,10 @@ void mn_gradient(const MnProblem& pb, const double* G, double* out, int nt_in) {
       Eigen::Map<Mat> acc(partial.data() + c * size, p1, K);
       Eigen::Map<const RowMat> Gb(G + i0 * K, i1 - i0, K);
       if (pb.intercept) acc.row(0) = Gb.colwise().sum();
-      if (fast && p > 0) {  // X_b^T (p x m, column-major) times G_b (m x K, column-major)
+      if (layout != BlasLayout::None) {
         const Mat Gc = Gb;
-        blas::gemm(p, K, i1 - i0, pb.X.dense.data + i0 * rs, rs, Gc.data(), i1 - i0,
-                   acc.data() + (pb.intercept ? 1 : 0), p1);
+        block_t_times(pb, layout, i0, i1 - i0, K, Gc.data(), acc.data() + (pb.intercept ? 1 : 0),
+                      p1);
       } else {
         pb.X.with_rows(i0, i1,
                        [&](const auto& M) { acc.bottomRows(p).noalias() = M.transpose() * Gb; });
@@ -143,8 +174,7 @@ Index mn_pass(const MnProblem& pb, const Vec& v, F&& f, double* out, int nt_in) 
   Eigen::Map<const Mat> V(v.data(), p1, K);
   const Mat theta = V.bottomRows(p);
   const Mat theta_t = theta.transpose();  // K x p
-  const bool fast = blas_rows(pb) && p > 0;
-  const Index rs = pb.X.dense.row_stride;
+  const BlasLayout layout = blas_layout(pb);
   const Index B = std::max<Index>(64, std::min<Index>(2048, Index(65536) / std::max<Index>(1, p)));
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
@@ -152,7 +182,7 @@ Index mn_pass(const MnProblem& pb, const Vec& v, F&& f, double* out, int nt_in) 
   {
     interrupt::Share share(ictx);
     RowMat Z;
-    Mat Zc, T;
+    Mat Zc, T, buf;
 #pragma omp for schedule(dynamic, 1)
     for (Index c = 0; c < part.chunks; ++c) {
       if (guard.failed()) continue;
@@ -162,18 +192,14 @@ Index mn_pass(const MnProblem& pb, const Vec& v, F&& f, double* out, int nt_in) 
         for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
           const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
           Z.resize(m, K);
-          if (fast) {
-            blas::gemm(K, m, p, theta_t.data(), K, pb.X.dense.data + i0 * rs, rs, Z.data(), K);
-          } else {
-            pb.X.with_rows(i0, i1, [&](const auto& M) { Z.noalias() = M * theta; });
-          }
+          block_times(pb, layout, i0, m, theta, theta_t, Z.data(), buf);
           if (off) Z.rowwise() += V.row(0);
           f(c, i0, m, Z.data());
           if (off) acc.row(0) += Z.colwise().sum();
-          if (fast) {
+          if (layout != BlasLayout::None) {
             Zc = Z;
             T.resize(p, K);
-            blas::gemm(p, K, m, pb.X.dense.data + i0 * rs, rs, Zc.data(), m, T.data(), p);
+            block_t_times(pb, layout, i0, m, K, Zc.data(), T.data(), p);
             acc.bottomRows(p) += T;
           } else {
             pb.X.with_rows(

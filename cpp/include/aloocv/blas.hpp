@@ -37,6 +37,10 @@ void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index l
 void gemm(Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,
           double* C, Index ldc);
 
+// C (m x n) = A^T B with A (k x m) and B (k x n), column-major with leading dimensions.
+void gemm_tn(Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,
+             double* C, Index ldc);
+
 // In-place lower Cholesky factor of A (n x n); returns LAPACK's info (0 = success).
 int potrf_lower(Index n, double* A, Index lda);
 
