@@ -41,6 +41,7 @@ py::dict mn_state_to_dict(const MnProblem& pb, const MnState& st) {
   out["objective"] = st.objective;
   out["grad_norm"] = st.grad_norm;
   out["hessian_passes"] = st.hessian_passes;
+  out["hessian_products"] = st.hessian_products;
   return out;
 }
 

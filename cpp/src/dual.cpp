@@ -88,6 +88,125 @@ Eigen::LLT<Mat> factor_spd(const Mat& M, const char* what) {
 // Refinement steps of a quadratic full fit in the dual (see dual_fit).
 constexpr Index kMaxRefine = 3;
 
+// The dual problem (sample `skip` left out) as a model of newton_drive: coordinates
+// (alpha, b) with theta = X^T alpha / pen, eta = K alpha + b + offset; the Newton matrix
+// I + S K S (S = diag(sqrt(w l''))) is factored fresh for every step.
+template <class Loss>
+class DualModel {
+ public:
+  DualModel(const Problem& pb, const Mat& K, DualState& st, Index skip, bool have_x, int nt)
+      : pb_(pb), K_(K), st_(st), skip_(skip), have_x_(have_x), nt_(nt) {
+    const Index n = pb.n();
+    u_.resize(n);
+    d_.resize(n);
+    s_.resize(n);
+    eta_try_.resize(n);
+    gx_.resize(pb.p1());
+    const Index off = pb.intercept ? 1 : 0;
+    pen_max_ = have_x ? pb.pen.tail(pb.pen.size() - off).maxCoeff() : 0.0;
+    Ka_ = K * st.alpha;
+    f_ = value(st.eta, st.alpha, Ka_);
+    evaluate();
+  }
+  double gnorm() const { return gnorm_; }
+  double objective() const { return f_; }
+  void refactor() {
+    Mat M = s_.asDiagonal() * K_ * s_.asDiagonal();
+    M.diagonal().array() += 1.0;
+    llt_ = factor_spd(M, "dual Newton matrix I + S K S");
+    at_point_ = true;
+  }
+  bool factor_at_point() const { return at_point_; }
+  bool newton_at_point() const { return factor_at_point(); }
+  bool chord_ok() const { return false; }
+  // step = dalpha; the intercept's step db and K dalpha are kept for move.
+  double direction(Vec& step) {
+    const Vec t = llt_.solve(s_.cwiseProduct(Kr_));
+    db_ = 0.0;
+    Vec v = -t;
+    if (pb_.intercept) {
+      const Vec ms = llt_.solve(s_);
+      const double denom = s_.dot(ms);
+      if (!(denom > 0.0)) throw SingularHessian("no curvature left for the intercept");
+      db_ = (s_.dot(t) - gb_) / denom;
+      v -= db_ * (s_ - ms);
+    }
+    step = -r_ - s_.cwiseProduct(v) - db_ * d_;
+    Kda_ = K_ * step;
+    return -(gb_ * db_ + r_.dot(Kda_));  // -grad^T step
+  }
+  double move(const Vec& step, double dec) {
+    const double t = detail::armijo(f_, dec, [&](double tt) {
+      eta_try_ = st_.eta + tt * (Kda_.array() + db_).matrix();
+      f_try_ = value(eta_try_, st_.alpha + tt * step, Ka_ + tt * Kda_);
+      return f_try_;
+    });
+    if (t == 0.0) return 0.0;
+    st_.alpha += t * step;
+    st_.b += t * db_;
+    Ka_ += t * Kda_;
+    st_.eta.swap(eta_try_);
+    f_ = f_try_;
+    at_point_ = false;
+    evaluate();
+    return t;
+  }
+
+ private:
+  double value(const Vec& eta, const Vec& alpha, const Vec& Kalpha) const {
+    double f = 0.0;
+    for (Index i = 0; i < pb_.n(); ++i) {
+      const double w = i == skip_ ? 0.0 : pb_.weight(i);
+      if (w != 0.0) f += w * Loss::value(pb_.y[i], eta[i], pb_.lp);
+    }
+    return f + 0.5 * alpha.dot(Kalpha);
+  }
+  // Derivatives at the point and the primal gradient norm: (sum u, X^T r) with r = u + alpha.
+  void evaluate() {
+    const Index n = pb_.n();
+    gb_ = 0.0;
+    for (Index i = 0; i < n; ++i) {
+      const double w = i == skip_ ? 0.0 : pb_.weight(i);
+      u_[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb_.y[i], st_.eta[i], pb_.lp);
+      d_[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb_.y[i], st_.eta[i], pb_.lp);
+      s_[i] = sqrt_curvature(d_[i]);
+      gb_ += u_[i];
+    }
+    r_ = u_ + st_.alpha;
+    Kr_ = K_ * r_;
+    double g = pb_.intercept ? std::abs(gb_) : 0.0;
+    if (have_x_ && skip_ < 0) {
+      gradient(pb_.X, r_.data(), false, gx_.data(), nt_);
+      g = std::max(g, gx_.head(pb_.X.p).cwiseAbs().maxCoeff());
+    } else if (have_x_) {
+      // LOO refits stay off X: (x_j^T r)^2 / pen_j <= sum_k (x_k^T r)^2 / pen_k = r^T K r
+      // bounds the primal gradient from above (conservative: may cost one more step)
+      g = std::max(g, std::sqrt(std::max(0.0, pen_max_ * r_.dot(Kr_))));
+    } else {
+      g = std::max(g, Kr_.cwiseAbs().maxCoeff());
+    }
+    gnorm_ = g;
+  }
+
+  const Problem& pb_;
+  const Mat& K_;
+  DualState& st_;
+  Index skip_;
+  bool have_x_;
+  int nt_;
+  bool at_point_ = false;
+  double f_ = 0.0, f_try_ = 0.0, gb_ = 0.0, db_ = 0.0, gnorm_ = 0.0, pen_max_ = 0.0;
+  Vec u_, d_, s_, r_, Kr_, Ka_, Kda_, eta_try_, gx_;
+  Eigen::LLT<Mat> llt_;
+};
+
+// Newton in the dual (newton_drive on a DualModel), from `warm` or from alpha = 0 with
+// the intercept at the link of the mean. O(n^3) steps are cheap next to forming K:
+// converge 100x below tol, as the primal fits that end on a fresh Hessian do, so both
+// routes return the same point. A quadratic objective is solved by one step up to
+// rounding; at small lambda rounding leaves residuals that 1 / (1 - d_i h_i) amplifies in
+// the LOO formulas: the full fit refines them while that pays (n = 50, p = 200, lambda =
+// 1e-4: LOO predictions 3.5e-2 -> 5e-9 relative error against brute-force refits).
 template <class Loss>
 DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const DualState* warm,
                    Index skip, bool have_x) {
@@ -110,104 +229,19 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
     st.eta = Vec::Constant(n, st.b);
     pb.add_offset(st.eta.data());
   }
-  Vec u(n), d(n), s(n), r(n), Ka(n), eta_try(n);
-  const Index off = pb.intercept ? 1 : 0;
-  const double pen_max = have_x ? pb.pen.tail(pb.pen.size() - off).maxCoeff() : 0.0;
-  auto objective = [&](const Vec& eta, const Vec& alpha, const Vec& Kalpha) {
-    double f = 0.0;
-    for (Index i = 0; i < n; ++i) {
-      const double w = i == skip ? 0.0 : pb.weight(i);
-      if (w != 0.0) f += w * Loss::value(pb.y[i], eta[i], pb.lp);
-    }
-    return f + 0.5 * alpha.dot(Kalpha);
-  };
-  Ka = K * st.alpha;
-  double f = objective(st.eta, st.alpha, Ka);
-  Vec gx(pb.p1());
-  detail::StallDetector stall;
-  double last_dec = 0.0, prev_gnorm = std::numeric_limits<double>::infinity();
-  for (Index it = 0;; ++it) {
-    interrupt::check();
-    double gb = 0.0;
-    for (Index i = 0; i < n; ++i) {
-      const double w = i == skip ? 0.0 : pb.weight(i);
-      u[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], st.eta[i], pb.lp);
-      d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], st.eta[i], pb.lp);
-      s[i] = sqrt_curvature(d[i]);
-      gb += u[i];
-    }
-    r = u + st.alpha;
-    const Vec Kr = K * r;
-    // primal gradient: (sum u, X^T r) (theta-part) when X is available
-    double gnorm = pb.intercept ? std::abs(gb) : 0.0;
-    if (have_x && skip < 0) {
-      gradient(pb.X, r.data(), false, gx.data(), nt);
-      gnorm = std::max(gnorm, gx.head(pb.X.p).cwiseAbs().maxCoeff());
-    } else if (have_x) {
-      // LOO refits stay off X: (x_j^T r)^2 / pen_j <= sum_k (x_k^T r)^2 / pen_k = r^T K r
-      // bounds the primal gradient from above (conservative: may cost one more step)
-      gnorm = std::max(gnorm, std::sqrt(std::max(0.0, pen_max * r.dot(Kr))));
-    } else {
-      gnorm = std::max(gnorm, Kr.cwiseAbs().maxCoeff());
-    }
-    st.grad_norm = gnorm / sw;
-    if (it > 0 && stall.update(last_dec, f, gnorm)) break;  // tol below the rounding floor
-    // O(n^3) steps are cheap next to forming K: converge 100x below tol, as the primal
-    // fits that end on a fresh Hessian do, so both routes return the same point. A
-    // quadratic objective is solved by one step up to rounding; at small lambda rounding
-    // leaves residuals that 1 / (1 - d_i h_i) amplifies in the LOO formulas: the full fit
-    // refines them while that pays (n = 50, p = 200, lambda = 1e-4: LOO predictions
-    // 3.5e-2 -> 5e-9 relative error against brute-force refits).
-    if (Loss::constant_curvature && skip < 0 && it > 0) {
-      // refinement of the full fit: while each step at least halves the gradient
-      if (it > kMaxRefine || !(gnorm < 0.5 * prev_gnorm)) break;
-    } else if (it > 0 && st.grad_norm <= 0.01 * opt.tol) {
-      break;
-    }
-    prev_gnorm = gnorm;
-    if (it >= std::max<Index>(1, opt.max_iter)) break;
-    Mat M = s.asDiagonal() * K * s.asDiagonal();
-    M.diagonal().array() += 1.0;
-    const auto llt = factor_spd(M, "dual Newton matrix I + S K S");
-    const Vec t = llt.solve(s.cwiseProduct(Kr));
-    double db = 0.0;
-    Vec v = -t;
-    if (pb.intercept) {
-      const Vec ms = llt.solve(s);
-      const double denom = s.dot(ms);
-      if (!(denom > 0.0)) throw SingularHessian("no curvature left for the intercept");
-      db = (s.dot(t) - gb) / denom;
-      v -= db * (s - ms);
-    }
-    const Vec dalpha = -r - s.cwiseProduct(v) - db * d;
-    const Vec Kda = K * dalpha;
-    const double dec = -(gb * db + r.dot(Kda));  // -grad^T step
-    // Armijo on the objective along (alpha, b) + t (dalpha, db)
-    double tstep = 1.0, f_try = f;
-    bool ok = false;
-    const bool tiny = 0.5 * dec <= detail::kTinyDecrease * std::max(1.0, std::abs(f));
-    last_dec = dec;
-    for (int ls = 0; ls < 60; ++ls, tstep *= 0.5) {
-      interrupt::check();
-      eta_try = st.eta + tstep * (Kda.array() + db).matrix();
-      const Vec a_try = st.alpha + tstep * dalpha;
-      const Vec Ka_try = Ka + tstep * Kda;
-      f_try = objective(eta_try, a_try, Ka_try);
-      if (std::isfinite(f_try) && (tiny || f_try <= f - 1e-4 * tstep * dec)) {
-        ok = true;
-        break;
-      }
-    }
-    if (!ok) break;
-    st.alpha += tstep * dalpha;
-    st.b += tstep * db;
-    Ka += tstep * Kda;
-    st.eta.swap(eta_try);
-    f = f_try;
-    ++st.n_iter;
-  }
-  st.converged = st.grad_norm <= opt.tol;
-  st.objective = f;
+  DualModel<Loss> m(pb, K, st, skip, have_x, nt);
+  DriveOptions o;
+  o.tol = opt.tol;
+  o.target = 0.01 * opt.tol;
+  o.scale = sw;
+  o.max_iter = std::max<Index>(1, opt.max_iter);
+  o.check_first = false;
+  if (Loss::constant_curvature && skip < 0) o.refine = kMaxRefine;
+  const DriveResult r = newton_drive(m, o, RefreshPolicy{});
+  st.n_iter = r.n_iter;
+  st.grad_norm = r.grad_norm;
+  st.converged = r.converged;
+  st.objective = m.objective();
   return st;
 }
 

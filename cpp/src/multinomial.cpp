@@ -16,9 +16,6 @@ using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowM
 
 // Class frequencies are clipped here before the log of the starting intercepts.
 constexpr double kMinClassShare = 1e-6;
-// Armijo's sufficient-decrease constant and the most halvings of a step.
-constexpr double kArmijo = 1e-4;
-constexpr int kMaxHalvings = 60;
 // A step that cuts the gradient norm at least this much lets the next one reuse the factor.
 constexpr double kChordRatio = 0.25;
 
@@ -45,11 +42,57 @@ double cross_entropy(const double* e, Index K, Index y) {
 
 Index label(const MnProblem& pb, Index i) { return static_cast<Index>(pb.y[i]); }
 
+// Dense designs take the products of mn_eta, mn_gradient and mn_pass through the
+// registered BLAS GEMM (Eigen's portable kernels are about 3x slower): a row block of a
+// C-order X (unit column stride) is a column-major p x m matrix with leading dimension
+// row_stride, one of a Fortran-order X a column-major m x p matrix with leading
+// dimension col_stride. Other layouts, sparse X or no registered BLAS: Eigen.
+enum class BlasLayout { None, Rows, Cols };
+BlasLayout blas_layout(const MnProblem& pb) {
+  if (pb.X.sparse || pb.X.p == 0 || !blas::enabled()) return BlasLayout::None;
+  if (pb.X.dense.col_stride == 1) return BlasLayout::Rows;
+  if (pb.X.dense.row_stride == 1) return BlasLayout::Cols;
+  return BlasLayout::None;
+}
+
+// Z (m x K, row-major) = X_b theta for the rows [i0, i0 + m) (no intercept); theta (p x K)
+// and its transpose theta_t (K x p), both contiguous column-major; buf: scratch.
+void block_times(const MnProblem& pb, BlasLayout layout, Index i0, Index m, const Mat& theta,
+                 const Mat& theta_t, double* Z, Mat& buf) {
+  const Index K = theta.cols(), p = theta.rows();
+  const DenseView& X = pb.X.dense;
+  if (layout == BlasLayout::Rows) {  // Z^T (K x m) = theta^T X_b^T
+    blas::gemm(K, m, p, theta_t.data(), K, X.data + i0 * X.row_stride, X.row_stride, Z, K);
+  } else if (layout == BlasLayout::Cols) {
+    buf.resize(m, K);
+    blas::gemm(m, K, p, X.data + i0, X.col_stride, theta.data(), p, buf.data(), m);
+    Eigen::Map<RowMat>(Z, m, K) = buf;
+  } else {
+    pb.X.with_rows(i0, i0 + m,
+                   [&](const auto& M) { Eigen::Map<RowMat>(Z, m, K).noalias() = M * theta; });
+  }
+}
+
+// T (p x K, column-major, leading dimension ldt) = X_b^T Zc for the rows [i0, i0 + m),
+// Zc (m x K) column-major; layout Rows or Cols only.
+void block_t_times(const MnProblem& pb, BlasLayout layout, Index i0, Index m, Index K,
+                   const double* Zc, double* T, Index ldt) {
+  const Index p = pb.X.p;
+  const DenseView& X = pb.X.dense;
+  if (layout == BlasLayout::Rows) {
+    blas::gemm(p, K, m, X.data + i0 * X.row_stride, X.row_stride, Zc, m, T, ldt);
+  } else {
+    blas::gemm_ex(true, false, p, K, m, 1.0, X.data + i0, X.col_stride, Zc, m, 0.0, T, ldt);
+  }
+}
+
 // eta (n K, row-major) = X~ B^T for beta (K p1, class-major).
 void mn_eta(const MnProblem& pb, const Vec& beta, double* eta, int nt) {
-  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), off = pb.intercept ? 1 : 0;
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), p = pb.X.p, off = pb.intercept ? 1 : 0;
   Eigen::Map<const Mat> B(beta.data(), p1, K);
-  const Mat theta = B.bottomRows(pb.X.p);
+  const Mat theta = B.bottomRows(p);
+  const Mat theta_t = theta.transpose();  // K x p
+  const BlasLayout layout = blas_layout(pb);
   const Index blk = 4096, nblocks = (n + blk - 1) / blk;
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
@@ -61,7 +104,8 @@ void mn_eta(const MnProblem& pb, const Vec& beta, double* eta, int nt) {
       interrupt::check();
       const Index i0 = c * blk, i1 = std::min(n, i0 + blk);
       Eigen::Map<RowMat> out(eta + i0 * K, i1 - i0, K);
-      pb.X.with_rows(i0, i1, [&](const auto& M) { out.noalias() = M * theta; });
+      Mat buf;
+      block_times(pb, layout, i0, i1 - i0, theta, theta_t, eta + i0 * K, buf);
       if (off) out.rowwise() += B.row(0);
     });
   }
@@ -86,6 +130,7 @@ void mn_gradient(const MnProblem& pb, const double* G, double* out, int nt_in) {
   const int nt = threads_for(nt_in, double(n) * double(size));
   const Partition part{n, reduction_chunks(n, size, nt, 1024)};
   std::vector<double> partial(static_cast<size_t>(part.chunks * size), 0.0);
+  const BlasLayout layout = blas_layout(pb);
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
@@ -97,8 +142,14 @@ void mn_gradient(const MnProblem& pb, const double* G, double* out, int nt_in) {
       Eigen::Map<Mat> acc(partial.data() + c * size, p1, K);
       Eigen::Map<const RowMat> Gb(G + i0 * K, i1 - i0, K);
       if (pb.intercept) acc.row(0) = Gb.colwise().sum();
-      pb.X.with_rows(i0, i1,
-                     [&](const auto& M) { acc.bottomRows(p).noalias() = M.transpose() * Gb; });
+      if (layout != BlasLayout::None) {
+        const Mat Gc = Gb;
+        block_t_times(pb, layout, i0, i1 - i0, K, Gc.data(), acc.data() + (pb.intercept ? 1 : 0),
+                      p1);
+      } else {
+        pb.X.with_rows(i0, i1,
+                       [&](const auto& M) { acc.bottomRows(p).noalias() = M.transpose() * Gb; });
+      }
     });
   }
   guard.rethrow();
@@ -106,6 +157,64 @@ void mn_gradient(const MnProblem& pb, const double* G, double* out, int nt_in) {
   o.setZero();
   for (Index c = 0; c < part.chunks; ++c)
     o += Eigen::Map<const Vec>(partial.data() + c * size, size);
+}
+
+// One pass over X for out (K p1, class-major) = X~^T F(X~ V^T): each row block of X is
+// read once, while in cache, for both products (the pair of GEMM passes of mn_eta and
+// mn_gradient reads it twice). For rows [i0, i0 + m) of chunk c, Z (m x K, row-major)
+// holds X~_b V^T when f(c, i0, m, Z) is called and the block's F(Z) after it. Fixed
+// chunks: the sums do not depend on the thread count. Returns the number of chunks.
+template <class F>
+Index mn_pass(const MnProblem& pb, const Vec& v, F&& f, double* out, int nt_in) {
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), p = pb.X.p, size = p1 * K;
+  const Index off = pb.intercept ? 1 : 0;
+  const int nt = threads_for(nt_in, 4.0 * double(n) * double(size));
+  const Partition part{n, reduction_chunks(n, size, nt, 1024)};
+  std::vector<double> partial(static_cast<size_t>(part.chunks * size), 0.0);
+  Eigen::Map<const Mat> V(v.data(), p1, K);
+  const Mat theta = V.bottomRows(p);
+  const Mat theta_t = theta.transpose();  // K x p
+  const BlasLayout layout = blas_layout(pb);
+  const Index B = std::max<Index>(64, std::min<Index>(2048, Index(65536) / std::max<Index>(1, p)));
+  ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel num_threads(nt)
+  {
+    interrupt::Share share(ictx);
+    RowMat Z;
+    Mat Zc, T, buf;
+#pragma omp for schedule(dynamic, 1)
+    for (Index c = 0; c < part.chunks; ++c) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        interrupt::check();
+        Eigen::Map<Mat> acc(partial.data() + c * size, p1, K);
+        for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
+          const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
+          Z.resize(m, K);
+          block_times(pb, layout, i0, m, theta, theta_t, Z.data(), buf);
+          if (off) Z.rowwise() += V.row(0);
+          f(c, i0, m, Z.data());
+          if (off) acc.row(0) += Z.colwise().sum();
+          if (layout != BlasLayout::None) {
+            Zc = Z;
+            T.resize(p, K);
+            block_t_times(pb, layout, i0, m, K, Zc.data(), T.data(), p);
+            acc.bottomRows(p) += T;
+          } else {
+            pb.X.with_rows(
+                i0, i1, [&](const auto& M) { acc.bottomRows(p).noalias() += M.transpose() * Z; });
+          }
+        }
+      });
+    }
+  }
+  guard.rethrow();
+  Eigen::Map<Vec> o(out, size);
+  o.setZero();
+  for (Index c = 0; c < part.chunks; ++c)
+    o += Eigen::Map<const Vec>(partial.data() + c * size, size);
+  return part.chunks;
 }
 
 // H (dim x dim, both triangles) += sum_i X~_i^T C_i X~_i with C_i symmetric K x K given per
@@ -164,9 +273,12 @@ void mn_factor(const MnProblem& pb, const double* mu, Index skip, Cholesky& chol
   if (Hout) *Hout = std::move(H);
 }
 
-// The same Hessian when every sample has the same probabilities m (K), as at a cold start
-// (zero slopes): (diag(m) - m m^T) (x) X~^T W X~, one SYRK pass instead of K(K+1)/2.
-void mn_factor_kron(const MnProblem& pb, const double* m, Index skip, Cholesky& chol, int nt) {
+// The Hessian with the per-sample K x K curvature blocks C_i replaced by one block C:
+// C (x) X~^T W X~ plus the penalty and the gauge term, one SYRK pass instead of
+// K (K + 1) / 2. Exact where every sample has the same probabilities m (a cold start with
+// zero slopes, C = diag(m) - m m^T); with C the weighted mean of the C_i it is the
+// preconditioner of the Newton-CG solves.
+void mn_factor_kron(const MnProblem& pb, const Mat& C, Index skip, Cholesky& chol, int nt) {
   const Index n = pb.n(), K = pb.K, p1 = pb.p1(), dim = pb.dim();
   Vec d(n);
   for (Index i = 0; i < n; ++i) d[i] = i == skip ? 0.0 : pb.weight(i);
@@ -174,10 +286,7 @@ void mn_factor_kron(const MnProblem& pb, const double* m, Index skip, Cholesky& 
   hessian(pb.X, d.data(), pb.intercept, A.data(), nt);
   Mat H(dim, dim);
   for (Index a = 0; a < K; ++a) {
-    for (Index b = 0; b < K; ++b) {
-      const double c = (a == b ? m[a] : 0.0) - m[a] * m[b];
-      H.block(a * p1, b * p1, p1, p1) = c * A;
-    }
+    for (Index b = 0; b < K; ++b) H.block(a * p1, b * p1, p1, p1) = C(a, b) * A;
   }
   const double tau = pb.gauge();
   for (Index a = 0; a < K; ++a) {
@@ -268,8 +377,246 @@ void MnProblem::check() const {
   }
 }
 
+namespace {
+
+// Newton-CG (truncated Newton) replaces Newton with exact Hessians from this
+// (K + 1) p1 on: an exact Hessian pass costs K (K + 1) / 2 SYRK passes over X, about
+// (K + 1) p1 / 8 Hessian-vector products (two GEMM passes over X with K columns each),
+// and the preconditioned solves need a few products per Newton step.
+constexpr Index kNewtonCgMin = 256;
+// The most conjugate-gradient iterations of one Newton step.
+constexpr Index kMaxCg = 200;
+// Forcing term of the inexact Newton steps: relative residual min(kForcingMax,
+// sqrt(max|grad| / sum(w))), superlinear convergence near the optimum.
+constexpr double kForcingMax = 0.5;
+
+// The multinomial problem (sample `skip` left out) as a model of newton_drive: the point,
+// gradient and factor live in st; mu, G are the probabilities and w (mu - e_y) at the
+// point. A cold start (zero slopes: the same probabilities for every sample) factors the
+// Kronecker form of the Hessian (one SYRK pass instead of K (K + 1) / 2), exact there.
+// In Newton-CG mode (`cg`) the steps solve with the Hessian at the point by
+// preconditioned conjugate gradients on Hessian-vector products; the preconditioner is
+// `precond` (an exact LOO refit: the full fit's factor) or the Kronecker form with the
+// weighted mean curvature block, and the exact Hessian is formed only when the caller
+// wants a factor at the returned point.
+class MnModel {
+ public:
+  MnModel(const MnProblem& pb, MnState& st, int nt, Index skip, bool cold, bool cg,
+          const Cholesky* precond, double wsum)
+      : pb_(pb),
+        st_(st),
+        nt_(nt),
+        skip_(skip),
+        cold_(cold),
+        cg_(cg || precond),
+        pre_(precond),
+        wsum_(wsum) {
+    const Index nk = pb.n() * pb.K;
+    st.eta.resize(nk);
+    mu_.resize(nk);
+    G_.resize(nk);
+    eta_try_.resize(nk);
+    mu_try_.resize(nk);
+    G_try_.resize(nk);
+    xs_.resize(nk);
+    st.grad.resize(pb.dim());
+    mn_eta(pb, st.beta, st.eta.data(), nt);
+    f_ = mn_eval(pb, st.eta.data(), skip, mu_.data(), G_.data(), nt) + mn_penalty(pb, st.beta);
+    gradient();
+  }
+  double gnorm() const { return st_.grad.cwiseAbs().maxCoeff(); }
+  double objective() const { return f_; }
+  void refactor() {
+    const Index K = pb_.K;
+    if (cold_) {
+      Eigen::Map<const Vec> m(mu_.data() + (skip_ == 0 ? K : 0), K);
+      mn_factor_kron(pb_, Mat(m.asDiagonal()) - m * m.transpose(), skip_, st_.chol, nt_);
+    } else {
+      mn_factor(pb_, mu_.data(), skip_, st_.chol, nt_);
+    }
+    at_point_ = true;
+  }
+  bool factor_at_point() const { return at_point_; }
+  // Newton-CG solves with the Hessian at the point whatever the factor held.
+  bool newton_at_point() const { return cg_ || at_point_; }
+  bool chord_ok() const { return true; }
+  double direction(Vec& step) {
+    if (at_point_ || !cg_) {
+      step = -st_.grad;
+      st_.chol.solve(step.data());
+    } else {
+      if (!pre_) build_preconditioner();
+      pcg(step);
+    }
+    return -st_.grad.dot(step);
+  }
+  // The full step is tried in one fused pass (X~ step, the loss and probabilities at the
+  // new point and the gradient there); otherwise Armijo backtracking.
+  double move(const Vec& step, double dec) {
+    const Index K = pb_.K;
+    std::vector<double> loss(64, 0.0);
+    Vec gX(pb_.dim());
+    const Index chunks = mn_pass(
+        pb_, step,
+        [&](Index c, Index i0, Index m, double* Z) {
+          double fsum = 0.0;
+          for (Index k = 0; k < m; ++k) {
+            const Index i = i0 + k;
+            const double w = i == skip_ ? 0.0 : pb_.weight(i);
+            double* z = Z + k * K;
+            double* e = eta_try_.data() + i * K;
+            double* mu = mu_try_.data() + i * K;
+            double* g = G_try_.data() + i * K;
+            for (Index a = 0; a < K; ++a) {
+              xs_[i * K + a] = z[a];
+              e[a] = st_.eta[i * K + a] + z[a];
+            }
+            const double lse = softmax(e, K, mu);
+            const Index y = label(pb_, i);
+            for (Index a = 0; a < K; ++a) {
+              g[a] = w * (mu[a] - (a == y ? 1.0 : 0.0));
+              z[a] = g[a];
+            }
+            if (w != 0.0) fsum += w * (lse - e[y]);
+          }
+          loss[static_cast<size_t>(c)] += fsum;
+        },
+        gX.data(), nt_);
+    double floss = 0.0;
+    for (Index c = 0; c < chunks; ++c) floss += loss[static_cast<size_t>(c)];
+    const Vec b1 = st_.beta + step;
+    const double f1 = floss + mn_penalty(pb_, b1);
+    double t = 1.0;
+    if (std::isfinite(f1) && (detail::tiny_decrease(dec, f_) || f1 <= f_ - detail::kArmijo * dec)) {
+      st_.beta = b1;
+      f_ = f1;
+      st_.grad = gX;
+    } else {
+      t = detail::armijo(f_, dec, [&](double tt) {
+        eta_try_ = st_.eta + tt * xs_;
+        f_try_ = mn_eval(pb_, eta_try_.data(), skip_, mu_try_.data(), G_try_.data(), nt_) +
+                 mn_penalty(pb_, st_.beta + tt * step);
+        return f_try_;
+      });
+      if (t == 0.0) return 0.0;
+      st_.beta += t * step;
+      f_ = f_try_;
+      mn_gradient(pb_, G_try_.data(), st_.grad.data(), nt_);
+    }
+    st_.eta.swap(eta_try_);
+    mu_.swap(mu_try_);
+    G_.swap(G_try_);
+    at_point_ = cold_ = false;
+    mn_add_penalty_gradient(pb_, st_.beta, st_.grad);
+    check_finite();
+    return t;
+  }
+
+ private:
+  void gradient() {
+    mn_gradient(pb_, G_.data(), st_.grad.data(), nt_);
+    mn_add_penalty_gradient(pb_, st_.beta, st_.grad);
+    check_finite();
+  }
+  void check_finite() const {
+    if (!st_.grad.allFinite() || !std::isfinite(f_)) {
+      throw InvalidInput(
+          "the gradient is not finite (overflow at extreme linear predictors); rescale X or "
+          "increase the penalty");
+    }
+  }
+
+  // The Kronecker preconditioner with the weighted mean curvature block (one SYRK pass).
+  void build_preconditioner() {
+    const Index K = pb_.K;
+    Mat C = Mat::Zero(K, K);
+    for (Index i = 0; i < pb_.n(); ++i) {
+      const double w = i == skip_ ? 0.0 : pb_.weight(i);
+      if (w == 0.0) continue;
+      Eigen::Map<const Vec> m(mu_.data() + i * K, K);
+      C.noalias() -= w * m * m.transpose();
+      C.diagonal() += w * m;
+    }
+    C /= wsum_;
+    mn_factor_kron(pb_, C, skip_, own_pre_, nt_);
+    pre_ = &own_pre_;
+    ++st_.hessian_passes;
+  }
+
+  // out = H v at the point: X~^T [w_i (diag(mu_i) - mu_i mu_i^T) (V x~_i)] + penalty part,
+  // in one pass over X.
+  void hessian_times(const Vec& v, Vec& out) {
+    const Index K = pb_.K;
+    out.resize(pb_.dim());
+    mn_pass(
+        pb_, v,
+        [&](Index, Index i0, Index m, double* Z) {
+          for (Index k = 0; k < m; ++k) {
+            const Index i = i0 + k;
+            const double w = i == skip_ ? 0.0 : pb_.weight(i);
+            double* z = Z + k * K;
+            const double* mu = mu_.data() + i * K;
+            double s = 0.0;
+            for (Index a = 0; a < K; ++a) s += mu[a] * z[a];
+            for (Index a = 0; a < K; ++a) z[a] = w * mu[a] * (z[a] - s);
+          }
+        },
+        out.data(), nt_);
+    mn_add_penalty_gradient(pb_, v, out);
+    ++st_.hessian_products;
+  }
+
+  // step ~ -H^{-1} grad by preconditioned conjugate gradients from 0, to the relative
+  // residual of the forcing term (each iterate is a descent direction).
+  void pcg(Vec& x) {
+    const Vec& g = st_.grad;
+    const double g0 = g.cwiseAbs().maxCoeff();
+    const double eta = std::min(kForcingMax, std::sqrt(g0 / wsum_));
+    x = Vec::Zero(g.size());
+    Vec r = -g, z = r, d, Hd;
+    pre_->solve(z.data());
+    d = z;
+    double rz = r.dot(z);
+    for (Index k = 0; k < kMaxCg; ++k) {
+      interrupt::check();
+      hessian_times(d, Hd);
+      const double dHd = d.dot(Hd);
+      if (!(dHd > 0.0)) break;
+      const double alpha = rz / dHd;
+      x += alpha * d;
+      r -= alpha * Hd;
+      if (r.cwiseAbs().maxCoeff() <= eta * g0) break;
+      z = r;
+      pre_->solve(z.data());
+      const double rz_new = r.dot(z);
+      d = z + (rz_new / rz) * d;
+      rz = rz_new;
+    }
+    if (!(-g.dot(x) > 0.0)) {  // no progress (no curvature left): the preconditioned step
+      x = -g;
+      pre_->solve(x.data());
+    }
+  }
+
+  const MnProblem& pb_;
+  MnState& st_;
+  int nt_;
+  Index skip_;
+  bool cold_, cg_, at_point_ = false;
+  const Cholesky* pre_;
+  Cholesky own_pre_;
+  double wsum_, f_ = 0.0, f_try_ = 0.0;
+  Vec mu_, G_, eta_try_, mu_try_, G_try_, xs_;
+};
+
+}  // namespace
+
+// Damped Newton (newton_drive on an MnModel): chord steps on the kept factor while each
+// step cuts the gradient norm 4x (near the optimum the Hessian barely changes, and a
+// K p1 x K p1 Hessian pass costs K (K + 1) / 2 SYRK passes over X), a fresh Hessian
+// otherwise or when a chord step finds no decrease.
 MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, bool factor_end,
-               Index skip) {
+               Index skip, const Cholesky* precond) {
   const int nt = resolve_threads(opt.n_threads);
   const Index n = pb.n(), K = pb.K, p1 = pb.p1(), dim = pb.dim();
   MnState st;
@@ -287,87 +634,25 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
       for (Index a = 0; a < K; ++a) st.beta[a * p1] = b[a];
     }
   }
-  double wsum = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
+  const double wsum = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
   if (!(wsum > 0.0)) throw InvalidInput("the sample weights sum to zero");
-  st.eta.resize(n * K);
-  Vec mu(n * K), G(n * K), eta_try(n * K), mu_try(n * K), G_try(n * K), xs(n * K);
-  mn_eta(pb, st.beta, st.eta.data(), nt);
-  double f = mn_eval(pb, st.eta.data(), skip, mu.data(), G.data(), nt) + mn_penalty(pb, st.beta);
-  detail::StallDetector stall;
-  bool stalled = false;
-  // Chord steps: the kept factor serves the next step while the last step cut the
-  // gradient norm by kChordRatio or more (near the optimum the Hessian barely changes and
-  // a K p1 x K p1 Hessian pass costs K(K+1)/2 SYRK passes over X); otherwise, or when a
-  // chord step finds no decrease, the Hessian is refreshed.
-  bool have_factor = false, fresh = false, reuse = false;
-  bool cold = beta0 == nullptr && n > 1;  // zero slopes: the same probabilities everywhere
-  double g_prev = std::numeric_limits<double>::infinity();
-  st.grad.resize(dim);
-  for (;;) {
-    interrupt::check();
-    mn_gradient(pb, G.data(), st.grad.data(), nt);
-    mn_add_penalty_gradient(pb, st.beta, st.grad);
-    if (!st.grad.allFinite() || !std::isfinite(f)) {
-      throw InvalidInput(
-          "the gradient is not finite (overflow at extreme linear predictors); rescale X or "
-          "increase the penalty");
-    }
-    st.grad_norm = st.grad.cwiseAbs().maxCoeff() / wsum;
-    st.converged = st.grad_norm <= opt.tol;
-    if (have_factor && !fresh) reuse = reuse && st.grad_norm <= kChordRatio * g_prev;
-    const bool stop = st.converged || stalled || st.n_iter >= opt.max_iter;
-    if (stop && !factor_end) break;
-    if (stop || !have_factor || !reuse) {
-      if (!fresh) {
-        if (cold) {
-          mn_factor_kron(pb, mu.data() + (skip == 0 ? K : 0), skip, st.chol, nt);
-        } else {
-          mn_factor(pb, mu.data(), skip, st.chol, nt);
-        }
-        ++st.hessian_passes;
-      }
-      have_factor = fresh = true;
-    }
-    if (stop) {
-      st.factored = true;
-      break;
-    }
-    g_prev = st.grad_norm;
-    Vec step = -st.grad;
-    st.chol.solve(step.data());
-    const double dec = -st.grad.dot(step);
-    mn_eta(pb, step, xs.data(), nt);
-    const bool tiny = 0.5 * dec <= detail::kTinyDecrease * std::max(1.0, std::abs(f));
-    double t = 1.0, f_try = f;
-    bool ok = false;
-    for (int ls = 0; ls < kMaxHalvings; ++ls, t *= 0.5) {
-      interrupt::check();
-      eta_try = st.eta + t * xs;
-      f_try = mn_eval(pb, eta_try.data(), skip, mu_try.data(), G_try.data(), nt) +
-              mn_penalty(pb, st.beta + t * step);
-      if (std::isfinite(f_try) && (tiny || f_try <= f - kArmijo * t * dec)) {
-        ok = true;
-        break;
-      }
-    }
-    ++st.n_iter;
-    if (!ok) {
-      if (fresh) stalled = true;  // no decrease: the gradient test above decides `converged`
-      reuse = false;              // a chord step failed: refresh the Hessian and retry
-      continue;
-    }
-    cold = false;
-    st.beta += t * step;
-    st.eta.swap(eta_try);
-    mu.swap(mu_try);
-    G.swap(G_try);
-    f = f_try;
-    fresh = false;
-    reuse = t == 1.0;  // confirmed (or not) by the next gradient norm
-    // predicted decrease at the rounding level without progress in the gradient: stop
-    stalled = stall.update(dec, f, st.grad_norm);
-  }
-  st.objective = f;
+  const bool cg = (K + 1) * p1 >= kNewtonCgMin;
+  MnModel m(pb, st, nt, skip, beta0 == nullptr && n > 1, cg, precond, wsum);
+  DriveOptions o;
+  o.tol = o.target = opt.tol;
+  o.scale = wsum;
+  o.max_iter = opt.max_iter;
+  o.factor_end = factor_end;
+  RefreshPolicy pol;
+  pol.chord_ratio = kChordRatio;
+  pol.rechord = pol.rechord_confirmed = true;
+  const DriveResult r = newton_drive(m, o, pol);
+  st.factored = factor_end;
+  st.n_iter = r.n_iter;
+  st.hessian_passes += r.hessian_passes;
+  st.grad_norm = r.grad_norm;
+  st.converged = r.converged;
+  st.objective = m.objective();
   return st;
 }
 
@@ -474,6 +759,14 @@ Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, do
   const int nt = threads_for(opt.n_threads, double(n) * double(n) * double(pb.dim()));
   FitOptions one = opt;
   one.n_threads = 1;
+  MnState at_fit;
+  const Cholesky* pre = &st.chol;
+  if (!st.factored) {  // the factor of the Hessian at the full fit
+    FitOptions none = opt;
+    none.max_iter = 0;
+    at_fit = mn_fit(pb, none, &st.beta, true);
+    pre = &at_fit.chol;
+  }
   Index failed = 0;
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
@@ -483,7 +776,9 @@ Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, do
     if (guard.failed()) continue;
     guard.run([&] {
       interrupt::check();
-      const MnState s = mn_fit(pb, one, &st.beta, false, i);
+      // Newton-CG preconditioned by the full fit's factor (the Hessian without sample i
+      // differs from it by a rank-K term): no Hessian pass per refit
+      const MnState s = mn_fit(pb, one, &st.beta, false, i, pre);
       if (!s.converged) ++failed;
       Eigen::Map<const Mat> B(s.beta.data(), pb.p1(), K);
       Vec xi(pb.p1());

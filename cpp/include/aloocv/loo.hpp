@@ -117,12 +117,59 @@ LooResult approx_loo(const Problem& pb, const FitState& st, LooMethod method, in
   return out;
 }
 
+namespace detail {
+
+// The leave-one-out problem without sample i as a Newton model: starts from the full
+// fit with the Hessian H_{-i}(beta_hat) = H - d_i x~_i x~_i^T applied through
+// Sherman-Morrison on the full factor (O(p^2) per solve; its first step is the ALO
+// point); once the driver refreshes, fresh Hessians of the leave-one-out problem.
+template <class Loss>
+class LooRefitModel {
+ public:
+  // st: the refit's state (beta, eta, grad at beta_hat without sample i); xi = x~_i,
+  // a = H^{-1} x~_i, di = w_i l''_i, den = 1 - d_i h_i.
+  LooRefitModel(const Problem& pb, FitState& st, Index i, const Cholesky& full, const Vec& xi,
+                const Vec& a, double di, double den)
+      : core_(pb, st, 1, i, false, true),
+        st_(st),
+        full_(full),
+        xi_(xi),
+        a_(a),
+        di_(di),
+        den_(den) {}
+  double gnorm() const { return core_.gnorm(); }
+  double objective() const { return core_.objective(); }
+  void refactor() {
+    core_.refactor();
+    fresh_ = true;
+  }
+  bool factor_at_point() const { return fresh_ && core_.factor_at_point(); }
+  bool newton_at_point() const { return factor_at_point(); }
+  bool chord_ok() const { return false; }  // once refreshed, fresh Hessians to the end
+  double direction(Vec& step) {
+    if (fresh_) return core_.direction(step);
+    step = -st_.grad;
+    full_.solve(step.data());
+    step += (di_ * xi_.dot(step) / den_) * a_;
+    return -st_.grad.dot(step);
+  }
+  double move(const Vec& step, double dec) { return core_.move(step, dec); }
+
+ private:
+  GlmModel<Loss> core_;
+  FitState& st_;
+  const Cholesky& full_;
+  const Vec &xi_, &a_;
+  double di_, den_;
+  bool fresh_ = false;
+};
+
+}  // namespace detail
+
 // Exact LOO: n refits of the problem without sample i, each warm-started from the
-// full fit and solved to the fit tolerance. Newton on the leave-one-out problem
-// with the Hessian H_{-i}(beta_hat) = H - d_i x~_i x~_i^T applied through
-// Sherman-Morrison on the full factor (O(n p) per iteration; its first step is the
-// ALO point); when that stalls, a fresh Hessian of the leave-one-out problem is
-// computed and factored at the current point (plain Newton). Parallel over samples.
+// full fit and solved to the fit tolerance by newton_drive on a LooRefitModel: chord
+// steps on the downdated full factor while they contract the gradient 4x per step (at
+// most 9), then plain Newton with fresh leave-one-out Hessians. Parallel over samples.
 template <class Loss>
 LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt,
                     SampleSet set = {}) {
@@ -135,13 +182,17 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
   out.losses.resize(ns);
   out.predictions.resize(ns);
   Index not_converged = 0;
+  RefreshPolicy pol;
+  pol.chord_ratio = 0.25;
+  pol.start_factored = true;
+  pol.max_chord = 9;
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt) reduction(+ : not_converged)
   {
     interrupt::Share share(ictx);
-    Vec beta, eta, grad, xi(p1), a(p1), dir(p1), xs(n), eta_try(n), g(n), d(n), H;
-    Cholesky fresh;
+    Vec xi(p1), a(p1);
+    FitState r;
 #pragma omp for schedule(dynamic, 4)
     for (Index k = 0; k < ns; ++k) {
       if (guard.failed()) continue;
@@ -154,61 +205,27 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
           out.losses[k] = Loss::value(y, st.eta[i], pb.lp);
           return;
         }
-        const double swi = sw - w;
-        beta = st.beta;
-        eta = st.eta;
+        r.beta = st.beta;
+        r.eta = st.eta;
+        r.chol = Cholesky();
+        r.stale_eta = 0.0;
         pb.row(i, xi.data());
-        const double gi = w * Loss::d1(y, eta[i], pb.lp), di = w * Loss::d2(y, eta[i], pb.lp);
-        grad = st.grad - gi * xi;  // gradient of the leave-one-out objective at beta_hat
+        const double gi = w * Loss::d1(y, st.eta[i], pb.lp), di = w * Loss::d2(y, st.eta[i], pb.lp);
+        r.grad = st.grad - gi * xi;  // gradient of the leave-one-out objective at beta_hat
         a = xi;
         st.chol.solve(a.data());
         const double dh = di * xi.dot(a);
         const double den = 1.0 - dh;
         if (!(den > tiny)) detail::throw_loo_singular(i, dh);
-        double f = detail::objective<Loss>(pb, eta.data(), beta, 1, i);
-        bool downdate = true, converged = false;
-        detail::StallDetector stall;
-        double gnorm = grad.cwiseAbs().maxCoeff();
-        for (Index it = 0; it < std::max<Index>(1, opt.max_iter); ++it) {
-          interrupt::check();
-          if (gnorm / swi <= opt.tol) {
-            converged = true;
-            break;
-          }
-          dir = -grad;
-          if (downdate) {
-            st.chol.solve(dir.data());
-            dir += (di * xi.dot(dir) / den) * a;
-          } else {
-            detail::derivatives<Loss>(pb, eta.data(), g.data(), d.data(), 1, i);
-            detail::factor_hessian(pb, d.data(), H, fresh, 1);
-            fresh.solve(dir.data());
-          }
-          const double dec = -grad.dot(dir);
-          linear_predictor(pb.X, dir.data(), pb.intercept, xs.data(), 1);
-          double f_try = f;
-          const double t =
-              detail::line_search<Loss>(pb, beta, dir, eta, xs, f, dec, eta_try, f_try, 1, i);
-          if (t == 0.0) {
-            if (!downdate) break;
-            downdate = false;  // the downdated Hessian no longer gives descent: refresh
-            continue;
-          }
-          beta += t * dir;
-          eta.swap(eta_try);
-          f = f_try;
-          detail::derivatives<Loss>(pb, eta.data(), g.data(), nullptr, 1, i);
-          detail::full_gradient(pb, g.data(), beta, grad, 1);
-          const double gnew = grad.cwiseAbs().maxCoeff();
-          // The fixed Hessian converges linearly; switch to Newton when it is slow.
-          if (downdate && (gnew > 0.25 * gnorm || it >= 8)) downdate = false;
-          gnorm = gnew;
-          if (stall.update(dec, f, gnorm)) break;  // tol below the rounding floor
-        }
-        if (!converged && gnorm / swi <= opt.tol) converged = true;
-        if (!converged) ++not_converged;
-        out.predictions[k] = eta[i];
-        out.losses[k] = Loss::value(y, eta[i], pb.lp);
+        detail::LooRefitModel<Loss> m(pb, r, i, st.chol, xi, a, di, den);
+        DriveOptions o;
+        o.tol = o.target = opt.tol;
+        o.scale = sw - w;
+        o.max_iter = std::max<Index>(1, opt.max_iter);
+        const DriveResult res = newton_drive(m, o, pol);
+        if (!res.converged) ++not_converged;
+        out.predictions[k] = r.eta[i];
+        out.losses[k] = Loss::value(y, r.eta[i], pb.lp);
       });
     }
   }

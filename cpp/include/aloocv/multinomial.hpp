@@ -52,13 +52,17 @@ struct MnState {
   bool converged = false;
   double grad_norm = 0.0;  // max |grad| / sum(w)
   Index hessian_passes = 0;
+  Index hessian_products = 0;  // Hessian-vector products of the Newton-CG steps
 };
 
 // Damped Newton from beta0 (nullptr: zero slopes, centered log class frequencies) with
 // Armijo backtracking; `skip` >= 0 drops that sample (exact leave-one-out refits).
 // With `factor_end` the returned state holds the Hessian factor at the returned beta.
+// Large problems ((K + 1) p1 >= 256) and fits given `precond` take Newton-CG steps
+// (conjugate gradients on Hessian-vector products, preconditioned by `precond` or by a
+// Kronecker approximation of the Hessian) instead of exact Hessian passes.
 MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, bool factor_end,
-               Index skip = -1);
+               Index skip = -1, const Cholesky* precond = nullptr);
 
 // Leave-one-out estimates from a fitted state (factored at its beta).
 // method: 0 ALO, 1 IF, 2 Lemma 3. pred (n K) LOO class scores, loss (n), lev (n K K)

@@ -9,37 +9,12 @@
 
 #include "hessian.hpp"
 #include "losses.hpp"
+#include "newton_driver.hpp"
 #include "problem.hpp"
 
 namespace aloocv {
 
 namespace detail {
-
-// A predicted decrease below kTinyDecrease * max(1, |f|) is at the rounding level of the
-// objective: such steps are taken without a line-search test.
-constexpr double kTinyDecrease = 1e-13;
-// Iterations at that rounding level without halving the gradient norm after which a
-// solver stops (the tolerance is below what rounding allows on this problem): bounded
-// work for every tolerance; `converged` then reports whether tol was reached.
-constexpr int kStallIters = 3;
-
-// Counts iterations that are stuck at the rounding floor (see kStallIters).
-struct StallDetector {
-  double best = std::numeric_limits<double>::infinity();
-  int stalled = 0;
-  // dec: predicted decrease of the step just taken, f: objective, gnorm: new gradient norm.
-  // True when the solver should stop.
-  bool update(double dec, double f, double gnorm) {
-    const bool floor = 0.5 * dec <= kTinyDecrease * std::max(1.0, std::abs(f));
-    if (floor && !(gnorm < 0.5 * best)) {
-      ++stalled;
-    } else {
-      stalled = 0;
-    }
-    best = std::min(best, gnorm);
-    return stalled >= kStallIters;
-  }
-};
 
 // sum_i w_i l(y_i, eta_i) (skipping `skip`) + 1/2 sum_j pen_j beta_j^2
 template <class Loss>
@@ -107,23 +82,17 @@ inline bool factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Choles
   return true;
 }
 
-// Backtracking (Armijo) along beta + t*step with eta + t*xs. Returns t, or 0 if no
-// decrease was found. The full step is taken without a test when the predicted
-// decrease is below rounding.
+// Backtracking (Armijo, detail::armijo) along beta + t*step with eta + t*xs. Returns t,
+// or 0 if no decrease was found; eta_try and f_try hold the accepted point.
 template <class Loss>
 double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Vec& eta,
                    const Vec& xs, double f, double dec, Vec& eta_try, double& f_try, int n_threads,
                    Index skip = -1) {
-  const bool tiny = 0.5 * dec <= kTinyDecrease * std::max(1.0, std::abs(f));
-  double t = 1.0;
-  for (int ls = 0; ls < 60; ++ls, t *= 0.5) {
-    interrupt::check();
+  return armijo(f, dec, [&](double t) {
     eta_try = eta + t * xs;
     f_try = objective<Loss>(pb, eta_try.data(), beta + t * step, n_threads, skip);
-    if (tiny && std::isfinite(f_try)) return t;
-    if (std::isfinite(f_try) && f_try <= f - 1e-4 * t * dec) return t;
-  }
-  return 0.0;
+    return f_try;
+  });
 }
 
 // The full Newton step in one pass over X: xs = X~ step, eta_new = eta + xs, and, at
@@ -132,7 +101,7 @@ double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Ve
 // independent of the thread count.
 template <class Loss>
 double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_new, Vec& xs,
-                  Vec& gX, int n_threads) {
+                  Vec& gX, int n_threads, Index skip = -1) {
   const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0, p1 = p + off;
   const int nt = threads_for(n_threads, 4.0 * double(n) * double(p1));
   const Partition part{n, reduction_chunks(n, p1 + 1, nt, 1024)};
@@ -165,7 +134,7 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
               const Index i = i0 + k;
               const double e = eta[i] + x[k];
               eta_new[i] = e;
-              const double w = pb.weight(i);
+              const double w = i == skip ? 0.0 : pb.weight(i);
               if (w == 0.0) {
                 gb[k] = 0.0;
                 continue;
@@ -197,13 +166,12 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
 // and the step length is returned; 0 when no decrease was found (st unchanged).
 template <class Loss>
 double newton_move(const Problem& pb, FitState& st, const Vec& step, double dec, double& f, Vec& xs,
-                   Vec& eta_try, Vec& g, Vec& d, int nt) {
+                   Vec& eta_try, Vec& g, Vec& d, int nt, Index skip = -1) {
   Vec gX;
-  const double floss = fused_step<Loss>(pb, step, st.eta, eta_try, xs, gX, nt);
+  const double floss = fused_step<Loss>(pb, step, st.eta, eta_try, xs, gX, nt, skip);
   const Vec b1 = st.beta + step;
   const double f1 = floss + 0.5 * pb.pen.dot(b1.cwiseAbs2());
-  const bool tiny = 0.5 * dec <= kTinyDecrease * std::max(1.0, std::abs(f));
-  if (std::isfinite(f1) && (tiny || f1 <= f - 1e-4 * dec)) {
+  if (std::isfinite(f1) && (tiny_decrease(dec, f) || f1 <= f - kArmijo * dec)) {
     st.beta = b1;
     st.eta.swap(eta_try);
     f = f1;
@@ -213,16 +181,17 @@ double newton_move(const Problem& pb, FitState& st, const Vec& step, double dec,
           "the gradient is not finite (overflow of the loss at extreme linear predictors); "
           "rescale X or increase the penalty");
     }
-    derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+    derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt, skip);
     return 1.0;
   }
   double f_try = f;
-  const double t = line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt);
+  const double t =
+      line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt, skip);
   if (t == 0.0) return 0.0;
   st.beta += t * step;
   st.eta.swap(eta_try);
   f = f_try;
-  derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+  derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt, skip);
   full_gradient(pb, g.data(), st.beta, st.grad, nt);
   return t;
 }
@@ -242,6 +211,94 @@ Vec initial_beta(const Problem& pb, Index skip = -1) {
     beta[0] = Loss::init_intercept(sy / sw, pb.lp) - pb.offset_mean();
   }
   return beta;
+}
+
+// A smooth primal problem (sample `skip` left out) as a model of newton_drive: the
+// point, gradient and factor live in st (the factor of H = X~^T D X~ + P, kept
+// unpenalized in st.hx when keep_hx); g, d are w l', w l'' at the point; moves are the
+// fused full step with the shared Armijo fallback (newton_move). st.eta must hold
+// X~ beta + offset; the gradient is computed unless `have_grad` (then st.grad is used).
+template <class Loss>
+class GlmModel {
+ public:
+  GlmModel(const Problem& pb, FitState& st, int n_threads, Index skip = -1, bool keep_hx = true,
+           bool have_grad = false)
+      : pb_(pb), st_(st), nt_(n_threads), skip_(skip), keep_hx_(keep_hx) {
+    const Index n = pb.n();
+    g_.resize(n);
+    d_.resize(n);
+    xs_.resize(n);
+    eta_try_.resize(n);
+    derivatives<Loss>(pb, st.eta.data(), g_.data(), d_.data(), nt_, skip_);
+    if (!have_grad) full_gradient(pb, g_.data(), st.beta, st.grad, nt_);
+    f_ = detail::objective<Loss>(pb, st.eta.data(), st.beta, nt_, skip_);
+  }
+
+  double gnorm() const { return st_.grad.cwiseAbs().maxCoeff(); }
+  double objective() const { return f_; }
+  // H at the point; where it is not positive definite because some d_i < 0, the one with
+  // d clipped at 0 (a descent direction; the factor is then marked stale).
+  void refactor() {
+    const bool modified =
+        factor_hessian(pb_, d_.data(), H_, st_.chol, nt_, keep_hx_ ? &st_.hx : nullptr, true);
+    st_.stale_eta = modified ? std::numeric_limits<double>::infinity() : 0.0;
+    exact_ = true;
+  }
+  bool factor_at_point() const {
+    return exact_ && !st_.chol.empty() && (Loss::constant_curvature || st_.stale_eta == 0.0);
+  }
+  bool newton_at_point() const { return factor_at_point(); }
+  bool chord_ok() const { return st_.stale_eta < 0.05; }
+  double direction(Vec& step) {
+    step = -st_.grad;
+    st_.chol.solve(step.data());
+    return -st_.grad.dot(step);
+  }
+  double move(const Vec& step, double dec) {
+    if (!(dec > 0.0)) return 0.0;  // a zero gradient (or no descent): nothing to gain
+    const double t = newton_move<Loss>(pb_, st_, step, dec, f_, xs_, eta_try_, g_, d_, nt_, skip_);
+    if (t > 0.0 && !Loss::constant_curvature) st_.stale_eta += t * xs_.cwiseAbs().maxCoeff();
+    return t;
+  }
+  // The factor held in st was set by the caller: the Hessian at the point (true) or not.
+  void adopt_factor(bool exact) { exact_ = exact; }
+  // Writes the driver's counts into st.
+  void finish(const DriveResult& r, double scale) {
+    st_.n_iter += r.n_iter;
+    st_.hessian_passes += r.hessian_passes;
+    st_.objective = f_;
+    st_.grad_norm = gnorm() / scale;
+    st_.converged = r.converged;
+  }
+
+ private:
+  const Problem& pb_;
+  FitState& st_;
+  int nt_;
+  Index skip_;
+  bool keep_hx_;
+  bool exact_ = false;
+  double f_ = 0.0;
+  Vec g_, d_, xs_, eta_try_, H_;
+};
+
+// The drive of a smooth fit with options opt: a fresh Hessian every step, or, with
+// opt.fresh_end (the LOO formulas need the Hessian at beta), chord steps on the last
+// factor near the optimum, converged 100x below tol, and a fresh factor at the end.
+inline DriveOptions drive_options(const FitOptions& opt, double scale, bool fresh_end) {
+  DriveOptions o;
+  o.tol = opt.tol;
+  o.target = fresh_end ? 0.01 * opt.tol : opt.tol;
+  o.scale = scale;
+  o.max_iter = std::max<Index>(1, opt.max_iter);
+  o.factor_end = fresh_end;
+  return o;
+}
+inline RefreshPolicy fresh_end_policy() {
+  RefreshPolicy pol;
+  pol.chord_ratio = 0.3;  // refresh when a chord step cuts max|grad| by less
+  pol.rechord = true;
+  return pol;
 }
 
 }  // namespace detail
@@ -273,61 +330,33 @@ FitState prepare_at(const Problem& pb, const Vec& beta, const FitOptions& opt) {
 template <class Loss>
 FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) {
   const int nt = resolve_threads(opt.n_threads);
-  const Index n = pb.n(), p1 = pb.p1();
   const double sw = pb.weight_sum();
   FitState st;
   st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb);
-  st.eta.resize(n);
+  st.eta.resize(pb.n());
   linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
   pb.add_offset(st.eta.data());
-  Vec g(n), d(n), H, step(p1), xs(n), eta_try(n);
-  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
-  detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
-  double f = detail::objective<Loss>(pb, st.eta.data(), st.beta, nt);
-  if (!std::isfinite(f)) throw InvalidInput("the objective is not finite at the starting point");
-
-  const bool fresh_end = opt.fresh_end && !Loss::constant_curvature;
-  bool chord = false;
-  double prev_gnorm = std::numeric_limits<double>::infinity();
-  detail::StallDetector stall;
-  for (Index it = 0; it < std::max<Index>(1, opt.max_iter); ++it) {
-    interrupt::check();
-    if (!(Loss::constant_curvature && !st.chol.empty()) && !chord) {
-      const bool modified = detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx, true);
-      ++st.hessian_passes;
-      st.stale_eta = modified ? std::numeric_limits<double>::infinity() : 0.0;
-    }
-    step = -st.grad;
-    st.chol.solve(step.data());
-    const double dec = -st.grad.dot(step);  // Newton decrement squared
-    const double t = detail::newton_move<Loss>(pb, st, step, dec, f, xs, eta_try, g, d, nt);
-    if (t == 0.0) break;  // no further decrease possible
-    ++st.n_iter;
-    if (!Loss::constant_curvature) st.stale_eta += t * xs.cwiseAbs().maxCoeff();
-    const double gn = st.grad.cwiseAbs().maxCoeff();
-    if (stall.update(dec, f, gn)) break;  // the rounding floor is above tol
-    if (!fresh_end) {
-      if (gn / sw <= opt.tol) break;
-      continue;
-    }
-    // chord phase: converge 100x below tol on the current factor, refresh when slow
-    if (gn / sw <= 0.01 * opt.tol) break;
-    if (chord && gn > 0.3 * prev_gnorm) {
-      chord = false;
-    } else if (!chord && t == 1.0 && st.stale_eta < 0.05) {
-      chord = true;
-    }
-    prev_gnorm = gn;
+  detail::GlmModel<Loss> m(pb, st, nt);
+  if (!std::isfinite(m.objective())) {
+    throw InvalidInput("the objective is not finite at the starting point");
   }
-  if (fresh_end && st.stale_eta > 0.0) {  // the Hessian at beta itself
+  const bool fresh_end = opt.fresh_end && !Loss::constant_curvature;
+  DriveOptions o = detail::drive_options(opt, sw, fresh_end);
+  // A plain fit always takes a step (and so holds a factor); one that ends on a fresh
+  // factor may stop at once.
+  o.check_first = fresh_end;
+  const DriveResult r =
+      newton_drive(m, o, fresh_end ? detail::fresh_end_policy() : RefreshPolicy{});
+  m.finish(r, sw);
+  if (fresh_end && st.stale_eta > 0.0) {
+    // the Hessian at beta is not positive definite (clipped factor): the real one, or
+    // the error that says so
+    Vec g(pb.n()), d(pb.n()), H;
     detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
     detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
     ++st.hessian_passes;
     st.stale_eta = 0.0;
   }
-  st.objective = f;
-  st.grad_norm = st.grad.cwiseAbs().maxCoeff() / sw;
-  st.converged = st.grad_norm <= opt.tol;
   return st;
 }
 
@@ -338,43 +367,35 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
 template <class Loss>
 double newton_step(const Problem& pb, FitState& st, bool refresh, int n_threads) {
   const int nt = resolve_threads(n_threads);
-  const Index n = pb.n();
-  Vec g(n), d(n), H, xs(n), eta_try(n);
-  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
-  detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
+  const double sw = pb.weight_sum();
+  detail::GlmModel<Loss> m(pb, st, nt);  // gradient with the current penalty
   if (refresh || st.chol.empty()) {
-    if (detail::factor_hessian(pb, d.data(), H, st.chol, nt, nullptr, true))
-      st.stale_eta = std::numeric_limits<double>::infinity();
+    m.refactor();
+    ++st.hessian_passes;
   }
-  Vec step = -st.grad;
-  st.chol.solve(step.data());
-  const double dec = -st.grad.dot(step);
-  const double f = detail::objective<Loss>(pb, st.eta.data(), st.beta, nt);
-  linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
-  double f_try = f;
-  double t = 0.0;
-  if (dec > 0.0) {
-    t = detail::line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt);
-  }
-  if (t > 0.0) {
-    st.beta += t * step;
-    st.eta.swap(eta_try);
-    st.objective = f_try;
-    ++st.n_iter;
-    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), nullptr, nt);
-    detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
-  }
-  st.grad_norm = st.grad.cwiseAbs().maxCoeff() / pb.weight_sum();
+  DriveOptions o;
+  o.tol = o.target = 0.0;
+  o.scale = sw;
+  o.max_iter = 1;
+  o.check_first = false;
+  RefreshPolicy pol;
+  pol.chord_ratio = 1.0;
+  pol.start_factored = true;  // the held factor, whatever its age
+  const DriveResult r = newton_drive(m, o, pol);
+  st.n_iter += r.n_iter;
+  if (r.n_iter > 0) st.objective = m.objective();
+  st.grad_norm = r.grad_norm;
   st.converged = false;
-  return t;
+  return r.last_step;
 }
 
 // A fit along a lambda path: from the previous point's state `prev` (same data, new
 // penalty in pb), Newton steps use prev's unpenalized Hessian plus the new penalty
 // (no pass over X for the Hessian: chord steps, O(n p) each) while they contract
 // fast; then one fresh Hessian at the solution serves the leave-one-out formulas.
-// Falls back to plain Newton when the chord steps stall. About one Hessian pass per
-// path point instead of one per Newton iteration.
+// When the chord steps slow down above tol, the drive goes on as newton_fit's (fresh
+// Hessians, chord steps near the optimum). About one Hessian pass per path point
+// instead of one per Newton iteration.
 template <class Loss>
 FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev) {
   const Index p1 = pb.p1();
@@ -382,55 +403,26 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
     return newton_fit<Loss>(pb, opt, prev.beta.size() == p1 ? &prev.beta : nullptr);
   }
   const int nt = resolve_threads(opt.n_threads);
-  const Index n = pb.n();
   const double sw = pb.weight_sum();
   FitState st;
   st.beta = prev.beta;
   st.eta = prev.eta;
+  st.hx = prev.hx;
   Vec H = prev.hx;
   for (Index j = 0; j < p1; ++j) H[j * p1 + j] += pb.pen[j];
   st.chol.factor(H.data(), p1);
-  Vec g(n), d(n), xs(n), eta_try(n), step(p1);
-  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
-  detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
-  double f = detail::objective<Loss>(pb, st.eta.data(), st.beta, nt);
+  // exact for a constant curvature; otherwise the Hessian of another point
+  st.stale_eta = Loss::constant_curvature ? 0.0 : std::numeric_limits<double>::infinity();
+  detail::GlmModel<Loss> m(pb, st, nt);
+  m.adopt_factor(true);
   // Chord steps are cheap (no Hessian pass): converge them 100x below tol, so that the
   // fresh Hessian taken at the end is at the returned beta (no final step, no refresh).
-  const double tight = 0.01 * opt.tol;
-  double gnorm = st.grad.cwiseAbs().maxCoeff();
-  bool done = gnorm / sw <= tight;
-  for (Index it = 0; !done && it < std::max<Index>(1, opt.max_iter); ++it) {
-    interrupt::check();
-    step = -st.grad;
-    st.chol.solve(step.data());
-    const double dec = -st.grad.dot(step);
-    const double t = detail::newton_move<Loss>(pb, st, step, dec, f, xs, eta_try, g, d, nt);
-    if (t == 0.0) break;
-    ++st.n_iter;
-    const double gnew = st.grad.cwiseAbs().maxCoeff();
-    done = gnew / sw <= tight;
-    if (!done && gnew > 0.3 * gnorm) {  // slow contraction (or the rounding floor)
-      done = gnew / sw <= opt.tol;      // accept at tol, else plain Newton from here
-      break;
-    }
-    gnorm = gnew;
-  }
-  if (!done) done = st.grad.cwiseAbs().maxCoeff() / sw <= opt.tol;
-  if (!done) {
-    FitState nt_st = newton_fit<Loss>(pb, opt, &st.beta);
-    nt_st.n_iter += st.n_iter;
-    return nt_st;
-  }
-  if (Loss::constant_curvature) {
-    st.hx = prev.hx;  // exact: the Hessian does not depend on beta
-  } else {
-    detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);  // at beta itself
-    st.hessian_passes = 1;
-    st.stale_eta = 0.0;
-  }
-  st.objective = f;
-  st.grad_norm = st.grad.cwiseAbs().maxCoeff() / sw;
-  st.converged = st.grad_norm <= opt.tol;
+  DriveOptions o = detail::drive_options(opt, sw, true);
+  RefreshPolicy pol = detail::fresh_end_policy();
+  pol.start_factored = true;
+  pol.accept_slow = true;  // slow chord steps already below tol: done
+  const DriveResult r = newton_drive(m, o, pol);
+  m.finish(r, sw);
   return st;
 }
 
