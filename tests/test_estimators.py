@@ -197,6 +197,7 @@ GLM_CASES = [
 @pytest.mark.parametrize(("cls", "sk_name", "kw", "gen"), GLM_CASES, ids=lambda c: str(c)[:30])
 def test_glm_cv_matches_sklearn_and_loo(cls, sk_name, kw, gen):
     import sklearn.linear_model as sklm
+    from sklearn.metrics import mean_tweedie_deviance
 
     X, y = make_data(gen, 200, 5, seed=120)
     w = np.random.default_rng(121).uniform(0.5, 2.0, 200)
@@ -214,7 +215,12 @@ def test_glm_cv_matches_sklearn_and_loo(cls, sk_name, kw, gen):
     for a, m in zip(est.search_results_["alpha"], est.search_results_["loss"]):
         r = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(a * w.sum()), sample_weight=w)
         assert m == pytest.approx(r.mean, rel=1e-6)
-    assert -est.best_score_ == pytest.approx(np.min(est.search_results_["loss"]), rel=1e-12)
+    best = int(np.argmin(est.search_results_["loss"]))
+    assert est.alpha_ == est.search_results_["alpha"][best]
+    # best_score_: minus the mean deviance of the leave-one-out means (sklearn's deviance)
+    r = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(est.alpha_ * w.sum()), sample_weight=w)
+    dev = mean_tweedie_deviance(y, np.exp(r.predictions), sample_weight=w, power=est._power())
+    assert est.best_score_ == pytest.approx(-dev, rel=1e-8)
     grad = cls(alphas=alphas, search="gradient", **kw).fit(X, y, sample_weight=w)
     assert grad.best_score_ >= est.best_score_ - 1e-9
 

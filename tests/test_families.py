@@ -427,3 +427,32 @@ def test_offset_on_dual_route_and_with_given_coef():
     np.testing.assert_allclose(ex_d.losses, ex_p.losses, rtol=1e-7)
     given = aloocv.loo(X, y, coef=pr.fit.coef_, intercept=pr.fit.intercept_, **kw)
     np.testing.assert_allclose(given.predictions, pr.predictions, rtol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "est, scorer",
+    [
+        (aloocv.ALOPoissonRegressorCV, "neg_mean_poisson_deviance"),
+        (aloocv.ALOGammaRegressorCV, "neg_mean_gamma_deviance"),
+        (aloocv.ALOTweedieRegressorCV, "tweedie"),
+    ],
+)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_glm_default_best_score_is_minus_mean_deviance(est, scorer, weighted):
+    """Without a scorer, best_score_ is minus the mean deviance of the leave-one-out
+    means: what scikit-learn's deviance scorer gives on them (same choice of alpha)."""
+    from sklearn.metrics import make_scorer, mean_tweedie_deviance
+
+    loss = {"neg_mean_poisson_deviance": "poisson", "neg_mean_gamma_deviance": "gamma"}
+    X, y = make_data(loss.get(scorer, "tweedie"), 200, 4, seed=5)
+    w = np.random.default_rng(1).uniform(0.5, 2.0, y.size) if weighted else None
+    if scorer == "tweedie":
+        scorer = make_scorer(mean_tweedie_deviance, power=1.5, greater_is_better=False)
+    alphas = np.logspace(-3, 0, 5)
+    plain = est(alphas=alphas).fit(X, y, sample_weight=w)
+    scored = est(alphas=alphas, scoring=scorer).fit(X, y, sample_weight=w)
+    assert plain.alpha_ == scored.alpha_
+    np.testing.assert_allclose(plain.best_score_, scored.best_score_, rtol=1e-10)
+    np.testing.assert_allclose(
+        plain.search_results_["score"], scored.search_results_["score"], rtol=1e-10
+    )

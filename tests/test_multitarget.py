@@ -325,3 +325,11 @@ def test_ridgecv_scoring_and_cv_results_parity(per_target, scoring):
     _close(ours.coef_, ref.coef_)
     _close(ours.best_score_, ref.best_score_)
     _close(ours.cv_results_, ref.cv_results_)
+
+
+def test_plot_cv_refuses_several_targets():
+    pytest.importorskip("matplotlib")
+    X, Y, _ = _data(seed=14)
+    m = aloocv.ALORidgeCV(alphas=ALPHAS).fit(X, Y)
+    with pytest.raises(ValueError, match="several targets"):
+        m.plot_cv()

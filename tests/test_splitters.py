@@ -280,3 +280,14 @@ def test_nested_bad_input():
         aloocv.nested_cv(aloocv.ALOElasticNetCV(), X, y, inner=3)
     with pytest.raises(ValueError, match="groups= goes with a group splitter"):
         aloocv.nested_cv(aloocv.ALORidgeCV(), X, y, groups=np.arange(60) % 3)
+
+
+def test_repeated_training_indices_are_refused():
+    """A bootstrap-style split repeats training samples: refused (a set would silently
+    drop the repeats), with the remedy named."""
+    X, y = make_data("squared", 60, 4, seed=3)
+    rng = np.random.default_rng(0)
+    train = rng.choice(40, size=40, replace=True)
+    splits = [(train, np.arange(40, 60))]
+    with pytest.raises(ValueError, match="repeats samples"):
+        aloocv.kfold(X, y, loss="squared", penalty=aloocv.L2(1.0), cv=splits)

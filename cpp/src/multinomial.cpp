@@ -454,7 +454,7 @@ class MnModel {
   // new point and the gradient there); otherwise Armijo backtracking.
   double move(const Vec& step, double dec) {
     const Index K = pb_.K;
-    std::vector<double> loss(64, 0.0);
+    std::vector<double> loss(static_cast<size_t>(kMaxReductionChunks), 0.0);  // per chunk
     Vec gX(pb_.dim());
     const Index chunks = mn_pass(
         pb_, step,

@@ -222,6 +222,11 @@ def _cv_splits(cv: Any, X: Any, y: Any, groups: Any, loss: Any, n: int) -> list:
             raise ValueError(f"split {k} has an empty {'test' if te.size == 0 else 'training'} set")
         if np.unique(te).size != te.size:
             raise ValueError(f"split {k}: the test set repeats samples")
+        if np.unique(tr).size != tr.size:
+            raise ValueError(
+                f"split {k}: the training set repeats samples (bootstrap-style splits): pass "
+                "the repeat counts as sample_weight instead"
+            )
         if np.intersect1d(tr, te).size:
             raise ValueError(
                 f"split {k}: training and test sets overlap (a held-out prediction needs the "

@@ -316,6 +316,11 @@ class _ALOBase(BaseEstimator):
         """Leave-one-out loss against the estimator's own regularization parameter (see
         :func:`aloocv.plotting.plot_cv`)."""
         check_is_fitted(self, "search_results_")
+        if np.ndim(self.coef_) == 2 and "target" in self.search_results_:
+            raise ValueError(
+                "plot_cv draws one curve of one target: plot search_results_ per target (column "
+                "'target') for a fit on several targets"
+            )
         from .plotting import plot_cv
 
         return plot_cv(self, ax=ax)
@@ -1076,7 +1081,10 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         Per class, coefficients (intercept last) of every candidate, shape
         (1, n_cs, n_dof) or (1, n_cs, n_l1_ratios, n_dof).
     best_score_ : float
-        Score at the choice, higher is better (one-vs-rest: mean over classes).
+        Score at the choice, higher is better (one-vs-rest: mean over classes): the
+        scorer's, or minus the mean leave-one-out log-loss, weighted by ``sample_weight``
+        and, with ``class_weight``, by the class weights too (the loss that is fitted;
+        ``scoring="neg_log_loss"`` gives the log-loss without the class weights).
     best_stderr_ : float
         Standard error of the leave-one-out log-loss at the choice.
     search_results_ : dict of 1-d ndarray
@@ -1435,6 +1443,14 @@ class _ALOGLMRegressorCV(_ALORegressor):
     def _check_params(self) -> None:
         pass
 
+    def _loss_score(self, acv: Any, weight_mean: float) -> Any:
+        """``best_score_`` without a scorer: minus the mean deviance of the leave-one-out
+        means (scikit-learn's ``neg_mean_poisson_deviance`` / ``neg_mean_gamma_deviance``
+        / Tweedie deviance scorers): the deviance is twice the loss above the saturated
+        model's, whose weighted mean is ``_saturated`` (zero for the half-deviance losses,
+        the log-likelihood constant for the Poisson one)."""
+        return -2.0 * (np.asarray(acv, dtype=np.float64) - self._saturated)
+
     def fit(
         self,
         X: ArrayLike,
@@ -1471,7 +1487,11 @@ class _ALOGLMRegressorCV(_ALORegressor):
         _checked_input(self, X, y, sample_weight)
         self._check_params()
         loss = self._loss()
-        loss.check_y(np.asarray(y, dtype=np.float64))
+        yd = np.asarray(y, dtype=np.float64)
+        loss.check_y(yd)
+        # the loss of the saturated model (mean = y; y = 0 at the smallest normal mean)
+        sat = get_loss(loss).value(yd, np.log(np.maximum(yd, np.finfo(np.float64).tiny)))
+        self._saturated = float(np.average(sat, weights=sample_weight))
         alphas = _positive_grid("alphas", self.alphas)
         s = float(X.shape[0] if sample_weight is None else np.sum(sample_weight))
         grid = [L2(float(a) * s) for a in alphas]
@@ -1556,8 +1576,9 @@ _GLM_DOC = """
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
     best_score_ : float
-        Score at ``alpha_``, higher is better: the scorer's, or minus the mean
-        approximate leave-one-out loss ({what}).
+        Score at ``alpha_``, higher is better: the scorer's, or minus the mean deviance of
+        the approximate leave-one-out means ({dev}; ``search_results_["loss"]`` holds the
+        mean leave-one-out {what}).
     best_stderr_ : float
         Standard error of that mean loss.
     search_results_ : dict of 1-d ndarray
@@ -1578,7 +1599,12 @@ class ALOPoissonRegressorCV(_ALOGLMRegressorCV):
 
     Mirrors scikit-learn's ``PoissonRegressor``; ``fit`` and ``predict`` take an
     optional ``offset`` (e.g. ``log(exposure)``).
-""" + _GLM_DOC.format(sk="PoissonRegressor", extra="", what="Poisson negative log-likelihood")
+""" + _GLM_DOC.format(
+        sk="PoissonRegressor",
+        extra="",
+        what="Poisson negative log-likelihood",
+        dev='scikit-learn\'s ``"neg_mean_poisson_deviance"``',
+    )
 
     def _loss(self) -> Any:
         return get_loss("poisson")
@@ -1592,7 +1618,12 @@ class ALOGammaRegressorCV(_ALOGLMRegressorCV):
 
     Mirrors scikit-learn's ``GammaRegressor``; ``fit`` and ``predict`` take an optional
     ``offset``.
-""" + _GLM_DOC.format(sk="GammaRegressor", extra="", what="gamma half deviance")
+""" + _GLM_DOC.format(
+        sk="GammaRegressor",
+        extra="",
+        what="gamma half deviance",
+        dev='scikit-learn\'s ``"neg_mean_gamma_deviance"``',
+    )
 
     def _loss(self) -> Any:
         return get_loss("gamma")
@@ -1615,6 +1646,7 @@ class ALOTweedieRegressorCV(_ALOGLMRegressorCV):
     link : {"log", "auto"}
         Only the log link is implemented (``"auto"`` is the log link for power >= 1).""",
         what="Tweedie half deviance",
+        dev="``mean_tweedie_deviance`` with ``power``",
     )
 
     def __init__(

@@ -106,11 +106,12 @@ struct Partition {
 // chunks, fewer when 64 partials would exceed 256 MiB (p1 above ~724 for a p1 x p1
 // Hessian) or rows run short. A reduction therefore uses at most that many threads.
 // (It used to raise the count to n_threads, which changed the sums above 64 threads.)
+constexpr Index kMaxReductionChunks = 64;
 inline Index reduction_chunks(Index n, Index partial_size, [[maybe_unused]] int n_threads,
                               Index min_rows = 256) {
   const Index budget = Index(32) * 1024 * 1024;  // doubles (256 MiB) for all partials
   Index k = std::max<Index>(1, budget / std::max<Index>(1, partial_size));
-  k = std::min<Index>(k, 64);
+  k = std::min<Index>(k, kMaxReductionChunks);
   k = std::min<Index>(k, std::max<Index>(1, n / min_rows));
   return std::max<Index>(1, k);
 }

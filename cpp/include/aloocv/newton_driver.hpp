@@ -99,6 +99,8 @@ struct is_newton_model<
            std::enable_if_t<std::is_same_v<decltype(std::declval<M&>().refactor()), void>>,
            std::enable_if_t<
                std::is_same_v<decltype(std::declval<const M&>().factor_at_point()), bool>>,
+           std::enable_if_t<
+               std::is_same_v<decltype(std::declval<const M&>().newton_at_point()), bool>>,
            std::enable_if_t<std::is_same_v<decltype(std::declval<const M&>().chord_ok()), bool>>,
            std::enable_if_t<std::is_same_v<
                decltype(std::declval<M&>().direction(std::declval<Vec&>())), double>>,
