@@ -19,7 +19,11 @@ the Hessian of the trial point together, so an accepted full step costs no extra
 near the optimum chord steps on the last factor need gradient-only passes, and one
 fresh Hessian is taken at the solution). ALO: one more pass (leverages, in the same pass
 as the hypergradient's first accumulation); the exact hypergradient of a curved loss:
-one more pass. Each chunk task uses ``n_jobs`` OpenMP threads (default 1: dask runs the
+one more pass. With an L1 term (L1, ElasticNet) the fit is the core's active-set
+proximal Newton (:func:`enet_newton`: a gradient pass and a Hessian pass over the
+working-set columns per outer iteration, the quadratic model solved on the client by the
+core's coordinate descent) and ALO uses the columns of the active set, as in memory.
+Each chunk task uses ``n_jobs`` OpenMP threads (default 1: dask runs the
 chunks in parallel) and a single-threaded BLAS. Every pass costs dask's scheduling of
 one task per chunk: chunks of about 100 MB (dask's default chunk size) keep that small
 (seen at n=1e6, p=100 on 2 workers: 1.1-1.2x the in-memory time with 100 MB chunks,

@@ -75,14 +75,9 @@ def _dask_fit_inputs(est, X, y, sample_weight):
     if sample_weight is not None:
         sample_weight = _dask._as_dask_vector(sample_weight, X, "sample_weight")
     check_bool(est.fit_intercept, "fit_intercept")
-    if hasattr(est, "alpha_per_feature"):
-        check_bool(est.alpha_per_feature, "alpha_per_feature")
-    for name, why in (
-        ("store_cv_results", "the per-sample arrays stay on the cluster (loo() returns them)"),
-        ("store_loo", "the per-sample arrays stay on the cluster (loo() returns them)"),
-    ):
-        if getattr(est, name, None) not in (None, False):
-            raise ValueError(f"{name}= is not available for dask input: {why}")
+    for flag in ("alpha_per_feature", "store_cv_results", "store_loo"):
+        if hasattr(est, flag):  # the per-sample arrays that these keep are gathered to
+            check_bool(getattr(est, flag), flag)  # the client by the tuning anyway
     return X, y, sample_weight
 
 
@@ -570,7 +565,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         res = search.res
         if self.store_cv_results:
             if search.scorer is None:
-                sw = 1.0 if sample_weight is None else sample_weight[:, None]
+                sw = 1.0 if sample_weight is None else np.asarray(sample_weight)[:, None]
                 self.cv_results_ = sw * 2.0 * res.path_losses[:, search.rows]
             else:
                 self.cv_results_ = res.path_predictions[:, search.rows].copy()
