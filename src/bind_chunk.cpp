@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "aloocv/chunk.hpp"
+#include "aloocv/enet.hpp"
 #include "arrays.hpp"
 #include "release.hpp"
 
@@ -127,6 +128,22 @@ void bind_chunk(py::module_& m) {
       py::arg("fit_intercept"), py::arg("beta"), py::arg("fold"), py::arg("n_folds"),
       py::arg("n_threads"), py::arg("offset") = py::none(),
       "One chunk's per-fold X~_S^T D_S X~_S (p1, p1, K) and X~_S^T g_S (p1, K).");
+
+  m.def(
+      "quadratic_cd",
+      [](const py::array& H, const py::array& g, const py::array& beta, const py::array& l1,
+         double tol) {
+        const Index m = static_cast<Index>(g.size());
+        const Mat Hm = to_mat(H, m, "H");
+        if (Hm.cols() != m) throw py::value_error("H must be square, of the size of g");
+        const Vec gv = to_vec(g, m, "g"), bv = to_vec(beta, m, "beta"), lv = to_vec(l1, m, "l1");
+        Vec d;
+        run_released([&] { d = aloocv::detail::quadratic_cd(Hm, gv, bv, lv, tol); });
+        return to_numpy(d);
+      },
+      py::arg("H"), py::arg("g"), py::arg("beta"), py::arg("l1"), py::arg("tol"),
+      "The elastic-net fit's working-set model solve (enet.hpp detail::quadratic_cd): the "
+      "step delta minimizing g^T delta + 1/2 delta^T H delta + sum l1 |beta + delta|.");
 }
 
 }  // namespace aloocv::bind

@@ -34,7 +34,7 @@ def close(a, b, tol=PARITY):
 @pytest.fixture(scope="module")
 def client():
     cluster = distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
     )
     c = distributed.Client(cluster)
     yield c
@@ -189,12 +189,130 @@ def test_ridge_cv_estimator(sync):
     assert g.n_features_in_ == 4
 
 
+ENET_CASES = [
+    ("squared", aloocv.L1(np.linspace(5.0, 15.0, 8))),
+    ("logistic", aloocv.ElasticNet(4.0, 1.0)),
+    ("poisson", aloocv.ElasticNet(20.0, 0.5)),
+]
+
+
+@pytest.mark.parametrize("loss,pen", ENET_CASES, ids=lambda v: str(v)[:12])
+def test_l1_fit_loo_parity(sync, loss, pen):
+    # the active-set proximal Newton over the chunks ends where the core's does; the
+    # closed forms on the active set agree to the fits' tolerance
+    X, y, w, off = loss_data(loss, n=230, p=8, seed=3)
+    kw = dict(loss=loss, penalty=pen, sample_weight=w, offset=off, tol=TOL)
+    ref = aloocv.fit(X, y, **kw)
+    got = aloocv.fit(dX(X), y, **kw)
+    nz = ref.coef_ != 0
+    assert 0 < nz.sum() < X.shape[1]  # a sparse fit: the test exercises the active set
+    np.testing.assert_array_equal(got.coef_ != 0, nz)
+    close(got.coef_, ref.coef_, 1e-8)
+    close(got.intercept_, ref.intercept_, 1e-8)
+    assert got.converged_
+    for method in ("alo", "if", "lemma3"):
+        r = aloocv.loo(X, y, method=method, **kw)
+        g = aloocv.loo(dX(X), y, method=method, **kw)
+        for key in ("losses", "predictions", "leverages"):
+            close(getattr(g, key).compute(), getattr(r, key), 1e-8)
+        close(g.mean, r.mean, 1e-8)
+        close(g.stderr, r.stderr, 1e-8)
+    # bring your own fit: the active-set state at the given coefficients
+    r = aloocv.loo(X, y, coef=ref.coef_, intercept=ref.intercept_, **kw)
+    g = aloocv.loo(dX(X), y, coef=ref.coef_, intercept=ref.intercept_, **kw)
+    close(g.losses.compute(), r.losses, 1e-10)
+
+
+def test_l1_leverages_brute_force(sync):
+    # independent of the core's loo: for the lasso with squared loss the ALO leverages
+    # are those of the least-squares fit on the active columns (plus the intercept)
+    X, y, _, _ = loss_data("squared", n=150, p=10, seed=5)
+    res = aloocv.loo(dX(X), y, loss="squared", penalty=aloocv.L1(20.0), tol=TOL)
+    A = np.flatnonzero(res.fit.coef_)
+    assert 0 < A.size < 10
+    Z = np.column_stack([np.ones(150), X[:, A]])
+    h = np.einsum("ij,ji->i", Z, np.linalg.solve(Z.T @ Z, Z.T))
+    close(res.leverages.compute(), h, 1e-10)
+
+
+def test_l1_tune_grid_and_estimators(sync):
+    X, y, _, _ = loss_data("squared", n=200, p=8, seed=7)
+    grid = [aloocv.ElasticNet(v, 0.5 * v) for v in (2.0, 10.0, 40.0)]
+    kt = dict(loss="squared", method="grid", grid=grid, fit_tol=TOL)
+    r = aloocv.tune(X, y, penalty=grid[0], **kt)
+    g = aloocv.tune(dX(X), y, penalty=grid[0], **kt)
+    close(g.history["acv"], r.history["acv"], 1e-8)
+    close(g.fit.coef_, r.fit.coef_, 1e-8)
+    kw = dict(l1_ratio=[0.5, 0.9], alphas=5, tol=TOL)
+    er = aloocv.ALOElasticNetCV(**kw).fit(X, y)
+    eg = aloocv.ALOElasticNetCV(**kw).fit(dX(X), da.from_array(y, chunks=60))
+    close(eg.alphas_, er.alphas_, 1e-12)
+    assert (eg.alpha_, eg.l1_ratio_) == pytest.approx((er.alpha_, er.l1_ratio_), rel=1e-12)
+    close(eg.coef_, er.coef_, 1e-8)
+    close(eg.mse_path_, er.mse_path_, 1e-8)
+
+
+@pytest.mark.parametrize("cw", ["balanced", {0: 1.0, 1: 3.0}], ids=["balanced", "dict"])
+def test_logistic_cv_class_weight(sync, cw):
+    X, y, w, _ = loss_data("logistic", n=200, p=4, seed=12)
+    y[:60] = 0.0  # unbalanced classes
+    kw = dict(Cs=np.logspace(-2, 2, 4), class_weight=cw, tol=TOL)
+    r = aloocv.ALOLogisticRegressionCV(**kw).fit(X, y, sample_weight=w)
+    g = aloocv.ALOLogisticRegressionCV(**kw).fit(dX(X), da.from_array(y, chunks=70), w)
+    close(g.C_, r.C_, 1e-12)
+    close(g.coef_, r.coef_)
+    close(g.intercept_, r.intercept_)
+    close(g.best_score_, r.best_score_)
+    # independent: the fit at the chosen C with the class weights spelled out
+    counts = np.array([w[y == c].sum() for c in (0.0, 1.0)])
+    cwv = counts.sum() / (2 * counts) if cw == "balanced" else np.array([1.0, 3.0])
+    ref = aloocv.fit(
+        X, y, loss="logistic", penalty=aloocv.L2(1.0 / r.C_[0]),
+        sample_weight=w * cwv[y.astype(int)], tol=TOL,
+    )  # fmt: skip
+    close(g.coef_.ravel(), ref.coef_)
+
+
+def test_scoring_and_stored_loo(sync):
+    # scoring= needs the candidates' leave-one-out predictions and y on the client (X
+    # stays chunked); store_loo / store_cv_results keep those per-sample arrays
+    X, y, w, _ = loss_data("logistic", n=200, p=4, seed=13)
+    kw = dict(Cs=np.logspace(-3, 2, 5), scoring="accuracy", store_loo=True, tol=TOL)
+    r = aloocv.ALOLogisticRegressionCV(**kw).fit(X, y, sample_weight=w)
+    g = aloocv.ALOLogisticRegressionCV(**kw).fit(dX(X), da.from_array(y, chunks=70), w)
+    close(g.C_, r.C_, 1e-12)
+    close(g.best_score_, r.best_score_)
+    close(g.coef_, r.coef_)
+    close(g.loo_predictions_, r.loo_predictions_)
+    # independent: the accuracy of the chosen C's exact ALO predictions, by numpy
+    pen = aloocv.L2(1.0 / r.C_[0])
+    loo = aloocv.loo(X, y, loss="logistic", penalty=pen, sample_weight=w, tol=TOL)
+    acc = np.average((loo.predictions > 0) == (y > 0.5), weights=w)
+    close(g.best_score_, acc)
+    Xs, ys, _, _ = loss_data("squared", n=150, p=4, seed=14)
+    kw = dict(alphas=np.logspace(-2, 2, 4), store_cv_results=True, tol=TOL)
+    r = aloocv.ALORidgeCV(**kw, scoring="r2").fit(Xs, ys, sample_weight=w[:150])
+    g = aloocv.ALORidgeCV(**kw, scoring="r2").fit(dX(Xs), ys, sample_weight=w[:150])
+    assert g.alpha_ == r.alpha_
+    close(g.cv_results_, r.cv_results_)
+    close(g.best_score_, r.best_score_)
+    r = aloocv.ALORidgeCV(**kw).fit(Xs, ys, sample_weight=w[:150])
+    g = aloocv.ALORidgeCV(**kw).fit(dX(Xs), ys, sample_weight=da.from_array(w[:150], chunks=70))
+    close(g.cv_results_, r.cv_results_)
+
+
 def test_bad_dask_input(sync):
     X, y, _, _ = loss_data("logistic", n=100, p=3)
     with pytest.raises(ValueError, match="multinomial"):
         aloocv.fit(dX(X), y.astype(int) + (np.arange(100) % 3 == 0), loss="multinomial")
-    with pytest.raises(ValueError, match="L1"):
-        aloocv.fit(dX(X), y, penalty=aloocv.ElasticNet(0.1, 0.1))
+    with pytest.raises(ValueError, match="kfold with an L1 term"):
+        aloocv.kfold(dX(X), y, penalty=aloocv.ElasticNet(0.1, 0.1))
+    with pytest.raises(ValueError, match="method='exact' with an L1 term"):
+        aloocv.loo(dX(X), y, penalty=aloocv.L1(1.0), method="exact")
+    with pytest.raises(ValueError, match="return_gradient=True with an L1 term"):
+        aloocv.loo(dX(X), y, penalty=aloocv.L1(1.0), return_gradient=True)
+    with pytest.raises(ValueError, match="hypergradient .* L1 term"):
+        aloocv.tune(dX(X), y, penalty=aloocv.L1(1.0), method="gd")
     with pytest.raises(ValueError, match="primal"):
         aloocv.fit(dX(X), y, solver="dual")
     with pytest.raises(ValueError, match="length 100"):
@@ -273,6 +391,26 @@ def test_cluster_tune_and_logistic_cv(client):
     close(est_g.intercept_, est_r.intercept_)
     close(est_g.best_score_, est_r.best_score_)
     close(est_g.predict_proba(X), est_r.predict_proba(X))
+
+
+def test_cluster_l1_loo_and_logistic_cv(client):
+    X, y, w, _ = loss_data("logistic", n=240, p=8, seed=11)
+    kw = dict(loss="logistic", penalty=aloocv.ElasticNet(25.0, 1.0), sample_weight=w, tol=TOL)
+    r = aloocv.loo(X, y, **kw)
+    g = aloocv.loo(dX(X), y, **kw)
+    assert 0 < np.count_nonzero(r.fit.coef_) < 8
+    close(g.fit.coef_, r.fit.coef_, 1e-8)
+    close(g.losses.compute(), r.losses, 1e-8)
+    close(g.leverages.compute(), r.leverages, 1e-8)
+    close(g.mean, r.mean, 1e-8)
+    kw = dict(Cs=[0.1, 1.0], l1_ratios=[0.5, 0.9], tol=TOL)
+    est_r = aloocv.ALOLogisticRegressionCV(**kw).fit(X, y)
+    est_g = aloocv.ALOLogisticRegressionCV(**kw).fit(dX(X), da.from_array(y, chunks=50))
+    close(est_g.C_, est_r.C_, 1e-12)
+    close(est_g.l1_ratio_, est_r.l1_ratio_, 1e-12)
+    close(est_g.coef_, est_r.coef_, 1e-8)
+    close(est_g.intercept_, est_r.intercept_, 1e-8)
+    close(est_g.best_score_, est_r.best_score_, 1e-8)
 
 
 def test_cluster_client_gathers_no_X(client, monkeypatch):

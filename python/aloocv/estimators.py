@@ -75,17 +75,48 @@ def _dask_fit_inputs(est, X, y, sample_weight):
     if sample_weight is not None:
         sample_weight = _dask._as_dask_vector(sample_weight, X, "sample_weight")
     check_bool(est.fit_intercept, "fit_intercept")
-    if hasattr(est, "alpha_per_feature"):
-        check_bool(est.alpha_per_feature, "alpha_per_feature")
-    for name, why in (
-        ("scoring", "a scorer needs every candidate's leave-one-out predictions on the client"),
-        ("class_weight", "class weights need the class counts; pass them as sample_weight"),
-        ("store_cv_results", "the per-sample arrays stay on the cluster (loo() returns them)"),
-        ("store_loo", "the per-sample arrays stay on the cluster (loo() returns them)"),
-    ):
-        if getattr(est, name, None) not in (None, False):
-            raise ValueError(f"{name}= is not available for dask input: {why}")
+    for flag in ("alpha_per_feature", "store_cv_results", "store_loo"):
+        if hasattr(est, flag):  # the per-sample arrays that these keep are gathered to
+            check_bool(getattr(est, flag), flag)  # the client by the tuning anyway
     return X, y, sample_weight
+
+
+def _dask_enet_top(X, y, sample_weight, fit_intercept: bool) -> tuple[float, np.ndarray]:
+    """(sum of weights, X^T W (y - ybar)) of dask input in one pass over X (p floats
+    reach the client)."""
+    import dask
+    import dask.array as da
+
+    w = da.ones_like(y, dtype=np.float64) if sample_weight is None else sample_weight
+    n, sy, xwy, xw = dask.compute(w.sum(), (w * y).sum(), X.T @ (w * y), X.T @ w)
+    n = float(n)
+    ybar = float(sy) / n if (fit_intercept and n > 0) else 0.0
+    return n, np.asarray(xwy) - ybar * np.asarray(xw)
+
+
+def _class_weights_of_labels(classes: np.ndarray, cw: np.ndarray):
+    """A map_blocks function: the class weight of each label of a chunk of y."""
+
+    def per_sample(yb: np.ndarray) -> np.ndarray:
+        return cw[np.searchsorted(classes, yb)]
+
+    return per_sample
+
+
+def _dask_class_weight(class_weight, classes: np.ndarray, y, sample_weight):
+    """Sample weights (a dask vector) of class_weight on dask y: scikit-learn's
+    compute_class_weight on the weighted class counts, taken in one pass over y."""
+    import dask
+
+    if isinstance(class_weight, str) and class_weight == "balanced":
+        w = 1.0 if sample_weight is None else sample_weight
+        counts = np.array(dask.compute(*[(w * (y == c)).sum() for c in classes]), dtype=float)
+        # each class once, weighted by its count: the same bincount as over y itself
+        cw = compute_class_weight("balanced", classes=classes, y=classes, sample_weight=counts)
+    else:  # a dict: y is not read
+        cw = compute_class_weight(class_weight, classes=classes, y=classes)
+    per = y.map_blocks(_class_weights_of_labels(classes, cw), dtype=np.float64)
+    return per if sample_weight is None else sample_weight * per
 
 
 def _dask_classes(y: Any) -> np.ndarray:
@@ -249,6 +280,10 @@ class _ALOBase(BaseEstimator):
             best_score = float(self._loss_score(res.acv, wmean))
         else:
             y_true = y if y_score is None else y_score
+            if is_dask_collection(y_true):  # dask input: the scorer's n labels and weights
+                y_true = np.asarray(y_true)  # on the client (X stays on the cluster)
+            if is_dask_collection(score_weight):
+                score_weight = np.asarray(score_weight)
             score = np.array(
                 [
                     _scoring.score(
@@ -535,7 +570,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         res = search.res
         if self.store_cv_results:
             if search.scorer is None:
-                sw = 1.0 if sample_weight is None else sample_weight[:, None]
+                sw = 1.0 if sample_weight is None else np.asarray(sample_weight)[:, None]
                 self.cv_results_ = sw * 2.0 * res.path_losses[:, search.rows]
             else:
                 self.cv_results_ = res.path_predictions[:, search.rows].copy()
@@ -831,25 +866,29 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
     ) -> ALOElasticNetCV:
         """Fit, choosing alpha (and l1_ratio) by ALOOCV.
 
-        ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``)."""
-        _precheck(X)
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            accept_sparse=["csr", "csc", "coo"],
-            y_numeric=True,
-            multi_output=True,
-            dtype=[np.float64, np.float32],
-        )
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
-        check_bool(self.alpha_per_target, "alpha_per_target")
-        if is_multi_target(y):
-            return self._fit_targets(X, y, sample_weight)
-        if y.ndim == 2:
-            y = y[:, 0]
-        _checked_input(self, X, y, sample_weight)
+        ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``); ``X`` may
+        be a dask array (with a 1-d ``y``: :mod:`aloocv._dask`)."""
+        if is_dask_collection(X):  # a dask array: chunk by chunk (aloocv._dask)
+            X, y, sample_weight = _dask_fit_inputs(self, X, y, sample_weight)
+        else:
+            _precheck(X)
+            X, y = validate_data(
+                self,
+                X,
+                y,
+                accept_sparse=["csr", "csc", "coo"],
+                y_numeric=True,
+                multi_output=True,
+                dtype=[np.float64, np.float32],
+            )
+            if sample_weight is not None:
+                sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+            check_bool(self.alpha_per_target, "alpha_per_target")
+            if is_multi_target(y):
+                return self._fit_targets(X, y, sample_weight)
+            if y.ndim == 2:
+                y = y[:, 0]
+            _checked_input(self, X, y, sample_weight)
         n, ratios, alphas = self._grid(X, y, sample_weight)
         grid = [
             _enet_from_sklearn(float(a), float(r), n) for r, row in zip(ratios, alphas) for a in row
@@ -888,8 +927,11 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
     def _grid(self, X, y, sample_weight) -> tuple[float, np.ndarray, np.ndarray]:
         """(sum of weights, l1_ratios, alphas of shape (n_l1_ratio, n_alphas)); y 1-d or
         2-d (the largest alpha_max over its columns)."""
-        sw = np.ones(X.shape[0]) if sample_weight is None else sample_weight
-        n = float(sw.sum())
+        if is_dask_collection(X):
+            n, xty = _dask_enet_top(X, y, sample_weight, self.fit_intercept)
+        else:
+            sw = np.ones(X.shape[0]) if sample_weight is None else sample_weight
+            n = float(sw.sum())
         if not n > 0:
             raise ValueError("sample_weight sums to zero")
         ratios = _check_ratios(self.l1_ratio, "l1_ratio", low_open=True)
@@ -900,11 +942,14 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
             raise ValueError(f"alphas must be a positive integer or a grid, got {self.alphas!r}")
         if not isinstance(self.eps, Real) or not 0 < self.eps < 1:
             raise ValueError(f"eps must be in (0, 1), got {self.eps!r}")
-        Y = y.reshape(y.shape[0], -1)
-        yc = Y - (np.average(Y, axis=0, weights=sw) if self.fit_intercept else 0.0)
         # the smallest alpha with an all-zero solution: max_j |x_j^T W (y - ybar)| / n
         # (centering of x_j cancels against the weighted-centered y), per l1_ratio
-        top = float(np.max(np.abs(np.asarray(X.T @ (sw[:, None] * yc))))) / n
+        if is_dask_collection(X):
+            top = float(np.max(np.abs(xty))) / n
+        else:
+            Y = y.reshape(y.shape[0], -1)
+            yc = Y - (np.average(Y, axis=0, weights=sw) if self.fit_intercept else 0.0)
+            top = float(np.max(np.abs(np.asarray(X.T @ (sw[:, None] * yc))))) / n
         steps = np.logspace(0, np.log10(self.eps), int(self.alphas))
         return n, ratios, np.array([(top / r if top > 0 else 1.0) * steps for r in ratios])
 
@@ -1189,7 +1234,9 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
             )
         check_class_weight(self.class_weight, self.classes_)
         fit_weight = sample_weight
-        if self.class_weight is not None:
+        if self.class_weight is not None and dask_input:
+            fit_weight = _dask_class_weight(self.class_weight, self.classes_, y, sample_weight)
+        elif self.class_weight is not None:
             cw = compute_class_weight(
                 self.class_weight, classes=self.classes_, y=y, sample_weight=sample_weight
             )

@@ -348,6 +348,8 @@ def tune(
             fit_tol,
             fit_max_iter,
         )
+        if method != "grid":
+            _dask._no_l1(dask_state.data, "the hypergradient (tuning other than method='grid')")
         l1 = off = None
     else:
         if not multinomial:
