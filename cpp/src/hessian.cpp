@@ -71,7 +71,7 @@ void sparse_outer(const CsrView& X, const double* d, bool intercept, const int* 
       const int j = pos ? pos[X.indices[a]] : X.indices[a];
       if (j < 0) continue;
       jj.push_back(off + j);
-      vv.push_back(X.data[a]);
+      vv.push_back(X.val(a));
     }
     if (intercept) {
       acc[0] += di;
