@@ -147,14 +147,16 @@ struct Design {
 
   // out (p1 x m, column-major, leading dimension p1) column k = scale[k] * x~_{i0+k}
   // restricted to `cols` (p1 = |cols| + intercept); scale == nullptr means 1.
-  void pack_rows(Index i0, Index i1, const double* scale, bool intercept, double* out,
+  // T: double, or float for the float32 SYRK of float32 designs (hessian.cpp).
+  template <class T>
+  void pack_rows(Index i0, Index i1, const double* scale, bool intercept, T* out,
                  Columns cols = {}) const {
     const Index off = intercept ? 1 : 0;
     const Index q = cols.all() ? p : cols.size;
     const Index p1 = q + off;
     const Index m = i1 - i0;
     if (sparse) {
-      std::fill(out, out + p1 * m, 0.0);
+      std::fill(out, out + p1 * m, T(0));
       const int* pos = nullptr;
       std::vector<int> map;
       if (!cols.all()) {
@@ -165,11 +167,11 @@ struct Design {
       for (Index k = 0; k < m; ++k) {
         const Index i = i0 + k;
         const double s = scale ? scale[k] : 1.0;
-        double* o = out + k * p1;
-        if (intercept) o[0] = s;
+        T* o = out + k * p1;
+        if (intercept) o[0] = static_cast<T>(s);
         for (Index a = csr.indptr[i]; a < csr.indptr[i + 1]; ++a) {
           const int j = pos ? pos[csr.indices[a]] : csr.indices[a];
-          if (j >= 0) o[off + j] += s * csr.val(a);
+          if (j >= 0) o[off + j] += static_cast<T>(s * csr.val(a));
         }
       }
       return;
@@ -179,15 +181,15 @@ struct Design {
       if (X.row_stride == 1 && X.col_stride != 1) {
         // Fortran order: read columns contiguously.
         if (intercept)
-          for (Index k = 0; k < m; ++k) out[k * p1] = scale ? scale[k] : 1.0;
+          for (Index k = 0; k < m; ++k) out[k * p1] = static_cast<T>(scale ? scale[k] : 1.0);
         for (Index jj = 0; jj < q; ++jj) {
           const Index j = cols.all() ? jj : cols.cols[jj];
           const auto* col = data + j * X.col_stride + i0;
-          double* o = out + off + jj;
+          T* o = out + off + jj;
           if (scale) {
-            for (Index k = 0; k < m; ++k) o[k * p1] = scale[k] * col[k];
+            for (Index k = 0; k < m; ++k) o[k * p1] = static_cast<T>(scale[k] * col[k]);
           } else {
-            for (Index k = 0; k < m; ++k) o[k * p1] = col[k];
+            for (Index k = 0; k < m; ++k) o[k * p1] = static_cast<T>(col[k]);
           }
         }
         return;
@@ -195,13 +197,14 @@ struct Design {
       for (Index k = 0; k < m; ++k) {
         const Index i = i0 + k;
         const double s = scale ? scale[k] : 1.0;
-        double* o = out + k * p1;
-        if (intercept) o[0] = s;
+        T* o = out + k * p1;
+        if (intercept) o[0] = static_cast<T>(s);
         const auto* row = data + i * X.row_stride;
         if (cols.all()) {
-          for (Index j = 0; j < p; ++j) o[off + j] = s * row[j * X.col_stride];
+          for (Index j = 0; j < p; ++j) o[off + j] = static_cast<T>(s * row[j * X.col_stride]);
         } else {
-          for (Index jj = 0; jj < q; ++jj) o[off + jj] = s * row[cols.cols[jj] * X.col_stride];
+          for (Index jj = 0; jj < q; ++jj)
+            o[off + jj] = static_cast<T>(s * row[cols.cols[jj] * X.col_stride]);
         }
       }
     });
