@@ -1,11 +1,11 @@
 """The one validation layer: every public entry point passes its inputs through here.
 
 Every problem surfaces as a ValueError or TypeError whose message names it; nothing
-reaches the core unchecked. Valid float64 arrays in C or Fortran order (or any strided
-view with whole-element, aligned strides) are used in place: validation never copies
-them. Sparse input is range-checked (indptr, indices, shape) before scipy or the core
-touches it, then put in canonical CSR form (int32 indices, sorted, duplicates summed)
-without densifying.
+reaches the core unchecked. Valid float64 or float32 arrays in C or Fortran order (or
+any strided view with whole-element, aligned strides) are used in place: validation never
+copies them (the core widens float32 row blocks as it reads them). Sparse input is
+range-checked (indptr, indices, shape) before scipy or the core touches it, then put in
+canonical CSR form (int32 indices, sorted, duplicates summed) without densifying.
 """
 
 from __future__ import annotations
