@@ -39,19 +39,30 @@ inline void require_aligned(const py::array& a, const char* name) {
   }
 }
 
-// A zero-copy view of a 2-D float64 array of any layout whose strides are whole elements.
-inline DenseView design_view(const py::array& X) {
-  require_float64(X, "X");
+// A zero-copy view of a 2-D float64 array of any layout whose strides are whole elements;
+// with allow_float32, a float32 array too (the design X: read in place, widened as read).
+inline DenseView design_view(const py::array& X, bool allow_float32 = false) {
+  const bool f32 = allow_float32 && py::array_t<float>::check_(X);
+  if (!f32) require_float64(X, "X");
   if (X.ndim() != 2) throw py::value_error("X must be 2-dimensional");
+  const py::ssize_t item = f32 ? 4 : 8;
   const auto s0 = X.strides(0), s1 = X.strides(1);
-  if (s0 % 8 != 0 || s1 % 8 != 0) throw py::value_error("X strides must be multiples of 8 bytes");
-  require_aligned(X, "X");
+  if (s0 % item != 0 || s1 % item != 0) {
+    throw py::value_error("X strides must be multiples of " + std::to_string(item) + " bytes");
+  }
+  if (reinterpret_cast<std::uintptr_t>(X.data()) % static_cast<std::uintptr_t>(item) != 0) {
+    throw py::value_error("X is not aligned to " + std::to_string(item) + " bytes (copy it first)");
+  }
   DenseView v;
-  v.data = static_cast<const double*>(X.data());
+  if (f32) {
+    v.data32 = static_cast<const float*>(X.data());
+  } else {
+    v.data = static_cast<const double*>(X.data());
+  }
   v.n = X.shape(0);
   v.p = X.shape(1);
-  v.row_stride = s0 / 8;
-  v.col_stride = s1 / 8;
+  v.row_stride = s0 / item;
+  v.col_stride = s1 / item;
   return v;
 }
 
@@ -102,7 +113,16 @@ inline Design make_design(const py::object& X) {
     }
     const Index nnz = v.indptr[v.n];
     v.indices = int32_ptr(require_array(t[1], "indices"), nnz, "indices");
-    v.data = vector_ptr(require_array(t[0], "data"), nnz, "data");
+    const py::array data = require_array(t[0], "data");
+    if (py::array_t<float>::check_(data)) {  // float32 values, read in place
+      if (data.ndim() != 1 || data.shape(0) != nnz || (nnz > 1 && data.strides(0) != 4) ||
+          reinterpret_cast<std::uintptr_t>(data.data()) % alignof(float) != 0) {
+        throw py::value_error("sparse X: data must be a contiguous aligned array of length nnz");
+      }
+      v.data32 = static_cast<const float*>(data.data());
+    } else {
+      v.data = vector_ptr(data, nnz, "data");
+    }
     for (Index a = 0; a < nnz; ++a) {
       if (v.indices[a] < 0 || v.indices[a] >= v.p) {
         throw py::value_error("sparse X: column index " + std::to_string(v.indices[a]) +
@@ -118,7 +138,7 @@ inline Design make_design(const py::object& X) {
     }
     return Design::from(v);
   }
-  return Design::from(design_view(require_array(X, "X")));
+  return Design::from(design_view(require_array(X, "X"), true));
 }
 
 inline Problem make_problem(const py::object& X, const py::array& y,

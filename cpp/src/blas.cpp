@@ -39,6 +39,21 @@ void syrk_lower(Index n, Index k, const double* A, Index lda, double beta, doubl
   Cm.selfadjointView<Eigen::Lower>().rankUpdate(Am);
 }
 
+bool has_ssyrk() { return enabled() && g_table.ssyrk != nullptr; }
+
+bool syrk_lower_f32(Index n, Index k, const float* A, Index lda, float* C, Index ldc) {
+  if (!(enabled() && g_table.ssyrk && fits_int(n) && fits_int(k) && fits_int(lda) &&
+        fits_int(ldc) && n > 0 && k > 0)) {
+    return false;
+  }
+  char uplo = 'L', trans = 'N';
+  int in = static_cast<int>(n), ik = static_cast<int>(k), ilda = static_cast<int>(lda),
+      ildc = static_cast<int>(ldc);
+  float alpha = 1.0f, beta = 0.0f;
+  g_table.ssyrk(&uplo, &trans, &in, &ik, &alpha, const_cast<float*>(A), &ilda, &beta, C, &ildc);
+  return true;
+}
+
 void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index ldb, bool trans) {
   if (n == 0 || m == 0) return;
   if (enabled() && fits_int(n) && fits_int(m) && fits_int(ldl) && fits_int(ldb)) {

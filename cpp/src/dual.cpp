@@ -391,7 +391,7 @@ DualState dual_state_at(const Problem& pb, const Vec& beta, const FitOptions& op
 template <class Loss>
 DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const FitOptions& opt,
                      bool want_loo, const Vec* beta, SampleSet set) {
-  const bool have_x = pb.X.n > 0 && pb.X.p > 0 && (pb.X.sparse || pb.X.dense.data);
+  const bool have_x = pb.X.n > 0 && pb.X.p > 0 && (pb.X.sparse || !pb.X.dense.empty());
   if (!have_x && !Loss::constant_curvature) {
     throw InvalidInput("a user kernel supports the squared loss only");
   }

@@ -117,7 +117,7 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
             const int j = pos.empty() ? S.indices[a] : pos[static_cast<size_t>(S.indices[a])];
             if (j < 0) continue;
             jj.push_back(off + j);
-            vv.push_back(S.data[a]);
+            vv.push_back(S.val(a));
           }
           double acc = intercept ? Hinv(0, 0) : 0.0;
           for (size_t a = 0; a < jj.size(); ++a) {

@@ -71,7 +71,7 @@ void sparse_outer(const CsrView& X, const double* d, bool intercept, const int* 
       const int j = pos ? pos[X.indices[a]] : X.indices[a];
       if (j < 0) continue;
       jj.push_back(off + j);
-      vv.push_back(X.data[a]);
+      vv.push_back(X.val(a));
     }
     if (intercept) {
       acc[0] += di;
@@ -92,6 +92,40 @@ void sparse_outer(const CsrView& X, const double* d, bool intercept, const int* 
       }
     }
   }
+}
+
+// The dense float32 route of hessian() for the rows [c0, c1): each block of B rows is
+// packed (scaled by sqrt|d_i|) in float32 and multiplied by SSYRK (about twice the rate of
+// DSYRK), and the block products, p1 x p1 sums of B terms each, are accumulated into acc in
+// float64: the float32 rounding stays that of one block (relative ~sqrt(B) 2^-24 of the
+// block's |terms|), the sum over n rows is float64. Returns false when SSYRK did not run.
+bool hessian_f32(const Design& X, const double* d, bool intercept, Columns cols, Index c0, Index c1,
+                 Index B, Index p1, double* acc, std::vector<float>& pack,
+                 std::vector<float>& blk) {
+  const Index pp = p1 * p1;
+  pack.resize(static_cast<size_t>(p1 * B));
+  blk.resize(static_cast<size_t>(pp));
+  std::vector<double> scale(static_cast<size_t>(B));
+  std::fill(acc, acc + pp, 0.0);
+  for (Index i0 = c0; i0 < c1; i0 += B) {
+    interrupt::check();
+    const Index i1 = std::min(c1, i0 + B), m = i1 - i0;
+    for (int sign = 1; sign >= -1; sign -= 2) {
+      bool any = false;
+      for (Index i = i0; i < i1; ++i) {
+        const double v = std::max(sign * d[i], 0.0);
+        scale[static_cast<size_t>(i - i0)] = std::sqrt(v);
+        any = any || v > 0.0;
+      }
+      if (!any) continue;
+      X.pack_rows(i0, i1, scale.data(), intercept, pack.data(), cols);
+      if (!blas::syrk_lower_f32(p1, m, pack.data(), p1, blk.data(), p1)) return false;
+      for (Index j = 0; j < p1; ++j)
+        for (Index i = j; i < p1; ++i)
+          acc[j * p1 + i] += sign * static_cast<double>(blk[static_cast<size_t>(j * p1 + i)]);
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -117,8 +151,9 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
   {
     interrupt::Share share(ictx);
     std::vector<double> pack, scale, neg;
+    std::vector<float> pack32, blk32;
     guard.run([&] {
-      if (!X.sparse) {
+      if (!X.sparse && !(X.dense.is_f32() && blas::has_ssyrk())) {
         pack.resize(static_cast<size_t>(p1 * B));
         scale.resize(static_cast<size_t>(B));
       }
@@ -133,6 +168,10 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
         if (X.sparse) {
           std::fill(acc, acc + pp, 0.0);
           sparse_outer(X.csr, d, intercept, pos.empty() ? nullptr : pos.data(), c0, c1, acc, p1);
+          return;
+        }
+        if (X.dense.is_f32() && blas::has_ssyrk() &&
+            hessian_f32(X, d, intercept, cols, c0, c1, B, p1, acc, pack32, blk32)) {
           return;
         }
         bool first = true;

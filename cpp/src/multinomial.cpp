@@ -50,6 +50,7 @@ Index label(const MnProblem& pb, Index i) { return static_cast<Index>(pb.y[i]); 
 enum class BlasLayout { None, Rows, Cols };
 BlasLayout blas_layout(const MnProblem& pb) {
   if (pb.X.sparse || pb.X.p == 0 || !blas::enabled()) return BlasLayout::None;
+  if (pb.X.dense.is_f32()) return BlasLayout::None;  // widened block by block
   if (pb.X.dense.col_stride == 1) return BlasLayout::Rows;
   if (pb.X.dense.row_stride == 1) return BlasLayout::Cols;
   return BlasLayout::None;

@@ -22,6 +22,7 @@ from ._validation import (
     check_X,
     choose_solver,
     core_design,
+    design_dot,
     is_dask_collection,
     n_threads,
 )
@@ -70,7 +71,7 @@ class FitResult:
             raise ValueError(
                 f"X has {X.shape[1]} features but the model was fitted on {self.coef_.shape[0]}"
             )
-        eta = np.asarray(X @ self.coef_).ravel() + self.intercept_
+        eta = design_dot(X, self.coef_).ravel() + self.intercept_
         off = check_offset(offset, X.shape[0])
         return eta if off is None else eta + off
 

@@ -36,6 +36,7 @@ from ._validation import (
     check_options,
     check_X,
     core_design,
+    design_dot,
     n_threads,
 )
 from .penalties import Penalty
@@ -57,7 +58,7 @@ class MultinomialFitResult(FitResult):
             raise ValueError(
                 f"X has {X.shape[1]} features but the model was fitted on {self.coef_.shape[1]}"
             )
-        return np.asarray(X @ self.coef_.T) + self.intercept_
+        return design_dot(X, self.coef_.T) + self.intercept_
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities softmax(eta), shape (n, K)."""
@@ -390,7 +391,7 @@ def kfold(
                 design, y, wk, K, pen, icpt, tol, 1 if method == "alo" else max_iter, nt, beta
             )
         failed += method == "exact" and not r["converged"]
-        pred_tests.append(np.asarray(X[te] @ r["coef"].T) + r["intercept"])
+        pred_tests.append(design_dot(X[te], r["coef"].T) + r["intercept"])
     t2 = time.perf_counter()
     check_finite_result(
         f"kfold(method={method!r})", coef=full["coef"], predictions=np.concatenate(pred_tests)

@@ -28,6 +28,7 @@ from ._validation import (
     check_targets,
     check_X,
     core_design,
+    design_dot,
     multi_target_penalty,
     n_threads,
 )
@@ -285,7 +286,7 @@ def kfold(
                     sol = mk.solve(np.full(T, lam), False, nt)
                 except ValueError as e:
                     raise ValueError(f"fold {_label(labels, k)}: {e}") from None
-                pred[out] = np.asarray(X[out] @ sol["coef"]) + sol["intercept"]
+                pred[out] = design_dot(X[out], sol["coef"]) + sol["intercept"]
     losses = 0.5 * (Y - pred) ** 2
     check_finite_result(f"kfold(method={method!r})", losses=losses, predictions=pred)
     fold_means = np.stack([ww[idx == k] @ losses[idx == k] for k in range(K)]) / wsum[:, None]

@@ -1,11 +1,11 @@
 """The one validation layer: every public entry point passes its inputs through here.
 
 Every problem surfaces as a ValueError or TypeError whose message names it; nothing
-reaches the core unchecked. Valid float64 arrays in C or Fortran order (or any strided
-view with whole-element, aligned strides) are used in place: validation never copies
-them. Sparse input is range-checked (indptr, indices, shape) before scipy or the core
-touches it, then put in canonical CSR form (int32 indices, sorted, duplicates summed)
-without densifying.
+reaches the core unchecked. Valid float64 or float32 arrays in C or Fortran order (or
+any strided view with whole-element, aligned strides) are used in place: validation never
+copies them (the core widens float32 row blocks as it reads them). Sparse input is
+range-checked (indptr, indices, shape) before scipy or the core touches it, then put in
+canonical CSR form (int32 indices, sorted, duplicates summed) without densifying.
 """
 
 from __future__ import annotations
@@ -159,7 +159,9 @@ def _float_data(data: Any, nnz: int, name: str) -> np.ndarray:
         raise ValueError(f"{name}: data must be 1-dimensional: malformed sparse matrix")
     data = data[:nnz]
     # before any summing of duplicates (bool or small integers would saturate or wrap)
-    return data if data.dtype == np.float64 else data.astype(np.float64)
+    if data.dtype == np.float64 or data.dtype == np.float32:
+        return data
+    return data.astype(np.float64)
 
 
 def _check_sparse(X: Any, name: str):
@@ -195,7 +197,7 @@ def _check_sparse(X: Any, name: str):
             rows
             and type(X) is sp.csr_matrix
             and isinstance(X.data, np.ndarray)
-            and X.data.dtype == np.float64
+            and X.data.dtype in (np.float64, np.float32)
             and X.data.shape == data.shape
             and X.data.flags.c_contiguous
             and X.data.flags.aligned
@@ -269,8 +271,9 @@ def _check_sparse(X: Any, name: str):
     indptr = np.ascontiguousarray(indptr, dtype=np.int32)
     if not (indices.flags.aligned and indptr.flags.aligned):  # pragma: no cover
         indices, indptr = indices.copy(), indptr.copy()
-    if data.dtype != np.float64 or not (data.flags.c_contiguous and data.flags.aligned):
-        data = np.ascontiguousarray(data, dtype=np.float64)
+    keep = data.dtype == np.float32 or data.dtype == np.float64  # native float32 stays
+    if not keep or not (data.flags.c_contiguous and data.flags.aligned):
+        data = np.ascontiguousarray(data, dtype=data.dtype if keep else np.float64)
     if not (
         type(A) is sp.csr_matrix and data is A.data and indices is A.indices and indptr is A.indptr
     ):
@@ -321,15 +324,63 @@ def _as_real_array(X: Any, name: str) -> np.ndarray:
     return arr
 
 
+def as_design_dtype(arr: np.ndarray) -> np.ndarray:
+    """arr itself when the core can read it in place as a design: native float64 or
+    float32 (read as it is, widened to float64 row block by row block inside the core),
+    aligned, strides in whole elements; otherwise one C-order float64 copy."""
+    if arr.dtype == np.float32:
+        if arr.flags.aligned and not any(s % arr.itemsize for s in arr.strides):
+            return arr
+        return np.array(arr, dtype=np.float32, order="C")
+    return as_float64(arr)
+
+
+def design_dot(X: Any, W: np.ndarray) -> np.ndarray:
+    """X @ W in float64 for a checked X (dense or CSR) and a float64 W (1-d or 2-d).
+
+    float32 X is widened a row block at a time (numpy's mixed-type product would cast the
+    whole X to float64 first: a hidden copy twice the size of X)."""
+    dt = X.data.dtype if is_sparse(X) else X.dtype
+    if dt == np.float64:
+        return np.asarray(X @ W)
+    n = X.shape[0]
+    out = np.empty((n, *np.shape(W)[1:]), dtype=np.float64)
+    step = max(256, (1 << 16) // max(1, X.shape[1]))  # row blocks of about 512 KiB
+    for i0 in range(0, n, step):
+        out[i0 : i0 + step] = np.asarray(X[i0 : i0 + step].astype(np.float64) @ W)
+    return out
+
+
+def design_tdot(X: Any, V: np.ndarray) -> np.ndarray:
+    """X^T @ V in float64 for a checked X and a float64 V with n rows (float32 X widened a
+    row block at a time, as in :func:`design_dot`)."""
+    dt = X.data.dtype if is_sparse(X) else X.dtype
+    if dt == np.float64:
+        return np.asarray(X.T @ V)
+    out = np.zeros((X.shape[1], *np.shape(V)[1:]), dtype=np.float64)
+    step = max(256, (1 << 16) // max(1, X.shape[1]))  # row blocks of about 512 KiB
+    for i0 in range(0, X.shape[0], step):
+        out += np.asarray(X[i0 : i0 + step].astype(np.float64).T @ V[i0 : i0 + step])
+    return out
+
+
 def _first_bad_2d(arr: np.ndarray, name: str) -> None:
-    if not np.isfinite(arr).all():
-        bad = np.argwhere(~np.isfinite(arr))[0]
-        raise ValueError(f"{name} contains NaN or inf (first at row {bad[0]}, column {bad[1]})")
+    # in row blocks: the mask of a whole X would cost n p bytes (a quarter of a float32 X)
+    step = max(1, (1 << 22) // max(1, arr.shape[1]))
+    for i0 in range(0, arr.shape[0], step):
+        block = arr[i0 : i0 + step]
+        if not np.isfinite(block).all():
+            bad = np.argwhere(~np.isfinite(block))[0]
+            raise ValueError(
+                f"{name} contains NaN or inf (first at row {i0 + bad[0]}, column {bad[1]})"
+            )
 
 
 def check_X(X: Any, name: str = "X") -> Any:
-    """A 2-d float64 array, used in place when it already is one (C, F or strided,
-    aligned); or a canonical scipy.sparse CSR matrix (see :func:`_check_sparse`)."""
+    """A 2-d float64 or float32 array, used in place when it already is one (C, F or
+    strided, aligned; float32 stays float32: the core widens it as it reads it); or a
+    canonical scipy.sparse CSR matrix with float64 or float32 data (see
+    :func:`_check_sparse`)."""
     if is_sparse(X):
         return _check_sparse(X, name)
     arr = _as_real_array(X, name)
@@ -337,7 +388,7 @@ def check_X(X: Any, name: str = "X") -> Any:
         raise ValueError(f"{name} must be 2-dimensional, got shape {arr.shape}")
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {arr.shape}")
-    arr = as_float64(arr)
+    arr = as_design_dtype(arr)
     _first_bad_2d(arr, name)
     return arr
 

@@ -32,6 +32,8 @@ from ._validation import (
     check_vector,
     check_verbose,
     check_X,
+    design_dot,
+    design_tdot,
     is_dask_collection,
     is_multi_target,
     is_sparse,
@@ -375,8 +377,8 @@ class _ALORegressor(RegressorMixin, _ALOBase):
             dtype=[np.float64, np.float32],
         )
         if np.ndim(self.coef_) == 2:  # several targets: coef_ (n_targets, n_features)
-            return np.asarray(X @ self.coef_.T) + self.intercept_
-        return np.asarray(X @ self.coef_).ravel() + self.intercept_
+            return design_dot(X, self.coef_.T) + self.intercept_
+        return design_dot(X, self.coef_).ravel() + self.intercept_
 
     def _replay(self, eta: np.ndarray, n: int, offset=None) -> Any:
         return _scoring.LOORegressor(n, np.asarray(eta, dtype=np.float64))
@@ -949,7 +951,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         else:
             Y = y.reshape(y.shape[0], -1)
             yc = Y - (np.average(Y, axis=0, weights=sw) if self.fit_intercept else 0.0)
-            top = float(np.max(np.abs(np.asarray(X.T @ (sw[:, None] * yc))))) / n
+            top = float(np.max(np.abs(design_tdot(X, sw[:, None] * yc)))) / n
         steps = np.logspace(0, np.log10(self.eps), int(self.alphas))
         return n, ratios, np.array([(top / r if top > 0 else 1.0) * steps for r in ratios])
 

@@ -12,6 +12,7 @@ namespace aloocv::blas {
 using dsyrk_t = void(char*, char*, int*, int*, double*, double*, int*, double*, double*, int*);
 using dtrsm_t = void(char*, char*, char*, char*, int*, int*, double*, double*, int*, double*, int*);
 using dpotrf_t = void(char*, int*, double*, int*, int*);
+using ssyrk_t = void(char*, char*, int*, int*, float*, float*, int*, float*, float*, int*);
 using dgemm_t = void(char*, char*, int*, int*, int*, double*, double*, int*, double*, int*, double*,
                      double*, int*);
 
@@ -20,6 +21,7 @@ struct Table {
   dtrsm_t* trsm = nullptr;
   dpotrf_t* potrf = nullptr;
   dgemm_t* gemm = nullptr;
+  ssyrk_t* ssyrk = nullptr;  // optional: float32 designs (see syrk_lower_f32)
 };
 
 void set_table(const Table& t);
@@ -28,6 +30,13 @@ bool enabled();  // registered and enabled
 
 // C (n x n, lower triangle) = beta C + A A^T, with A n x k (leading dimension lda).
 void syrk_lower(Index n, Index k, const double* A, Index lda, double beta, double* C, Index ldc);
+
+// C (n x n, lower triangle) = A A^T in float32 for a float32 A n x k (leading dimension
+// lda), through the registered SSYRK; false (C untouched) when none is registered or
+// enabled. For float32 designs: the caller sums such blocks of a few hundred rows in
+// float64.
+bool has_ssyrk();  // registered and enabled
+bool syrk_lower_f32(Index n, Index k, const float* A, Index lda, float* C, Index ldc);
 
 // B (n x m) <- L^{-1} B (or L^{-T} B when trans) with L lower triangular n x n.
 void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index ldb,

@@ -1,6 +1,10 @@
 // Read-only views of the design matrix X (n x p), used in place without copies:
 //  - DenseView: any element strides (C order, Fortran order, strided numpy views);
 //  - CsrView: compressed sparse rows (scipy CSR with 32-bit indices).
+// Either stores float64 or float32 values (data or data32, the other null). float32 data
+// are read in place and widened to float64 as they are read (a row block at a time in
+// with_rows, element by element in the pack_* routines): every product, p x p matrix and
+// reduction accumulates in float64, and the kernels need not know the storage type.
 // Design wraps either one; kernels dispatch once per pass, not per element.
 // The intercept column x~ = (1, x) is never stored.
 #pragma once
@@ -15,17 +19,55 @@ namespace aloocv {
 
 struct DenseView {
   const double* data = nullptr;
+  const float* data32 = nullptr;  // float32 storage (then data == nullptr)
   Index n = 0, p = 0;
   Index row_stride = 0, col_stride = 1;  // in elements
 
-  double operator()(Index i, Index j) const { return data[i * row_stride + j * col_stride]; }
+  bool is_f32() const { return data32 != nullptr; }
+  bool empty() const { return data == nullptr && data32 == nullptr; }
+
+  double operator()(Index i, Index j) const {
+    const Index k = i * row_stride + j * col_stride;
+    return data32 ? static_cast<double>(data32[k]) : data[k];
+  }
+
+  // Calls g(ptr) with the typed base pointer (const double* or const float*).
+  template <class G>
+  decltype(auto) visit(G&& g) const {
+    if (data32) return g(data32);
+    return g(data);
+  }
 
   // Calls f(M) with M an Eigen expression of rows [i0, i1) that keeps unit inner
-  // stride where the memory layout has one, so that products vectorize.
+  // stride where the memory layout has one, so that products vectorize. float32 rows are
+  // widened into a float64 buffer of the block (in the storage order of X) first.
   template <class F>
   decltype(auto) with_rows(Index i0, Index i1, F&& f) const {
-    const double* base = data + i0 * row_stride;
     const Index m = i1 - i0;
+    if (data32) {
+      std::vector<double> buf(static_cast<size_t>(m * p));
+      const float* base = data32 + i0 * row_stride;
+      if (row_stride == 1 && col_stride != 1) {  // Fortran order: column-major block
+        for (Index j = 0; j < p; ++j) {
+          const float* col = base + j * col_stride;
+          double* o = buf.data() + j * m;
+          for (Index k = 0; k < m; ++k) o[k] = static_cast<double>(col[k]);
+        }
+        return f(Eigen::Map<const Mat>(buf.data(), m, p));
+      }
+      for (Index k = 0; k < m; ++k) {
+        const float* row = base + k * row_stride;
+        double* o = buf.data() + k * p;
+        if (col_stride == 1) {
+          for (Index j = 0; j < p; ++j) o[j] = static_cast<double>(row[j]);
+        } else {
+          for (Index j = 0; j < p; ++j) o[j] = static_cast<double>(row[j * col_stride]);
+        }
+      }
+      using M = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+      return f(Eigen::Map<const M>(buf.data(), m, p));
+    }
+    const double* base = data + i0 * row_stride;
     if (col_stride == 1) {
       using M = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
       return f(Eigen::Map<const M, 0, Eigen::OuterStride<>>(base, m, p,
@@ -43,9 +85,13 @@ struct DenseView {
 
 struct CsrView {
   const double* data = nullptr;
+  const float* data32 = nullptr;  // float32 values (then data == nullptr)
   const int* indices = nullptr;
   const int* indptr = nullptr;  // n + 1 offsets
   Index n = 0, p = 0;
+
+  bool is_f32() const { return data32 != nullptr; }
+  double val(Index a) const { return data32 ? static_cast<double>(data32[a]) : data[a]; }
 };
 
 // A subset of columns (features): `cols` of length `size`, or all when cols == nullptr.
@@ -87,23 +133,30 @@ struct Design {
   template <class F>
   decltype(auto) with_rows(Index i0, Index i1, F&& f) const {
     if (!sparse) return dense.with_rows(i0, i1, f);
-    using SM = Eigen::SparseMatrix<double, Eigen::RowMajor, int>;
     const Index nnz_block = csr.indptr[i1] - csr.indptr[i0];
     // Offsets in indptr are absolute: the map reads indices/data from their bases.
+    if (csr.data32) {  // widened entry by entry as the products read them
+      using SF = Eigen::SparseMatrix<float, Eigen::RowMajor, int>;
+      Eigen::Map<const SF> M(i1 - i0, p, nnz_block, csr.indptr + i0, csr.indices, csr.data32);
+      return f(M.template cast<double>());
+    }
+    using SM = Eigen::SparseMatrix<double, Eigen::RowMajor, int>;
     Eigen::Map<const SM> M(i1 - i0, p, nnz_block, csr.indptr + i0, csr.indices, csr.data);
     return f(M);
   }
 
   // out (p1 x m, column-major, leading dimension p1) column k = scale[k] * x~_{i0+k}
   // restricted to `cols` (p1 = |cols| + intercept); scale == nullptr means 1.
-  void pack_rows(Index i0, Index i1, const double* scale, bool intercept, double* out,
+  // T: double, or float for the float32 SYRK of float32 designs (hessian.cpp).
+  template <class T>
+  void pack_rows(Index i0, Index i1, const double* scale, bool intercept, T* out,
                  Columns cols = {}) const {
     const Index off = intercept ? 1 : 0;
     const Index q = cols.all() ? p : cols.size;
     const Index p1 = q + off;
     const Index m = i1 - i0;
     if (sparse) {
-      std::fill(out, out + p1 * m, 0.0);
+      std::fill(out, out + p1 * m, T(0));
       const int* pos = nullptr;
       std::vector<int> map;
       if (!cols.all()) {
@@ -114,44 +167,47 @@ struct Design {
       for (Index k = 0; k < m; ++k) {
         const Index i = i0 + k;
         const double s = scale ? scale[k] : 1.0;
-        double* o = out + k * p1;
-        if (intercept) o[0] = s;
+        T* o = out + k * p1;
+        if (intercept) o[0] = static_cast<T>(s);
         for (Index a = csr.indptr[i]; a < csr.indptr[i + 1]; ++a) {
           const int j = pos ? pos[csr.indices[a]] : csr.indices[a];
-          if (j >= 0) o[off + j] += s * csr.data[a];
+          if (j >= 0) o[off + j] += static_cast<T>(s * csr.val(a));
         }
       }
       return;
     }
     const DenseView& X = dense;
-    if (X.row_stride == 1 && X.col_stride != 1) {
-      // Fortran order: read columns contiguously.
-      if (intercept)
-        for (Index k = 0; k < m; ++k) out[k * p1] = scale ? scale[k] : 1.0;
-      for (Index jj = 0; jj < q; ++jj) {
-        const Index j = cols.all() ? jj : cols.cols[jj];
-        const double* col = X.data + j * X.col_stride + i0;
-        double* o = out + off + jj;
-        if (scale) {
-          for (Index k = 0; k < m; ++k) o[k * p1] = scale[k] * col[k];
+    X.visit([&](const auto* data) {
+      if (X.row_stride == 1 && X.col_stride != 1) {
+        // Fortran order: read columns contiguously.
+        if (intercept)
+          for (Index k = 0; k < m; ++k) out[k * p1] = static_cast<T>(scale ? scale[k] : 1.0);
+        for (Index jj = 0; jj < q; ++jj) {
+          const Index j = cols.all() ? jj : cols.cols[jj];
+          const auto* col = data + j * X.col_stride + i0;
+          T* o = out + off + jj;
+          if (scale) {
+            for (Index k = 0; k < m; ++k) o[k * p1] = static_cast<T>(scale[k] * col[k]);
+          } else {
+            for (Index k = 0; k < m; ++k) o[k * p1] = static_cast<T>(col[k]);
+          }
+        }
+        return;
+      }
+      for (Index k = 0; k < m; ++k) {
+        const Index i = i0 + k;
+        const double s = scale ? scale[k] : 1.0;
+        T* o = out + k * p1;
+        if (intercept) o[0] = static_cast<T>(s);
+        const auto* row = data + i * X.row_stride;
+        if (cols.all()) {
+          for (Index j = 0; j < p; ++j) o[off + j] = static_cast<T>(s * row[j * X.col_stride]);
         } else {
-          for (Index k = 0; k < m; ++k) o[k * p1] = col[k];
+          for (Index jj = 0; jj < q; ++jj)
+            o[off + jj] = static_cast<T>(s * row[cols.cols[jj] * X.col_stride]);
         }
       }
-      return;
-    }
-    for (Index k = 0; k < m; ++k) {
-      const Index i = i0 + k;
-      const double s = scale ? scale[k] : 1.0;
-      double* o = out + k * p1;
-      if (intercept) o[0] = s;
-      const double* row = X.data + i * X.row_stride;
-      if (cols.all()) {
-        for (Index j = 0; j < p; ++j) o[off + j] = s * row[j * X.col_stride];
-      } else {
-        for (Index jj = 0; jj < q; ++jj) o[off + jj] = s * row[cols.cols[jj] * X.col_stride];
-      }
-    }
+    });
   }
 
   // Like pack_rows for the rows idx[0..m) (any order): column k = scale[k] * x~_{idx[k]}.
@@ -174,31 +230,33 @@ struct Design {
         for (Index a = csr.indptr[i]; a < csr.indptr[i + 1]; ++a) {
           const Index j = csr.indices[a];
           if (j < j0 || j >= j1) continue;
-          out[(j - j0) * n + i] += (scale ? scale[j - j0] : 1.0) * csr.data[a];
+          out[(j - j0) * n + i] += (scale ? scale[j - j0] : 1.0) * csr.val(a);
         }
       }
       return;
     }
     const DenseView& X = dense;
-    if (X.row_stride == 1) {
-      for (Index k = 0; k < m; ++k) {
-        const double* col = X.data + (j0 + k) * X.col_stride;
-        const double s = scale ? scale[k] : 1.0;
-        double* o = out + k * n;
-        for (Index i = 0; i < n; ++i) o[i] = s * col[i];
+    X.visit([&](const auto* data) {
+      if (X.row_stride == 1) {
+        for (Index k = 0; k < m; ++k) {
+          const auto* col = data + (j0 + k) * X.col_stride;
+          const double s = scale ? scale[k] : 1.0;
+          double* o = out + k * n;
+          for (Index i = 0; i < n; ++i) o[i] = s * col[i];
+        }
+        return;
       }
-      return;
-    }
-    constexpr Index tile = 16;  // rows read together: contiguous reads and writes
-    for (Index i0 = 0; i0 < n; i0 += tile) {
-      const Index i1 = std::min(n, i0 + tile);
-      for (Index k = 0; k < m; ++k) {
-        const double s = scale ? scale[k] : 1.0;
-        const double* x = X.data + i0 * X.row_stride + (j0 + k) * X.col_stride;
-        double* o = out + k * n;
-        for (Index i = i0; i < i1; ++i, x += X.row_stride) o[i] = s * *x;
+      constexpr Index tile = 16;  // rows read together: contiguous reads and writes
+      for (Index i0 = 0; i0 < n; i0 += tile) {
+        const Index i1 = std::min(n, i0 + tile);
+        for (Index k = 0; k < m; ++k) {
+          const double s = scale ? scale[k] : 1.0;
+          const auto* x = data + i0 * X.row_stride + (j0 + k) * X.col_stride;
+          double* o = out + k * n;
+          for (Index i = i0; i < i1; ++i, x += X.row_stride) o[i] = s * *x;
+        }
       }
-    }
+    });
   }
 
   // x~_i as a dense vector of length p + intercept.
