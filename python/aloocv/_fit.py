@@ -47,6 +47,10 @@ class FitResult:
         Whether ``max|gradient| / sum(sample_weight) <= tol`` was reached.
     objective_ : float
         ``sum_i w_i l(y_i, eta_i) + penalty`` at the solution.
+    hessian_passes_ : int
+        Passes over X that formed a Hessian ``X^T diag(d) X`` (the costly passes; chord
+        steps on a held factor form none). A fit for ALO ends on the Hessian at the
+        returned coefficients (at most one pass more than the plain fit).
     loss : Loss
         The registered loss (:mod:`aloocv.losses`); compares equal to its name when it
         has no parameters.
@@ -63,6 +67,7 @@ class FitResult:
     penalty: Penalty
     fit_intercept: bool
     gradient_norm_: float = field(default=0.0, repr=False)
+    hessian_passes_: int = field(default=0, repr=False)
 
     def decision_function(self, X: ArrayLike, offset: ArrayLike | None = None) -> np.ndarray:
         """Linear predictor ``eta = X coef_ + intercept_ (+ offset)``."""
@@ -98,6 +103,7 @@ def _result(out: dict[str, Any], loss: Loss, penalty: Penalty, fit_intercept: bo
         penalty=penalty,
         fit_intercept=fit_intercept,
         gradient_norm_=float(out["grad_norm"]),
+        hessian_passes_=int(out.get("hessian_passes", 0)),
     )
 
 

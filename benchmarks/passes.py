@@ -1,0 +1,82 @@
+"""Passes over X of the logistic fit and of ``loo(method="alo")`` including its fit.
+
+Prints, side by side in one run: wall time, Newton iterations and Hessian passes of the
+plain fit (``_core.fit``) and of the ALO run (``_core.loo``: its fit ends on the Hessian at
+the returned beta, then one leverage pass), and the ratio loo / fit (issue 13 target:
+<= 1.2 at n=100000, p=200).
+
+Usage: ``python benchmarks/passes.py [--n N] [--p P] [--tol TOL] [--n-jobs J]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from aloocv import _core
+
+
+def logistic_data(n: int, p: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    beta = rng.standard_normal(p) / np.sqrt(p) * 2.0
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-X @ beta))).astype(np.float64)
+    return X, y
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--n", type=int, default=100000)
+    ap.add_argument("--p", type=int, default=200)
+    ap.add_argument("--tol", type=float, default=1e-6)
+    ap.add_argument("--lam", type=float, default=1.0)
+    ap.add_argument("--n-jobs", type=int, default=1)
+    a = ap.parse_args()
+    X, y = logistic_data(a.n, a.p)
+    pen = np.full(a.p, a.lam)
+    args = (X, y, None, "logistic", pen, True)
+
+    def fit() -> dict:
+        return _core.fit(*args, a.tol, 100, a.n_jobs)
+
+    def loo() -> dict:
+        return _core.loo(*args, "alo", a.tol, 100, a.n_jobs)
+
+    fit()  # warm up
+    t0 = time.perf_counter()
+    f = fit()
+    t1 = time.perf_counter()
+    r = loo()
+    t2 = time.perf_counter()
+    tf, tl = t1 - t0, t2 - t1
+    print(f"logistic n={a.n} p={a.p} lam={a.lam:g} tol={a.tol:g} n_jobs={a.n_jobs}")
+    print(f"fit : {tf:7.3f} s  n_iter {f['n_iter']:3d}  hessian passes {f['hessian_passes']}")
+    print(
+        f"loo : {tl:7.3f} s  n_iter {r['n_iter']:3d}  hessian passes {r['hessian_passes']}"
+        " (+1 leverage pass)"
+    )
+    print(f"loo incl. fit / fit = {tl / tf:.2f} (target <= 1.2)")
+    print(f"max |coef diff| = {np.max(np.abs(f['coef'] - r['coef'])):.1e}")
+
+    # a 10-point grid of penalties (descending lambda, as the estimators walk it), each
+    # point warm-started from the previous one's state (path_fit) and followed by ALO
+    lams = np.logspace(2, -2, 10)
+    ts = _core.TuneState(X, y, None, "logistic", np.full(a.p, lams[0]), True, a.tol, 100, a.n_jobs)
+    rows = []
+    t0 = time.perf_counter()
+    for lam in lams:
+        ts.set_penalty(np.full(a.p, lam))
+        out = ts.fit()
+        ts.alo(False)
+        rows.append((lam, out["n_iter"], out["hessian_passes"]))
+    tp = time.perf_counter() - t0
+    print(f"path of {len(lams)} penalties, fit + ALO each: {tp:.3f} s = {tp / tf:.2f} fits")
+    for lam, it, hp in rows:
+        print(f"  lam {lam:9.3g}: n_iter {it:2d}  hessian passes {hp}  (+1 leverage pass)")
+    print(f"  mean Hessian passes per candidate: {np.mean([r[2] for r in rows]):.2f} (+1 leverage)")
+
+
+if __name__ == "__main__":
+    main()
