@@ -756,7 +756,7 @@ def _bench_design(d: Design, q: bool, rep: int, sparse: bool) -> None:
         f"{o.n_fits_} fits"
     )
     solvers = ["lbfgs", "newton-cholesky"] + ([] if q or not sparse else ["saga"])
-    peers: list[tuple[str, float, float, str]] = []  # name, time, log-loss, note
+    peers: list[tuple[str, float, float, str]] = []  # name, time, log-loss, its C_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # lbfgs/saga max_iter warnings; reported as is
         for s in solvers:
@@ -772,7 +772,7 @@ def _bench_design(d: Design, q: bool, rep: int, sparse: bool) -> None:
                     f"sklearn LogisticRegressionCV(cv=5, {s})",
                     t_s,
                     _log_loss(d.yte, m.predict_proba(d.Xte)[:, 1]),
-                    f"C_ {m.C_[0]:.3g}",
+                    f"{m.C_[0]:.3g}",
                 )
             )
         if not q:
@@ -792,7 +792,7 @@ def _bench_design(d: Design, q: bool, rep: int, sparse: bool) -> None:
                     "sklearn GridSearchCV(newton-cholesky, cv=5)",
                     t_g,
                     _log_loss(d.yte, g.predict_proba(d.Xte)[:, 1]),
-                    f"C_ {g.best_params_['C']:.3g}",
+                    f"{g.best_params_['C']:.3g}",
                 )
             )
         try:
@@ -820,10 +820,10 @@ def _bench_design(d: Design, q: bool, rep: int, sparse: bool) -> None:
                     "glum GeneralizedLinearRegressorCV(irls-ls, cv=5)",
                     t_gl,
                     _log_loss(d.yte, np.asarray(gl.predict(d.Xte))),
-                    f"C_ {1 / (gl.alpha_ * n * 0.8):.3g}",
+                    f"{1 / (gl.alpha_ * n * 0.8):.3g}",
                 )
             )
-    for name, t, lo, note in peers:
+    for name, t, lo, c_peer in peers:
         row(
             sec,
             "CV, 10 Cs: ALOLogisticRegressionCV",
@@ -832,7 +832,7 @@ def _bench_design(d: Design, q: bool, rep: int, sparse: bool) -> None:
             name,
             None,
             f"held-out log-loss {ll['ours']:.5f} vs {lo:.5f}; C_ {o.C_[0]:.3g} vs "
-            f"{note[3:]}; {passes}",
+            f"{c_peer}; {passes}",
         )
 
     # a single C chosen by exact optimization of ALO: bbai against search="gradient"
