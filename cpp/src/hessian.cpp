@@ -53,6 +53,9 @@ void gradient(const Design& X, const double* r, bool intercept, double* out, int
   for (Index c = 0; c < part.chunks; ++c) o += Eigen::Map<const Vec>(partial.data() + c * p1, p1);
 }
 
+// Work (flops) per chunk of a sparse Hessian, in units of its dense p1 x p1 partial.
+constexpr double kSparseWorkPerPartial = 8.0;
+
 namespace {
 
 // Lower triangle of sum_i d_i x~_i x~_i^T over sparse rows [i0, i1), restricted to the
@@ -136,8 +139,21 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
   const Index q = cols.all() ? X.p : cols.size;
   const Index p1 = q + off;
   const Index pp = p1 * p1;
-  const int nt = threads_for(n_threads, double(X.n) * double(pp));
-  const Partition part{X.n, reduction_chunks(X.n, pp, nt)};
+  // Sparse rows cost about (nnz_i + 1)^2 each, far below a dense partial of p1^2: give
+  // every chunk at least kSparseWorkPerPartial times its partial's size of work, or the
+  // chunks' dense partials (zeroing and summing 64 p1 x p1 arrays) cost more than the
+  // Hessian itself (one-hot designs with a few hundred columns). Depends on the data
+  // only, never on the thread count.
+  Index min_rows = 256;
+  double flops = double(X.n) * double(pp);
+  if (X.sparse && X.n > 0) {
+    const double nnz_row = double(X.csr.indptr[X.n] - X.csr.indptr[0]) / double(X.n) + off;
+    const double per_row = std::max(1.0, nnz_row * nnz_row);
+    flops = double(X.n) * per_row;
+    min_rows = std::max<Index>(min_rows, Index(kSparseWorkPerPartial * double(pp) / per_row));
+  }
+  const int nt = threads_for(n_threads, flops);
+  const Partition part{X.n, reduction_chunks(X.n, pp, nt, min_rows)};
   const Index B = block_rows(p1);
   std::vector<double> partial(static_cast<size_t>(part.chunks * pp));
   std::vector<int> pos;
