@@ -557,21 +557,7 @@ def kfold(
         # the core names folds by index: name the user's label instead
         msg = re.sub(r"fold (\d+)", lambda m: f"fold {_label(labels, int(m.group(1)))}", str(e))
         raise ValueError(msg) from None
-    check_finite_result(
-        f"kfold(method={method!r})",
-        coef=out["coef"],
-        intercept=out["intercept"],
-        losses=out["losses"],
-        predictions=out["predictions"],
-    )
-    fitres = _result(out, loss, penalty, bool(fit_intercept))
-    _warn_not_converged(fitres, tol, max_iter)
-    if out["n_not_converged"]:
-        warnings.warn(
-            f"exact K-fold: {out['n_not_converged']} of {K} refits did not reach tol={tol:g}",
-            ConvergenceWarning,
-            stacklevel=2,
-        )
+    fitres = _checked_core_result(out, method, loss, penalty, fit_intercept, tol, max_iter, K)
     return fold_result(
         out["losses"],
         out["predictions"],
@@ -584,6 +570,28 @@ def kfold(
         w,
         {"fit": float(out["seconds_fit"]), "folds": float(out["seconds_folds"])},
     )
+
+
+def _checked_core_result(out, method, loss, penalty, fit_intercept, tol, max_iter, n_refits):
+    """The full fit of a core K-fold / held-out run, after checking its outputs are finite
+    and warning about unconverged fits and refits."""
+    check_finite_result(
+        f"kfold(method={method!r})",
+        coef=out["coef"],
+        intercept=out["intercept"],
+        losses=out["losses"],
+        predictions=out["predictions"],
+    )
+    fitres = _result(out, loss, penalty, bool(fit_intercept))
+    _warn_not_converged(fitres, tol, max_iter)
+    if out["n_not_converged"]:
+        warnings.warn(
+            f"exact K-fold: {out['n_not_converged']} of {n_refits} refits did not reach "
+            f"tol={tol:g}",
+            ConvergenceWarning,
+            stacklevel=4,
+        )
+    return fitres
 
 
 def _kfold_splits(
@@ -627,22 +635,9 @@ def _kfold_splits(
     except ValueError as e:
         msg = re.sub(r"(fold|held-out set) (\d+)", r"split \2", str(e))
         raise ValueError(msg) from None
-    check_finite_result(
-        f"kfold(method={method!r})",
-        coef=out["coef"],
-        intercept=out["intercept"],
-        losses=out["losses"],
-        predictions=out["predictions"],
+    fitres = _checked_core_result(
+        out, method, loss, penalty, fit_intercept, tol, max_iter, len(splits)
     )
-    fitres = _result(out, loss, penalty, bool(fit_intercept))
-    _warn_not_converged(fitres, tol, max_iter)
-    if out["n_not_converged"]:
-        warnings.warn(
-            f"exact K-fold: {out['n_not_converged']} of {len(splits)} refits did not reach "
-            f"tol={tol:g}",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
     pred_tests, loss_tests = [], []
     for k, (_, te) in enumerate(splits):
         pos = indptr[k] + np.searchsorted(removed[k], te)  # test is inside the removed set

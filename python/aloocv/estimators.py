@@ -383,6 +383,32 @@ class _ALORegressor(RegressorMixin, _ALOBase):
     def _replay(self, eta: np.ndarray, n: int, offset=None) -> Any:
         return _scoring.LOORegressor(n, np.asarray(eta, dtype=np.float64))
 
+    def _targets_inputs(self, X, y, sample_weight) -> tuple[Any, Any, Any, bool]:
+        """Validated ``(X, y, sample_weight, several_targets)`` of the squared-loss
+        regressors (``alpha_per_target``): a dask X chunk by chunk (1-d y), a 2-d y of
+        several targets as is, otherwise a 1-d y."""
+        if is_dask_collection(X):  # a dask array: chunk by chunk (aloocv._dask)
+            return (*_dask_fit_inputs(self, X, y, sample_weight), False)
+        _precheck(X)
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            accept_sparse=["csr", "csc", "coo"],
+            y_numeric=True,
+            multi_output=True,
+            dtype=[np.float64, np.float32],
+        )
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        check_bool(self.alpha_per_target, "alpha_per_target")
+        if is_multi_target(y):
+            return X, y, sample_weight, True
+        if y.ndim == 2:
+            y = y[:, 0]
+        _checked_input(self, X, y, sample_weight)
+        return X, y, sample_weight, False
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
@@ -534,27 +560,9 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
 
         ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``); ``X`` may
         be a dask array (with a 1-d ``y``: :mod:`aloocv._dask`)."""
-        if is_dask_collection(X):  # a dask array: chunk by chunk (aloocv._dask)
-            X, y, sample_weight = _dask_fit_inputs(self, X, y, sample_weight)
-        else:
-            _precheck(X)
-            X, y = validate_data(
-                self,
-                X,
-                y,
-                accept_sparse=["csr", "csc", "coo"],
-                y_numeric=True,
-                multi_output=True,
-                dtype=[np.float64, np.float32],
-            )
-            if sample_weight is not None:
-                sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
-            check_bool(self.alpha_per_target, "alpha_per_target")
-            if is_multi_target(y):
-                return self._fit_targets(X, y, sample_weight)
-            if y.ndim == 2:
-                y = y[:, 0]
-            _checked_input(self, X, y, sample_weight)
+        X, y, sample_weight, several = self._targets_inputs(X, y, sample_weight)
+        if several:
+            return self._fit_targets(X, y, sample_weight)
         alphas = _positive_grid("alphas", self.alphas)
         if self.alpha_per_feature and self.scoring is not None:
             raise ValueError(
@@ -870,27 +878,9 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
 
         ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``); ``X`` may
         be a dask array (with a 1-d ``y``: :mod:`aloocv._dask`)."""
-        if is_dask_collection(X):  # a dask array: chunk by chunk (aloocv._dask)
-            X, y, sample_weight = _dask_fit_inputs(self, X, y, sample_weight)
-        else:
-            _precheck(X)
-            X, y = validate_data(
-                self,
-                X,
-                y,
-                accept_sparse=["csr", "csc", "coo"],
-                y_numeric=True,
-                multi_output=True,
-                dtype=[np.float64, np.float32],
-            )
-            if sample_weight is not None:
-                sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
-            check_bool(self.alpha_per_target, "alpha_per_target")
-            if is_multi_target(y):
-                return self._fit_targets(X, y, sample_weight)
-            if y.ndim == 2:
-                y = y[:, 0]
-            _checked_input(self, X, y, sample_weight)
+        X, y, sample_weight, several = self._targets_inputs(X, y, sample_weight)
+        if several:
+            return self._fit_targets(X, y, sample_weight)
         n, ratios, alphas = self._grid(X, y, sample_weight)
         grid = [
             _enet_from_sklearn(float(a), float(r), n) for r, row in zip(ratios, alphas) for a in row
