@@ -59,12 +59,21 @@ def unreliable_mask(downdate: np.ndarray | None) -> np.ndarray | None:
 
 
 def warn_unreliable(mask: np.ndarray | None, loss: str, has_l1: bool, stacklevel: int) -> None:
-    if mask is None or (loss == "squared" and not has_l1):
+    if mask is None:
+        return
+    warn_unreliable_count(
+        int(np.count_nonzero(mask)), mask.shape[0], loss, has_l1, stacklevel=stacklevel + 1
+    )
+
+
+def warn_unreliable_count(count: int, n: int, loss: str, has_l1: bool, stacklevel: int) -> None:
+    """The warning of :func:`warn_unreliable` from the count of flagged samples (dask
+    input reduces it over the chunks)."""
+    if loss == "squared" and not has_l1:
         return  # exact for the squared loss with an L2 penalty
-    count = int(np.count_nonzero(mask))
     if count:
         warnings.warn(
-            f"{count} of {mask.shape[0]} samples have "
+            f"{count} of {n} samples have "
             + (
                 f"det(I - D_i K_i) < {1.0 - ALO_UNRELIABLE_DH:g}"
                 if loss == "multinomial"
@@ -163,11 +172,25 @@ def check_separation(
     """Logistic fits: raises when the fit separates the classes with no penalty (no finite
     solution exists), warns (``warn``) when it separates them with every margin above
     SEPARATION_MARGIN."""
+    check_separation_margin(min_margin(eta, y, w), pen, l1, warn, stacklevel=stacklevel + 1)
+
+
+def min_margin(eta: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> float:
+    """The smallest training margin ``(2 y_i - 1) eta_i`` of the samples with positive
+    weight (inf for none)."""
     pos = _positive(w, y.shape[0])
     if not pos.any():
+        return float("inf")
+    return float(np.where(y > 0.5, eta, -eta)[pos].min())
+
+
+def check_separation_margin(
+    m: float, pen: np.ndarray, l1: np.ndarray | None, warn: bool, stacklevel: int
+) -> None:
+    """:func:`check_separation` from the smallest margin ``m`` (dask input reduces it over
+    the chunks)."""
+    if not np.isfinite(m):
         return
-    margins = np.where(y > 0.5, eta, -eta)[pos]
-    m = float(margins.min())
     unpenalized = not np.any(pen > 0) and (l1 is None or not np.any(l1 > 0))
     if unpenalized and m > 0:
         raise ValueError(
@@ -288,6 +311,22 @@ class CertificateDesign:
         d = self.draws[~np.isin(self.draws, self.census)]
         _, first = np.unique(d, return_index=True)
         return np.concatenate([self.census, d[np.sort(first)]]).astype(np.int64)
+
+
+def check_certify_options(n_samples, n_worst, confidence) -> float:
+    """Checks the arguments of ``certify()``; returns the confidence as a float."""
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)):
+        raise TypeError(f"n_samples must be an integer, got {n_samples!r}")
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+    if n_worst is not None and (
+        isinstance(n_worst, bool) or not isinstance(n_worst, (int, np.integer)) or n_worst < 0
+    ):
+        raise ValueError(f"n_worst must be a non-negative integer, got {n_worst!r}")
+    confidence = float(confidence)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    return confidence
 
 
 def certificate_design(

@@ -15,6 +15,7 @@ from ._diagnostics import (
     Certificate,
     certificate_design,
     certificate_from,
+    check_certify_options,
     check_loo_classes,
     check_separation,
     unreliable_mask,
@@ -156,17 +157,7 @@ class LOOResult:
                 "this result does not carry its problem (it was not made by aloocv.loo); "
                 "call aloocv.loo(...).certify()"
             )
-        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)):
-            raise TypeError(f"n_samples must be an integer, got {n_samples!r}")
-        if n_samples < 1:
-            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
-        if n_worst is not None and (
-            isinstance(n_worst, bool) or not isinstance(n_worst, (int, np.integer)) or n_worst < 0
-        ):
-            raise ValueError(f"n_worst must be a non-negative integer, got {n_worst!r}")
-        confidence = float(confidence)
-        if not 0.0 < confidence < 1.0:
-            raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+        confidence = check_certify_options(n_samples, n_worst, confidence)
         pb = self._problem
         eta = self.fit.decision_function(pb["X"], pb["offset"])
         y = pb["y"]
