@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -252,6 +253,208 @@ def test_l1_tune_grid_and_estimators(sync):
     close(eg.mse_path_, er.mse_path_, 1e-8)
 
 
+@pytest.mark.parametrize("loss,pen", ENET_CASES, ids=lambda v: str(v)[:12])
+def test_l1_kfold_parity(sync, loss, pen):
+    # approximate (a Newton step per fold on the active set) and exact (elastic-net
+    # refits) K-fold over the chunks equal the in-memory core's
+    X, y, w, off = loss_data(loss, n=230, p=8, seed=3)
+    kw = dict(loss=loss, penalty=pen, sample_weight=w, offset=off, tol=TOL)
+    for method in ("alo", "exact"):
+        r = aloocv.kfold(X, y, n_folds=5, method=method, **kw)
+        g = aloocv.kfold(dX(X), y, n_folds=5, method=method, **kw)
+        assert 0 < np.count_nonzero(r.fit.coef_) < X.shape[1]
+        np.testing.assert_array_equal(g.folds, r.folds)
+        for key in ("losses", "predictions", "fold_means"):
+            close(getattr(g, key), getattr(r, key))
+        close(g.mean, r.mean)
+        close(g.stderr, r.stderr)
+
+
+def test_l1_kfold_singletons_are_alo(sync):
+    # independent of the core's K-fold: with one sample per fold the approximate K-fold
+    # is ALO's leave-one-out on the active set (the q x q form with q = 1)
+    X, y, w, _ = loss_data("logistic", n=90, p=6, seed=4)
+    kw = dict(loss="logistic", penalty=aloocv.ElasticNet(3.0, 0.5), sample_weight=w, tol=TOL)
+    g = aloocv.kfold(dX(X, 40), y, n_folds=90, **kw)
+    r = aloocv.loo(X, y, **kw)
+    assert 0 < np.count_nonzero(r.fit.coef_) < 6
+    close(g.losses, r.losses)
+    close(g.predictions, r.predictions)
+
+
+@pytest.mark.parametrize("loss,pen", ENET_CASES, ids=lambda v: str(v)[:12])
+def test_l1_hypergradient_parity(sync, loss, pen):
+    X, y, w, off = loss_data(loss, n=230, p=8, seed=3)
+    kw = dict(loss=loss, sample_weight=w, offset=off, tol=TOL)
+    r = aloocv.loo(X, y, penalty=pen, return_gradient=True, **kw)
+    g = aloocv.loo(dX(X), y, penalty=pen, return_gradient=True, **kw)
+    close(g.gradient, r.gradient)
+    close(g.mean, r.mean)
+    # central differences of the dask route's own mean, the active set unchanged (a
+    # scalar parameter each; for the per-feature L1 one active and one inactive feature)
+    theta = pen.params()
+    nz = r.fit.coef_ != 0
+    ks = range(theta.size) if theta.size <= 2 else [int(np.argmax(nz)), int(np.argmin(nz))]
+    for k in ks:
+        h = 1e-5 * theta[k]
+        m = []
+        for s in (1.0, -1.0):
+            t = theta.copy()
+            t[k] += s * h
+            res = aloocv.loo(dX(X), y, penalty=pen.with_params(t), **kw)
+            np.testing.assert_array_equal(res.fit.coef_ != 0, nz)
+            m.append(res.mean)
+        fd = (m[0] - m[1]) / (2 * h)
+        np.testing.assert_allclose(g.gradient[k], fd, rtol=1e-5, atol=1e-9 * abs(r.mean) / h)
+
+
+def recorded(fn, *args, **kwargs):
+    """(result, messages of the warnings it emitted)."""
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        out = fn(*args, **kwargs)
+    return out, [str(m.message) for m in rec]
+
+
+def test_l1_gradient_tuning(sync):
+    # gradient searches with an L1 term: the exact hypergradient on the active set; the
+    # same iterates and the same warnings (a search stopped by its iteration budget)
+    X, y, _, _ = loss_data("logistic", n=200, p=8, seed=11)
+    kw = dict(loss="logistic", penalty=aloocv.ElasticNet(4.0, 1.0), fit_tol=TOL)
+    r, wr = recorded(aloocv.tune, X, y, method="gd", max_iter=4, **kw)
+    g, wg = recorded(aloocv.tune, dX(X), y, method="gd", max_iter=4, **kw)
+    assert wg == wr
+    close(g.history["params"], r.history["params"], 1e-8)
+    close(g.history["acv"], r.history["acv"], 1e-8)
+    # second-order steps: the dask state's tangents are central differences of the
+    # exact gradient along (J2, J1), the core's are exact; the iterates agree closely
+    r, wr = recorded(aloocv.tune, X, y, method="newton", max_iter=2, **kw)
+    g, wg = recorded(aloocv.tune, dX(X), y, method="newton", max_iter=2, **kw)
+    assert len(wg) == len(wr)
+    np.testing.assert_allclose(g.history["params"], r.history["params"], rtol=1e-6)
+    close(g.history["acv"], r.history["acv"], 1e-8)
+
+
+def test_l1_tangents_match_core(sync):
+    # the dask state's second derivatives against the core TuneState's exact ones
+    from aloocv.tuning.objective import Objective
+
+    X, y, _, _ = loss_data("poisson", n=200, p=6, seed=2)
+    pen = aloocv.ElasticNet(8.0, 1.5)
+    state = _dask.tune_state(dX(X), y, "poisson", pen, None, True, None, None, TOL, 100)[0]
+    u = np.log(pen.params())
+    hd = Objective(state, pen, None, 6).evaluate(u, order=2)
+    from aloocv._validation import check_loss, core_design
+
+    core = aloocv._core.TuneState(
+        core_design(X),
+        y,
+        None,
+        check_loss("poisson").core,
+        pen.l2_vector(6),
+        True,
+        TOL,
+        100,
+        1,
+        pen.l1_vector(6),
+    )
+    hc = Objective(core, pen, None, 6).evaluate(u, order=2)
+    close(hd.grad, hc.grad)
+    np.testing.assert_allclose(hd.hess, hc.hess, rtol=1e-5)
+
+
+def test_l1_gradient_search_estimator(sync):
+    # (a dense optimum: where the active set changes along the search ALOOCV jumps and
+    # the search stops at the jump after many more fits, in both paths)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 8))
+    y = X[:, :3] @ np.array([1.0, -0.7, 0.5]) + rng.standard_normal(200)
+    kw = dict(l1_ratio=0.7, alphas=4, search="gradient", tol=TOL)
+    er, wr = recorded(aloocv.ALOElasticNetCV(**kw).fit, X, y)
+    eg, wg = recorded(aloocv.ALOElasticNetCV(**kw).fit, dX(X), da.from_array(y, chunks=60))
+    assert len(wg) == len(wr)
+    np.testing.assert_allclose(eg.alpha_, er.alpha_, rtol=1e-6)
+    close(eg.coef_, er.coef_, 1e-6)
+
+
+def test_diagnostics_parity(sync):
+    # the in-memory diagnostics on dask input: unreliable samples (a feature seen by one
+    # sample only: d_i h_i near 1) with their warning, separated classes, a nearly
+    # singular Hessian; the same flags and the same messages
+    X, y, _, _ = loss_data("poisson", n=120, p=4, seed=6)
+    X = np.column_stack([X, np.zeros(120)])
+    X[7, 4], y[7] = 30.0, 3.0
+    kw = dict(loss="poisson", penalty=aloocv.L2(1e-3), tol=TOL)
+    with pytest.warns(aloocv.ALOWarning) as wr:
+        r = aloocv.loo(X, y, **kw)
+    with pytest.warns(aloocv.ALOWarning) as wg:
+        g = aloocv.loo(dX(X), y, **kw)
+    assert [str(m.message) for m in wg] == [str(m.message) for m in wr]
+    assert "d_i h_i" in str(wg[0].message)
+    np.testing.assert_array_equal(g.unreliable.compute(), r.unreliable)
+    assert r.unreliable[7] and r.unreliable.sum() == 1
+    rng = np.random.default_rng(0)
+    Xs = rng.standard_normal((30, 3))
+    ys = (Xs[:, 0] > 0) * 1.0  # separable classes, a tiny penalty: margins above 10
+    ks = dict(loss="logistic", penalty=aloocv.L2(1e-8))
+    with pytest.warns(aloocv.ALOWarning, match="separates the classes") as wr:
+        aloocv.loo(Xs, ys, **ks)
+    with pytest.warns(aloocv.ALOWarning, match="separates the classes") as wg:
+        aloocv.loo(dX(Xs, 10), ys, **ks)
+    assert len(wg) == len(wr)  # (tol-far fits of an ill-posed problem: margins differ)
+    assert str(wg[0].message).split("minimum")[0] == str(wr[0].message).split("minimum")[0]
+    Z = rng.standard_normal((60, 4))
+    Xc = np.c_[Z, Z[:, 0] + 1e-7 * rng.standard_normal(60)]  # cond(X) ~ 1e7
+    yc = Z[:, 0] + rng.standard_normal(60)
+    kc = dict(loss="squared", penalty=aloocv.L2(1e-12))
+    with pytest.warns(aloocv.ALOWarning, match="nearly singular") as wr:
+        aloocv.loo(Xc, yc, **kc)
+    with pytest.warns(aloocv.ALOWarning, match="nearly singular") as wg:
+        aloocv.loo(dX(Xc, 25), yc, **kc)
+    assert len(wg) == len(wr)
+    got, ref = (float(str(m[0].message).split("estimate ")[1].split(" <")[0]) for m in (wg, wr))
+    np.testing.assert_allclose(got, ref, rtol=0.1)
+
+
+@pytest.mark.parametrize(
+    "loss,pen",
+    [("logistic", aloocv.L2(0.5)), ("poisson", aloocv.ElasticNet(20.0, 0.5))],
+    ids=["logistic-l2", "poisson-enet"],
+)
+def test_certify_parity(sync, loss, pen):
+    # the same design, exact refits over the chunks equal the core's exact refits
+    X, y, w, off = loss_data(loss, n=150, p=8, seed=3)
+    w[[4, 9]] = 0.0  # zero-weight samples are not drawn
+    kw = dict(loss=loss, penalty=pen, sample_weight=w, offset=off, tol=TOL)
+    cr = aloocv.loo(X, y, **kw).certify(n_samples=5, random_state=1)
+    res = aloocv.loo(dX(X), y, **kw)
+    cg = res.certify(n_samples=5, random_state=1)
+    np.testing.assert_array_equal(cg.indices, cr.indices)
+    close(cg.approx_losses, cr.approx_losses)
+    close(cg.exact_losses, cr.exact_losses)
+    for key in ("mean_error", "ci_low", "ci_high", "approx_mean", "max_abs_error"):
+        close(getattr(cg, key), getattr(cr, key))
+    assert (cg.n_worst, cg.n_draws, cg.n_population) == (cr.n_worst, cr.n_draws, 148)
+    with pytest.raises(ValueError, match="n_samples must be >= 1"):
+        res.certify(n_samples=0)
+    with pytest.raises(TypeError, match="n_samples must be an integer"):
+        res.certify(n_samples=2.5)
+    with pytest.raises(ValueError, match="confidence"):
+        res.certify(confidence=1.5)
+
+
+def test_certify_refits_brute_force(sync):
+    # independent of the core: each refit equals a fit without the sample
+    X, y, _, _ = loss_data("logistic", n=100, p=4, seed=8)
+    kw = dict(loss="logistic", penalty=aloocv.L2(0.3), tol=TOL)
+    c = aloocv.loo(dX(X, 30), y, **kw).certify(n_samples=3)
+    for i, e in zip(c.indices, c.exact_losses):
+        keep = np.arange(100) != i
+        f = aloocv.fit(X[keep], y[keep], **kw)
+        eta = X[i] @ f.coef_ + f.intercept_
+        close(e, np.logaddexp(0.0, eta) - y[i] * eta)
+
+
 @pytest.mark.parametrize("cw", ["balanced", {0: 1.0, 1: 3.0}], ids=["balanced", "dict"])
 def test_logistic_cv_class_weight(sync, cw):
     X, y, w, _ = loss_data("logistic", n=200, p=4, seed=12)
@@ -305,14 +508,8 @@ def test_bad_dask_input(sync):
     X, y, _, _ = loss_data("logistic", n=100, p=3)
     with pytest.raises(ValueError, match="multinomial"):
         aloocv.fit(dX(X), y.astype(int) + (np.arange(100) % 3 == 0), loss="multinomial")
-    with pytest.raises(ValueError, match="kfold with an L1 term"):
-        aloocv.kfold(dX(X), y, penalty=aloocv.ElasticNet(0.1, 0.1))
     with pytest.raises(ValueError, match="method='exact' with an L1 term"):
         aloocv.loo(dX(X), y, penalty=aloocv.L1(1.0), method="exact")
-    with pytest.raises(ValueError, match="return_gradient=True with an L1 term"):
-        aloocv.loo(dX(X), y, penalty=aloocv.L1(1.0), return_gradient=True)
-    with pytest.raises(ValueError, match="hypergradient .* L1 term"):
-        aloocv.tune(dX(X), y, penalty=aloocv.L1(1.0), method="gd")
     with pytest.raises(ValueError, match="primal"):
         aloocv.fit(dX(X), y, solver="dual")
     with pytest.raises(ValueError, match="length 100"):

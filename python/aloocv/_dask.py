@@ -32,6 +32,7 @@ one task per chunk: chunks of about 100 MB (dask's default chunk size) keep that
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import operator
@@ -43,6 +44,13 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from . import _blas, _core
+from ._diagnostics import (
+    check_separation_margin,
+    min_margin,
+    unreliable_mask,
+    warn_ill_conditioned,
+    warn_unreliable_count,
+)
 from ._validation import (
     MULTINOMIAL,
     as_penalty,
@@ -309,7 +317,7 @@ def _add(*parts):
         for k, v in q.items():
             if v is None:
                 continue
-            if k == "ymin":
+            if k in ("ymin", "margin"):
                 out[k] = min(out[k], v)
             elif k == "ymax":
                 out[k] = max(out[k], v)
@@ -710,14 +718,25 @@ def _loo_task(x, y, w, off, loss, intercept, beta, H, method, gradient, inv_sw, 
     return out
 
 
-def _loo_sums(out: dict, w) -> dict:
+def _loo_sums(out: dict, y, w, margin: bool) -> dict:
+    """The chunk's partial sums of the leverage pass: the (weight, mean, M2) stats, the
+    hypergradient accumulations, and the diagnostics (the count of samples with d_i h_i
+    above ALO_UNRELIABLE_DH; with `margin`, the smallest logistic training margin)."""
     w = None if w is None else np.asarray(w, dtype=np.float64)
-    return {"stats": _stats(out["losses"], w), "r": out["r"], "S": out["S"]}
+    return {
+        "stats": _stats(out["losses"], w),
+        "r": out["r"],
+        "S": out["S"],
+        "n_unreliable": int(np.count_nonzero(unreliable_mask(out["downdate"]))),
+        "margin": min_margin(out["eta"], np.asarray(y), w) if margin else np.inf,
+    }
 
 
 @_single_blas
-def _adjoint_task(x, y, w, off, loss, intercept, beta, M, nt):
+def _adjoint_task(x, y, w, off, loss, intercept, beta, M, nt, cols=None):
     x, y, w, off = _chunk_arrays(x, y, w, off, False)
+    if cols is not None:  # the active columns (an L1 fit; beta, M are on them)
+        x = np.ascontiguousarray(x[:, cols])
     beta, M = _vec(beta), np.array(M, dtype=np.float64, order="F")
     return {"s": _core.chunk_adjoint(x, y, w, loss, intercept, beta, M, nt, offset=off)}
 
@@ -742,8 +761,14 @@ def _alo(
     """The closed forms over the chunks in one leverage pass: the per-chunk outputs
     (`keep`: "lazy" delayed objects, "persist" persisted ones, "gather" numpy dicts
     computed in the same pass as the reduction), the reduced stats and (with `gradient`)
-    the exact hypergradient per feature. With `cols` (the active set of an L1 fit), the
-    formulas are on those columns of X; beta and H are then on them too."""
+    the exact hypergradient per feature, ``(d mean / d l2_j, d mean / d l1_j)`` (each of
+    length p; hypergrad.hpp's alo_with_gradient over the chunks). With `cols` (the active
+    set of an L1 fit), the formulas are on those columns of X; beta and H are then on them
+    too, and the gradient holds the active set and its signs fixed (as the estimate does):
+    zero for the inactive features, ``-u_k sign(theta_k)`` for the L1 weights. The last
+    output holds the diagnostics reduced in the pass: ``n_unreliable`` (samples with
+    ``d_i h_i > ALO_UNRELIABLE_DH``) and ``margin`` (the smallest logistic training margin,
+    inf for other losses)."""
     import dask
     from dask import delayed
 
@@ -771,12 +796,15 @@ def _alo(
     ]
     if keep == "persist":  # held by the workers; the reduction below reads them
         outs = list(dask.persist(*outs))
-    sums = [delayed(_loo_sums, pure=True)(o, blk[2]) for o, blk in zip(outs, blocks)]
+    logistic = data.loss == "logistic"
+    sums = [
+        delayed(_loo_sums, pure=True)(o, blk[1], blk[2], logistic) for o, blk in zip(outs, blocks)
+    ]
     if keep == "gather":
         red, outs = _compute((_tree(sums), [delayed(_per_sample_only)(o) for o in outs]))
     else:
         red = _compute(_tree(sums))
-    grad_l2 = None
+    grad = None
     if gradient:
         L = _cho(H)
         S = red["S"]
@@ -787,15 +815,20 @@ def _alo(
             Md = delayed(np.asfortranarray(M), pure=True)
             parts = [
                 delayed(_adjoint_task, pure=True)(
-                    x, y, w, o, data.loss.core, data.fit_intercept, b, Md, data.n_threads
+                    x, y, w, o, data.loss.core, data.fit_intercept, b, Md, data.n_threads, c
                 )
                 for x, y, w, o in blocks
             ]
             r = r - _compute(_tree(parts))["s"]
         u = _solve(L, r)
         off = int(data.fit_intercept)
-        grad_l2 = -(u[off:] * beta[off:] + np.diag(M)[off:])
-    return outs, red["stats"], grad_l2
+        bq = beta[off:]
+        on = slice(None) if cols is None else np.asarray(cols, dtype=np.intp)
+        grad_l2, grad_l1 = np.zeros(data.p), np.zeros(data.p)
+        grad_l2[on] = -(u[off:] * bq + np.diag(M)[off:])
+        grad_l1[on] = -u[off:] * np.sign(bq)
+        grad = (grad_l2, grad_l1)
+    return outs, red["stats"], grad, {k: red[k] for k in ("n_unreliable", "margin")}
 
 
 def _on_active(data: Data, st: _State) -> tuple[np.ndarray, Any]:
@@ -844,6 +877,10 @@ class DaskLOOResult:
     sample_weight : dask array or None
     gradient : ndarray or None
         As in :class:`aloocv.LOOResult`.
+    unreliable : dask array of bool or None
+        As in :class:`aloocv.LOOResult` (samples with ``d_i h_i > ALO_UNRELIABLE_DH``;
+        None for ``"exact"``); their count is reduced in the leverage pass and warned
+        about as in memory.
     """
 
     losses: Any
@@ -857,12 +894,120 @@ class DaskLOOResult:
     gradient: np.ndarray | None = None
     downdate: Any = None
     n_not_converged: int = field(default=0, repr=False)
+    unreliable: Any = None
+    # what certify() refits: (Data, _State, tol, max_iter, eta as a dask array)
+    _problem: Any = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return (
             f"DaskLOOResult(method={self.method!r}, n={self.losses.shape[0]}, "
             f"mean={self.mean:.6g}, stderr={self.stderr:.3g})"
         )
+
+    def certify(
+        self,
+        n_samples: int = 20,
+        random_state: Any = 0,
+        confidence: float = 0.95,
+        n_worst: int | None = None,
+    ):
+        """:meth:`aloocv.LOOResult.certify` on dask input: the same design and estimator
+        (:class:`aloocv.Certificate`), the exact refits run over the chunks.
+
+        The error proxy, the approximate losses and the weights (n floats each) are
+        gathered to the client to draw the samples; X is not. Each of the at most
+        ``n_samples`` refits is a fit over the chunks warm-started at the full fit (the
+        problem with the sample's weight set to zero; the elastic-net route with an L1
+        term), a few passes over X each.
+        """
+        import dask.array as da
+
+        from ._diagnostics import certificate_design, certificate_from, check_certify_options
+
+        if self.method == "exact":
+            raise ValueError("an exact result needs no certificate (method='exact')")
+        if self._problem is None:
+            raise ValueError(
+                "this result does not carry its problem (it was not made by aloocv.loo); "
+                "call aloocv.loo(...).certify()"
+            )
+        confidence = check_certify_options(n_samples, n_worst, confidence)
+        data, st, tol, max_iter, eta = self._problem
+        insample = da.map_blocks(_loss_values, data.y, eta, data.loss.core, dtype=np.float64)
+        losses, proxy, w = _compute((self.losses, self.losses - insample, data.w))
+        losses, proxy = np.asarray(losses), np.asarray(proxy)
+        w = None if w is None else np.asarray(w, dtype=np.float64)
+        design = certificate_design(proxy, w, n_samples, n_worst, random_state)
+        idx = design.refits
+        exact, n_nc = _refit_losses(data, st, idx, tol, max_iter)
+        if n_nc:
+            warnings.warn(
+                f"certificate: {n_nc} of {idx.size} exact refits did not reach tol={tol:g}",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        return certificate_from(losses, exact, design, w, self.mean, confidence, self.method)
+
+
+def _loss_values(y, eta, loss):
+    """l(y_i, eta_i) of one chunk."""
+    return _core.loss_eval(loss, _vec(y), _vec(eta))[0]
+
+
+def _without_row(w, n_rows, start, row):
+    """One chunk of the weights with the global sample `row` set to zero."""
+    out = np.ones(n_rows) if w is None else np.array(w, dtype=np.float64)
+    if start <= row < start + n_rows:
+        out[row - start] = 0.0
+    return out
+
+
+def _refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter: int):
+    """Exact leave-one-out losses of the samples `rows`: per sample, the fit over the
+    chunks without it (its weight zero; warm start: the full fit), then its loss at the
+    refit's linear predictor. Returns (losses, refits not at tol). The rows of X, y and
+    the offset of those samples (|rows| p floats) come to the client."""
+    import dask.array as da
+    from dask import delayed
+
+    rows = np.asarray(rows, dtype=np.int64)
+    parts = [data.X[rows], data.y[rows], None if data.offset is None else data.offset[rows]]
+    xr, yr, orr = _compute(parts)
+    xr = np.asarray(xr, dtype=np.float64)
+    off = int(data.fit_intercept)
+    starts = np.concatenate([[0], np.cumsum(data.X.chunks[0])])
+    wblocks = (
+        data.w.to_delayed().ravel().tolist() if data.w is not None else [None] * len(starts[:-1])
+    )
+    etas = np.empty(rows.size)
+    n_nc = 0
+    for k, i in enumerate(rows):
+        wk = da.concatenate(
+            [
+                da.from_delayed(
+                    delayed(_without_row, pure=True)(wb, int(c), int(s0), int(i)),
+                    shape=(int(c),),
+                    dtype=np.float64,
+                )
+                for wb, c, s0 in zip(wblocks, data.X.chunks[0], starts[:-1])
+            ]
+        )
+        sk = _solve_fit(dataclasses.replace(data, w=wk), tol, max_iter, st.beta)
+        n_nc += int(not sk.converged)
+        etas[k] = xr[k] @ sk.beta[off:] + (sk.beta[0] if off else 0.0)
+    if orr is not None:
+        etas += np.asarray(orr, dtype=np.float64)
+    exact = _core.loss_eval(data.loss.core, _vec(yr), _vec(etas))[0]
+    return exact, n_nc
+
+
+def _rcond(H: np.ndarray) -> float:
+    """The core's reciprocal condition estimate of the factored Hessian (factor.hpp):
+    min_j L_jj^2 / H_jj."""
+    L = _cho(H)
+    d = np.diag(H)
+    pos = d > 0.0
+    return float(min(1.0, np.min(np.diag(L)[pos] ** 2 / d[pos], initial=1.0)))
 
 
 def _stderr(stats, n: int) -> float:
@@ -1025,8 +1170,6 @@ def loo(
         raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={data.n}")
     if method == "exact":
         _no_l1(data, "method='exact'")
-    if return_gradient:
-        _no_l1(data, "return_gradient=True")
     tol, max_iter = check_options(tol, max_iter)
     st = _fit_for_loo(data, coef, intercept, tol, max_iter)
     fitres = _fit_result(data, st)
@@ -1058,11 +1201,18 @@ def loo(
         )
     keep = "persist" if _client() is not None else "lazy"
     beta, cols = _on_active(data, st)
-    outs, stats, grad_l2 = _alo(data, beta, st.H, method, return_gradient, st.sw, keep, cols)
+    outs, stats, hgrad, diag = _alo(data, beta, st.H, method, return_gradient, st.sw, keep, cols)
     arrs = [_per_sample(outs, data, k) for k in _PER_SAMPLE]
+    # the in-memory diagnostics, from what the leverage pass reduced
+    if data.loss == "logistic":
+        check_separation_margin(diag["margin"], data.pen, data.l1, warn=True, stacklevel=3)
+    warn_unreliable_count(
+        int(diag["n_unreliable"]), data.n, data.loss, data.l1 is not None, stacklevel=3
+    )
+    warn_ill_conditioned(_rcond(st.H), stacklevel=3)
     grad = None
-    if return_gradient:
-        grad = data.penalty.chain(np.zeros(data.p), grad_l2)
+    if hgrad is not None:
+        grad = data.penalty.chain(hgrad[1], hgrad[0])
     _, mean, _ = stats
     return DaskLOOResult(
         arrs[0],
@@ -1075,13 +1225,17 @@ def loo(
         data.w,
         grad,
         arrs[3],
+        unreliable=arrs[3].map_blocks(unreliable_mask, dtype=bool),
+        _problem=(data, st, tol, max_iter, _per_sample(outs, data, "eta")),
     )
 
 
 # --------------------------------------------------------------------------- kfold
 @_single_blas
-def _folds_task(x, y, w, off, fold, loss, intercept, beta, K, nt):
+def _folds_task(x, y, w, off, fold, loss, intercept, beta, K, nt, cols=None):
     x, y, w, off = _chunk_arrays(x, y, w, off, False)
+    if cols is not None:  # the active columns (an L1 fit; beta is on them)
+        x = np.ascontiguousarray(x[:, cols])
     fold = np.array(fold, dtype=np.int32)
     beta = _vec(beta)
     H, G = _core.chunk_folds(x, y, w, loss, intercept, beta, fold, K, nt, offset=off)
@@ -1128,7 +1282,9 @@ def kfold(
 ):
     """:func:`aloocv.kfold` on dask input. The fold labels (n int32, or the given ones) and
     the per-sample held-out losses and predictions (n floats each) live on the client; X
-    does not."""
+    does not. With an L1 term, as in memory: ``"alo"`` takes each fold's Newton step on
+    the full fit's active set (the intercept and the nonzero features, held fixed),
+    ``"exact"`` refits each fold with the elastic-net route from the full fit."""
     import time
 
     import dask.array as da
@@ -1142,11 +1298,10 @@ def kfold(
     tol, max_iter = check_options(tol, max_iter)
     if is_dask_collection(folds):
         folds = np.asarray(folds.compute())
-    _no_l1(data, "kfold")
     idx, labels = _assign_folds(data.n, n_folds, folds, random_state)
     K = labels.size
     t0 = time.perf_counter()
-    st = newton(data, tol, max_iter)
+    st = _solve_fit(data, tol, max_iter)
     fitres = _fit_result(data, st)
     from ._fit import _warn_not_converged
 
@@ -1178,15 +1333,18 @@ def kfold(
     off1 = int(data.fit_intercept)
     n_nc = 0
     if method == "alo":
-        b = delayed(np.ascontiguousarray(st.beta), pure=True)
+        beta, cols = _on_active(data, st)  # all of beta, or the intercept and active set
+        on = np.arange(data.p1) if cols is None else np.concatenate([np.arange(off1), cols + off1])
+        b = delayed(np.ascontiguousarray(beta), pure=True)
+        c = None if cols is None else delayed(np.asarray(cols, dtype=np.intp), pure=True)
         parts = [
             delayed(_folds_task, pure=True)(
-                x, y, w, o, fb, data.loss.core, data.fit_intercept, b, K, data.n_threads
+                x, y, w, o, fb, data.loss.core, data.fit_intercept, b, K, data.n_threads, c
             )
             for (x, y, w, o), fb in zip(blocks, fblocks)
         ]
         red = _compute(_tree(parts))
-        B = np.empty((data.p1, K))
+        B = np.repeat(st.beta[:, None], K, axis=1)  # inactive features stay at zero
         for k in range(K):
             Hk = st.H - red["H"][:, :, k]
             try:
@@ -1195,7 +1353,7 @@ def kfold(
                 raise ValueError(
                     f"the Hessian without fold {labels[k]!r} is singular: use a larger penalty"
                 ) from None
-            B[:, k] = st.beta + _solve(Lk, red["G"][:, k])
+            B[on, k] += _solve(Lk, red["G"][:, k])
     else:
         B = np.empty((data.p1, K))
         for k in range(K):
@@ -1209,18 +1367,8 @@ def kfold(
                     for v, c in zip(wk, data.X.chunks[0])
                 ]
             )
-            dk = Data(
-                data.X,
-                data.y,
-                wk_da,
-                data.offset,
-                data.loss,
-                data.penalty,
-                data.pen,
-                data.fit_intercept,
-                data.n_threads,
-            )
-            sk = newton(dk, tol, max_iter, st.beta)
+            dk = dataclasses.replace(data, w=wk_da)  # the L1 weights too
+            sk = _solve_fit(dk, tol, max_iter, st.beta)
             n_nc += int(not sk.converged)
             B[:, k] = sk.beta
     Bd = delayed(B, pure=True)
@@ -1284,13 +1432,11 @@ class DaskTuneState:
     def alo(self, gradient: bool = True, kind: str = "exact") -> dict[str, Any]:
         if kind != "exact":
             raise ValueError("dask input has the exact hypergradient only (gradient='exact')")
-        if gradient:
-            _no_l1(self.data, "the hypergradient (tuning other than method='grid')")
         self.fit()
         st = self._st
         assert st is not None
         beta, cols = _on_active(self.data, st)
-        per, _, grad_l2 = _alo(self.data, beta, st.H, "alo", gradient, st.sw, "gather", cols)
+        per, _, hgrad, _ = _alo(self.data, beta, st.H, "alo", gradient, st.sw, "gather", cols)
         off = int(self.data.fit_intercept)
         out: dict[str, Any] = {
             "losses": np.concatenate([o["losses"] for o in per]),
@@ -1303,33 +1449,40 @@ class DaskTuneState:
             "objective": st.f,
             "grad_norm": st.grad_norm,
         }
-        if gradient:
-            out["grad_l2"] = grad_l2
-            out["grad_l1"] = np.zeros(self.data.p)
+        if hgrad is not None:
+            out["grad_l2"], out["grad_l1"] = hgrad
         return out
 
     def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> dict[str, Any]:
         """Second derivatives by central differences of the exact gradient (as the
-        multinomial state): used only to propose Newton steps of the searches."""
+        multinomial state), along each parameter's direction ``(J2[:, k], J1[:, k])`` of
+        the per-feature (l2, l1) weights, with a step of TANGENT_LOG_STEP in the log of the
+        parameter: used only to propose Newton steps of the searches."""
         from ._multinomial import TANGENT_LOG_STEP
 
         out = self.alo(True)
         at, pen = self.beta, self.data.pen.copy()
+        l1 = np.zeros(self.data.p) if self.data.l1 is None else self.data.l1.copy()
         T2 = np.empty((self.data.p, J2.shape[1]))
+        T1 = np.empty_like(T2)
         for k in range(J2.shape[1]):
-            d = J2[:, k] * pen * TANGENT_LOG_STEP
-            scale = float(np.max(J2[:, k] * pen)) * TANGENT_LOG_STEP
+            # the parameter's value: the weight of a feature it moves (the penalties are
+            # linear in their parameters, with 0/1 Jacobians)
+            value = max(float(np.max(J2[:, k] * pen)), float(np.max(J1[:, k] * l1)))
+            h = value * TANGENT_LOG_STEP
             g = []
             for s in (1.0, -1.0):
-                self.set_penalty(pen + s * d)
+                self.set_penalty(pen + s * h * J2[:, k], l1 + s * h * J1[:, k])
                 self.set_beta(at)
-                g.append(self.alo(True)["grad_l2"])
-            T2[:, k] = (g[0] - g[1]) / (2.0 * scale)
-        self.set_penalty(pen)
+                o = self.alo(True)
+                g.append((o["grad_l2"], o["grad_l1"]))
+            T2[:, k] = (g[0][0] - g[1][0]) / (2.0 * h)
+            T1[:, k] = (g[0][1] - g[1][1]) / (2.0 * h)
+        self.set_penalty(pen, l1)
         self.set_beta(at)
         self.fit()
         out["tangent_l2"] = T2
-        out["tangent_l1"] = np.zeros_like(T2)
+        out["tangent_l1"] = T1
         return out
 
     def sample_gradient(self, *args: Any, **kwargs: Any) -> Any:

@@ -348,9 +348,7 @@ def tune(
             fit_tol,
             fit_max_iter,
         )
-        if method != "grid":
-            _dask._no_l1(dask_state.data, "the hypergradient (tuning other than method='grid')")
-        l1 = off = None
+        l1, off = dask_state.data.l1, None
     else:
         if not multinomial:
             X, y, loss, pen, l1, w = check_fit_inputs(
