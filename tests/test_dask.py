@@ -610,6 +610,25 @@ def test_cluster_l1_loo_and_logistic_cv(client):
     close(est_g.best_score_, est_r.best_score_, 1e-8)
 
 
+def test_cluster_l1_kfold_gradient_certify(client):
+    # the L1 routes and the certificate on worker processes (exact K-fold: the
+    # local-scheduler tests)
+    X, y, w, off = loss_data("poisson", n=200, p=8, seed=3)
+    pen = aloocv.ElasticNet(20.0, 0.5)
+    kw = dict(loss="poisson", penalty=pen, sample_weight=w, offset=off, tol=TOL)
+    r = aloocv.loo(X, y, return_gradient=True, **kw)
+    g = aloocv.loo(dX(X), y, return_gradient=True, **kw)
+    assert 0 < np.count_nonzero(r.fit.coef_) < 8
+    close(g.gradient, r.gradient)
+    cr, cg = r.certify(n_samples=1), g.certify(n_samples=1)
+    np.testing.assert_array_equal(cg.indices, cr.indices)
+    close(cg.exact_losses, cr.exact_losses)
+    rk = aloocv.kfold(X, y, n_folds=4, **kw)
+    gk = aloocv.kfold(dX(X, 100), y, n_folds=4, **kw)
+    close(gk.losses, rk.losses)
+    close(gk.mean, rk.mean)
+
+
 def test_cluster_client_gathers_no_X(client, monkeypatch):
     # structural: everything a pass brings to the client is O(p1^2) (plus one float
     # per sample where documented), never X; X (n p floats) is made on the workers
