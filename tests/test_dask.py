@@ -531,6 +531,29 @@ def test_bad_dask_input(sync):
         aloocv.fit(X, y).decision_function(dX(X))
 
 
+def test_class_and_fold_checks_parity(sync):
+    # the in-memory checks of logistic classes and fold weights, with the same messages
+    X, y, _, _ = loss_data("logistic", n=60, p=3)
+    y1 = np.zeros(60)
+    y1[5] = 1.0  # one sample of class 1: its leave-one-out training set has one class
+    labels = np.array(["a", "b", "c"])[np.arange(60) % 3]
+    yf = (labels == "b") * 1.0  # without fold "b" the training part has one class
+    w0 = np.where(labels == "c", 0.0, 1.0)  # fold "c" has zero weight
+    cases = [
+        (aloocv.loo, (y1,), {}),
+        (aloocv.loo, (np.zeros(60),), {}),
+        (aloocv.kfold, (yf,), dict(folds=labels)),
+        (aloocv.kfold, (y,), dict(folds=labels, sample_weight=w0)),
+    ]
+    for fn, (yy,), extra in cases:
+        with pytest.raises(ValueError) as er:
+            fn(X, yy, loss="logistic", **extra)
+        with pytest.raises(ValueError) as eg:
+            fn(dX(X, 25), yy, loss="logistic", **extra)
+        assert str(eg.value) == str(er.value)
+    assert "fold 'b'" in str(er.value) or "fold 'c'" in str(er.value)
+
+
 def test_missing_dask_is_a_clear_error(monkeypatch):
     class FakeDask:  # looks like a dask collection; dask itself is "not installed"
         __module__ = "dask.array.core"

@@ -45,6 +45,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from . import _blas, _core
 from ._diagnostics import (
+    check_class_counts,
+    check_fold_class_counts,
     check_separation_margin,
     min_margin,
     unreliable_mask,
@@ -1171,6 +1173,9 @@ def loo(
     if method == "exact":
         _no_l1(data, "method='exact'")
     tol, max_iter = check_options(tol, max_iter)
+    if data.loss == "logistic" and data.fit_intercept:  # as in memory: 2 of each class
+        c = _fold_counts(data, [None] * len(data.X.chunks[0]), 1)
+        check_class_counts(int(c["zeros"][0]), int(c["ones"][0]), loo=True)
     st = _fit_for_loo(data, coef, intercept, tol, max_iter)
     fitres = _fit_result(data, st)
     if method == "exact":
@@ -1259,6 +1264,33 @@ def _heldout_task(x, y, w, off, fold, loss, intercept, B):
     return np.stack([v, eta])
 
 
+def _counts_task(y, w, fold, K, classes):
+    """Per fold (fold None: one) of one chunk: the total weight and, with `classes`, the
+    samples of positive weight of class 0 and of class 1."""
+    w = None if w is None else np.asarray(w, dtype=np.float64)
+    y = np.asarray(y)
+    f = np.zeros(y.shape[0], dtype=np.intp) if fold is None else np.asarray(fold)
+    out = {"ws": np.bincount(f, weights=w, minlength=K).astype(np.float64)}
+    if classes:
+        pos = np.ones(y.shape[0]) if w is None else (w > 0).astype(np.float64)
+        out["zeros"] = np.bincount(f, weights=pos * (y <= 0.5), minlength=K)
+        out["ones"] = np.bincount(f, weights=pos * (y > 0.5), minlength=K)
+    return out
+
+
+def _fold_counts(data: Data, fblocks: list, K: int) -> dict:
+    """:func:`_counts_task` summed over the chunks (one pass over y and w; X is not read).
+    Class counts for the logistic loss with an intercept only."""
+    from dask import delayed
+
+    classes = data.loss == "logistic" and data.fit_intercept
+    parts = [
+        delayed(_counts_task, pure=True)(blk[1], blk[2], fb, K, classes)
+        for blk, fb in zip(data.blocks(), fblocks)
+    ]
+    return _compute(_tree(parts))
+
+
 def _refit_weights(w, fold, k):
     keep = (np.asarray(fold) != k).astype(np.float64)
     return keep if w is None else np.asarray(w, dtype=np.float64) * keep
@@ -1290,7 +1322,7 @@ def kfold(
     import dask.array as da
     from dask import delayed
 
-    from ._kfold import KFOLD_METHODS, _assign_folds, fold_result
+    from ._kfold import KFOLD_METHODS, _assign_folds, _label, fold_result, relabel_folds
 
     if not isinstance(method, str) or method not in KFOLD_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(KFOLD_METHODS)}")
@@ -1300,6 +1332,21 @@ def kfold(
         folds = np.asarray(folds.compute())
     idx, labels = _assign_folds(data.n, n_folds, folds, random_state)
     K = labels.size
+    fold_da = da.from_array(idx, chunks=(data.X.chunks[0],))
+    fblocks = fold_da.to_delayed().ravel().tolist()
+    blocks = data.blocks()
+    # the folds' weights and (logistic) class counts, checked as in memory before the fit
+    counts = _fold_counts(data, fblocks, K)
+    wsum = counts["ws"]
+    if np.any(wsum <= 0):
+        bad = int(np.flatnonzero(wsum <= 0)[0])
+        raise ValueError(f"fold {_label(labels, bad)} has zero total sample weight")
+    if "ones" in counts:
+        check_class_counts(int(counts["zeros"].sum()), int(counts["ones"].sum()))
+        try:
+            check_fold_class_counts(counts["zeros"], counts["ones"])
+        except ValueError as e:
+            raise ValueError(relabel_folds(str(e), labels)) from None
     t0 = time.perf_counter()
     st = _solve_fit(data, tol, max_iter)
     fitres = _fit_result(data, st)
@@ -1307,29 +1354,6 @@ def kfold(
 
     _warn_not_converged(fitres, tol, max_iter)
     t1 = time.perf_counter()
-    fold_da = da.from_array(idx, chunks=(data.X.chunks[0],))
-    fblocks = fold_da.to_delayed().ravel().tolist()
-    blocks = data.blocks()
-    wsum = _compute(
-        _tree(
-            [
-                delayed(
-                    lambda w, f, n: {
-                        "ws": np.bincount(
-                            np.asarray(f),
-                            weights=None if w is None else np.asarray(w),
-                            minlength=n,
-                        ).astype(np.float64)
-                    },
-                    pure=True,
-                )(blk[2], fb, K)
-                for blk, fb in zip(blocks, fblocks)
-            ]
-        )
-    )["ws"]
-    if np.any(wsum <= 0):
-        bad = int(np.flatnonzero(wsum <= 0)[0])
-        raise ValueError(f"fold {labels[bad]!r} has zero total sample weight")
     off1 = int(data.fit_intercept)
     n_nc = 0
     if method == "alo":

@@ -103,35 +103,42 @@ def _positive(w: np.ndarray | None, n: int) -> np.ndarray:
     return np.ones(n, dtype=bool) if w is None else np.asarray(w) > 0
 
 
-def check_classes(y: np.ndarray, w: np.ndarray | None, loss: str, fit_intercept: bool) -> None:
-    """Logistic loss with an intercept: both classes must be present (else no finite fit)."""
-    if loss != "logistic" or not fit_intercept:
-        return
+def class_counts(y: np.ndarray, w: np.ndarray | None) -> tuple[int, int]:
+    """(zeros, ones) among the samples with positive weight."""
     pos = _positive(w, y.shape[0])
-    n1 = int(np.count_nonzero(pos & (y > 0.5)))
-    n0 = int(np.count_nonzero(pos & (y <= 0.5)))
+    return int(np.count_nonzero(pos & (y <= 0.5))), int(np.count_nonzero(pos & (y > 0.5)))
+
+
+def check_class_counts(n0: int, n1: int, loo: bool = False) -> None:
+    """Logistic fits with an intercept from the class counts (of positive weight): both
+    classes must be present; with `loo`, at least 2 samples of each."""
     if n0 == 0 or n1 == 0:
         raise ValueError(
             "logistic regression needs samples of both classes (with positive weight); y has "
             f"{n0} zeros and {n1} ones: the intercept has no finite value"
         )
+    if loo and min(n0, n1) < 2:
+        c = 0 if n0 <= n1 else 1
+        raise ValueError(
+            f"leave-one-out of a logistic regression needs at least 2 samples of each class; "
+            f"class {c} has {min(n0, n1)}: without it the training set has one class and the "
+            "intercept no finite value"
+        )
+
+
+def check_classes(y: np.ndarray, w: np.ndarray | None, loss: str, fit_intercept: bool) -> None:
+    """Logistic loss with an intercept: both classes must be present (else no finite fit)."""
+    if loss != "logistic" or not fit_intercept:
+        return
+    check_class_counts(*class_counts(y, w))
 
 
 def check_loo_classes(y: np.ndarray, w: np.ndarray | None, loss: str, fit_intercept: bool) -> None:
     """Logistic LOO with an intercept: every leave-one-out training set needs both classes,
     i.e. at least 2 samples of each class."""
-    check_classes(y, w, loss, fit_intercept)
     if loss != "logistic" or not fit_intercept:
         return
-    pos = _positive(w, y.shape[0])
-    counts = (int(np.count_nonzero(pos & (y <= 0.5))), int(np.count_nonzero(pos & (y > 0.5))))
-    if min(counts) < 2:
-        c = int(np.argmin(counts))
-        raise ValueError(
-            f"leave-one-out of a logistic regression needs at least 2 samples of each class; "
-            f"class {c} has {counts[c]}: without it the training set has one class and the "
-            "intercept no finite value"
-        )
+    check_class_counts(*class_counts(y, w), loo=True)
 
 
 def check_fold_classes(
@@ -146,10 +153,16 @@ def check_fold_classes(
     if loss != "logistic" or not fit_intercept:
         return
     pos = _positive(w, y.shape[0]).astype(np.float64)
-    ones = pos * (y > 0.5)
-    zeros = pos * (y <= 0.5)
-    out1 = ones.sum() - np.bincount(folds, weights=ones, minlength=n_folds)
-    out0 = zeros.sum() - np.bincount(folds, weights=zeros, minlength=n_folds)
+    ones = np.bincount(folds, weights=pos * (y > 0.5), minlength=n_folds)
+    zeros = np.bincount(folds, weights=pos * (y <= 0.5), minlength=n_folds)
+    check_fold_class_counts(zeros, ones)
+
+
+def check_fold_class_counts(zeros: np.ndarray, ones: np.ndarray) -> None:
+    """:func:`check_fold_classes` from the per-fold counts of each class (of positive
+    weight) in the fold."""
+    out1 = ones.sum() - ones
+    out0 = zeros.sum() - zeros
     bad = np.flatnonzero((out1 < 0.5) | (out0 < 0.5))
     if bad.size:
         k = int(bad[0])

@@ -129,6 +129,11 @@ def _label(labels: np.ndarray, k: int) -> str:
     return repr(lab.item() if isinstance(lab, np.generic) else lab)
 
 
+def relabel_folds(msg: str, labels: np.ndarray) -> str:
+    """A core message naming folds by index ("fold 3"), with the user's labels instead."""
+    return re.sub(r"fold (\d+)", lambda m: f"fold {_label(labels, int(m.group(1)))}", msg)
+
+
 def _check_n_folds(n_folds: Any, n: int) -> int:
     if isinstance(n_folds, bool) or not isinstance(n_folds, numbers.Integral):
         raise TypeError(f"n_folds must be an integer, got {n_folds!r}")
@@ -530,8 +535,7 @@ def kfold(
     try:
         check_fold_classes(y, w, idx, K, loss, bool(fit_intercept))
     except ValueError as e:
-        msg = re.sub(r"fold (\d+)", lambda m: f"fold {_label(labels, int(m.group(1)))}", str(e))
-        raise ValueError(msg) from None
+        raise ValueError(relabel_folds(str(e), labels)) from None
     try:
         with _blas.single_threaded_blas():
             out = _core.kfold(
@@ -555,8 +559,7 @@ def kfold(
             raise
 
         # the core names folds by index: name the user's label instead
-        msg = re.sub(r"fold (\d+)", lambda m: f"fold {_label(labels, int(m.group(1)))}", str(e))
-        raise ValueError(msg) from None
+        raise ValueError(relabel_folds(str(e), labels)) from None
     fitres = _checked_core_result(out, method, loss, penalty, fit_intercept, tol, max_iter, K)
     return fold_result(
         out["losses"],
