@@ -22,7 +22,8 @@ as the hypergradient's first accumulation); the exact hypergradient of a curved 
 one more pass. With an L1 term (L1, ElasticNet) the fit is the core's active-set
 proximal Newton (:func:`enet_newton`: a gradient pass and a Hessian pass over the
 working-set columns per outer iteration, the quadratic model solved on the client by the
-core's coordinate descent) and ALO uses the columns of the active set, as in memory.
+core's coordinate descent) and ALO, its hypergradient and the approximate K-fold use
+the columns of the active set, as in memory.
 Each chunk task uses ``n_jobs`` OpenMP threads (default 1: dask runs the
 chunks in parallel) and a single-threaded BLAS. Every pass costs dask's scheduling of
 one task per chunk: chunks of about 100 MB (dask's default chunk size) keep that small
