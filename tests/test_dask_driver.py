@@ -250,3 +250,60 @@ def test_dask_task_error_propagates(sync, monkeypatch):
     monkeypatch.setattr(_dask._core, "chunk_sums", flaky)
     with pytest.raises(RuntimeError, match="worker lost its disk"):
         aloocv.fit(dX(X), y, loss="logistic")
+
+
+def test_chunk_sums_step_and_clipped_hessian():
+    # Tweedie power 3: w l'' = w (2 y e^{-2 eta} - e^{-eta}) changes sign
+    rng = np.random.default_rng(5)
+    n, p = 80, 3
+    X = rng.standard_normal((n, p))
+    y = rng.gamma(2.0, 0.5, n)
+    w = rng.uniform(0.5, 2.0, n)
+    off = 0.3 * rng.standard_normal(n)
+    beta, step = rng.standard_normal(p + 1), rng.standard_normal(p + 1)
+    Xt = np.column_stack([np.ones(n), X])
+    eta = Xt @ beta + off
+    d = w * (2.0 * y * np.exp(-2.0 * eta) - np.exp(-eta))
+    assert d.min() < 0 < d.max()
+    loss = aloocv.Tweedie(3.0).core
+    for clip in (False, True):
+        out = _core.chunk_sums(X, y, w, loss, True, beta, True, True, 1, off, step, clip)
+        dd = np.maximum(d, 0.0) if clip else d
+        close_rel(out["hess"], Xt.T @ (dd[:, None] * Xt), 1e-12)
+        close_rel(out["step_max"], np.max(np.abs(Xt @ step)), 1e-14)
+    assert _core.chunk_sums(X, y, w, loss, True, beta, False, False, 1, off)["step_max"] == 0.0
+
+
+def test_indefinite_hessian_takes_the_clipped_one():
+    # f = 1/2 ||b - c||^2 + 1/2 lam ||b_1:||^2 whose "exact" Hessian is reported indefinite
+    # (-I) and the clipped one is the true I: the model refactors with the clipped one
+    c = np.array([1.0, -2.0, 0.5])
+    lam = np.array([0.5, 2.0])
+    asked = []
+
+    def source(beta, step, hessian, clip):
+        asked.append((bool(hessian), bool(clip)))
+        H = None
+        if hessian:
+            H = np.eye(3, order="F") if clip else -np.eye(3, order="F")
+        return 0.5 * float((beta - c) @ (beta - c)), beta - c, H, 0.0
+
+    r = _core.sums_fit(source, "poisson", lam, True, np.zeros(3), 1.0, 1e-10, 20)
+    close_rel(r.beta, c / np.r_[1.0, 1.0 + lam], 1e-14)
+    assert (True, True) in asked and r.converged
+    assert not r.hessian_at_point  # a clipped factor is not the Hessian at beta
+    # where the Hessian at beta is needed (fresh_end, as newton_fit), the error says so
+    with pytest.raises(ValueError, match="not numerically positive definite"):
+        _core.sums_fit(source, "poisson", lam, True, np.zeros(3), 1.0, 1e-10, 20, fresh_end=True)
+    # and so where the clipped one is not positive definite either
+    with pytest.raises(ValueError, match="not numerically positive definite"):
+        _core.sums_fit(
+            lambda b, s, h, cl: (0.0, b - c, -np.eye(3, order="F") if h else None, 0.0),
+            "poisson",
+            lam,
+            True,
+            np.zeros(3),
+            1.0,
+            1e-10,
+            20,
+        )
