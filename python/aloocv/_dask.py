@@ -19,8 +19,9 @@ in-memory fits' iterates, steps and Hessian count) on a sums source whose every
 evaluation is one pass (:func:`newton`): one pass per Newton iteration (loss, gradient
 and, where the next step needs it, the Hessian of the trial point together, so an
 accepted full step costs no extra pass; near the optimum chord steps on the last factor
-need gradient-only passes, and the Hessian at the solution comes with the last one). ALO: one more pass (leverages, in the same pass
-as the hypergradient's first accumulation); the exact hypergradient of a curved loss:
+need gradient-only passes, and the Hessian at the solution comes with the last one).
+ALO: one more pass (leverages, in the same pass as the hypergradient's first
+accumulation); the exact hypergradient of a curved loss:
 one more pass. With an L1 term (L1, ElasticNet) the fit is the core's active-set
 proximal Newton (:func:`enet_newton`: a gradient pass and a Hessian pass over the
 working-set columns per outer iteration, the quadratic model solved on the client by the
