@@ -35,23 +35,31 @@ void bind_chunk(py::module_& m) {
       "chunk_sums",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::object& loss, bool intercept, const py::array& beta, bool hessian, bool check,
-         int n_threads, const std::optional<py::array>& offset) {
+         int n_threads, const std::optional<py::array>& offset,
+         const std::optional<py::array>& step, bool clip) {
         Problem pb = chunk_problem(X, y, w, intercept, offset);
         const LossKind kind = apply_loss(loss, pb);
         const Vec b = to_vec(beta, pb.p1(), "beta");
+        std::optional<Vec> st;
+        if (step) st = to_vec(*step, pb.p1(), "step");
         ChunkSums s;
-        run_released([&] { s = chunk_sums(pb, kind, b, hessian, check, n_threads); });
+        run_released([&] {
+          s = chunk_sums(pb, kind, b, hessian, check, n_threads, st ? &*st : nullptr, clip);
+        });
         py::dict out;
         out["loss"] = s.loss;
         out["weight"] = s.weight;
         out["grad"] = to_numpy(s.grad);
         out["hess"] = hessian ? py::object(square(s.hess, pb.p1())) : py::object(py::none());
+        out["step_max"] = s.step_max;
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
       py::arg("fit_intercept"), py::arg("beta"), py::arg("hessian"), py::arg("check"),
-      py::arg("n_threads"), py::arg("offset") = py::none(),
-      "One chunk at beta: sum w l, sum w, X~^T (w l') and (hessian=True) X~^T diag(w l'') X~.");
+      py::arg("n_threads"), py::arg("offset") = py::none(), py::arg("step") = py::none(),
+      py::arg("clip") = false,
+      "One chunk at beta: sum w l, sum w, X~^T (w l'), (hessian=True) X~^T diag(w l'') X~ "
+      "(clip=True: w l'' clipped at 0) and (step given) max |X~ step|.");
 
   m.def(
       "chunk_loo",
@@ -64,14 +72,9 @@ void bind_chunk(py::module_& m) {
         const Index p1 = pb.p1();
         const Vec b = to_vec(beta, p1, "beta");
         const Mat Hm = to_mat(H, p1, "H");
-        if (Hm.cols() != p1) throw py::value_error("H must be square");
         const LooMethod meth = loo_method_from_name(method);
         ChunkLoo r;
-        run_released([&] {
-          Cholesky chol;
-          chol.factor(Hm.data(), p1);
-          r = chunk_loo(pb, kind, b, chol, meth, gradient, inv_sw, n_threads);
-        });
+        run_released([&] { r = chunk_loo(pb, kind, b, Hm, meth, gradient, inv_sw, n_threads); });
         py::dict out;
         out["eta"] = to_numpy(r.eta);
         out["losses"] = to_numpy(r.res.losses);

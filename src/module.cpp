@@ -14,6 +14,7 @@ void bind_multinomial(py::module_& m);
 void bind_threads(py::module_& m);
 void bind_multi(py::module_& m);
 void bind_chunk(py::module_& m);
+void bind_sums(py::module_& m);
 }  // namespace aloocv::bind
 
 PYBIND11_MODULE(_core, m) {
@@ -28,4 +29,5 @@ PYBIND11_MODULE(_core, m) {
   aloocv::bind::bind_threads(m);
   aloocv::bind::bind_multi(m);
   aloocv::bind::bind_chunk(m);
+  aloocv::bind::bind_sums(m);
 }

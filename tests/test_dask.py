@@ -587,6 +587,19 @@ def test_cluster_parity_fit_loo_kfold(client):
     close(gk.stderr, rk.stderr)
 
 
+def test_cluster_equals_numpy_at_default_tol(client):
+    # the one Newton driver on both routes: the same iterates at the default tol (see also
+    # tests/test_dask_driver.py)
+    X, y, w, off = loss_data("logistic", n=300, p=6, seed=8)
+    kw = dict(loss="logistic", penalty=aloocv.L2(0.5), sample_weight=w, offset=off)
+    ref = aloocv.loo(X, y, **kw)
+    got = aloocv.loo(dX(X, 100), y, **kw)
+    close(got.fit.coef_, ref.fit.coef_)
+    assert (got.fit.n_iter_, got.fit.hessian_passes_) == (ref.fit.n_iter_, ref.fit.hessian_passes_)
+    close(got.losses.compute(), ref.losses)
+    close(got.mean, ref.mean)
+
+
 def test_tune_auto_search(sync):
     X, y, _, _ = loss_data("logistic", n=240, p=5, seed=9)
     r = aloocv.tune(X, y, penalty=aloocv.L2(1.0), method="auto", fit_tol=TOL)

@@ -27,8 +27,9 @@ void check_beta(const Problem& pb, const Vec& beta) {
 }  // namespace
 
 ChunkSums chunk_sums(const Problem& pb, LossKind loss, const Vec& beta, bool want_hessian,
-                     bool check, int n_threads) {
+                     bool check, int n_threads, const Vec* step, bool clip) {
   check_beta(pb, beta);
+  if (step) check_beta(pb, *step);
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     if (check) check_response<Loss>(pb.y, pb.n(), pb.lp);
@@ -45,8 +46,14 @@ ChunkSums chunk_sums(const Problem& pb, LossKind loss, const Vec& beta, bool wan
     out.grad.resize(p1);
     gradient(pb.X, g.data(), pb.intercept, out.grad.data(), n_threads);
     if (want_hessian) {
+      if (clip) d = d.cwiseMax(0.0);
       out.hess.resize(p1 * p1);
       hessian(pb.X, d.data(), pb.intercept, out.hess.data(), n_threads);
+    }
+    if (step && n > 0) {
+      Vec xs(n);
+      linear_predictor(pb.X, step->data(), pb.intercept, xs.data(), n_threads);
+      out.step_max = xs.cwiseAbs().maxCoeff();
     }
     return out;
   });
@@ -83,6 +90,16 @@ ChunkLoo chunk_loo(const Problem& pb, LossKind loss, const Vec& beta, const Chol
     }
     return out;
   });
+}
+
+ChunkLoo chunk_loo(const Problem& pb, LossKind loss, const Vec& beta, const Mat& H,
+                   LooMethod method, bool want_gradient, double inv_sw, int n_threads) {
+  if (H.rows() != pb.p1() || H.cols() != pb.p1()) {
+    throw InvalidInput("H must be " + std::to_string(pb.p1()) + " x " + std::to_string(pb.p1()));
+  }
+  Cholesky chol;
+  chol.factor(H.data(), pb.p1());
+  return chunk_loo(pb, loss, beta, chol, method, want_gradient, inv_sw, n_threads);
 }
 
 Vec chunk_adjoint(const Problem& pb, LossKind loss, const Vec& beta, const Mat& M, int n_threads) {

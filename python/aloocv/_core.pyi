@@ -1,5 +1,6 @@
 """Type stubs of the compiled core ``aloocv._core`` (pybind11)."""
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -199,6 +200,8 @@ def chunk_sums(
     check: bool,
     n_threads: int,
     offset: _F64 | None = None,
+    step: _F64 | None = None,
+    clip: bool = False,
 ) -> dict[str, Any]: ...
 def chunk_loo(
     X: _Design,
@@ -238,3 +241,46 @@ def chunk_folds(
     offset: _F64 | None = None,
 ) -> tuple[_F64, _F64]: ...
 def quadratic_cd(H: _F64, g: _F64, beta: _F64, l1: _F64, tol: float) -> _F64: ...
+
+# source(beta, step, hessian, clip) -> (sum w l, X~^T (w l') (p1,), X~^T D X~ (p1, p1) or
+# None, max |X~ step| or 0.0)
+_SumsSource = Callable[[_F64, _F64 | None, bool, bool], tuple[float, _F64, _F64 | None, float]]
+
+class SumsFitResult:
+    @property
+    def beta(self) -> _F64: ...
+    @property
+    def grad(self) -> _F64: ...
+    @property
+    def hessian(self) -> _F64: ...
+    @property
+    def unpenalized_hessian(self) -> _F64: ...
+    @property
+    def hessian_at_point(self) -> bool: ...
+    @property
+    def objective(self) -> float: ...
+    @property
+    def n_iter(self) -> int: ...
+    @property
+    def hessian_passes(self) -> int: ...
+    @property
+    def n_evals(self) -> int: ...
+    @property
+    def converged(self) -> bool: ...
+    @property
+    def stalled(self) -> bool: ...
+    @property
+    def grad_norm(self) -> float: ...
+
+def sums_fit(
+    source: _SumsSource,
+    loss: _Loss,
+    penalty: _F64,
+    fit_intercept: bool,
+    beta0: _F64,
+    weight_sum: float,
+    tol: float,
+    max_iter: int,
+    fresh_end: bool = False,
+    previous_hessian: _F64 | None = None,
+) -> SumsFitResult: ...

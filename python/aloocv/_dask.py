@@ -14,11 +14,14 @@ The tasks run on whatever dask scheduler is active: the workers of a
 pass). Lost chunks (a worker that dies) are recomputed by dask; the partial sums of a
 chunk do not depend on where or how often it is computed, so the result does not change.
 
-Passes over X: one per Newton iteration (loss, gradient and, away from the optimum,
-the Hessian of the trial point together, so an accepted full step costs no extra pass;
-near the optimum chord steps on the last factor need gradient-only passes, and one
-fresh Hessian is taken at the solution). ALO: one more pass (leverages, in the same pass
-as the hypergradient's first accumulation); the exact hypergradient of a curved loss:
+Passes over X: the smooth fits are the core's one Newton driver (``newton_drive``, the
+in-memory fits' iterates, steps and Hessian count) on a sums source whose every
+evaluation is one pass (:func:`newton`): one pass per Newton iteration (loss, gradient
+and, where the next step needs it, the Hessian of the trial point together, so an
+accepted full step costs no extra pass; near the optimum chord steps on the last factor
+need gradient-only passes, and the Hessian at the solution comes with the last one).
+ALO: one more pass (leverages, in the same pass as the hypergradient's first
+accumulation); the exact hypergradient of a curved loss:
 one more pass. With an L1 term (L1, ElasticNet) the fit is the core's active-set
 proximal Newton (:func:`enet_newton`: a gradient pass and a Hessian pass over the
 working-set columns per outer iteration, the quadratic model solved on the client by the
@@ -79,9 +82,6 @@ MAX_HALVINGS = 60
 #: kTinyDecrease); STALL_ITERS such steps without halving the gradient norm stop Newton.
 TINY_DECREASE = 1e-13
 STALL_ITERS = 3
-#: Chord steps (on the last factor) while each step cuts max|gradient| this many times
-#: (the core's rule).
-CHORD_RATE = 4.0
 #: Samples per task of the exact leave-one-out refits.
 EXACT_BLOCK = 256
 
@@ -261,12 +261,17 @@ def _single_blas(task):
 
 
 @_single_blas
-def _sums_task(x, y, w, off, loss, intercept, beta, hessian, check, nt, cols=None):
+def _sums_task(
+    x, y, w, off, loss, intercept, beta, hessian, check, nt, cols=None, step=None, clip=False
+):
     x, y, w, off = _chunk_arrays(x, y, w, off, check)
     if cols is not None:  # the working-set columns (beta holds their entries)
         x = np.ascontiguousarray(x[:, cols])
     beta = _vec(beta)
-    out = _core.chunk_sums(x, y, w, loss, intercept, beta, hessian, check, nt, offset=off)
+    step = None if step is None else _vec(step)
+    out = _core.chunk_sums(
+        x, y, w, loss, intercept, beta, hessian, check, nt, offset=off, step=step, clip=clip
+    )
     ysum = float(y.sum() if w is None else y @ w) if check else 0.0
     offsum = float(0.0 if off is None else (off.sum() if w is None else off @ w))
     yrange = (float(y.min()), float(y.max())) if check and y.size else (np.inf, -np.inf)
@@ -275,6 +280,7 @@ def _sums_task(x, y, w, off, loss, intercept, beta, hessian, check, nt, cols=Non
         "weight": out["weight"],
         "grad": out["grad"],
         "hess": out["hess"],
+        "step_max": out["step_max"],
         "ysum": ysum,
         "offsum": offsum,
         "ymin": yrange[0],
@@ -314,7 +320,7 @@ def _first_pass(data: Data) -> dict:
 
 
 def _add(*parts):
-    """Elementwise sum of dicts of partial sums (min/max for the y range)."""
+    """Elementwise sum of dicts of partial sums (min/max for the y range and max|X~ step|)."""
     out = dict(parts[0])
     for q in parts[1:]:
         for k, v in q.items():
@@ -322,7 +328,7 @@ def _add(*parts):
                 continue
             if k in ("ymin", "margin"):
                 out[k] = min(out[k], v)
-            elif k == "ymax":
+            elif k in ("ymax", "step_max"):
                 out[k] = max(out[k], v)
             elif k == "stats":
                 out[k] = _merge_stats(out[k], v)
@@ -350,17 +356,37 @@ def _compute(obj):
 
 
 def _pass(
-    data: Data, beta: np.ndarray, hessian: bool, check: bool = False, cols: Any = None
+    data: Data,
+    beta: np.ndarray,
+    hessian: bool,
+    check: bool = False,
+    cols: Any = None,
+    step: np.ndarray | None = None,
+    clip: bool = False,
 ) -> dict:
     """Sums over the chunks at beta; with `cols`, of the columns `cols` of X only (beta
-    then holds the intercept, if any, and those columns' coefficients)."""
+    then holds the intercept, if any, and those columns' coefficients). With `step`, also
+    max |X~ step| ("step_max"); with `clip`, the Hessian of w l'' clipped at 0."""
     from dask import delayed
 
     b = delayed(np.ascontiguousarray(beta, dtype=np.float64), pure=True)
     c = None if cols is None else delayed(np.asarray(cols, dtype=np.intp), pure=True)
+    sd = None if step is None else delayed(np.ascontiguousarray(step, dtype=np.float64), pure=True)
     parts = [
         delayed(_sums_task, pure=True)(
-            x, y, w, o, data.loss.core, data.fit_intercept, b, hessian, check, data.n_threads, c
+            x,
+            y,
+            w,
+            o,
+            data.loss.core,
+            data.fit_intercept,
+            b,
+            hessian,
+            check,
+            data.n_threads,
+            c,
+            sd,
+            clip,
         )
         for x, y, w, o in data.blocks()
     ]
@@ -379,6 +405,9 @@ class _State:
     converged: bool
     grad_norm: float
     active: np.ndarray | None = None  # L1: the nonzero features (H is on them)
+    hessian_passes: int = 0  # Hessians factored (as the in-memory fit counts them)
+    hx: np.ndarray | None = None  # the unpenalized part of H (smooth fits)
+    hessian_at_point: bool = True  # H is the Hessian at beta
 
 
 def _penalized(data: Data, beta: np.ndarray, s: dict) -> tuple[float, np.ndarray, np.ndarray]:
@@ -434,95 +463,70 @@ def _check_first_pass(data: Data, s: dict) -> None:
         raise ValueError("y has a single class: logistic regression needs both 0 and 1")
 
 
-def newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None = None) -> _State:
-    """Damped Newton over the chunks: the core's iteration (Armijo backtracking from the
-    full step, stop at max|grad| / sum(w) <= tol). Each trial point is one pass; away from
-    the optimum it also accumulates the Hessian there (the next step's), near it (once a
-    step cut the gradient norm CHORD_RATE-fold) the steps reuse the last factor (chord
-    steps: gradient-only passes, about p/2 times cheaper), and one fresh Hessian is taken
-    at the returned beta, which the leave-one-out formulas need."""
+def _sums_source(data: Data):
+    """The dask problem as a sums source of the core's Newton driver (``_core.sums_fit``):
+    each call is one map-reduce pass over the chunks (:func:`_pass`); the first one also
+    checks every chunk of X."""
+    checked = False
+
+    def source(beta, step, hessian, clip):
+        nonlocal checked
+        s = _pass(data, beta, hessian, check=not checked, step=step, clip=clip)
+        checked = True
+        hess = None if s["hess"] is None else np.array(s["hess"], dtype=np.float64, order="F")
+        return float(s["loss"]), _vec(s["grad"]), hess, float(s["step_max"])
+
+    return source
+
+
+def newton(
+    data: Data,
+    tol: float,
+    max_iter: int,
+    beta0: np.ndarray | None = None,
+    fresh_end: bool = False,
+    previous: _State | None = None,
+) -> _State:
+    """Damped Newton over the chunks: the core's one Newton driver (``newton_drive``) on
+    a sums model whose every evaluation is one pass over the chunks (loss, gradient and,
+    when the next step needs it, the Hessian of the trial point in the same pass). It
+    takes the in-memory fit's iterates: ``newton_fit``'s (with `fresh_end` as the
+    leave-one-out formulas use it: chord steps near the optimum and a fresh Hessian at
+    the returned beta), or with `previous` (an earlier fit of the same data under another
+    penalty) ``path_fit``'s, starting on its Hessian plus the new penalty."""
     first = _first_pass(data)
     sw = float(first["weight"])
-    beta = _init_beta(data, first) if beta0 is None else np.array(beta0, dtype=np.float64)
-    s = _pass(data, beta, hessian=True, check=True)
-    f, g, H = _penalized(data, beta, s)
-    H_at_beta = True
-    L = _cho(H)
-    chord = False
-    rate = 1.0  # the last step's max|gradient| ratio
-    converged = False
-    best = np.inf
-    stalled = 0
-    it = 0
-    for it in range(max_iter + 1):
-        if not np.all(np.isfinite(g)):
-            raise ValueError(
-                "the gradient is not finite (overflow of the loss at extreme linear "
-                "predictors); rescale X or increase the penalty"
-            )
-        gnorm = float(np.max(np.abs(g))) / sw
-        if gnorm <= tol:
-            converged = True
-            break
-        if it == max_iter:
-            break
-        step = -_solve(L, g)
-        dec = float(-g @ step)
-        tiny = 0.5 * dec <= TINY_DECREASE * max(1.0, abs(f))
-        t = 1.0
-        accepted = None
-        # a chord step expected to end the fit also takes the Hessian there (the one the
-        # leave-one-out formulas need), saving the separate final pass
-        want_h = not chord or gnorm * rate <= tol
-        for _ in range(MAX_HALVINGS):
-            bt = beta + t * step
-            st = _pass(data, bt, hessian=want_h)
-            ft, gt, Ht = _penalized(data, bt, st)
-            if np.isfinite(ft) and (tiny or ft <= f - ARMIJO * t * dec):
-                accepted = (bt, ft, gt, Ht)
-                break
-            if chord:  # the old factor gives no descent here: a fresh Hessian
-                break
-            t *= 0.5
-        if accepted is None:
-            if chord:
-                chord = False
-                H = _penalized(data, beta, _pass(data, beta, hessian=True))[2]
-                H_at_beta = True
-                L = _cho(H)
-                continue
-            break
-        beta, f, g, Ht = accepted
-        gnew = float(np.max(np.abs(g))) / sw
-        rate = gnew / gnorm if gnorm > 0 else 1.0
-        if chord and Ht is not None:  # a fresh Hessian came with the step
-            H = Ht
-            H_at_beta = True
-            L = _cho(H)
-        elif chord:
-            H_at_beta = False
-            if gnew > gnorm / CHORD_RATE:  # chord steps slow down: back to Newton
-                chord = False
-                H = _penalized(data, beta, _pass(data, beta, hessian=True))[2]
-                H_at_beta = True
-                L = _cho(H)
-        else:
-            H = Ht
-            H_at_beta = True
-            L = _cho(H)
-            chord = gnew <= gnorm / CHORD_RATE
-        if 0.5 * dec <= TINY_DECREASE * max(1.0, abs(f)) and not gnew < 0.5 * best:
-            stalled += 1
-        else:
-            stalled = 0
-        best = min(best, gnew)
-        if stalled >= STALL_ITERS:
-            it += 1
-            break
-    if not H_at_beta:
-        H = _penalized(data, beta, _pass(data, beta, hessian=True))[2]
-    gnorm = float(np.max(np.abs(g))) / sw
-    return _State(beta, f, g, H, sw, it, converged or gnorm <= tol, gnorm)
+    if previous is not None:
+        beta = np.array(previous.beta, dtype=np.float64)
+    elif beta0 is None:
+        beta = _init_beta(data, first)
+    else:
+        beta = np.array(beta0, dtype=np.float64)
+    r = _core.sums_fit(
+        _sums_source(data),
+        data.loss.core,
+        data.pen,
+        data.fit_intercept,
+        np.ascontiguousarray(beta),
+        sw,
+        tol,
+        max_iter,
+        fresh_end=fresh_end,
+        previous_hessian=None if previous is None else previous.hx,
+    )
+    return _State(
+        r.beta,
+        float(r.objective),
+        r.grad,
+        r.hessian,
+        sw,
+        int(r.n_iter),
+        bool(r.converged),
+        float(r.grad_norm),
+        hessian_passes=int(r.hessian_passes),
+        hx=r.unpenalized_hessian,
+        hessian_at_point=bool(r.hessian_at_point),
+    )
 
 
 def _kkt(beta: np.ndarray, grad: np.ndarray, l1: np.ndarray) -> np.ndarray:
@@ -645,11 +649,22 @@ def enet_newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None 
     return _State(beta, f, g, HA, sw, n_iter, gnorm <= tol, gnorm, active)
 
 
-def _solve_fit(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None = None) -> _State:
-    """The fit of `data`: damped Newton, or the elastic-net route with an L1 term."""
+def _solve_fit(
+    data: Data,
+    tol: float,
+    max_iter: int,
+    beta0: np.ndarray | None = None,
+    fresh_end: bool = False,
+    previous: _State | None = None,
+) -> _State:
+    """The fit of `data`: damped Newton (:func:`newton`; `fresh_end` where the
+    leave-one-out formulas need the Hessian at beta, `previous` to go on from an earlier
+    penalty's fit), or the elastic-net route with an L1 term."""
     if data.l1 is not None:
+        if previous is not None:
+            beta0 = previous.beta
         return enet_newton(data, tol, max_iter, beta0)
-    return newton(data, tol, max_iter, beta0)
+    return newton(data, tol, max_iter, beta0, fresh_end=fresh_end, previous=previous)
 
 
 def _fit_result(data: Data, st: _State):
@@ -663,6 +678,7 @@ def _fit_result(data: Data, st: _State):
         "converged": st.converged,
         "objective": st.f,
         "grad_norm": st.grad_norm,
+        "hessian_passes": st.hessian_passes,
     }
     return _result(out, data.loss, data.penalty, data.fit_intercept)
 
@@ -1036,13 +1052,13 @@ def _given_beta(data: Data, coef, intercept) -> np.ndarray:
     return np.concatenate([[b], c]) if data.fit_intercept else np.array(c)
 
 
-def _fit_for_loo(data: Data, coef, intercept, tol, max_iter) -> _State:
+def _fit_for_loo(data: Data, coef, intercept, tol, max_iter, fresh_end: bool = True) -> _State:
     from ._fit import _warn_not_converged
 
     if coef is None:
         if intercept is not None:
             raise ValueError("intercept= requires coef=")
-        st = _solve_fit(data, tol, max_iter)
+        st = _solve_fit(data, tol, max_iter, fresh_end=fresh_end)
         _warn_not_converged(_fit_result(data, st), tol, max_iter)
         return st
     beta = _given_beta(data, coef, intercept)
@@ -1177,7 +1193,8 @@ def loo(
     if data.loss == "logistic" and data.fit_intercept:  # as in memory: 2 of each class
         c = _fold_counts(data, [None] * len(data.X.chunks[0]), 1)
         check_class_counts(int(c["zeros"][0]), int(c["ones"][0]), loo=True)
-    st = _fit_for_loo(data, coef, intercept, tol, max_iter)
+    # the closed forms need the Hessian at beta (as in memory: fresh_end)
+    st = _fit_for_loo(data, coef, intercept, tol, max_iter, fresh_end=method != "exact")
     fitres = _fit_result(data, st)
     if method == "exact":
         losses, preds, n_nc = _exact(data, st, tol, max_iter)
@@ -1349,7 +1366,7 @@ def kfold(
         except ValueError as e:
             raise ValueError(relabel_folds(str(e), labels)) from None
     t0 = time.perf_counter()
-    st = _solve_fit(data, tol, max_iter)
+    st = _solve_fit(data, tol, max_iter, fresh_end=method == "alo")  # as in memory
     fitres = _fit_result(data, st)
     from ._fit import _warn_not_converged
 
@@ -1438,6 +1455,9 @@ class DaskTuneState:
         self.tol, self.max_iter = tol, max_iter
         self.beta: np.ndarray | None = None
         self._st: _State | None = None
+        # the last fit, which the next penalty's fit goes on from (as the in-memory
+        # TuneState: path_fit on its Hessian); None after set_beta
+        self._prev: _State | None = None
 
     def set_penalty(self, l2: np.ndarray, l1: np.ndarray | None = None) -> None:
         has_l1 = l1 is not None and np.any(np.asarray(l1) > 0)
@@ -1448,10 +1468,14 @@ class DaskTuneState:
     def set_beta(self, beta: np.ndarray) -> None:
         self.beta = np.array(beta, dtype=np.float64)
         self._st = None
+        self._prev = None
 
     def fit(self) -> None:
         if self._st is None:
-            self._st = _solve_fit(self.data, self.tol, self.max_iter, self.beta)
+            self._st = _solve_fit(
+                self.data, self.tol, self.max_iter, self.beta, fresh_end=True, previous=self._prev
+            )
+            self._prev = self._st
             self.beta = self._st.beta.copy()
 
     def alo(self, gradient: bool = True, kind: str = "exact") -> dict[str, Any]:

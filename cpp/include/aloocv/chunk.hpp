@@ -19,12 +19,16 @@ struct ChunkSums {
   double weight = 0.0;  // sum_i w_i
   Vec grad;             // (p1) X~^T (w l')
   Vec hess;             // (p1 x p1, column-major) X~^T diag(w l'') X~; empty unless asked
+  // max_i |x~_i^T step| when a step is given
+  double step_max = 0.0;
 };
 
 // One pass: the loss sum, the gradient and (with `hessian`) the Hessian of the chunk.
-// With `check`, y is first checked against the loss's domain.
+// With `check`, y is first checked against the loss's domain. With `clip`, the Hessian
+// has w l'' clipped at 0 (factor_hessian's descent direction for a loss with negative
+// curvature); with `step` (p1), also max_i |x~_i^T step| (SumsRequest, sums_model.hpp).
 ChunkSums chunk_sums(const Problem& pb, LossKind loss, const Vec& beta, bool hessian, bool check,
-                     int n_threads);
+                     int n_threads, const Vec* step = nullptr, bool clip = false);
 
 // The closed forms of one chunk from the factor of the full (penalized) Hessian.
 struct ChunkLoo {
@@ -37,6 +41,9 @@ struct ChunkLoo {
 };
 
 ChunkLoo chunk_loo(const Problem& pb, LossKind loss, const Vec& beta, const Cholesky& chol,
+                   LooMethod method, bool gradient, double inv_sw, int n_threads);
+// The same from the full penalized Hessian H (p1 x p1) itself, factored here.
+ChunkLoo chunk_loo(const Problem& pb, LossKind loss, const Vec& beta, const Mat& H,
                    LooMethod method, bool gradient, double inv_sw, int n_threads);
 
 // The second reverse-mode pass of the hypergradient: X~^T (w l''' q), q_j = x~_j^T M x~_j.

@@ -1,0 +1,268 @@
+// Smooth fits whose data are reached only through sums: a "source" evaluates, at a given
+// beta, the summed (weighted, unpenalized) loss, the gradient X~^T (w l') and, on request,
+// the unpenalized Hessian X~^T D X~. A map-reduce driver over the row chunks of a
+// distributed X (python/aloocv/_dask.py) is such a source: one pass over the chunks per
+// evaluation. SumsModel is the newton_drive model of such a problem: it adds the penalty,
+// factors, solves and moves with the shared Armijo search, with the bookkeeping of the
+// in-memory GlmModel (stale_eta, chord_ok, factor_at_point), so that the one driver takes
+// the same iterates, the same number of steps and of Hessians as the in-memory fit with
+// the same options. What differs is fusion, which does not change iterates: a trial point
+// is evaluated with its Hessian when the next step is expected to need it, and refactor()
+// then uses that Hessian instead of a further pass.
+#pragma once
+
+#include <limits>
+
+#include "factor.hpp"
+#include "newton_driver.hpp"
+#include "problem.hpp"
+
+namespace aloocv {
+
+// What an evaluation of the source is asked for.
+struct SumsRequest {
+  bool hessian = false;       // also the unpenalized Hessian X~^T D X~ at beta
+  bool clip = false;          // ... with d_i clipped at 0 (a descent direction where the
+                              // exact one is not positive definite; see factor_hessian)
+  const Vec* step = nullptr;  // when given, also max_i |x~_i^T step|
+};
+
+// The sums at one beta.
+struct SumsValue {
+  double loss = 0.0;      // sum_i w_i l(y_i, eta_i)
+  Vec grad;               // (p1) X~^T (w l')
+  Vec hess;               // (p1 x p1, column-major) X~^T D X~ when asked; empty otherwise
+  double step_max = 0.0;  // max_i |x~_i^T step| when a step was given
+};
+
+// The data of a sums problem: one evaluation per call (e.g. one pass over a distributed X).
+// Exceptions thrown by eval (the source's own errors, an interruption) end the fit.
+class SumsSource {
+ public:
+  virtual ~SumsSource() = default;
+  virtual SumsValue eval(const Vec& beta, const SumsRequest& request) = 0;
+};
+
+// The fitted state of a sums problem.
+struct SumsFit {
+  Vec beta;                       // coefficients (intercept first)
+  Vec grad;                       // penalized gradient at beta
+  Vec hessian;                    // (p1 x p1) penalized Hessian of the held factor
+  Vec hx;                         // (p1 x p1) its unpenalized part (X~^T D X~)
+  bool hessian_at_point = false;  // the held factor is the Hessian at beta
+  double objective = 0.0;         // penalized objective at beta
+  Index n_iter = 0;
+  Index hessian_passes = 0;  // Hessians factored (refactor calls, as in memory)
+  Index n_evals = 0;         // evaluations of the source (passes over the data)
+  bool converged = false;
+  bool stalled = false;
+  double grad_norm = 0.0;  // max |grad| / weight_sum
+  double stale_eta = 0.0;  // as FitState::stale_eta
+};
+
+struct SumsFitOptions {
+  FitOptions fit;           // tol, max_iter, fresh_end (n_threads unused)
+  double weight_sum = 1.0;  // sum of the weights (the gradient's scale)
+  // A previous fit of the same data (another penalty): start with chord steps on its
+  // unpenalized Hessian plus the new penalty, as path_fit does in memory.
+  const Vec* previous_hx = nullptr;
+};
+
+namespace detail {
+
+// The newton_drive model of a sums problem (see the file comment). Mirrors GlmModel
+// (newton.hpp) step for step: the same objective, gradient, factor, Armijo search and
+// stale_eta bookkeeping, each pass over X replaced by one evaluation of the source.
+class SumsModel {
+ public:
+  // pen: (p1) the L2 weights (0 for the intercept). constant_curvature: the loss's Hessian
+  // does not depend on beta. track_stale: measure how far eta moves after each Hessian
+  // (chord_ok needs it; without it any move marks the factor stale). target: the driver's
+  // stopping value of max|grad| (unscaled), used only to foresee the last step.
+  SumsModel(SumsSource& src, const Vec& pen, Vec beta, bool constant_curvature, bool track_stale,
+            bool first_hessian, double target)
+      : src_(src),
+        pen_(pen),
+        beta_(std::move(beta)),
+        cc_(constant_curvature),
+        track_(track_stale),
+        target_(target) {
+    SumsRequest rq;
+    rq.hessian = first_hessian;
+    accept(evaluate(beta_, rq), beta_);
+    f_ = loss_ + penalty(beta_);
+  }
+
+  double gnorm() const { return grad_.cwiseAbs().maxCoeff(); }
+  double objective() const { return f_; }
+  void refactor() {
+    if (!pending_at_point_) {
+      SumsRequest rq;
+      rq.hessian = true;
+      pending_ = evaluate(beta_, rq).hess;
+    }
+    pending_at_point_ = false;
+    hx_.swap(pending_);
+    pending_.resize(0);
+    bool modified = false;
+    try {
+      factor_penalized();
+    } catch (const SingularHessian&) {
+      // as factor_hessian: the Hessian with d clipped at 0 (the same one when no d_i < 0,
+      // whose factor then fails again and the error stands)
+      SumsRequest rq;
+      rq.hessian = true;
+      rq.clip = true;
+      hx_ = evaluate(beta_, rq).hess;
+      factor_penalized();
+      modified = true;
+    }
+    stale_eta_ = modified ? std::numeric_limits<double>::infinity() : 0.0;
+    exact_ = true;
+  }
+  bool factor_at_point() const { return exact_ && !chol_.empty() && (cc_ || stale_eta_ == 0.0); }
+  bool newton_at_point() const { return factor_at_point(); }
+  bool chord_ok() const { return stale_eta_ < 0.05; }
+  double direction(Vec& step) {
+    fresh_step_ = factor_at_point();
+    step = -grad_;
+    chol_.solve(step.data());
+    return -grad_.dot(step);
+  }
+  double move(const Vec& step, double dec) {
+    if (!(dec > 0.0)) return 0.0;
+    // The Hessian at the new point is asked for with the trial points when the next step
+    // will likely refactor: after a step on a fresh Hessian (the next one refreshes unless
+    // a chord phase starts) and after a chord step that is expected to end the run (the
+    // final factor at the returned point).
+    const double g0 = gnorm();
+    SumsRequest rq;
+    rq.hessian = !cc_ && (fresh_step_ || g0 * rate_ <= target_);
+    rq.step = track_ && !cc_ ? &step : nullptr;
+    Vec b1 = beta_ + step;
+    SumsValue v1 = evaluate(b1, rq);
+    const double f1 = v1.loss + penalty(b1);
+    double t = 1.0;
+    if (std::isfinite(f1) && (tiny_decrease(dec, f_) || f1 <= f_ - kArmijo * dec)) {
+      accept(std::move(v1), b1);
+    } else {
+      // Armijo from t = 1 (whose value is known), each further trial one evaluation
+      SumsValue vt;
+      Vec bt;
+      t = armijo(f_, dec, [&](double s) {
+        if (s == 1.0) return f1;
+        bt = beta_ + s * step;
+        vt = evaluate(bt, rq);
+        return vt.loss + penalty(bt);
+      });
+      if (t == 0.0) return 0.0;
+      accept(std::move(vt), bt);  // t < 1: the last trial is the accepted one
+    }
+    if (!cc_) stale_eta_ += track_ ? t * step_max_ : std::numeric_limits<double>::infinity();
+    rate_ = g0 > 0.0 ? gnorm() / g0 : 1.0;
+    return t;
+  }
+  // A factor of prev_hx + the penalty, of another point (path_fit's start).
+  void adopt(const Vec& prev_hx) {
+    hx_ = prev_hx;
+    factor_penalized();
+    stale_eta_ = cc_ ? 0.0 : std::numeric_limits<double>::infinity();
+    exact_ = true;
+  }
+  // The factor at the point, refused if singular (no clipping): the LOO formulas need it.
+  void exact_factor() {
+    if (!pending_at_point_) {
+      SumsRequest rq;
+      rq.hessian = true;
+      pending_ = evaluate(beta_, rq).hess;
+    }
+    pending_at_point_ = false;
+    hx_.swap(pending_);
+    pending_.resize(0);
+    factor_penalized();
+    stale_eta_ = 0.0;
+    exact_ = true;
+  }
+  double stale_eta() const { return stale_eta_; }
+  Index n_evals() const { return n_evals_; }
+  SumsFit result(const DriveResult& r, double scale) const {
+    SumsFit out;
+    out.beta = beta_;
+    out.grad = grad_;
+    out.hessian = H_;
+    out.hx = hx_;
+    out.hessian_at_point = factor_at_point();
+    out.objective = f_;
+    out.n_iter = r.n_iter;
+    out.hessian_passes = r.hessian_passes;
+    out.n_evals = n_evals_;
+    out.converged = r.converged;
+    out.stalled = r.stalled;
+    out.grad_norm = gnorm() / scale;
+    out.stale_eta = stale_eta_;
+    return out;
+  }
+
+ private:
+  double penalty(const Vec& b) const { return 0.5 * pen_.dot(b.cwiseAbs2()); }
+
+  SumsValue evaluate(const Vec& b, const SumsRequest& rq) {
+    interrupt::check();
+    ++n_evals_;
+    SumsValue v = src_.eval(b, rq);
+    const Index p1 = pen_.size();
+    if (v.grad.size() != p1) {
+      throw InvalidInput("the sums source returned a gradient of " + std::to_string(v.grad.size()) +
+                         " entries, expected " + std::to_string(p1));
+    }
+    if (rq.hessian && v.hess.size() != p1 * p1) {
+      throw InvalidInput("the sums source returned no Hessian of " + std::to_string(p1) + " x " +
+                         std::to_string(p1) + " where one was asked for");
+    }
+    return v;
+  }
+
+  // Takes v (at b) as the current point: gradient, loss, a Hessian there if any.
+  void accept(SumsValue&& v, const Vec& b) {
+    beta_ = b;
+    loss_ = v.loss;
+    grad_ = v.grad + pen_.cwiseProduct(beta_);
+    if (!grad_.allFinite()) {
+      throw InvalidInput(
+          "the gradient is not finite (overflow of the loss at extreme linear predictors); "
+          "rescale X or increase the penalty");
+    }
+    step_max_ = v.step_max;
+    pending_at_point_ = v.hess.size() > 0;
+    pending_ = std::move(v.hess);
+    f_ = loss_ + penalty(beta_);
+  }
+
+  void factor_penalized() {
+    const Index p1 = pen_.size();
+    H_ = hx_;
+    for (Index j = 0; j < p1; ++j) H_[j * p1 + j] += pen_[j];
+    chol_.factor(H_.data(), p1);
+  }
+
+  SumsSource& src_;
+  Vec pen_, beta_, grad_, hx_, H_, pending_;
+  Cholesky chol_;
+  bool cc_, track_;
+  double target_;
+  double loss_ = 0.0, f_ = 0.0, stale_eta_ = 0.0, step_max_ = 0.0, rate_ = 1.0;
+  bool exact_ = false, pending_at_point_ = false, fresh_step_ = false;
+  Index n_evals_ = 0;
+};
+
+}  // namespace detail
+
+// Damped Newton on a sums problem with the one driver (newton_drive) and the options of
+// the in-memory fit: newton_fit's (fresh Hessian every step; with fit.fresh_end chord
+// steps near the optimum and a fresh factor at the returned beta), or path_fit's when
+// previous_hx is given. lam: (p) the L2 weights of the features; beta0: (p1) the start
+// (intercept first when `intercept`).
+SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool intercept,
+                 const Vec& beta0, const SumsFitOptions& opt);
+
+}  // namespace aloocv

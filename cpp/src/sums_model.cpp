@@ -1,0 +1,51 @@
+#include "aloocv/sums_model.hpp"
+
+#include "aloocv/losses.hpp"
+#include "aloocv/newton.hpp"
+
+namespace aloocv {
+
+SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool intercept,
+                 const Vec& beta0, const SumsFitOptions& opt) {
+  const Index off = intercept ? 1 : 0, p1 = lam.size() + off;
+  Vec pen = Vec::Zero(p1);
+  pen.tail(lam.size()) = lam;
+  if (beta0.size() != p1) {
+    throw InvalidInput("beta0 has " + std::to_string(beta0.size()) + " entries, expected " +
+                       std::to_string(p1));
+  }
+  if (!(opt.weight_sum > 0.0)) throw InvalidInput("the sum of the weights must be positive");
+  const bool cc = dispatch_loss(loss, [](auto L) { return decltype(L)::constant_curvature; });
+  const double sw = opt.weight_sum;
+  const bool path = opt.previous_hx && opt.previous_hx->size() == p1 * p1;
+  // the options of path_fit (path) or newton_fit (newton.hpp), step for step
+  const bool fresh_end = path || (opt.fit.fresh_end && !cc);
+  DriveOptions o = detail::drive_options(opt.fit, sw, fresh_end);
+  RefreshPolicy pol;
+  if (path) {
+    pol = detail::fresh_end_policy();
+    pol.start_factored = true;
+    pol.accept_slow = true;
+  } else {
+    o.check_first = fresh_end;
+    if (fresh_end) pol = detail::fresh_end_policy();
+  }
+  detail::SumsModel m(source, pen, beta0, cc, fresh_end, !path, o.target * sw);
+  if (path) {
+    m.adopt(*opt.previous_hx);
+  } else if (!std::isfinite(m.objective())) {
+    throw InvalidInput("the objective is not finite at the starting point");
+  }
+  const DriveResult r = newton_drive(m, o, pol);
+  SumsFit out = m.result(r, sw);
+  if (!path && fresh_end && m.stale_eta() > 0.0) {
+    // the Hessian at beta is not positive definite (clipped factor): the real one, or the
+    // error that says so (as newton_fit)
+    m.exact_factor();
+    out = m.result(r, sw);
+    ++out.hessian_passes;
+  }
+  return out;
+}
+
+}  // namespace aloocv

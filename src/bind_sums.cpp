@@ -1,0 +1,110 @@
+// Binding of the sums-source Newton fit (cpp/include/aloocv/sums_model.hpp): the source
+// is a Python callable (the dask driver's map-reduce pass). The driver runs with the GIL
+// released; the trampoline takes it only around the callback. No math here.
+#include <pybind11/stl.h>
+
+#include "aloocv/sums_model.hpp"
+#include "arrays.hpp"
+#include "release.hpp"
+
+namespace aloocv::bind {
+
+namespace {
+
+// source(beta, step, hessian, clip) -> (loss, grad, hess or None, step_max)
+class PySource final : public SumsSource {
+ public:
+  PySource(py::object fn, Index p1) : fn_(std::move(fn)), p1_(p1) {}
+
+  SumsValue eval(const Vec& beta, const SumsRequest& rq) override {
+    py::gil_scoped_acquire gil;
+    const py::object step = rq.step ? py::object(to_numpy(*rq.step)) : py::object(py::none());
+    const py::object res = fn_(to_numpy(beta), step, rq.hessian, rq.clip);
+    if (!py::isinstance<py::tuple>(res) || py::len(res) != 4) {
+      throw py::type_error(
+          "the sums source must return a tuple (loss, grad, hess or None, step_max)");
+    }
+    const auto t = res.cast<py::tuple>();
+    SumsValue v;
+    v.loss = t[0].cast<double>();
+    v.grad = to_vec(require_array(t[1], "the source's grad"), p1_, "the source's grad");
+    if (!t[2].is_none()) {
+      const Mat H = to_mat(require_array(t[2], "the source's hess"), p1_, "the source's hess");
+      if (H.cols() != p1_) throw py::value_error("the source's hess must be square");
+      v.hess = Eigen::Map<const Vec>(H.data(), H.size());
+    }
+    v.step_max = t[3].cast<double>();
+    return v;
+  }
+
+ private:
+  py::object fn_;
+  Index p1_;
+};
+
+py::array_t<double> square(const Vec& v, Index p1) {
+  py::array_t<double, py::array::f_style> out({p1, p1});
+  std::copy(v.data(), v.data() + v.size(), out.mutable_data());
+  return out;
+}
+
+}  // namespace
+
+void bind_sums(py::module_& m) {
+  py::class_<SumsFit>(m, "SumsFitResult",
+                      "A Newton fit over a sums source (cpp/include/aloocv/sums_model.hpp).")
+      .def_property_readonly("beta", [](const SumsFit& r) { return to_numpy(r.beta); })
+      .def_property_readonly("grad", [](const SumsFit& r) { return to_numpy(r.grad); })
+      .def_property_readonly(
+          "hessian", [](const SumsFit& r) { return square(r.hessian, r.beta.size()); },
+          "The penalized Hessian of the held factor.")
+      .def_property_readonly(
+          "unpenalized_hessian", [](const SumsFit& r) { return square(r.hx, r.beta.size()); },
+          "Its unpenalized part X~^T D X~.")
+      .def_readonly("hessian_at_point", &SumsFit::hessian_at_point)
+      .def_readonly("objective", &SumsFit::objective)
+      .def_readonly("n_iter", &SumsFit::n_iter)
+      .def_readonly("hessian_passes", &SumsFit::hessian_passes)
+      .def_readonly("n_evals", &SumsFit::n_evals)
+      .def_readonly("converged", &SumsFit::converged)
+      .def_readonly("stalled", &SumsFit::stalled)
+      .def_readonly("grad_norm", &SumsFit::grad_norm);
+
+  m.def(
+      "sums_fit",
+      [](const py::object& source, const py::object& loss, const py::array& penalty, bool intercept,
+         const py::array& beta0, double weight_sum, double tol, Index max_iter, bool fresh_end,
+         const std::optional<py::array>& previous_hessian) {
+        if (!PyCallable_Check(source.ptr())) throw py::type_error("source must be callable");
+        Problem lp_only;
+        const LossKind kind = apply_loss(loss, lp_only);
+        const Index p = penalty.ndim() == 1 ? penalty.shape(0) : -1;
+        const Vec lam = to_vec(penalty, p, "penalty");
+        const Index p1 = p + (intercept ? 1 : 0);
+        const Vec b0 = to_vec(beta0, p1, "beta0");
+        std::optional<Vec> prev;
+        if (previous_hessian) {
+          const Mat H = to_mat(*previous_hessian, p1, "previous_hessian");
+          if (H.cols() != p1) throw py::value_error("previous_hessian must be square");
+          prev = Eigen::Map<const Vec>(H.data(), H.size());
+        }
+        SumsFitOptions opt;
+        opt.fit.tol = tol;
+        opt.fit.max_iter = max_iter;
+        opt.fit.fresh_end = fresh_end;
+        opt.weight_sum = weight_sum;
+        opt.previous_hx = prev ? &*prev : nullptr;
+        PySource src(source, p1);
+        SumsFit r;
+        run_released([&] { r = sums_fit(src, kind, lam, intercept, b0, opt); });
+        return r;
+      },
+      py::arg("source"), py::arg("loss"), py::arg("penalty"), py::arg("fit_intercept"),
+      py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"), py::arg("max_iter"),
+      py::arg("fresh_end") = false, py::arg("previous_hessian") = py::none(),
+      "Damped Newton (the core's one driver) on a problem reached through its sums: "
+      "source(beta, step, hessian, clip) returns (sum w l, X~^T (w l'), X~^T D X~ or None, "
+      "max |X~ step| or 0).");
+}
+
+}  // namespace aloocv::bind

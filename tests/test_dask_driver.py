@@ -1,0 +1,309 @@
+"""The one Newton driver on sums sources (``_core.sums_fit``, cpp/include/aloocv/sums_model.hpp)
+and the dask route built on it: at the DEFAULT tolerance the dask results equal the
+in-memory ones to 1e-10 (the same iterates: the same n_iter and Hessian passes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+import aloocv
+from aloocv import _core
+from conftest import make_data
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+PARITY = 1e-10  # issue 12's target
+CHUNK = 70  # rows per chunk: uneven last chunk
+
+
+def close_rel(a, b, tol=PARITY):
+    """Relative (to the largest entry) agreement, for coefficients."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, rtol=0, atol=tol * max(1e-300, float(np.max(np.abs(b)))))
+
+
+def close_abs(a, b, tol=PARITY):
+    """Absolute agreement, for losses and their means."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, rtol=0, atol=tol)
+
+
+def dX(X, chunk=CHUNK):
+    return da.from_array(X, chunks=(chunk, X.shape[1]))
+
+
+def data(loss, n=230, p=6, seed=1):
+    X, y = make_data(loss, n, p, seed=seed)
+    rng = np.random.default_rng(seed)
+    return X, y, rng.uniform(0.5, 2.0, n), 0.1 * rng.standard_normal(n)
+
+
+@pytest.fixture
+def sync():
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+# ------------------------------------------------------------------ the binding itself
+def numpy_source(X, y, w, off, calls=None):
+    """A logistic problem's sums by plain numpy (an independent formula)."""
+    Xt = np.column_stack([np.ones(len(y)), X])
+
+    def source(beta, step, hessian, clip):
+        if calls is not None:
+            calls.append(bool(hessian))
+        eta = Xt @ beta + off
+        mu = 1.0 / (1.0 + np.exp(-eta))
+        loss = float(w @ (np.logaddexp(0.0, eta) - y * eta))
+        grad = Xt.T @ (w * (mu - y))
+        H = None
+        if hessian:
+            d = np.maximum(w * mu * (1 - mu), 0.0) if clip else w * mu * (1 - mu)
+            H = np.asfortranarray(Xt.T @ (d[:, None] * Xt))
+        smax = 0.0 if step is None else float(np.max(np.abs(Xt @ step)))
+        return loss, grad, H, smax
+
+    return source
+
+
+def start(y, w, off):
+    """The core's cold start: the intercept at the logit of the weighted mean of y."""
+    ybar = float(w @ y / w.sum())
+    return np.array([np.log(ybar / (1 - ybar)) - float(w @ off) / w.sum()])
+
+
+@pytest.mark.parametrize("fresh_end", [False, True])
+def test_numpy_source_takes_newton_fits_iterates(fresh_end):
+    X, y, w, off = data("logistic")
+    lam = np.linspace(0.5, 2.0, X.shape[1])
+    b0 = np.concatenate([start(y, w, off), np.zeros(X.shape[1])])
+    calls: list[bool] = []
+    with threadpool_limits(1):
+        r = _core.sums_fit(
+            numpy_source(X, y, w, off, calls),
+            "logistic",
+            lam,
+            True,
+            b0,
+            float(w.sum()),
+            1e-8,
+            100,
+            fresh_end=fresh_end,
+        )
+    kw = dict(loss="logistic", penalty=aloocv.L2(lam), sample_weight=w, offset=off)
+    ref = aloocv.loo(X, y, **kw).fit if fresh_end else aloocv.fit(X, y, **kw)
+    close_rel(r.beta[1:], ref.coef_)
+    close_rel(r.beta[0], ref.intercept_)
+    assert r.n_iter == ref.n_iter_
+    assert r.hessian_passes == ref.hessian_passes_
+    assert r.converged and r.grad_norm <= 1e-8
+    assert r.n_evals == len(calls)
+    # fused: every Hessian came with an evaluation the fit needed anyway
+    assert r.n_evals <= r.n_iter + 1 + (1 if fresh_end else 0)
+    # the returned Hessian is the penalized one of the held factor; at beta with fresh_end
+    Xt = np.column_stack([np.ones(len(y)), X])
+    mu = 1.0 / (1.0 + np.exp(-(Xt @ r.beta + off)))
+    H = Xt.T @ ((w * mu * (1 - mu))[:, None] * Xt) + np.diag(np.concatenate([[0.0], lam]))
+    if fresh_end:
+        assert r.hessian_at_point
+        close_rel(r.hessian, H, 1e-12)
+    np.testing.assert_allclose(r.hessian - r.unpenalized_hessian, np.diag(np.r_[0.0, lam]))
+    # the objective and gradient at beta
+    eta = Xt @ r.beta + off
+    f = w @ (np.logaddexp(0.0, eta) - y * eta) + 0.5 * lam @ r.beta[1:] ** 2
+    assert abs(r.objective - f) <= 1e-12 * abs(f)
+    close_rel(r.grad, Xt.T @ (w * (mu - y)) + np.r_[0.0, lam] * r.beta, 1e-6)
+
+
+def call(source):
+    w = np.random.default_rng(0).uniform(0.5, 2.0, 60)
+    args = dict(
+        loss="logistic",
+        penalty=np.ones(3),
+        fit_intercept=True,
+        beta0=np.zeros(4),
+        weight_sum=float(w.sum()),
+        tol=1e-8,
+        max_iter=50,
+    )
+    return _core.sums_fit(source, **args)
+
+
+def test_source_errors_propagate():
+    def boom(beta, step, hessian, clip):
+        raise RuntimeError("the source failed")
+
+    with pytest.raises(RuntimeError, match="the source failed"):
+        call(boom)
+
+    n = [0]
+
+    def interrupted(beta, step, hessian, clip):
+        n[0] += 1
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        call(interrupted)
+    assert n[0] == 1  # nothing retried after the interrupt
+
+
+def test_bad_sources_are_clear_errors():
+    with pytest.raises(TypeError, match="callable"):
+        _core.sums_fit(3, "logistic", np.ones(3), True, np.zeros(4), 1.0, 1e-8, 10)
+    with pytest.raises(TypeError, match="tuple"):
+        call(lambda b, s, h, c: 1.0)
+    with pytest.raises(ValueError, match="grad"):
+        call(lambda b, s, h, c: (1.0, np.zeros(2), None, 0.0))
+    with pytest.raises(ValueError, match="Hessian"):
+        call(lambda b, s, h, c: (1.0, np.ones(4), None, 0.0))
+    with pytest.raises(ValueError, match="objective is not finite"):
+        call(lambda b, s, h, c: (np.inf, np.ones(4), np.eye(4, order="F"), 0.0))
+    with pytest.raises(ValueError, match="gradient is not finite"):
+        call(lambda b, s, h, c: (1.0, np.full(4, np.nan), np.eye(4, order="F"), 0.0))
+
+
+# ------------------------------------------------------------------ dask at the default tol
+CASES = [("logistic", 1), ("poisson", 2)]
+
+
+@pytest.mark.parametrize("loss,seed", CASES)
+def test_dask_equals_numpy_at_default_tol(sync, loss, seed):
+    X, y, w, off = data(loss, seed=seed)
+    pen = aloocv.L2(np.linspace(0.3, 2.0, X.shape[1]))
+    for kw in (
+        dict(loss=loss, penalty=pen),
+        dict(loss=loss, penalty=pen, sample_weight=w, offset=off),
+    ):
+        with threadpool_limits(1):
+            ref = aloocv.fit(X, y, **kw)
+            rl = aloocv.loo(X, y, return_gradient=True, **kw)
+            rk = aloocv.kfold(X, y, n_folds=4, **kw)
+            rke = aloocv.kfold(X, y, n_folds=3, method="exact", **kw)
+        got = aloocv.fit(dX(X), y, **kw)
+        close_rel(got.coef_, ref.coef_)
+        close_rel(got.intercept_, ref.intercept_)
+        assert (got.n_iter_, got.hessian_passes_) == (ref.n_iter_, ref.hessian_passes_)
+        assert abs(got.objective_ - ref.objective_) <= 1e-12 * abs(ref.objective_)
+        gl = aloocv.loo(dX(X), da.from_array(y, chunks=50), return_gradient=True, **kw)
+        close_rel(gl.fit.coef_, rl.fit.coef_)
+        assert (gl.fit.n_iter_, gl.fit.hessian_passes_) == (rl.fit.n_iter_, rl.fit.hessian_passes_)
+        close_abs(gl.losses.compute(), rl.losses)
+        close_abs(gl.predictions.compute(), rl.predictions)
+        close_abs(gl.leverages.compute(), rl.leverages)
+        close_abs(gl.mean, rl.mean)
+        close_abs(gl.stderr, rl.stderr)
+        close_rel(gl.gradient, rl.gradient)
+        gk = aloocv.kfold(dX(X), y, n_folds=4, **kw)
+        close_abs(gk.losses, rk.losses)
+        close_abs(gk.mean, rk.mean)
+        gke = aloocv.kfold(dX(X), y, n_folds=3, method="exact", **kw)
+        close_abs(gke.losses, rke.losses)
+        close_abs(gke.mean, rke.mean)
+
+
+def test_dask_tune_and_logistic_cv_at_default_tol(sync):
+    X, y, _, _ = data("logistic", n=200, p=5, seed=4)
+    grid = [aloocv.L2(v) for v in np.logspace(-2, 2, 5)]
+    with threadpool_limits(1):
+        r = aloocv.tune(X, y, loss="logistic", penalty=grid[0], method="grid", grid=grid)
+        est_r = aloocv.ALOLogisticRegressionCV(Cs=np.logspace(-2, 2, 4)).fit(X, y)
+    g = aloocv.tune(dX(X), y, loss="logistic", penalty=grid[0], method="grid", grid=grid)
+    close_abs(g.history["acv"], r.history["acv"])
+    close_rel(g.fit.coef_, r.fit.coef_)
+    est_g = aloocv.ALOLogisticRegressionCV(Cs=np.logspace(-2, 2, 4)).fit(dX(X), y)
+    assert est_g.C_ == est_r.C_
+    close_rel(est_g.coef_, est_r.coef_)
+    close_rel(est_g.intercept_, est_r.intercept_)
+    close_abs(est_g.best_score_, est_r.best_score_)
+
+
+def test_dask_nonfinite_objective_is_the_projects_error(sync):
+    X, y, _, _ = data("poisson", n=100, p=3)
+    off = np.full(100, 800.0)  # exp(800) overflows at the start (no intercept absorbs it)
+    kw = dict(loss="poisson", offset=off, fit_intercept=False)
+    with pytest.raises(ValueError) as ref:
+        aloocv.fit(X, y, **kw)
+    with pytest.raises(ValueError) as got:
+        aloocv.fit(dX(X), y, **kw)
+    assert "not finite" in str(ref.value)
+    assert str(got.value) == str(ref.value)
+
+
+def test_dask_task_error_propagates(sync, monkeypatch):
+    from aloocv import _dask
+
+    X, y, _, _ = data("logistic", n=100, p=3)
+    real = _dask._core.chunk_sums
+    n = [0]
+
+    def flaky(*args, **kwargs):
+        n[0] += 1
+        if n[0] > 3:  # inside the Newton loop
+            raise RuntimeError("worker lost its disk")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_dask._core, "chunk_sums", flaky)
+    with pytest.raises(RuntimeError, match="worker lost its disk"):
+        aloocv.fit(dX(X), y, loss="logistic")
+
+
+def test_chunk_sums_step_and_clipped_hessian():
+    # Tweedie power 3: w l'' = w (2 y e^{-2 eta} - e^{-eta}) changes sign
+    rng = np.random.default_rng(5)
+    n, p = 80, 3
+    X = rng.standard_normal((n, p))
+    y = rng.gamma(2.0, 0.5, n)
+    w = rng.uniform(0.5, 2.0, n)
+    off = 0.3 * rng.standard_normal(n)
+    beta, step = rng.standard_normal(p + 1), rng.standard_normal(p + 1)
+    Xt = np.column_stack([np.ones(n), X])
+    eta = Xt @ beta + off
+    d = w * (2.0 * y * np.exp(-2.0 * eta) - np.exp(-eta))
+    assert d.min() < 0 < d.max()
+    loss = aloocv.Tweedie(3.0).core
+    for clip in (False, True):
+        out = _core.chunk_sums(X, y, w, loss, True, beta, True, True, 1, off, step, clip)
+        dd = np.maximum(d, 0.0) if clip else d
+        close_rel(out["hess"], Xt.T @ (dd[:, None] * Xt), 1e-12)
+        close_rel(out["step_max"], np.max(np.abs(Xt @ step)), 1e-14)
+    assert _core.chunk_sums(X, y, w, loss, True, beta, False, False, 1, off)["step_max"] == 0.0
+
+
+def test_indefinite_hessian_takes_the_clipped_one():
+    # f = 1/2 ||b - c||^2 + 1/2 lam ||b_1:||^2 whose "exact" Hessian is reported indefinite
+    # (-I) and the clipped one is the true I: the model refactors with the clipped one
+    c = np.array([1.0, -2.0, 0.5])
+    lam = np.array([0.5, 2.0])
+    asked = []
+
+    def source(beta, step, hessian, clip):
+        asked.append((bool(hessian), bool(clip)))
+        H = None
+        if hessian:
+            H = np.eye(3, order="F") if clip else -np.eye(3, order="F")
+        return 0.5 * float((beta - c) @ (beta - c)), beta - c, H, 0.0
+
+    r = _core.sums_fit(source, "poisson", lam, True, np.zeros(3), 1.0, 1e-10, 20)
+    close_rel(r.beta, c / np.r_[1.0, 1.0 + lam], 1e-14)
+    assert (True, True) in asked and r.converged
+    assert not r.hessian_at_point  # a clipped factor is not the Hessian at beta
+    # where the Hessian at beta is needed (fresh_end, as newton_fit), the error says so
+    with pytest.raises(ValueError, match="not numerically positive definite"):
+        _core.sums_fit(source, "poisson", lam, True, np.zeros(3), 1.0, 1e-10, 20, fresh_end=True)
+    # and so where the clipped one is not positive definite either
+    with pytest.raises(ValueError, match="not numerically positive definite"):
+        _core.sums_fit(
+            lambda b, s, h, cl: (0.0, b - c, -np.eye(3, order="F") if h else None, 0.0),
+            "poisson",
+            lam,
+            True,
+            np.zeros(3),
+            1.0,
+            1e-10,
+            20,
+        )
