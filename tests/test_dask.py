@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 import aloocv
 from aloocv import _dask
@@ -178,6 +179,32 @@ def test_exact_loo_refits_over_chunks(sync, loss, monkeypatch):
                        tol=TOL)  # fmt: skip
         eta = X[i] @ f.coef_ + f.intercept_ + off[i]
         close(g.predictions[i].compute(), eta)
+
+
+def test_exact_loo_fresh_hessians_and_budget(sync, monkeypatch):
+    # refits that leave the chord phase after one step take fresh leave-one-out Hessians
+    # (a pass returning p1 x p1 per such refit): still the exact refits
+    X, y, w, _ = loss_data("logistic", n=90, p=3, seed=23)
+    kw = dict(loss="logistic", penalty=aloocv.L2(0.5), sample_weight=w, tol=TOL)
+    r = aloocv.loo(X, y, method="exact", **kw)
+    hess = []
+    real = _dask._refits_pass
+
+    def spy(data, B, rows, hess_cols):
+        hess.append(len(hess_cols))
+        return real(data, B, rows, hess_cols)
+
+    monkeypatch.setattr(_dask, "_refits_pass", spy)
+    monkeypatch.setattr(_dask, "EXACT_MAX_CHORD", 1)
+    g = aloocv.loo(dX(X, 40), y, method="exact", **kw)
+    assert sum(hess) > 0
+    close(g.losses.compute(), r.losses)
+    close(g.predictions.compute(), r.predictions)
+    # a budget of one step per refit: not at tol, reported
+    fit = dict(coef=r.fit.coef_, intercept=r.fit.intercept_)
+    with pytest.warns(ConvergenceWarning, match="refits did not reach"):
+        b = aloocv.loo(dX(X, 40), y, method="exact", max_iter=1, **fit, **kw)
+    assert 0 < b.n_not_converged <= 90
 
 
 def test_exact_loo_and_kfold(sync):
