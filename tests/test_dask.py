@@ -207,6 +207,20 @@ def test_exact_loo_fresh_hessians_and_budget(sync, monkeypatch):
     assert 0 < b.n_not_converged <= 90
 
 
+def test_exact_loo_singular_names_the_row_of_X(sync):
+    # feature 2 is nonzero in row 83 only and unpenalized: without that row the problem
+    # has no unique minimizer; the message names row 83 of X (chunk 3, its row 3)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 3))
+    X[:, 2] = 0.0
+    X[83, 2] = 1.0
+    y = rng.standard_normal(100)
+    kw = dict(loss="squared", penalty=aloocv.L2(np.array([1.0, 1.0, 0.0])), method="exact")
+    for Xa in (X, dX(X, 40)):
+        with pytest.raises(ValueError, match="singular for sample 83 "):
+            aloocv.loo(Xa, y, **kw)
+
+
 def test_exact_loo_and_kfold(sync):
     X, y, w, off = loss_data("logistic", n=120, p=4, seed=2)
     kw = dict(loss="logistic", penalty=aloocv.L2(1.0), sample_weight=w, offset=off, tol=TOL)
