@@ -659,3 +659,7 @@ def test_logistic_cv_string_labels_ovr(sync):
     close(g.coef_, r.coef_)
     with pytest.raises(ValueError, match="continuous|Unknown label type"):
         aloocv.ALOLogisticRegressionCV(**kw).fit(dX(X), X[:, 0])
+    yn = (X[:, 0] > 0).astype(float)
+    yn[100] = np.nan
+    with pytest.raises(ValueError, match="y contains NaN"):
+        aloocv.ALOLogisticRegressionCV(**kw).fit(dX(X), da.from_array(yn, chunks=40))
