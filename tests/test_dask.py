@@ -196,6 +196,8 @@ def test_exact_loo_fresh_hessians_and_budget(sync, monkeypatch):
 
     monkeypatch.setattr(_dask, "_refits_pass", spy)
     monkeypatch.setattr(_dask, "EXACT_MAX_CHORD", 1)
+    monkeypatch.setattr(_dask, "EXACT_BATCH", 16)  # batches across chunk borders, rows
+    monkeypatch.setattr(_dask, "EXACT_FETCH", 2)  # fetched two batches at a time
     g = aloocv.loo(dX(X, 40), y, method="exact", **kw)
     assert sum(hess) > 0
     close(g.losses.compute(), r.losses)

@@ -82,6 +82,9 @@ CHORD_RATE = 4.0
 #: Exact leave-one-out refits run in lockstep per pass over X (each pass returns
 #: p1 x this many floats; each task holds a row block x this many linear predictors).
 EXACT_BATCH = 64
+#: Rows of EXACT_FETCH batches are brought to the client at once (their x~_j, y_j, w_j
+#: for the Sherman-Morrison downdates): one read of their chunk per EXACT_FETCH batches.
+EXACT_FETCH = 16
 #: The exact refits' chord phase (the core's exact_loo policy): chord steps on the
 #: downdated full factor while each cuts max|grad| to at most this fraction of the last,
 #: at most EXACT_MAX_CHORD in a row; then fresh leave-one-out Hessians.
@@ -1021,18 +1024,17 @@ class _Refits:
     (one p1 x p1 per such refit and pass, taken with its trial points); Armijo's search on
     every step, stop at max|grad| / (sum(w) - w_j) <= tol."""
 
-    def __init__(self, data: Data, st: _State, L: np.ndarray, rows: np.ndarray, tol, max_iter):
+    def __init__(
+        self, data: Data, st: _State, L: np.ndarray, rows: np.ndarray, batch, tol, max_iter
+    ):
+        """batch: (X, y, w, offset) of the rows `rows` (numpy; w, offset may be None)."""
         self.data, self.tol = data, tol
         self.budget = max(1, max_iter)
         self.rows = rows
         off = int(data.fit_intercept)
         self.pen1 = np.concatenate([np.zeros(off), data.pen])
-        r0, r1 = int(rows[0]), int(rows[-1]) + 1
-        sl = [data.X[r0:r1], data.y[r0:r1]]
-        sl += [data.w[r0:r1] if data.w is not None else None]
-        sl += [data.offset[r0:r1] if data.offset is not None else None]
-        xb, yb, wb, ob = _compute(sl)
-        m = r1 - r0
+        xb, yb, wb, ob = batch
+        m = rows.size
         xt = np.array(xb, dtype=np.float64)  # buffers received may be unaligned: copies
         if off:
             xt = np.hstack([np.ones((m, 1)), xt])
@@ -1191,9 +1193,23 @@ def _exact(data: Data, st: _State, tol: float, max_iter: int):
             v = np.array(v)
             buf.append(da.from_array(v, chunks=(c,)) if client is None else _scattered(client, v))
 
+    fetched: list = []
+    f0 = 0
     for r0 in range(0, data.n, EXACT_BATCH):
         rows = np.arange(r0, min(data.n, r0 + EXACT_BATCH), dtype=np.int64)
-        ref = _Refits(data, st, L, rows, tol, max_iter)
+        if r0 >= f0 + (0 if not fetched else fetched[0].shape[0]):  # the next rows
+            f0, f1 = r0, min(data.n, r0 + EXACT_FETCH * EXACT_BATCH)
+            fetched = _compute(
+                [
+                    data.X[f0:f1],
+                    data.y[f0:f1],
+                    None if data.w is None else data.w[f0:f1],
+                    None if data.offset is None else data.offset[f0:f1],
+                ]
+            )
+        a, b = r0 - f0, r0 - f0 + rows.size
+        batch = [None if v is None else v[a:b] for v in fetched]
+        ref = _Refits(data, st, L, rows, batch, tol, max_iter)
         ref.run()
         lv, pv, nc = ref.results()
         n_nc += nc
