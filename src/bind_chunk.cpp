@@ -133,6 +133,37 @@ void bind_chunk(py::module_& m) {
       "One chunk's per-fold X~_S^T D_S X~_S (p1, p1, K) and X~_S^T g_S (p1, K).");
 
   m.def(
+      "chunk_refits",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const py::object& loss, bool intercept, const py::array& beta, const py::array& exclude,
+         const py::array& hess_cols, int n_threads, const std::optional<py::array>& offset) {
+        Problem pb = chunk_problem(X, y, w, intercept, offset);
+        const LossKind kind = apply_loss(loss, pb);
+        const Index p1 = pb.p1();
+        const Mat b = to_mat(beta, p1, "beta");
+        const Index B = b.cols(), m = static_cast<Index>(hess_cols.size());
+        const int* ex = int32_ptr(exclude, B, "exclude");
+        const int* hc = int32_ptr(hess_cols, m, "hess_cols");
+        ChunkRefits r;
+        run_released([&] { r = chunk_refits(pb, kind, b, ex, hc, m, n_threads); });
+        py::dict out;
+        out["loss"] = to_numpy(r.loss);
+        py::array_t<double, py::array::f_style> G({p1, B});
+        std::copy(r.grad.data(), r.grad.data() + r.grad.size(), G.mutable_data());
+        out["grad"] = G;
+        py::array_t<double, py::array::f_style> H({p1, p1, m});
+        std::copy(r.hess.data(), r.hess.data() + r.hess.size(), H.mutable_data());
+        out["hess"] = H;
+        return out;
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("fit_intercept"), py::arg("beta"), py::arg("exclude"), py::arg("hess_cols"),
+      py::arg("n_threads"), py::arg("offset") = py::none(),
+      "One chunk's sums for B leave-one-out refits at the columns of beta (p1, B), each without "
+      "its row exclude[j] (int32, -1: none here): loss (B,), grad (p1, B) and, for the refits "
+      "hess_cols (int32), the Hessians (p1, p1, len(hess_cols)).");
+
+  m.def(
       "quadratic_cd",
       [](const py::array& H, const py::array& g, const py::array& beta, const py::array& l1,
          double tol) {

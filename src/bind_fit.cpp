@@ -87,14 +87,16 @@ void bind_fit(py::module_& m) {
 
   m.def(
       "loss_valid",
-      [](const py::object& loss, const py::array& y) {
+      [](const py::object& loss, const py::array& y, Index index0) {
         const Index n = y.ndim() == 1 ? y.shape(0) : -1;
         const double* yp = vector_ptr(y, n, "y");
         Problem pb;
         const LossKind kind = apply_loss(loss, pb);
-        dispatch_loss(kind, [&](auto L) { check_response<decltype(L)>(yp, n, pb.lp); });
+        dispatch_loss(kind, [&](auto L) { check_response<decltype(L)>(yp, n, pb.lp, index0); });
       },
-      py::arg("loss"), py::arg("y"), "Raises ValueError naming the first y outside the domain.");
+      py::arg("loss"), py::arg("y"), py::arg("index0") = 0,
+      "Raises ValueError naming the first y outside the domain (index0: the index of y[0] in "
+      "the whole response).");
 }
 
 }  // namespace aloocv::bind

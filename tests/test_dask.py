@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 import aloocv
 from aloocv import _dask
@@ -148,13 +149,88 @@ def test_out_of_core_zarr(tmp_path):
     close(got.gradient, ref.gradient)
 
 
+@pytest.mark.parametrize("loss", ["logistic", "poisson"])
+def test_exact_loo_refits_over_chunks(sync, loss, monkeypatch):
+    # exact LOO as lockstep refits, each pass one task per chunk of X: equals the numpy
+    # exact LOO and brute-force refits; no task sees more than one chunk of X
+    X, y, w, off = loss_data(loss, n=150, p=4, seed=2)
+    w[7] = 0.0  # a zero weight: its "refit" is the full fit
+    kw = dict(loss=loss, penalty=aloocv.L2(1.0), sample_weight=w, offset=off, tol=TOL)
+    seen = []
+    real = _dask._core.chunk_refits
+
+    def spy(x, *a, **k):
+        seen.append(x.shape[0])
+        return real(x, *a, **k)
+
+    monkeypatch.setattr(_dask._core, "chunk_refits", spy)
+    r = aloocv.loo(X, y, method="exact", **kw)
+    g = aloocv.loo(dX(X, 50), y, method="exact", **kw)
+    assert seen and max(seen) <= 50
+    close(g.losses.compute(), r.losses)
+    close(g.predictions.compute(), r.predictions)
+    close(g.mean, r.mean)
+    close(g.stderr, r.stderr)
+    assert g.losses.chunks == ((50, 50, 50),)
+    assert g.n_not_converged == 0
+    for i in (0, 7, 64, 149):  # independent: refits without sample i
+        wi = w.copy()
+        wi[i] = 0.0
+        f = aloocv.fit(X, y, loss=loss, penalty=aloocv.L2(1.0), sample_weight=wi, offset=off,
+                       tol=TOL)  # fmt: skip
+        eta = X[i] @ f.coef_ + f.intercept_ + off[i]
+        close(g.predictions[i].compute(), eta)
+
+
+def test_exact_loo_fresh_hessians_and_budget(sync, monkeypatch):
+    # refits that leave the chord phase after one step take fresh leave-one-out Hessians
+    # (a pass returning p1 x p1 per such refit): still the exact refits
+    X, y, w, _ = loss_data("logistic", n=90, p=3, seed=23)
+    kw = dict(loss="logistic", penalty=aloocv.L2(0.5), sample_weight=w, tol=TOL)
+    r = aloocv.loo(X, y, method="exact", **kw)
+    hess = []
+    real = _dask._refits_pass
+
+    def spy(data, B, rows, hess_cols):
+        hess.append(len(hess_cols))
+        return real(data, B, rows, hess_cols)
+
+    monkeypatch.setattr(_dask, "_refits_pass", spy)
+    monkeypatch.setattr(_dask, "EXACT_MAX_CHORD", 1)
+    monkeypatch.setattr(_dask, "EXACT_BATCH", 16)  # batches across chunk borders, rows
+    monkeypatch.setattr(_dask, "EXACT_FETCH", 2)  # fetched two batches at a time
+    g = aloocv.loo(dX(X, 40), y, method="exact", **kw)
+    assert sum(hess) > 0
+    close(g.losses.compute(), r.losses)
+    close(g.predictions.compute(), r.predictions)
+    # a budget of one step per refit: not at tol, reported
+    fit = dict(coef=r.fit.coef_, intercept=r.fit.intercept_)
+    with pytest.warns(ConvergenceWarning, match="refits did not reach"):
+        b = aloocv.loo(dX(X, 40), y, method="exact", max_iter=1, **fit, **kw)
+    assert 0 < b.n_not_converged <= 90
+
+
+def test_exact_loo_singular_names_the_row_of_X(sync):
+    # feature 2 is nonzero in row 83 only and unpenalized: without that row the problem
+    # has no unique minimizer; the message names row 83 of X (chunk 3, its row 3)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 3))
+    X[:, 2] = 0.0
+    X[83, 2] = 1.0
+    y = rng.standard_normal(100)
+    kw = dict(loss="squared", penalty=aloocv.L2(np.array([1.0, 1.0, 0.0])), method="exact")
+    for Xa in (X, dX(X, 40)):
+        with pytest.raises(ValueError, match="singular for sample 83 "):
+            aloocv.loo(Xa, y, **kw)
+
+
 def test_exact_loo_and_kfold(sync):
     X, y, w, off = loss_data("logistic", n=120, p=4, seed=2)
     kw = dict(loss="logistic", penalty=aloocv.L2(1.0), sample_weight=w, offset=off, tol=TOL)
     r = aloocv.loo(X, y, method="exact", **kw)
     g = aloocv.loo(dX(X, 50), y, method="exact", **kw)
-    close(g.losses.compute(), r.losses, 1e-8)  # refits end at tol: 1e-8 apart at most
-    close(g.mean, r.mean, 1e-8)
+    close(g.losses.compute(), r.losses)
+    close(g.mean, r.mean)
     for method in ("alo", "exact"):
         rk = aloocv.kfold(X, y, n_folds=5, method=method, **kw)
         gk = aloocv.kfold(dX(X, 50), y, n_folds=5, method=method, **kw)
@@ -515,11 +591,29 @@ def test_bad_dask_input(sync):
     with pytest.raises(ValueError, match="length 100"):
         aloocv.fit(dX(X), da.from_array(y[:90], chunks=30))
     Xn = X.copy()
-    Xn[75, 1] = np.nan
-    with pytest.raises(ValueError, match="NaN"):
+    Xn[75, 1] = np.nan  # in the second chunk: messages name the row of X, not the chunk's
+    with pytest.raises(ValueError, match=r"X contains NaN or inf \(first at row 75, column 1\)"):
         aloocv.fit(dX(Xn), y)
-    with pytest.raises(ValueError, match="domain"):
+    with pytest.raises(ValueError, match=r"domain.*y\[0\] = "):
         aloocv.fit(dX(X), y + 2.0)
+    yb = y.copy()
+    yb[83] = 0.5
+    with pytest.raises(ValueError, match=r"domain.*y\[83\] = 0.5"):
+        aloocv.fit(dX(X), yb)
+    yb[83] = np.inf
+    with pytest.raises(ValueError, match=r"y contains NaN or inf \(first at index 83\)"):
+        aloocv.fit(dX(X), da.from_array(yb, chunks=CHUNK))
+    wb = np.ones(100)
+    wb[91] = -1.0
+    with pytest.raises(ValueError, match=r"non-negative \(first negative at index 91\)"):
+        aloocv.loo(dX(X), y, sample_weight=da.from_array(wb, chunks=CHUNK))
+    wb[91] = np.nan
+    with pytest.raises(ValueError, match=r"sample_weight contains NaN .*index 91\)"):
+        aloocv.fit(dX(X), y, sample_weight=da.from_array(wb, chunks=CHUNK))
+    ob = np.zeros(100)
+    ob[99] = np.inf
+    with pytest.raises(ValueError, match=r"offset contains NaN .*index 99\)"):
+        aloocv.fit(dX(X), y, offset=da.from_array(ob, chunks=CHUNK))
     with pytest.raises(ValueError, match="unknown chunk sizes"):
         aloocv.fit(dX(X)[dX(X)[:, 0] > 0], y)
     with pytest.raises(ValueError, match="sgd"):
@@ -686,6 +780,63 @@ def test_cluster_client_gathers_no_X(client, monkeypatch):
     assert np.isfinite(res.mean)
 
 
+def test_cluster_exact_loo(client):
+    # the refits' passes on the workers; the per-sample results handed to the workers
+    X, y, w, _ = loss_data("poisson", n=60, p=3, seed=22)
+    kw = dict(loss="poisson", penalty=aloocv.L2(2.0), sample_weight=w, tol=TOL)
+    r = aloocv.loo(X, y, method="exact", **kw)
+    g = aloocv.loo(dX(X, 25), y, method="exact", **kw)
+    assert g.losses.chunks == ((25, 25, 10),)
+    close(g.losses.compute(), r.losses)
+    close(g.predictions.compute(), r.predictions)
+    close(g.mean, r.mean)
+    close(g.stderr, r.stderr)
+
+
+def test_tune_gathers_no_per_sample_arrays(sync, monkeypatch):
+    # tune (grid, and the gradient search) and the estimator: per candidate only means,
+    # standard errors, gradients and the fit reach the client, not n floats; results
+    # equal the numpy tune
+    n, p = 3000, 6
+    X, y, _, _ = loss_data("logistic", n=n, p=p, seed=21)
+    Xd = dX(X, 500)
+    seen = []
+    real = dask.base.compute
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen.append(_nbytes(list(out)))
+        return out
+
+    monkeypatch.setattr(dask.base, "compute", spy)
+    monkeypatch.setattr(dask, "compute", spy)
+    grid = [aloocv.L2(v) for v in (0.1, 1.0, 10.0)]
+    kw = dict(loss="logistic", fit_tol=TOL)
+    g = aloocv.tune(Xd, y, penalty=grid[0], method="grid", grid=grid, **kw)
+    ga = aloocv.tune(Xd, y, penalty=aloocv.L2(1.0), method="auto", grid=grid, **kw)
+    est = aloocv.ALOLogisticRegressionCV(Cs=[0.1, 1.0, 10.0], tol=TOL).fit(Xd, y)
+    assert seen and max(seen) < 10 * (p + 1) ** 2 * 8  # independent of n
+    assert max(seen) < n * 8 / 4
+    monkeypatch.undo()
+    assert isinstance(g.loo.predictions, da.Array) and isinstance(g.path_losses, da.Array)
+    assert g.loo.predictions.chunks == Xd.chunks[:1]
+    r = aloocv.tune(X, y, penalty=grid[0], method="grid", grid=grid, **kw)
+    close(g.history["acv"], r.history["acv"])
+    close(g.history["stderr"], r.history["stderr"])
+    close(g.path_losses.compute(), r.path_losses)
+    close(g.path_predictions.compute(), r.path_predictions)
+    close(g.loo.predictions.compute(), r.loo.predictions)
+    close(g.acv, r.acv)
+    close(g.stderr, r.stderr)
+    ra = aloocv.tune(X, y, penalty=aloocv.L2(1.0), method="auto", grid=grid, **kw)
+    close(ga.penalty.lam, ra.penalty.lam, 1e-6)  # a search stopping at its tolerance
+    close(ga.acv, ra.acv, 1e-8)
+    er = aloocv.ALOLogisticRegressionCV(Cs=[0.1, 1.0, 10.0], tol=TOL).fit(X, y)
+    close(est.coef_, er.coef_)
+    close(est.best_score_, er.best_score_)
+    close(est.scores_[1.0], er.scores_[1.0])
+
+
 def _nbytes(v):
     if isinstance(v, np.ndarray):
         return v.nbytes
@@ -729,3 +880,40 @@ def test_cluster_worker_killed_mid_run(client):
     close(got.coef_, ref.coef_)
     close(got.intercept_, ref.intercept_)
     client.wait_for_workers(2, timeout=30)
+
+
+@pytest.mark.parametrize(
+    "labels", [np.array(["no", "yes"]), np.array([3, 7]), np.array([-1.0, 1.0])], ids=str
+)
+def test_logistic_cv_labels(sync, labels):
+    # classes_ of the dask path equal the numpy path's (values and dtype, strings too);
+    # the 0/1 encoding is made chunk by chunk
+    X, y, w, _ = loss_data("logistic", n=160, p=4, seed=15)
+    yl = labels[y.astype(int)]
+    kw = dict(Cs=np.logspace(-2, 2, 3), tol=TOL)
+    r = aloocv.ALOLogisticRegressionCV(**kw).fit(X, yl, sample_weight=w)
+    for yd in (yl, da.from_array(yl, chunks=40)):
+        g = aloocv.ALOLogisticRegressionCV(**kw).fit(dX(X), yd, sample_weight=w)
+        assert g.classes_.dtype == r.classes_.dtype
+        np.testing.assert_array_equal(g.classes_, r.classes_)
+        close(g.coef_, r.coef_)
+        close(g.intercept_, r.intercept_)
+        close(g.best_score_, r.best_score_)
+        np.testing.assert_array_equal(g.predict(X), r.predict(X))
+
+
+def test_logistic_cv_string_labels_ovr(sync):
+    # one-vs-rest over three string labels, with class weights
+    X, _, _, _ = loss_data("logistic", n=160, p=4, seed=15)
+    y3 = np.array(["a", "b", "c"])[(np.arange(160) * 7) % 3]
+    kw = dict(Cs=[0.1, 1.0], multi_class="ovr", class_weight="balanced", tol=TOL)
+    r = aloocv.ALOLogisticRegressionCV(**kw).fit(X, y3)
+    g = aloocv.ALOLogisticRegressionCV(**kw).fit(dX(X), da.from_array(y3, chunks=40))
+    np.testing.assert_array_equal(g.classes_, r.classes_)
+    close(g.coef_, r.coef_)
+    with pytest.raises(ValueError, match="continuous|Unknown label type"):
+        aloocv.ALOLogisticRegressionCV(**kw).fit(dX(X), X[:, 0])
+    yn = (X[:, 0] > 0).astype(float)
+    yn[100] = np.nan
+    with pytest.raises(ValueError, match="y contains NaN"):
+        aloocv.ALOLogisticRegressionCV(**kw).fit(dX(X), da.from_array(yn, chunks=40))

@@ -196,4 +196,88 @@ ChunkFolds chunk_folds(const Problem& pb, LossKind loss, const Vec& beta, const 
   });
 }
 
+ChunkRefits chunk_refits(const Problem& pb, LossKind loss, const Mat& beta, const int* exclude,
+                         const int* hess_cols, Index n_hess, int n_threads) {
+  const Index n = pb.n(), p1 = pb.p1(), B = beta.cols();
+  if (beta.rows() != p1) {
+    throw InvalidInput("beta has " + std::to_string(beta.rows()) + " rows, expected " +
+                       std::to_string(p1));
+  }
+  for (Index j = 0; j < B; ++j) {
+    if (exclude[j] < -1 || exclude[j] >= n) {
+      throw InvalidInput("excluded row " + std::to_string(exclude[j]) + " is outside [-1, " +
+                         std::to_string(n) + ")");
+    }
+  }
+  for (Index k = 0; k < n_hess; ++k) {
+    if (hess_cols[k] < 0 || hess_cols[k] >= B) {
+      throw InvalidInput("Hessian column " + std::to_string(hess_cols[k]) + " is outside [0, " +
+                         std::to_string(B) + ")");
+    }
+  }
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    ChunkRefits out;
+    out.loss = Vec::Zero(B);
+    out.grad = Mat::Zero(p1, B);
+    const Index R = block_rows(std::max(p1, B));
+    const Index nblocks = (n + R - 1) / R;
+    const int nt =
+        threads_for(n_threads, 4.0 * double(n) * double(p1) * double(std::max<Index>(1, B)));
+    std::vector<Vec> loss_parts(static_cast<size_t>(nt), Vec::Zero(B));
+    std::vector<Mat> grad_parts(static_cast<size_t>(nt), Mat::Zero(p1, B));
+    ExceptionCatcher guard;
+#pragma omp parallel num_threads(nt)
+    {
+#ifdef _OPENMP
+      const size_t tid = static_cast<size_t>(omp_get_thread_num());
+#else
+      const size_t tid = 0;
+#endif
+      Mat Z(p1, R), E(R, B);
+      Vec& lp = loss_parts[tid];
+      Mat& gp = grad_parts[tid];
+#pragma omp for schedule(static)
+      for (Index blk = 0; blk < nblocks; ++blk) {
+        guard.run([&] {
+          interrupt::check();
+          const Index i0 = blk * R, i1 = std::min(n, i0 + R), m = i1 - i0;
+          pb.X.pack_rows(i0, i1, nullptr, pb.intercept, Z.data());
+          E.topRows(m).noalias() = Z.leftCols(m).transpose() * beta;
+          for (Index j = 0; j < B; ++j) {
+            const Index skip = exclude[j];
+            for (Index k = 0; k < m; ++k) {
+              const Index i = i0 + k;
+              const double w = (i == skip) ? 0.0 : pb.weight(i);
+              const double eta = E(k, j) + pb.offset_at(i);
+              if (w == 0.0) {
+                E(k, j) = 0.0;
+                continue;
+              }
+              lp[j] += w * Loss::value(pb.y[i], eta, pb.lp);
+              E(k, j) = w * Loss::d1(pb.y[i], eta, pb.lp);
+            }
+          }
+          gp.noalias() += Z.leftCols(m) * E.topRows(m);
+        });
+      }
+    }
+    guard.rethrow();
+    for (size_t t = 0; t < loss_parts.size(); ++t) {  // in thread order: deterministic
+      out.loss += loss_parts[t];
+      out.grad += grad_parts[t];
+    }
+    out.hess.resize(p1 * p1 * n_hess);
+    Vec eta(n), g(n), d(n);
+    for (Index k = 0; k < n_hess; ++k) {
+      const Index j = hess_cols[k];
+      linear_predictor(pb.X, beta.col(j).data(), pb.intercept, eta.data(), n_threads);
+      pb.add_offset(eta.data());
+      detail::derivatives<Loss>(pb, eta.data(), g.data(), d.data(), n_threads, exclude[j]);
+      hessian(pb.X, d.data(), pb.intercept, out.hess.data() + k * p1 * p1, n_threads);
+    }
+    return out;
+  });
+}
+
 }  // namespace aloocv

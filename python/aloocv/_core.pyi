@@ -33,7 +33,7 @@ def fit(
 ) -> dict[str, Any]: ...
 def hessian(X: _Design, d: _F64, fit_intercept: bool, n_threads: int) -> _F64: ...
 def loss_eval(loss: _Loss, y: _F64, eta: _F64) -> tuple[_F64, _F64, _F64, _F64, _F64, _F64]: ...
-def loss_valid(loss: _Loss, y: _F64) -> None: ...
+def loss_valid(loss: _Loss, y: _F64, index0: int = 0) -> None: ...
 def loo(
     X: _Design,
     y: _F64,
@@ -240,6 +240,18 @@ def chunk_folds(
     n_threads: int,
     offset: _F64 | None = None,
 ) -> tuple[_F64, _F64]: ...
+def chunk_refits(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: _Loss,
+    fit_intercept: bool,
+    beta: _F64,
+    exclude: NDArray[np.int32],
+    hess_cols: NDArray[np.int32],
+    n_threads: int,
+    offset: _F64 | None = None,
+) -> dict[str, Any]: ...
 def quadratic_cd(H: _F64, g: _F64, beta: _F64, l1: _F64, tol: float) -> _F64: ...
 
 # source(beta, step, hessian, clip) -> (sum w l, X~^T (w l') (p1,), X~^T D X~ (p1, p1) or

@@ -27,6 +27,13 @@ proximal Newton (:func:`enet_newton`: a gradient pass and a Hessian pass over th
 working-set columns per outer iteration, the quadratic model solved on the client by the
 core's coordinate descent) and ALO, its hypergradient and the approximate K-fold use
 the columns of the active set, as in memory.
+Exact leave-one-out (``method="exact"``): the core's refits (each from the full fit, chord
+steps on the full factor downdated by the left-out sample, then fresh leave-one-out
+Hessians) run in lockstep batches of EXACT_BATCH samples, one pass per iteration that
+returns p1 floats per refit (``_core.chunk_refits``); a batch needs about as many passes
+as its slowest refit needs Newton steps (10-20 at tol=1e-12). Tuning brings back per
+evaluated point the fit, the ALO mean, its standard error and gradient; the per-sample
+values stay dask arrays aligned with X's chunks.
 Each chunk task uses ``n_jobs`` OpenMP threads (default 1: dask runs the
 chunks in parallel) and a single-threaded BLAS. Every pass costs dask's scheduling of
 one task per chunk: chunks of about 100 MB (dask's default chunk size) keep that small
@@ -62,6 +69,7 @@ from ._validation import (
     as_penalty,
     check_bool,
     check_loss,
+    check_nonnegative_weight,
     check_options,
     check_penalty,
     check_vector,
@@ -82,8 +90,17 @@ MAX_HALVINGS = 60
 #: kTinyDecrease); STALL_ITERS such steps without halving the gradient norm stop Newton.
 TINY_DECREASE = 1e-13
 STALL_ITERS = 3
-#: Samples per task of the exact leave-one-out refits.
-EXACT_BLOCK = 256
+#: Exact leave-one-out refits run in lockstep per pass over X (each pass returns
+#: p1 x this many floats; each task holds a row block x this many linear predictors).
+EXACT_BATCH = 64
+#: Rows of EXACT_FETCH batches are brought to the client at once (their x~_j, y_j, w_j
+#: for the Sherman-Morrison downdates): one read of their chunk per EXACT_FETCH batches.
+EXACT_FETCH = 16
+#: The exact refits' chord phase (the core's exact_loo policy): chord steps on the
+#: downdated full factor while each cuts max|grad| to at most this fraction of the last,
+#: at most EXACT_MAX_CHORD in a row; then fresh leave-one-out Hessians.
+EXACT_CHORD_RATIO = 0.25
+EXACT_MAX_CHORD = 9
 
 
 # --------------------------------------------------------------------------- inputs
@@ -220,19 +237,20 @@ def _no_l1(data: Data, what: str) -> None:
         )
 
 
-def _chunk_arrays(x, y, w, off, check):
-    """numpy views of one chunk; with `check`, validated as the in-memory path would."""
+def _chunk_arrays(x, y, w, off, check, row0=0):
+    """numpy views of one chunk; with `check`, validated as the in-memory path would
+    (messages name the row of the whole X: the chunk starts at row `row0`)."""
     x = np.asarray(x)
     y = np.asarray(y, dtype=np.float64)
     if check:
-        x = check_X(x)
-        y = check_vector(y, y.shape[0], "y")
+        x = check_X(x, row0=row0)
+        y = check_vector(y, y.shape[0], "y", row0)
         if w is not None:
-            w = check_vector(np.asarray(w), y.shape[0], "sample_weight")
-            if np.any(w < 0):
-                raise ValueError("sample_weight must be non-negative")
+            w = check_nonnegative_weight(
+                check_vector(np.asarray(w), y.shape[0], "sample_weight", row0), row0
+            )
         if off is not None:
-            off = check_vector(np.asarray(off), y.shape[0], "offset")
+            off = check_vector(np.asarray(off), y.shape[0], "offset", row0)
     x = x if x.dtype == np.float64 else x.astype(np.float64)
     if not x.flags.aligned:  # a buffer deserialized at an odd offset
         x = np.array(x)
@@ -262,9 +280,22 @@ def _single_blas(task):
 
 @_single_blas
 def _sums_task(
-    x, y, w, off, loss, intercept, beta, hessian, check, nt, cols=None, step=None, clip=False
+    x,
+    y,
+    w,
+    off,
+    loss,
+    intercept,
+    beta,
+    hessian,
+    check,
+    nt,
+    cols=None,
+    step=None,
+    clip=False,
+    row0=0,
 ):
-    x, y, w, off = _chunk_arrays(x, y, w, off, check)
+    x, y, w, off = _chunk_arrays(x, y, w, off, check, row0)
     if cols is not None:  # the working-set columns (beta holds their entries)
         x = np.ascontiguousarray(x[:, cols])
     beta = _vec(beta)
@@ -288,16 +319,17 @@ def _sums_task(
     }
 
 
-def _ystats_task(y, w, off, loss):
-    """Checks and sums of one chunk of (y, w, offset) (X is not read)."""
-    y = check_vector(np.asarray(y), np.shape(y)[0], "y")
-    _core.loss_valid(loss, y)
+def _ystats_task(y, w, off, loss, row0=0):
+    """Checks and sums of one chunk of (y, w, offset) (X is not read); the chunk starts
+    at row `row0` (the index that messages name)."""
+    y = check_vector(np.asarray(y), np.shape(y)[0], "y", row0)
+    _core.loss_valid(loss, y, row0)
     if w is not None:
-        w = check_vector(np.asarray(w), y.shape[0], "sample_weight")
-        if np.any(w < 0):
-            raise ValueError("sample_weight must be non-negative")
+        w = check_nonnegative_weight(
+            check_vector(np.asarray(w), y.shape[0], "sample_weight", row0), row0
+        )
     if off is not None:
-        off = check_vector(np.asarray(off), y.shape[0], "offset")
+        off = check_vector(np.asarray(off), y.shape[0], "offset", row0)
     return {
         "weight": float(y.size if w is None else w.sum()),
         "ysum": float(y.sum() if w is None else y @ w),
@@ -312,11 +344,17 @@ def _first_pass(data: Data) -> dict:
     from dask import delayed
 
     parts = [
-        delayed(_ystats_task, pure=True)(y, w, o, data.loss.core) for _, y, w, o in data.blocks()
+        delayed(_ystats_task, pure=True)(y, w, o, data.loss.core, r0)
+        for (_, y, w, o), r0 in zip(data.blocks(), _chunk_starts(data))
     ]
     first = _compute(_tree(parts))
     _check_first_pass(data, first)
     return first
+
+
+def _chunk_starts(data: Data) -> list[int]:
+    """The row of X where each row chunk starts."""
+    return [0, *np.cumsum(data.X.chunks[0][:-1]).astype(int).tolist()]
 
 
 def _add(*parts):
@@ -387,8 +425,9 @@ def _pass(
             c,
             sd,
             clip,
+            r0 if check else 0,
         )
-        for x, y, w, o in data.blocks()
+        for (x, y, w, o), r0 in zip(data.blocks(), _chunk_starts(data))
     ]
     return _compute(_tree(parts))
 
@@ -1091,76 +1130,271 @@ def _fit_for_loo(data: Data, coef, intercept, tol, max_iter, fresh_end: bool = T
     return _State(beta, f, g, H, sw, 0, gn <= tol, gn, active)
 
 
-def _concat_rows(blocks: list) -> np.ndarray:
-    """X gathered on one worker (the exact refits need all of it)."""
-    return np.concatenate([np.asarray(b, dtype=np.float64) for b in blocks])
-
-
 @_single_blas
-def _exact_task(x, y, w, off, loss, pen, intercept, tol, max_iter, nt, beta, idx):
-    """Exact LOO refits of the samples idx on the whole problem."""
-    x = x if x.flags.aligned else np.array(x)
-    y, pen, beta = _vec(y), _vec(pen), _vec(beta)
-    w = None if w is None else _vec(w)
-    off = None if off is None else _vec(off)
-    out = _core.loo(
+def _refits_task(x, y, w, off, loss, intercept, B, exclude, hess_cols, nt):
+    """One chunk's sums for the exact refits at the columns of B (see chunk_refits)."""
+    x, y, w, off = _chunk_arrays(x, y, w, off, False)
+    B = np.asfortranarray(B, dtype=np.float64)
+    if not B.flags.aligned:
+        B = B.copy(order="F")
+    return _core.chunk_refits(
         x,
         y,
         w,
         loss,
-        pen,
         intercept,
-        "exact",
-        tol,
-        max_iter,
+        B,
+        np.array(exclude, dtype=np.int32),
+        np.array(hess_cols, dtype=np.int32),
         nt,
-        beta,
-        False,
-        None,
-        False,
-        subset=idx,
         offset=off,
     )
-    return out["losses"], out["predictions"], int(out["n_not_converged"])
+
+
+def _refits_pass(data: Data, B: np.ndarray, rows: np.ndarray, hess_cols: list) -> dict:
+    """One pass over the chunks for the refits at the columns of B, refit k leaving out
+    the global row rows[k]: the loss and gradient sums without that row, and for the
+    refits hess_cols the Hessians without it (p1 x p1 each). What comes back is
+    O(p1 (B + p1 |hess_cols|))."""
+    from dask import delayed
+
+    Bd = delayed(np.asfortranarray(B), pure=True)
+    hc = np.asarray(hess_cols, dtype=np.int32)
+    starts = np.concatenate([[0], np.cumsum(data.X.chunks[0])])
+    parts = []
+    for c, (x, y, w, o) in enumerate(data.blocks()):
+        s0, s1 = int(starts[c]), int(starts[c + 1])
+        ex = np.where((rows >= s0) & (rows < s1), rows - s0, -1).astype(np.int32)
+        parts.append(
+            delayed(_refits_task, pure=True)(
+                x, y, w, o, data.loss.core, data.fit_intercept, Bd, ex, hc, data.n_threads
+            )
+        )
+    return _compute(_tree(parts))
+
+
+def _loo_singular(row: int, dh: float) -> ValueError:
+    return ValueError(
+        f"the leave-one-out Hessian is singular for sample {row} (d_i h_i = {dh:g} >= 1): "
+        "without this sample the problem has no unique minimizer; use a larger penalty"
+    )
+
+
+class _Refits:
+    """The exact leave-one-out refits of one batch of samples, run in lockstep: the
+    core's exact_loo (loo.hpp) with its newton_drive policy, each pass evaluating every
+    refit of the batch that moves. Refit j starts at the full fit with the objective
+    and gradient without sample j, takes chord steps on the full factor downdated by
+    sample j (Sherman-Morrison: (H - d_j x~_j x~_j^T)^{-1} = H^{-1} + a_j a_j^T d_j / den_j,
+    a_j = H^{-1} x~_j, den_j = 1 - d_j h_j) while each cuts max|grad| EXACT_CHORD_RATIO-fold
+    (at most EXACT_MAX_CHORD in a row), then Newton steps on fresh leave-one-out Hessians
+    (one p1 x p1 per such refit and pass, taken with its trial points); Armijo's search on
+    every step, stop at max|grad| / (sum(w) - w_j) <= tol."""
+
+    def __init__(
+        self, data: Data, st: _State, L: np.ndarray, rows: np.ndarray, batch, tol, max_iter
+    ):
+        """batch: (X, y, w, offset) of the rows `rows` (numpy; w, offset may be None)."""
+        self.data, self.tol = data, tol
+        self.budget = max(1, max_iter)
+        self.rows = rows
+        off = int(data.fit_intercept)
+        self.pen1 = np.concatenate([np.zeros(off), data.pen])
+        xb, yb, wb, ob = batch
+        m = rows.size
+        xt = np.array(xb, dtype=np.float64)  # buffers received may be unaligned: copies
+        if off:
+            xt = np.hstack([np.ones((m, 1)), xt])
+        self.xt = xt  # (m, p1) the batch's rows x~_j
+        self.y = _vec(yb)
+        self.w = np.ones(m) if wb is None else _vec(wb)
+        self.off = np.zeros(m) if ob is None else _vec(ob)
+        eta = xt @ st.beta + self.off
+        v, d1, d2 = _core.loss_eval(data.loss.core, self.y, np.ascontiguousarray(eta))[:3]
+        self.losses, self.preds = v.copy(), eta.copy()  # a zero weight: the full fit's
+        self.A = _solve(L, xt.T)  # (p1, m) a_j
+        self.d = self.w * d2
+        dh = self.d * np.einsum("ij,ji->i", xt, self.A)
+        self.den = 1.0 - dh
+        tiny = 64 * np.finfo(np.float64).eps
+        for j in np.flatnonzero((self.w != 0.0) & ~(self.den > tiny)):
+            raise _loo_singular(int(rows[j]), float(dh[j]))
+        self.L = L
+        self.beta = np.repeat(st.beta[:, None], m, axis=1)  # (p1, m)
+        self.f = st.f - self.w * v
+        self.g = st.grad[:, None] - (self.w * d1)[None, :] * xt.T
+        self.scale = st.sw - self.w
+        self.chord = np.ones(m, dtype=bool)
+        self.n_chord = np.zeros(m, dtype=np.int64)
+        self.attempts = np.zeros(m, dtype=np.int64)
+        self.fresh: list[np.ndarray | None] = [None] * m  # factor at the point, if any
+        self.best = np.full(m, np.inf)
+        self.stalled = np.zeros(m, dtype=np.int64)
+        self.gcur = np.max(np.abs(self.g), axis=0)
+        self.active = (self.w != 0.0) & (self.gcur / self.scale > tol)
+
+    def _direction(self, j: int) -> np.ndarray:
+        g = self.g[:, j]
+        Lj = self.fresh[j]
+        if Lj is not None:
+            return -_solve(Lj, g)
+        step = -_solve(self.L, g)
+        a = self.A[:, j]
+        return step + (self.d[j] * (self.xt[j] @ step) / self.den[j]) * a
+
+    def _factor(self, H: np.ndarray) -> np.ndarray:
+        H = np.array(H)
+        H[np.diag_indices_from(H)] += self.pen1
+        return _cho(H)
+
+    def _sums(self, cols: np.ndarray, B: np.ndarray, hess: list) -> dict:
+        s = _refits_pass(self.data, B, self.rows[cols], hess)
+        f = s["loss"] + 0.5 * (self.pen1[:, None] * B * B).sum(axis=0)
+        g = s["grad"] + self.pen1[:, None] * B
+        return {"f": f, "g": g, "hess": s["hess"]}
+
+    def run(self) -> None:
+        while self.active.any():
+            act = np.flatnonzero(self.active)
+            # leaving the chord phase: a fresh Hessian at the refit's point
+            need = [int(j) for j in act if not self.chord[j] and self.fresh[j] is None]
+            if need:
+                s = self._sums(np.asarray(need), self.beta[:, need], list(range(len(need))))
+                for k, j in enumerate(need):
+                    self.fresh[j] = self._factor(s["hess"][:, :, k])
+                    self.n_chord[j] = 0
+            on_fresh = {int(j): self.fresh[j] is not None for j in act}
+            steps = {int(j): self._direction(int(j)) for j in act}
+            dec = {j: float(-self.g[:, j] @ steps[j]) for j in steps}
+            tiny = {j: 0.5 * dec[j] <= TINY_DECREASE * max(1.0, abs(self.f[j])) for j in steps}
+            t = dict.fromkeys(steps, 1.0)
+            accepted: dict[int, tuple] = {}
+            searching = list(steps)
+            for _ in range(MAX_HALVINGS):
+                if not searching:
+                    break
+                cols = np.asarray(searching)
+                B = np.stack([self.beta[:, j] + t[j] * steps[j] for j in searching], axis=1)
+                hess = [k for k, j in enumerate(searching) if on_fresh[j]]
+                s = self._sums(cols, B, hess)
+                hk = {searching[k]: q for q, k in enumerate(hess)}
+                nxt = []
+                for k, j in enumerate(searching):
+                    ft = float(s["f"][k])
+                    if np.isfinite(ft) and (tiny[j] or ft <= self.f[j] - ARMIJO * t[j] * dec[j]):
+                        H = s["hess"][:, :, hk[j]] if j in hk else None
+                        accepted[j] = (B[:, k].copy(), ft, s["g"][:, k].copy(), H)
+                    else:
+                        t[j] *= 0.5
+                        nxt.append(j)
+                searching = nxt
+            for j in steps:
+                self._update(j, accepted.get(j), on_fresh[j], dec[j])
+
+    def _update(self, j: int, acc, on_fresh: bool, dec: float) -> None:
+        self.attempts[j] += 1
+        if acc is None:
+            if on_fresh:  # no decrease on a fresh Hessian: stop
+                self.active[j] = False
+            else:  # the downdated full factor gives no descent: fresh Hessians from here
+                self.chord[j] = False
+            if self.attempts[j] >= self.budget:
+                self.active[j] = False
+            return
+        self.beta[:, j], self.f[j], self.g[:, j], H = acc
+        self.fresh[j] = None if H is None else self._factor(H)
+        gnew = float(np.max(np.abs(self.g[:, j])))
+        floor = 0.5 * dec <= TINY_DECREASE * max(1.0, abs(self.f[j]))
+        self.stalled[j] = self.stalled[j] + 1 if floor and not gnew < 0.5 * self.best[j] else 0
+        self.best[j] = min(self.best[j], gnew)
+        if (
+            self.stalled[j] >= STALL_ITERS
+            or gnew / self.scale[j] <= self.tol
+            or self.attempts[j] >= self.budget
+        ):
+            self.active[j] = False
+            self.gcur[j] = gnew
+            return
+        if self.chord[j]:
+            self.n_chord[j] += 1
+            if not gnew <= EXACT_CHORD_RATIO * self.gcur[j] or self.n_chord[j] >= EXACT_MAX_CHORD:
+                self.chord[j] = False
+        self.gcur[j] = gnew
+
+    def results(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """(losses, predictions, refits not at tol) of the batch."""
+        moved = self.w != 0.0
+        eta = np.einsum("ij,ji->i", self.xt, self.beta) + self.off
+        v = _core.loss_eval(self.data.loss.core, self.y, np.ascontiguousarray(eta))[0]
+        losses = np.where(moved, v, self.losses)
+        preds = np.where(moved, eta, self.preds)
+        gn = np.max(np.abs(self.g), axis=0) / self.scale
+        return losses, preds, int(np.sum(moved & ~(gn <= self.tol)))
 
 
 def _exact(data: Data, st: _State, tol: float, max_iter: int):
-    """Exact LOO: one task per block of EXACT_BLOCK left-out samples, each refitting from
-    the full fit on the whole (X, y) gathered on its worker (X must fit in one worker's
-    memory; the client never holds it)."""
+    """Exact LOO as refits over the chunks: batches of EXACT_BATCH consecutive samples
+    refitted in lockstep (:class:`_Refits`), each iteration one pass over X returning
+    p1 x batch sums (X is never gathered; a task holds one chunk and a row block x batch
+    of linear predictors). The per-sample results are handed to the workers chunk by
+    chunk on a distributed client (the client holds one chunk's worth at a time) and
+    come back as dask arrays with X's row chunks."""
+    import dask.array as da
+
+    L = _cho(st.H)
+    ch = [int(c) for c in data.X.chunks[0]]
+    client = _client()
+    pending_l: list = []
+    pending_p: list = []
+    held = 0
+    out_l: list = []
+    out_p: list = []
+    n_nc = 0
+
+    def emit(c: int) -> None:
+        nonlocal held, pending_l, pending_p
+        lv, pv = np.concatenate(pending_l), np.concatenate(pending_p)
+        pending_l, pending_p = [lv[c:]], [pv[c:]]
+        held -= c
+        for buf, v in ((out_l, lv[:c]), (out_p, pv[:c])):
+            v = np.array(v)
+            buf.append(da.from_array(v, chunks=(c,)) if client is None else _scattered(client, v))
+
+    fetched: list = []
+    f0 = 0
+    for r0 in range(0, data.n, EXACT_BATCH):
+        rows = np.arange(r0, min(data.n, r0 + EXACT_BATCH), dtype=np.int64)
+        if r0 >= f0 + (0 if not fetched else fetched[0].shape[0]):  # the next rows
+            f0, f1 = r0, min(data.n, r0 + EXACT_FETCH * EXACT_BATCH)
+            fetched = _compute(
+                [
+                    data.X[f0:f1],
+                    data.y[f0:f1],
+                    None if data.w is None else data.w[f0:f1],
+                    None if data.offset is None else data.offset[f0:f1],
+                ]
+            )
+        a, b = r0 - f0, r0 - f0 + rows.size
+        batch = [None if v is None else v[a:b] for v in fetched]
+        ref = _Refits(data, st, L, rows, batch, tol, max_iter)
+        ref.run()
+        lv, pv, nc = ref.results()
+        n_nc += nc
+        pending_l.append(lv)
+        pending_p.append(pv)
+        held += rows.size
+        while len(out_l) < len(ch) and held >= ch[len(out_l)]:
+            emit(ch[len(out_l)])
+    return da.concatenate(out_l), da.concatenate(out_p), n_nc
+
+
+def _scattered(client, v: np.ndarray):
+    """v held by a worker, as a dask array (the client keeps no copy)."""
     import dask.array as da
     from dask import delayed
 
-    xs = delayed(_concat_rows, pure=True)(data.X.to_delayed().ravel().tolist())
-    y = delayed(np.ascontiguousarray, pure=True)(data.y)
-    w = None if data.w is None else delayed(np.ascontiguousarray, pure=True)(data.w)
-    off = None if data.offset is None else delayed(np.ascontiguousarray, pure=True)(data.offset)
-    beta = delayed(np.ascontiguousarray(st.beta), pure=True)
-    tasks = []
-    for i0 in range(0, data.n, EXACT_BLOCK):
-        idx = np.arange(i0, min(data.n, i0 + EXACT_BLOCK), dtype=np.int64)
-        tasks.append(
-            delayed(_exact_task, pure=True)(
-                xs,
-                y,
-                w,
-                off,
-                data.loss.core,
-                data.pen,
-                data.fit_intercept,
-                tol,
-                max_iter,
-                data.n_threads,
-                beta,
-                idx,
-            )
-        )
-    outs = _compute(tasks)
-    losses = np.concatenate([o[0] for o in outs])
-    preds = np.concatenate([o[1] for o in outs])
-    n_nc = sum(o[2] for o in outs)
-    ch = data.X.chunks[0]
-    return da.from_array(losses, chunks=(ch,)), da.from_array(preds, chunks=(ch,)), n_nc
+    fut = client.scatter(v)
+    return da.from_delayed(delayed(fut), shape=v.shape, dtype=v.dtype)
 
 
 def loo(
@@ -1446,9 +1680,10 @@ def kfold(
 # --------------------------------------------------------------------------- tune
 class DaskTuneState:
     """Stands in for ``_core.TuneState`` in :class:`aloocv.tuning.Objective` on dask input:
-    a warm-started Newton fit over the chunks, then ALO and its exact gradient. The
-    per-sample ALO values (n floats per evaluated point) are gathered to the client for
-    the tuning history; X is not."""
+    a warm-started Newton fit over the chunks, then ALO and its exact gradient. Per
+    evaluated point only O(p1^2) reaches the client (the fit, the ALO mean and standard
+    error reduced on the workers, the gradient); the per-sample ALO values stay dask
+    arrays aligned with X's row chunks."""
 
     def __init__(self, data: Data, tol: float, max_iter: int):
         self.data = data
@@ -1485,12 +1720,18 @@ class DaskTuneState:
         st = self._st
         assert st is not None
         beta, cols = _on_active(self.data, st)
-        per, _, hgrad, _ = _alo(self.data, beta, st.H, "alo", gradient, st.sw, "gather", cols)
+        keep = "persist" if _client() is not None else "lazy"
+        outs, stats, hgrad, _ = _alo(self.data, beta, st.H, "alo", gradient, st.sw, keep, cols)
         off = int(self.data.fit_intercept)
         out: dict[str, Any] = {
-            "losses": np.concatenate([o["losses"] for o in per]),
-            "predictions": np.concatenate([o["predictions"] for o in per]),
-            "leverages": np.concatenate([o["leverages"] for o in per]),
+            # per sample: dask arrays with X's row chunks (held by the workers on a
+            # distributed client, lazy without one); the mean and its standard error are
+            # reduced on the workers
+            "losses": _per_sample(outs, self.data, "losses"),
+            "predictions": _per_sample(outs, self.data, "predictions"),
+            "leverages": _per_sample(outs, self.data, "leverages"),
+            "acv": float(stats[1]),
+            "stderr": _stderr(stats, self.data.n),
             "coef": st.beta[off:].copy(),
             "intercept": float(st.beta[0]) if off else 0.0,
             "n_iter": st.n_iter,
@@ -1539,14 +1780,13 @@ class DaskTuneState:
 
 
 def tune_state(X, y, loss, penalty, sample_weight, fit_intercept, offset, n_jobs, tol, max_iter):
-    """(state, validated loss, l2 vector, weights as numpy or None, n, p) for
+    """(state, validated loss, l2 vector, weights (the dask vector) or None, n, p) for
     :func:`aloocv.tune` on dask input."""
     data = prepare(X, y, loss, penalty, sample_weight, fit_intercept, offset, n_jobs)
     if data.n < 2:
         raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={data.n}")
     _first_pass(data)
-    w = None if data.w is None else np.asarray(data.w.compute())
-    return DaskTuneState(data, tol, max_iter), data.loss, data.pen.copy(), w, data.n, data.p
+    return DaskTuneState(data, tol, max_iter), data.loss, data.pen.copy(), data.w, data.n, data.p
 
 
 def check_solver(solver: Any) -> None:

@@ -364,7 +364,7 @@ def design_tdot(X: Any, V: np.ndarray) -> np.ndarray:
     return out
 
 
-def _first_bad_2d(arr: np.ndarray, name: str) -> None:
+def _first_bad_2d(arr: np.ndarray, name: str, row0: int = 0) -> None:
     # in row blocks: the mask of a whole X would cost n p bytes (a quarter of a float32 X)
     step = max(1, (1 << 22) // max(1, arr.shape[1]))
     for i0 in range(0, arr.shape[0], step):
@@ -372,15 +372,16 @@ def _first_bad_2d(arr: np.ndarray, name: str) -> None:
         if not np.isfinite(block).all():
             bad = np.argwhere(~np.isfinite(block))[0]
             raise ValueError(
-                f"{name} contains NaN or inf (first at row {i0 + bad[0]}, column {bad[1]})"
+                f"{name} contains NaN or inf (first at row {row0 + i0 + bad[0]}, column {bad[1]})"
             )
 
 
-def check_X(X: Any, name: str = "X") -> Any:
+def check_X(X: Any, name: str = "X", row0: int = 0) -> Any:
     """A 2-d float64 or float32 array, used in place when it already is one (C, F or
     strided, aligned; float32 stays float32: the core widens it as it reads it); or a
     canonical scipy.sparse CSR matrix with float64 or float32 data (see
-    :func:`_check_sparse`)."""
+    :func:`_check_sparse`). `row0`: the row of the whole X where this array starts (a
+    chunk of a dask array), for the row that messages name."""
     if is_sparse(X):
         return _check_sparse(X, name)
     arr = _as_real_array(X, name)
@@ -389,7 +390,7 @@ def check_X(X: Any, name: str = "X") -> Any:
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {arr.shape}")
     arr = as_design_dtype(arr)
-    _first_bad_2d(arr, name)
+    _first_bad_2d(arr, name, row0)
     return arr
 
 
@@ -407,8 +408,10 @@ def check_kernel(K: Any, name: str = "K") -> np.ndarray:
     return Km
 
 
-def check_vector(v: Any, n: int, name: str) -> np.ndarray:
-    """A finite contiguous float64 vector of length n (a column (n, 1) is flattened)."""
+def check_vector(v: Any, n: int, name: str, index0: int = 0) -> np.ndarray:
+    """A finite contiguous float64 vector of length n (a column (n, 1) is flattened).
+    `index0`: the index of its first entry in the whole vector (a chunk of a dask array),
+    for the index that messages name."""
     arr = _as_real_array(v, name)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
@@ -421,7 +424,8 @@ def check_vector(v: Any, n: int, name: str) -> np.ndarray:
         arr = arr.copy()
     if not np.isfinite(arr).all():
         raise ValueError(
-            f"{name} contains NaN or inf (first at index {np.flatnonzero(~np.isfinite(arr))[0]})"
+            f"{name} contains NaN or inf (first at index "
+            f"{index0 + np.flatnonzero(~np.isfinite(arr))[0]})"
         )
     return arr
 
@@ -549,12 +553,21 @@ def check_penalty(penalty: Penalty, n_features: int) -> tuple[np.ndarray, np.nda
     return pen.l2_vector(n_features), pen.l1_vector(n_features)
 
 
+def check_nonnegative_weight(w: np.ndarray, index0: int = 0) -> np.ndarray:
+    """w (a checked float64 vector) when no entry is negative; `index0` as in
+    :func:`check_vector`."""
+    neg = np.flatnonzero(w < 0)
+    if neg.size:
+        raise ValueError(
+            f"sample_weight must be non-negative (first negative at index {index0 + neg[0]})"
+        )
+    return w
+
+
 def check_sample_weight(sample_weight: Any, n: int) -> np.ndarray | None:
     if sample_weight is None:
         return None
-    w = check_vector(sample_weight, n, "sample_weight")
-    if np.any(w < 0):
-        raise ValueError("sample_weight must be non-negative")
+    w = check_nonnegative_weight(check_vector(sample_weight, n, "sample_weight"))
     if not w.sum() > 0:
         raise ValueError("sample_weight sums to zero")
     return w

@@ -78,9 +78,15 @@ def _dask_fit_inputs(est, X, y, sample_weight):
         sample_weight = _dask._as_dask_vector(sample_weight, X, "sample_weight")
     check_bool(est.fit_intercept, "fit_intercept")
     for flag in ("alpha_per_feature", "store_cv_results", "store_loo"):
-        if hasattr(est, flag):  # the per-sample arrays that these keep are gathered to
-            check_bool(getattr(est, flag), flag)  # the client by the tuning anyway
+        if hasattr(est, flag):  # the per-sample arrays that these keep (n floats per
+            check_bool(getattr(est, flag), flag)  # kept array) are computed to the client
     return X, y, sample_weight
+
+
+def _local(a: Any) -> np.ndarray:
+    """A per-sample array on the client: a dask array (dask input, the arrays that
+    ``store_loo`` / ``store_cv_results`` / ``scoring=`` ask for) is computed."""
+    return np.asarray(a.compute() if is_dask_collection(a) else a, dtype=np.float64)
 
 
 def _dask_enet_top(X, y, sample_weight, fit_intercept: bool) -> tuple[float, np.ndarray]:
@@ -112,7 +118,12 @@ def _dask_class_weight(class_weight, classes: np.ndarray, y, sample_weight):
 
     if isinstance(class_weight, str) and class_weight == "balanced":
         w = 1.0 if sample_weight is None else sample_weight
-        counts = np.array(dask.compute(*[(w * (y == c)).sum() for c in classes]), dtype=float)
+        counts = np.array(
+            dask.compute(
+                *[(w * y.map_blocks(_label_indicator(c), dtype=np.float64)).sum() for c in classes]
+            ),
+            dtype=float,
+        )
         # each class once, weighted by its count: the same bincount as over y itself
         cw = compute_class_weight("balanced", classes=classes, y=classes, sample_weight=counts)
     else:  # a dict: y is not read
@@ -121,14 +132,57 @@ def _dask_class_weight(class_weight, classes: np.ndarray, y, sample_weight):
     return per if sample_weight is None else sample_weight * per
 
 
-def _dask_classes(y: Any) -> np.ndarray:
-    """The sorted distinct labels of a dask vector (one pass over y, not X)."""
+def _chunk_classes(yb: np.ndarray) -> np.ndarray:
+    return np.unique(np.asarray(yb))
+
+
+def _dask_labels(X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any, np.ndarray]:
+    """(X, y, sample_weight, classes_) of a classifier's fit on dask input: y keeps its
+    labels (numbers or strings, as the numpy path), chunked like X's rows; classes_ are
+    the sorted distinct labels with y's dtype, from a per-chunk unique reduction (one
+    pass over y, not X; only the distinct labels reach the client)."""
+    import dask
     import dask.array as da
 
-    classes = np.asarray(da.unique(y).compute())
-    if not np.all(np.isfinite(classes)):
+    from . import _dask
+
+    _dask.require_dask()
+    X = _dask._as_dask_2d(X)
+    n = int(X.shape[0])
+    if hasattr(y, "to_dask_array") and not isinstance(y, da.Array):  # dask Series
+        y = y.to_dask_array(lengths=True)
+    if not isinstance(y, da.Array):
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1 or y.shape[0] != n:
+            raise ValueError(f"y must be 1-dimensional of length {n}, got shape {y.shape}")
+        y = da.from_array(y, chunks=(X.chunks[0],))
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1 or y.shape[0] != n:
+        raise ValueError(f"y must be 1-dimensional of length {n}, got shape {y.shape}")
+    if y.dtype.kind == "c":
+        raise ValueError("y holds complex numbers; class labels must be real or strings")
+    y = y.rechunk((X.chunks[0],))
+    parts = [dask.delayed(_chunk_classes, pure=True)(b) for b in y.to_delayed().ravel()]
+    (uniq,) = dask.compute(parts)
+    classes = np.unique(np.concatenate([np.asarray(u) for u in uniq]))
+    if classes.dtype.kind == "f" and not np.all(np.isfinite(classes)):
         raise ValueError("y contains NaN or inf")
-    return classes
+    check_classification_targets(classes)
+    if sample_weight is not None:
+        sample_weight = _dask._as_dask_vector(sample_weight, X, "sample_weight")
+    return X, y, sample_weight, classes
+
+
+def _label_indicator(c: Any):
+    """A map_blocks function: 1.0 where a chunk of labels equals c, else 0.0."""
+
+    def indicator(yb: np.ndarray) -> np.ndarray:
+        return (np.asarray(yb) == c).astype(np.float64)
+
+    return indicator
 
 
 def _checked_input(est, X, y, sample_weight, labels: bool = False) -> None:
@@ -274,8 +328,12 @@ class _ALOBase(BaseEstimator):
         cand_loss[ok] = h["acv"][rows[ok]]
         cand_se = np.full(len(grid), np.nan)
         cand_se[ok] = h["stderr"][rows[ok]]
-        sw = np.ones(X.shape[0]) if sample_weight is None else np.asarray(sample_weight)
-        wmean = float(np.mean(sw))
+        if sample_weight is None:
+            wmean = 1.0
+        elif is_dask_collection(sample_weight):  # reduced on the workers
+            wmean = float(sample_weight.mean().compute())
+        else:
+            wmean = float(np.mean(np.asarray(sample_weight)))
         row_score = self._loss_score(h["acv"], wmean)
         if scorer is None:
             score = self._loss_score(cand_loss, wmean)
@@ -347,7 +405,7 @@ class _ALOBase(BaseEstimator):
         self.n_iter_ = int(res.fit.n_iter_)  # the final fit's, as scikit-learn's
         self.n_fits_ = int(res.n_fits)  # warm-started fits during the search
         if self._keep():
-            self.loo_predictions_ = res.loo.predictions.copy()
+            self.loo_predictions_ = _local(res.loo.predictions).copy()
 
     def plot_cv(self, ax: Any = None) -> Any:
         """Leave-one-out loss against the estimator's own regularization parameter (see
@@ -580,10 +638,10 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         res = search.res
         if self.store_cv_results:
             if search.scorer is None:
-                sw = 1.0 if sample_weight is None else np.asarray(sample_weight)[:, None]
-                self.cv_results_ = sw * 2.0 * res.path_losses[:, search.rows]
+                sw = 1.0 if sample_weight is None else _local(sample_weight)[:, None]
+                self.cv_results_ = sw * 2.0 * _local(res.path_losses[:, search.rows])
             else:
-                self.cv_results_ = res.path_predictions[:, search.rows].copy()
+                self.cv_results_ = _local(res.path_predictions[:, search.rows]).copy()
         if self.alpha_per_feature:
             start = L2(np.full(X.shape[1], float(res.penalty.lam)))
             g = tune(
@@ -1207,8 +1265,10 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         """Fit, choosing C (and l1_ratio) by ALOOCV."""
         dask_input = is_dask_collection(X)
         if dask_input:  # a dask array: chunk by chunk (aloocv._dask)
-            X, y, sample_weight = _dask_fit_inputs(self, X, y, sample_weight)
-            self.classes_ = _dask_classes(y)
+            X, y, sample_weight, self.classes_ = _dask_labels(X, y, sample_weight)
+            self.n_features_in_ = int(X.shape[1])
+            check_bool(self.fit_intercept, "fit_intercept")
+            check_bool(self.store_loo, "store_loo")
         else:
             _precheck(X)
             X, y = validate_data(
@@ -1287,7 +1347,10 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
             targets = [self.classes_[1]] if binary else list(self.classes_)
             searches = []
             for c in targets:
-                yc = (y == c).astype(np.float64)
+                if dask_input:  # the 0/1 encoding chunk by chunk
+                    yc = y.map_blocks(_label_indicator(c), dtype=np.float64)
+                else:
+                    yc = (y == c).astype(np.float64)
                 self._target = np.array([0, 1]) if not binary else self.classes_
                 y_score = y if binary else yc.astype(np.int64)
                 searches.append(
@@ -1323,7 +1386,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
             scores = {c: self._shape_scores(searches[0].score, ratios, Cs) for c in keys}
             paths = {c: self._shape_path(path[:, k], ratios, Cs) for k, c in enumerate(keys)}
             if self._keep():
-                self.loo_predictions_ = softmax(res.loo.predictions)
+                self.loo_predictions_ = softmax(_local(res.loo.predictions))
         else:
             self.C_ = np.array([c for c, _ in cr])
             self.l1_ratio_ = np.array([r for _, r in cr])
@@ -1355,7 +1418,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
                 )
                 self._curve["score"] = np.mean([s.score for s in searches], axis=0)
             if self._keep():
-                probs = np.column_stack([_sigmoid(r.loo.predictions) for r in results])
+                probs = np.column_stack([_sigmoid(_local(r.loo.predictions)) for r in results])
                 self.loo_predictions_ = (
                     probs[:, 0] if binary else probs / probs.sum(axis=1, keepdims=True)
                 )

@@ -58,4 +58,16 @@ struct ChunkFolds {
 ChunkFolds chunk_folds(const Problem& pb, LossKind loss, const Vec& beta, const int* fold, Index K,
                        int n_threads);
 
+// One pass of B exact leave-one-out refits run in lockstep (the dask form of exact_loo):
+// refit j is at beta.col(j) and leaves out the chunk's row exclude[j] (-1: its sample is
+// in another chunk). Per refit, the chunk's sums without that row; for the refits
+// hess_cols[0..n_hess) also the Hessian without it. Memory: one row block x B.
+struct ChunkRefits {
+  Vec loss;  // (B) sum_i w_i l(y_i, eta_ij), i != exclude[j]
+  Mat grad;  // (p1 x B) X~^T (w l'(eta_.j)) without row exclude[j]
+  Vec hess;  // (p1 x p1 x n_hess, column-major) X~^T diag(w l''(eta_.j)) X~ without it
+};
+ChunkRefits chunk_refits(const Problem& pb, LossKind loss, const Mat& beta, const int* exclude,
+                         const int* hess_cols, Index n_hess, int n_threads);
+
 }  // namespace aloocv

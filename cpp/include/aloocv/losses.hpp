@@ -276,14 +276,15 @@ decltype(auto) dispatch_loss(LossKind kind, F&& f) {
   throw InvalidInput("unknown loss kind");
 }
 
-// Throws InvalidInput naming the first y outside the loss's domain.
+// Throws InvalidInput naming the first y outside the loss's domain; index0: the index of
+// y[0] in the whole response (a chunk of it), for the index that the message names.
 template <class Loss>
-void check_response(const double* y, Index n, const LossParams& lp) {
+void check_response(const double* y, Index n, const LossParams& lp, Index index0 = 0) {
   for (Index i = 0; i < n; ++i) {
     if (!Loss::valid(y[i], lp)) {
       std::ostringstream msg;
       msg << "y is outside the domain of the " << Loss::name << " loss (" << Loss::domain << "): y["
-          << i << "] = " << y[i];
+          << index0 + i << "] = " << y[i];
       throw InvalidInput(msg.str());
     }
   }

@@ -71,8 +71,8 @@ class TuneResult:
     fit : FitResult
         The fit at the selected penalty.
     loo : LOOResult or None
-        ALO at the selected penalty (``loo.mean`` is :attr:`acv`); None after
-        :meth:`without_samples`.
+        ALO at the selected penalty (``loo.mean`` is :attr:`acv`; a ``DaskLOOResult``
+        with dask per-sample arrays on dask input); None after :meth:`without_samples`.
     acv, stderr : float
         ALOOCV estimate at the selected penalty and its standard error.
     history : dict of ndarray
@@ -93,7 +93,10 @@ class TuneResult:
     path_losses, path_predictions : ndarray, optional
         Grid points (``"grid"``, and the bracketing grid of ``"auto"``): per-sample
         leave-one-out losses ``(n, T)`` and linear predictors ``(n, T)`` (``(n, K, T)``
-        multinomial; ``"grid"`` only), columns in the order of ``history``.
+        multinomial; ``"grid"`` only), columns in the order of ``history``. On dask
+        input they are dask arrays with X's row chunks (computed by the workers, held
+        there on a distributed client): only per-point means, standard errors and
+        gradients reach the client.
     path_coefs, path_intercepts, path_n_iter : ndarray, optional
         Grid points: coefficients ``(T, p)`` (``(T, K, p)``), intercepts ``(T,)``
         (``(T, K)``) and Newton iterations ``(T,)`` of each warm-started fit.
@@ -513,7 +516,7 @@ def tune(
         loss,
         intercept,
         selection,
-        path_losses=np.column_stack(grid_losses) if grid_losses else None,
+        path_losses=_columns(grid_losses, 1) if grid_losses else None,
         message=message,
         path=(
             {
@@ -699,8 +702,14 @@ def _finish(
 ) -> TuneResult:
     ev = obj.evaluate(u, 0)
     out = ev.out
+    on_dask = is_dask_collection(out["losses"])  # per-sample arrays stay on the workers
     check_finite_result(
-        "tune", coef=out["coef"], intercept=out["intercept"], losses=out["losses"], acv=ev.acv
+        "tune",
+        coef=out["coef"],
+        intercept=out["intercept"],
+        losses=None if on_dask else out["losses"],
+        acv=ev.acv,
+        stderr=ev.stderr if on_dask else None,
     )
     pen = obj.penalty_at(u)
     if loss == MULTINOMIAL:
@@ -709,14 +718,28 @@ def _finish(
         fitres = _mn_result(out, pen, intercept)
     else:
         fitres = _result(out, loss, pen, intercept)
-    res_loo = LOOResult(
-        losses=out["losses"],
-        predictions=out["predictions"],
-        leverages=out["leverages"],
-        method="alo",
-        fit=fitres,
-        sample_weight=obj.w,
-    )
+    if on_dask:
+        from .._dask import DaskLOOResult
+
+        res_loo: Any = DaskLOOResult(
+            out["losses"],
+            out["predictions"],
+            out["leverages"],
+            "alo",
+            fitres,
+            ev.acv,
+            ev.stderr,
+            obj.w,
+        )
+    else:
+        res_loo = LOOResult(
+            losses=out["losses"],
+            predictions=out["predictions"],
+            leverages=out["leverages"],
+            method="alo",
+            fit=fitres,
+            sample_weight=obj.w,
+        )
     return TuneResult(
         penalty=pen,
         fit=fitres,
@@ -734,6 +757,21 @@ def _finish(
         _best_index=best_index,
         **(path or {}),
     )
+
+
+def _samples(v: Any) -> Any:
+    """A per-sample array of an evaluation: float64 numpy, or a dask array as it is (dask
+    input: it stays on the workers)."""
+    return v if is_dask_collection(v) else np.array(v, dtype=np.float64)
+
+
+def _columns(arrays: list, axis: int) -> Any:
+    """Per-point per-sample arrays stacked along `axis` (a dask array for dask input)."""
+    if arrays and is_dask_collection(arrays[0]):
+        import dask.array as da
+
+        return da.stack(arrays, axis=axis)
+    return np.stack(arrays, axis=axis)
 
 
 def _select(h: dict[str, np.ndarray], selection: str) -> int:
@@ -791,7 +829,7 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
     for k, v in enumerate(points):
         ev = obj.evaluate(np.log(v), 0)
         all_losses.append(ev.out["losses"])
-        preds.append(np.array(ev.out["predictions"], dtype=np.float64))
+        preds.append(_samples(ev.out["predictions"]))
         coefs.append(np.array(ev.out["coef"], dtype=np.float64))
         icpts.append(np.array(ev.out["intercept"], dtype=np.float64))
         iters.append(int(ev.out["n_iter"]))
@@ -803,13 +841,13 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
     if bar is not None:
         bar.close()
     arrays = {
-        "path_predictions": np.stack(preds, axis=-1),
+        "path_predictions": _columns(preds, -1),
         "path_coefs": np.stack(coefs),
         "path_intercepts": np.stack(icpts),
         "path_n_iter": np.array(iters, dtype=np.int64),
     }
     return _grid_result(
-        obj, points, hist, selection, loss, intercept, np.column_stack(all_losses), arrays
+        obj, points, hist, selection, loss, intercept, _columns(all_losses, 1), arrays
     )
 
 

@@ -58,7 +58,7 @@ class Evaluation:
     @property
     def stderr(self) -> float:
         """Standard error of :attr:`acv` (computed on first use)."""
-        se = self.__dict__.get("_stderr")
+        se = self.__dict__.get("_stderr", self.out.get("stderr"))  # reduced (dask input)
         if se is None:
             se = self.__dict__["_stderr"] = weighted_stderr(self.out["losses"], self.weights)
         return se
@@ -155,8 +155,11 @@ class Objective:
             else:
                 out = self.state.alo(order >= 1, self.gradient_kind)
         self._remember(u, out)
-        losses = out["losses"]
-        acv = float(losses.mean() if self.w is None else losses @ self.w / self.w.sum())
+        if "acv" in out:  # reduced where the per-sample values live (dask input)
+            acv = float(out["acv"])
+        else:
+            losses = out["losses"]
+            acv = float(losses.mean() if self.w is None else losses @ self.w / self.w.sum())
         x = np.exp(u)
         grad = hess = None
         if order >= 1:
