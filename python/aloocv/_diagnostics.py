@@ -163,11 +163,20 @@ def check_separation(
     """Logistic fits: raises when the fit separates the classes with no penalty (no finite
     solution exists), warns (``warn``) when it separates them with every margin above
     SEPARATION_MARGIN."""
-    pos = _positive(w, y.shape[0])
-    if not pos.any():
+    # the smallest margin over the samples of positive weight, in row blocks (no
+    # temporaries of length n: loo's peak memory holds its results and eta only)
+    m = np.inf
+    step = 8192
+    for i0 in range(0, y.shape[0], step):
+        e, yb = eta[i0 : i0 + step], y[i0 : i0 + step]
+        margins = np.where(yb > 0.5, e, -e)
+        if w is not None:
+            margins = margins[np.asarray(w[i0 : i0 + step]) > 0]
+        if margins.size:
+            m = np.minimum(m, margins.min())
+    if m == np.inf:  # no sample of positive weight
         return
-    margins = np.where(y > 0.5, eta, -eta)[pos]
-    m = float(margins.min())
+    m = float(m)
     unpenalized = not np.any(pen > 0) and (l1 is None or not np.any(l1 > 0))
     if unpenalized and m > 0:
         raise ValueError(
