@@ -11,6 +11,13 @@ Measures, one run side by side on the same values (X32 and X32.astype(float64)):
 Usage::
 
     python benchmarks/float32.py [--n 200000] [--p 200] [--n-jobs 1] [--repeat 3]
+    python benchmarks/float32.py --memory [--n 200000] [--p 50,100,200]
+
+``--memory`` prints only the memory table: for each p, the peak resident memory of
+``fit`` and of ``loo(method="alo")`` beyond the process's memory before the call, as a
+multiple of ``X.nbytes`` (target for float32 loo: peak/X <= 1.2, i.e. extra <= 0.2) and
+in float64 vectors of length n (``loo`` returns four of them: losses, predictions,
+leverages, downdate factors).
 """
 
 from __future__ import annotations
@@ -59,19 +66,21 @@ X = rng.standard_normal((n, p), dtype=np.float32)
 if dtype == "float64":
     X = X.astype(np.float64)
 y = (rng.random(n) < 0.5).astype(np.float64)
-aloocv.loo(X[:100], y[:100], loss="logistic", penalty=aloocv.L2(1.0), n_jobs=n_jobs)
+what = sys.argv[5] if len(sys.argv) > 5 else "loo"
+call = aloocv.fit if what == "fit" else aloocv.loo
+call(X[:100], y[:100], loss="logistic", penalty=aloocv.L2(1.0), n_jobs=n_jobs)
 before = status("VmRSS:")
 with open("/proc/self/clear_refs", "w") as f:  # resets the high-water mark VmHWM
     f.write("5")
-aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(1.0), n_jobs=n_jobs)
+res = call(X, y, loss="logistic", penalty=aloocv.L2(1.0), n_jobs=n_jobs)
 peak = status("VmHWM:")
 print(json.dumps({"X_bytes": X.nbytes, "before": before, "peak": peak}))
 """
 
 
-def _peak_rss(n: int, p: int, dtype: str, n_jobs: int) -> dict:
+def _peak_rss(n: int, p: int, dtype: str, n_jobs: int, what: str = "loo") -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(n), str(p), dtype, str(n_jobs)],
+        [sys.executable, "-c", _CHILD, str(n), str(p), dtype, str(n_jobs), what],
         check=True,
         capture_output=True,
         text=True,
@@ -86,15 +95,40 @@ def _hessian(X, d, n_jobs):
         return _core.hessian(X, d, True, n_jobs)
 
 
+def memory_table(n: int, ps: list[int], n_jobs: int) -> None:
+    """Peak RSS of fit and loo beyond the RSS before the call, per dtype and p."""
+    print(f"peak memory beyond the process's before the call, n={n}, n_jobs={n_jobs}")
+    print(
+        f"{'dtype':8s} {'p':>5s} {'X MiB':>7s} {'fit/X':>7s} {'loo/X':>7s} "
+        f"{'fit n-vec':>10s} {'loo n-vec':>10s} {'peak/X':>7s}"
+    )
+    for p in ps:
+        for dtype in ("float32", "float64"):
+            m = {what: _peak_rss(n, p, dtype, n_jobs, what) for what in ("fit", "loo")}
+            xb = m["loo"]["X_bytes"]
+            extra = {w: v["peak"] - v["before"] for w, v in m.items()}
+            print(
+                f"{dtype:8s} {p:5d} {xb / 2**20:7.1f} {extra['fit'] / xb:7.3f} "
+                f"{extra['loo'] / xb:7.3f} {extra['fit'] / (8 * n):10.1f} "
+                f"{extra['loo'] / (8 * n):10.1f} {(xb + extra['loo']) / xb:7.3f}"
+            )
+
+
 def main() -> None:
     import aloocv
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200_000)
-    ap.add_argument("--p", type=int, default=200)
+    ap.add_argument("--p", type=str, default="200", help="one p, or several: 50,100,200")
     ap.add_argument("--n-jobs", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--memory", action="store_true", help="only the memory table")
     a = ap.parse_args()
+    ps = [int(v) for v in a.p.split(",")]
+    if a.memory:
+        memory_table(a.n, ps, a.n_jobs)
+        return
+    a.p = ps[0]
     X32, y = _data(a.n, a.p)
     X64 = X32.astype(np.float64)
     d = np.random.default_rng(1).random(a.n)

@@ -214,6 +214,14 @@ inline py::array_t<double> to_numpy(const Vec& v) {
   return out;
 }
 
+// Hands v's buffer to numpy without a copy (the array owns it through a capsule): per-sample
+// results of length n are returned this way, so that a result never exists twice.
+inline py::array_t<double> move_to_numpy(Vec&& v) {
+  auto* owned = new Vec(std::move(v));
+  py::capsule keep(owned, [](void* ptr) { delete static_cast<Vec*>(ptr); });
+  return py::array_t<double>(owned->size(), owned->data(), keep);
+}
+
 inline py::array_t<double> mat_to_numpy(const Mat& M) {
   py::array_t<double, py::array::f_style> out({M.rows(), M.cols()});
   std::copy(M.data(), M.data() + M.size(), out.mutable_data());

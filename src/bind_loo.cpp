@@ -105,12 +105,13 @@ void bind_loo(py::module_& m) {
                          : loo(pb, kind, meth, st, opt, set);
         });
         py::dict out = state_to_dict(st, intercept);
-        out["losses"] = to_numpy(res.losses);
-        out["predictions"] = to_numpy(res.predictions);
-        out["leverages"] =
-            meth == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(res.leverages));
-        out["downdate"] =
-            meth == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(res.den));
+        out["losses"] = move_to_numpy(std::move(res.losses));
+        out["predictions"] = move_to_numpy(std::move(res.predictions));
+        out["leverages"] = meth == LooMethod::Exact
+                               ? py::object(py::none())
+                               : py::object(move_to_numpy(std::move(res.leverages)));
+        out["downdate"] = meth == LooMethod::Exact ? py::object(py::none())
+                                                   : py::object(move_to_numpy(std::move(res.den)));
         out["rcond"] =
             st.chol.empty() ? py::object(py::none()) : py::object(py::float_(st.chol.rcond()));
         out["n_not_converged"] = res.n_not_converged;

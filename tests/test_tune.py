@@ -277,3 +277,19 @@ def test_logistic_grid_path_fits_equal_independent_fits():
         direct = aloocv.fit(X, y, loss="logistic", penalty=res.penalty).coef_
         assert np.all(np.isfinite(coef)) and np.all(np.isfinite(direct))
     np.testing.assert_allclose(res.fit.coef_, direct, rtol=1e-7, atol=1e-10)
+
+
+def test_grid_result_is_the_selected_points_evaluation():
+    # the grid's own evaluation at the selected point is the result: no refit there
+    X, y = make_data("logistic", 300, 5, seed=4)
+    grid = np.logspace(-4, 2, 10)
+    res = aloocv.tune(X, y, loss="logistic", penalty=1.0, method="grid", grid=grid)
+    k = int(np.argmin(res.history["acv"]))
+    assert k < grid.size - 4  # not among the last evaluations (the objective caches 4)
+    assert res.n_fits == grid.size
+    np.testing.assert_array_equal(res.loo.losses, res.path_losses[:, k])
+    np.testing.assert_array_equal(res.fit.coef_, res.path_coefs[k])
+    lam = res.history["params"][k, 0]  # the grid runs from the most regularized point
+    assert res.penalty.lam == lam
+    ref = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(lam))
+    np.testing.assert_allclose(res.loo.losses, ref.losses, rtol=1e-6, atol=1e-9)

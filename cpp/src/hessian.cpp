@@ -22,7 +22,9 @@ void linear_predictor(const Design& X, const double* beta, bool intercept, doubl
       interrupt::check();
       const Index i0 = blk * B, i1 = std::min(X.n, i0 + B);
       Eigen::Map<Vec> out(eta + i0, i1 - i0);
-      X.with_rows(i0, i1, [&](const auto& M) { out.noalias() = M * theta; });
+      X.for_row_blocks(i0, i1, [&](const auto& M, Index a) {
+        Eigen::Map<Vec>(eta + a, M.rows()).noalias() = M * theta;
+      });
       out.array() += b;
     });
   }
@@ -44,7 +46,16 @@ void gradient(const Design& X, const double* r, bool intercept, double* out, int
       Eigen::Map<Vec> acc(partial.data() + c * p1, p1);
       Eigen::Map<const Vec> rc(r + i0, i1 - i0);
       if (intercept) acc[0] = rc.sum();
-      X.with_rows(i0, i1, [&](const auto& M) { acc.tail(X.p).noalias() = M.transpose() * rc; });
+      bool first = true;
+      X.for_row_blocks(i0, i1, [&](const auto& M, Index a) {
+        Eigen::Map<const Vec> rb(r + a, M.rows());
+        if (first) {
+          acc.tail(X.p).noalias() = M.transpose() * rb;
+        } else {
+          acc.tail(X.p).noalias() += M.transpose() * rb;
+        }
+        first = false;
+      });
     });
   }
   guard.rethrow();
@@ -155,12 +166,18 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
   const int nt = threads_for(n_threads, flops);
   const Partition part{X.n, reduction_chunks(X.n, pp, nt, min_rows)};
   const Index B = block_rows(p1);
-  std::vector<double> partial(static_cast<size_t>(part.chunks * pp));
+  // The chunks run in waves of one chunk per thread: a wave's partials are added to H in
+  // chunk order before the next wave starts, so that nt partials (not one per chunk, up
+  // to kMaxReductionChunks p1 x p1 arrays: 20 MiB at p = 200) are held at once. The sums
+  // are those of the chunks in chunk order, whatever the thread count.
+  const Index wave = std::min<Index>(part.chunks, std::max(1, nt));
+  std::vector<double> partial(static_cast<size_t>(wave * pp));
   std::vector<int> pos;
   if (X.sparse && !cols.all()) {
     pos.assign(static_cast<size_t>(X.p), -1);
     for (Index k = 0; k < q; ++k) pos[static_cast<size_t>(cols.cols[k])] = static_cast<int>(k);
   }
+  for (Index j = 0; j < p1; ++j) std::fill(H + j * p1 + j, H + (j + 1) * p1, 0.0);
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt)
@@ -174,59 +191,63 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
         scale.resize(static_cast<size_t>(B));
       }
     });
+    for (Index w0 = 0; w0 < part.chunks; w0 += wave) {
+      const Index w1 = std::min(part.chunks, w0 + wave);
 #pragma omp for schedule(dynamic, 1)
-    for (Index c = 0; c < part.chunks; ++c) {
-      if (guard.failed()) continue;
-      guard.run([&] {
-        double* acc = partial.data() + c * pp;
-        const Index c0 = part.begin(c), c1 = part.begin(c + 1);
-        interrupt::check();
-        if (X.sparse) {
-          std::fill(acc, acc + pp, 0.0);
-          sparse_outer(X.csr, d, intercept, pos.empty() ? nullptr : pos.data(), c0, c1, acc, p1);
-          return;
-        }
-        if (X.dense.is_f32() && blas::has_ssyrk() &&
-            hessian_f32(X, d, intercept, cols, c0, c1, B, p1, acc, pack32, blk32)) {
-          return;
-        }
-        bool first = true;
-        for (Index i0 = c0; i0 < c1; i0 += B) {
+      for (Index c = w0; c < w1; ++c) {
+        if (guard.failed()) continue;
+        guard.run([&] {
+          double* acc = partial.data() + (c - w0) * pp;
+          const Index c0 = part.begin(c), c1 = part.begin(c + 1);
           interrupt::check();
-          const Index i1 = std::min(c1, i0 + B);
-          bool negative = false;
-          for (Index i = i0; i < i1; ++i) {
-            scale[i - i0] = std::sqrt(std::max(d[i], 0.0));
-            negative = negative || d[i] < 0.0;
+          if (X.sparse) {
+            std::fill(acc, acc + pp, 0.0);
+            sparse_outer(X.csr, d, intercept, pos.empty() ? nullptr : pos.data(), c0, c1, acc, p1);
+            return;
           }
-          X.pack_rows(i0, i1, scale.data(), intercept, pack.data(), cols);
-          blas::syrk_lower(p1, i1 - i0, pack.data(), p1, first ? 0.0 : 1.0, acc, p1);
-          first = false;
-          if (negative) {  // a loss with negative curvature somewhere (Tweedie, power > 2)
-            for (Index i = i0; i < i1; ++i) scale[i - i0] = std::sqrt(std::max(-d[i], 0.0));
+          if (X.dense.is_f32() && blas::has_ssyrk() &&
+              hessian_f32(X, d, intercept, cols, c0, c1, B, p1, acc, pack32, blk32)) {
+            return;
+          }
+          bool first = true;
+          for (Index i0 = c0; i0 < c1; i0 += B) {
+            interrupt::check();
+            const Index i1 = std::min(c1, i0 + B);
+            bool negative = false;
+            for (Index i = i0; i < i1; ++i) {
+              scale[i - i0] = std::sqrt(std::max(d[i], 0.0));
+              negative = negative || d[i] < 0.0;
+            }
             X.pack_rows(i0, i1, scale.data(), intercept, pack.data(), cols);
-            neg.resize(static_cast<size_t>(pp));
-            blas::syrk_lower(p1, i1 - i0, pack.data(), p1, 0.0, neg.data(), p1);
-            for (Index j = 0; j < p1; ++j)
-              for (Index i = j; i < p1; ++i)
-                acc[j * p1 + i] -= neg[static_cast<size_t>(j * p1 + i)];
+            blas::syrk_lower(p1, i1 - i0, pack.data(), p1, first ? 0.0 : 1.0, acc, p1);
+            first = false;
+            if (negative) {  // a loss with negative curvature somewhere (Tweedie, power > 2)
+              for (Index i = i0; i < i1; ++i) scale[i - i0] = std::sqrt(std::max(-d[i], 0.0));
+              X.pack_rows(i0, i1, scale.data(), intercept, pack.data(), cols);
+              neg.resize(static_cast<size_t>(pp));
+              blas::syrk_lower(p1, i1 - i0, pack.data(), p1, 0.0, neg.data(), p1);
+              for (Index j = 0; j < p1; ++j)
+                for (Index i = j; i < p1; ++i)
+                  acc[j * p1 + i] -= neg[static_cast<size_t>(j * p1 + i)];
+            }
           }
+          if (first) std::fill(acc, acc + pp, 0.0);
+        });
+      }
+      // (implicit barrier) the wave's partials into the lower triangle of H, in chunk
+      // order, parallel over columns
+#pragma omp for schedule(dynamic, 8)
+      for (Index j = 0; j < p1; ++j) {
+        if (guard.failed()) continue;
+        double* hj = H + j * p1;
+        for (Index c = w0; c < w1; ++c) {
+          const double* pj = partial.data() + (c - w0) * pp + j * p1;
+          for (Index i = j; i < p1; ++i) hj[i] += pj[i];
         }
-        if (first) std::fill(acc, acc + pp, 0.0);
-      });
+      }
     }
   }
   guard.rethrow();
-  // Fixed-order reduction of the lower triangles, parallel over columns.
-#pragma omp parallel for schedule(dynamic, 8) num_threads(nt)
-  for (Index j = 0; j < p1; ++j) {
-    double* hj = H + j * p1;
-    for (Index i = j; i < p1; ++i) hj[i] = 0.0;
-    for (Index c = 0; c < part.chunks; ++c) {
-      const double* pj = partial.data() + c * pp + j * p1;
-      for (Index i = j; i < p1; ++i) hj[i] += pj[i];
-    }
-  }
   for (Index j = 0; j < p1; ++j)
     for (Index i = j + 1; i < p1; ++i) H[i * p1 + j] = H[j * p1 + i];
 }

@@ -82,7 +82,7 @@ KFoldOutput scatter(const SampleSets& sets, Index n, KFoldOutput flat) {
 
 // Per-thread scratch of the approximate folds.
 struct FoldScratch {
-  std::vector<double> pack, zt, kmat, scale;
+  std::vector<double> pack, zt, kmat;
   Vec g, s, c, t, r, bS;
   Mat HS;
   Cholesky chol;
@@ -155,26 +155,25 @@ void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, I
   const Index q = static_cast<Index>(S.size());
   const Index B = block_rows(q1);
   w.pack.resize(static_cast<size_t>(q1 * std::min(B, q)));
-  w.scale.resize(static_cast<size_t>(std::min(B, q)));
   w.HS.resize(q1, q1);  // X~_S^T D_S X~_S (lower), then H_{-S} = H - that
   w.r = Vec::Zero(q1);
   for (Index a = 0; a < q; a += B) {
     const Index m = std::min(B, q - a);
-    for (Index t = 0; t < m; ++t) {
-      const Index i = S[static_cast<size_t>(a + t)];
-      const double wi = pb.weight(i);
-      w.scale[static_cast<size_t>(t)] =
-          wi == 0.0 ? 0.0 : sqrt_curvature(wi * Loss::d2(pb.y[i], st.eta[i], pb.lp));
-    }
-    pb.X.pack_indices(S.data() + a, m, w.scale.data(), pb.intercept, w.pack.data(), cols);
-    blas::syrk_lower(q1, m, w.pack.data(), q1, a == 0 ? 0.0 : 1.0, w.HS.data(), q1);
+    // one gather of the block's rows: X~_S^T g_S from them, then scaled in place by
+    // sqrt(d_i) for X~_S^T D_S X~_S (the same products as a scaled gather)
     pb.X.pack_indices(S.data() + a, m, nullptr, pb.intercept, w.pack.data(), cols);
-    Eigen::Map<const Mat> Z(w.pack.data(), q1, m);
+    Eigen::Map<Mat> Z(w.pack.data(), q1, m);
     for (Index t = 0; t < m; ++t) {
       const Index i = S[static_cast<size_t>(a + t)];
       const double wi = pb.weight(i);
       if (wi != 0.0) w.r.noalias() += (wi * Loss::d1(pb.y[i], st.eta[i], pb.lp)) * Z.col(t);
     }
+    for (Index t = 0; t < m; ++t) {
+      const Index i = S[static_cast<size_t>(a + t)];
+      const double wi = pb.weight(i);
+      Z.col(t) *= wi == 0.0 ? 0.0 : sqrt_curvature(wi * Loss::d2(pb.y[i], st.eta[i], pb.lp));
+    }
+    blas::syrk_lower(q1, m, w.pack.data(), q1, a == 0 ? 0.0 : 1.0, w.HS.data(), q1);
   }
   w.HS = H - w.HS;  // the lower triangle is what counts
   w.HS.triangularView<Eigen::StrictlyUpper>() = w.HS.transpose();

@@ -190,11 +190,18 @@ def check_separation(
 
 def min_margin(eta: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> float:
     """The smallest training margin ``(2 y_i - 1) eta_i`` of the samples with positive
-    weight (inf for none)."""
-    pos = _positive(w, y.shape[0])
-    if not pos.any():
-        return float("inf")
-    return float(np.where(y > 0.5, eta, -eta)[pos].min())
+    weight (inf for none), in row blocks (no temporaries of length n: loo's peak memory
+    holds its results and eta only)."""
+    m = np.inf
+    step = 8192
+    for i0 in range(0, y.shape[0], step):
+        e, yb = eta[i0 : i0 + step], y[i0 : i0 + step]
+        margins = np.where(yb > 0.5, e, -e)
+        if w is not None:
+            margins = margins[np.asarray(w[i0 : i0 + step]) > 0]
+        if margins.size:
+            m = min(m, float(margins.min()))
+    return float(m)
 
 
 def check_separation_margin(

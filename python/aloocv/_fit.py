@@ -76,9 +76,12 @@ class FitResult:
             raise ValueError(
                 f"X has {X.shape[1]} features but the model was fitted on {self.coef_.shape[0]}"
             )
-        eta = design_dot(X, self.coef_).ravel() + self.intercept_
+        eta = design_dot(X, self.coef_).ravel()  # a new array: updated in place
+        eta += self.intercept_
         off = check_offset(offset, X.shape[0])
-        return eta if off is None else eta + off
+        if off is not None:
+            eta += off
+        return eta
 
     def predict(self, X: ArrayLike, offset: ArrayLike | None = None) -> np.ndarray:
         """Mean response: the loss's inverse link of ``decision_function(X, offset)``."""

@@ -365,8 +365,9 @@ def design_tdot(X: Any, V: np.ndarray) -> np.ndarray:
 
 
 def _first_bad_2d(arr: np.ndarray, name: str, row0: int = 0) -> None:
-    # in row blocks: the mask of a whole X would cost n p bytes (a quarter of a float32 X)
-    step = max(1, (1 << 22) // max(1, arr.shape[1]))
+    # in row blocks of about 256 Ki entries: the mask of a whole X would cost n p bytes (a
+    # quarter of a float32 X), and larger blocks show in the peak memory of fit and loo
+    step = max(1, (1 << 18) // max(1, arr.shape[1]))
     for i0 in range(0, arr.shape[0], step):
         block = arr[i0 : i0 + step]
         if not np.isfinite(block).all():

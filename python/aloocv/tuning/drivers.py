@@ -826,8 +826,11 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
     all_losses = []
     preds, coefs, icpts, iters = [], [], [], []
     bar = _progress(len(points), verbose, "aloocv grid")
+    best = None  # the lowest ACV so far (the first one on ties, as np.argmin)
     for k, v in enumerate(points):
         ev = obj.evaluate(np.log(v), 0)
+        if best is None or ev.acv < best.acv:
+            best = ev
         all_losses.append(ev.out["losses"])
         preds.append(_samples(ev.out["predictions"]))
         coefs.append(np.array(ev.out["coef"], dtype=np.float64))
@@ -846,6 +849,8 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
         "path_intercepts": np.stack(icpts),
         "path_n_iter": np.array(iters, dtype=np.int64),
     }
+    if selection == "min" and best is not None:
+        obj.keep(best)  # the result is this evaluation: no refit at the selected point
     return _grid_result(
         obj, points, hist, selection, loss, intercept, _columns(all_losses, 1), arrays
     )

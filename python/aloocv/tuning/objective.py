@@ -177,6 +177,15 @@ class Objective:
             del self._cache[next(iter(self._cache))]
         return ev
 
+    def keep(self, ev: Evaluation) -> None:
+        """Puts an evaluation made here back among the cached ones (a grid's selected
+        point: the final result then reuses it instead of refitting there)."""
+        key = np.array(ev.u, dtype=np.float64, ndmin=1).tobytes()
+        self._cache.pop(key, None)
+        self._cache[key] = ev
+        while len(self._cache) > CACHE_SIZE:
+            del self._cache[next(iter(self._cache))]
+
     def _warm_start(self, u: np.ndarray) -> None:
         """Restart from the kept fit nearest to u when it is much nearer than the state's
         (e.g. a search going back to the best point of its bracketing grid)."""
