@@ -16,6 +16,8 @@ py::dict state_to_dict(const FitState& st, bool intercept) {
   out["objective"] = st.objective;
   out["grad_norm"] = st.grad_norm;
   out["hessian_passes"] = st.hessian_passes;
+  out["matvec_passes"] = st.matvec_passes;
+  out["fused_end_fallbacks"] = st.fused_end_fallbacks;
   out["stale_eta"] = st.stale_eta;
   return out;
 }

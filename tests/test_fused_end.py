@@ -72,3 +72,86 @@ def test_alo_fit_takes_at_most_one_hessian_pass_more_than_the_fit(loss, lam, sca
     # the optimum (the ALO fit is converged to 0.01 tol; the reference far below)
     ref = aloocv.fit(X, y, loss=loss, penalty=pen, tol=1e-13, n_jobs=1)
     np.testing.assert_allclose(r.fit.coef_, ref.coef_, rtol=0, atol=1e-8)
+
+
+def _numpy_leverages(X: np.ndarray, coef: np.ndarray, intercept: float, lam: float) -> np.ndarray:
+    with threadpool_limits(1):
+        eta = X @ coef + intercept
+        mu = 1.0 / (1.0 + np.exp(-eta))
+        Xt = np.hstack([np.ones((X.shape[0], 1)), X])
+        H = Xt.T @ (Xt * (mu * (1.0 - mu))[:, None])
+        H += np.diag(np.r_[0.0, np.full(X.shape[1], lam)])
+        return np.einsum("ij,ij->i", Xt, np.linalg.solve(H, Xt.T).T)
+
+
+@pytest.mark.parametrize(("lam", "scale", "seed"), [(1.0, 2.0, 0), (0.1, 4.0, 1), (10.0, 1.0, 2)])
+def test_fused_end_takes_no_more_hessian_passes_than_the_fit(lam, scale, seed):
+    # the common case: the one Hessian of the end replaces the plain fit's last one
+    X, y = _logistic(400, 20, scale, seed)
+    pen = aloocv.L2(lam)
+    f = aloocv.fit(X, y, penalty=pen, n_jobs=1)
+    r = aloocv.loo(X, y, penalty=pen, n_jobs=1)
+    assert r.fit.fused_end_fallbacks_ == 0
+    assert r.fit.hessian_passes_ <= f.hessian_passes_
+    # a plain fit: the starting eta, the starting gradient, one fused pass per step
+    assert f.matvec_passes_ == f.n_iter_ + 2
+
+
+def test_fused_end_falls_back_where_the_last_step_is_not_at_rounding():
+    # separable, n < p, lam = 1e-4: a gradient at 1e-12 is still a step of 1e-7 in eta
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((40, 120))
+    y = (X[:, 0] + 2 * rng.standard_normal(40) > 0) * 1.0
+    lam = 1e-4
+    with pytest.warns(aloocv.ALOWarning):
+        r = aloocv.loo(X, y, penalty=aloocv.L2(lam), solver="primal", tol=1e-10, n_jobs=1)
+    ref = aloocv.fit(X, y, penalty=aloocv.L2(lam), tol=1e-15, max_iter=200, n_jobs=1)
+    # the leverages at the returned point equal those at the optimum to rounding
+    h_ref = _numpy_leverages(X, ref.coef_, ref.intercept_, lam)
+    np.testing.assert_allclose(r.leverages, h_ref, rtol=1e-9)
+    assert r.fit.fused_end_fallbacks_ in (0, 1)
+
+
+def _grid_reference(X, y, lams):
+    """Fits from scratch at a tight tolerance and their ALO predictions."""
+    coefs, preds = [], []
+    for lam in lams:
+        f = aloocv.fit(X, y, penalty=aloocv.L2(lam), tol=1e-13, max_iter=200, n_jobs=1)
+        r = aloocv.loo(X, y, penalty=aloocv.L2(lam), coef=f.coef_, intercept=f.intercept_)
+        coefs.append(f.coef_)
+        preds.append(r.predictions)
+    return np.array(coefs), np.column_stack(preds)
+
+
+def test_path_predictor_matches_fits_from_scratch():
+    X, y = _logistic(500, 15, 2.0, 7)
+    lams = np.logspace(2, -2, 8)
+    res = aloocv.tune(
+        X, y, loss="logistic", penalty=aloocv.L2(1.0), method="grid", grid=lams, n_jobs=1
+    )
+    coefs, preds = _grid_reference(X, y, lams)
+    np.testing.assert_allclose(res.path_coefs, coefs, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(res.path_predictions, preds, rtol=1e-9, atol=1e-10)
+
+
+def test_path_pass_counts_are_the_core_counters():
+    X, y = _logistic(500, 15, 2.0, 8)
+    lams = np.logspace(2, -2, 8)
+    res = aloocv.tune(
+        X, y, loss="logistic", penalty=aloocv.L2(1.0), method="grid", grid=lams, n_jobs=1
+    )
+    hp, mp = res.path_hessian_passes, res.path_matvec_passes
+    # the cold first point is the fit of loo() at that penalty
+    first = aloocv.loo(X, y, penalty=aloocv.L2(lams[0]), n_jobs=1).fit
+    assert hp[0] == first.hessian_passes_
+    assert mp[0] == first.matvec_passes_
+    # warm points: at least the one Hessian at the returned beta; the predictor's
+    # gradient takes no pass, so the matrix-vector passes are the steps' (one each) and
+    # the end's guard
+    assert np.all(hp[1:] >= 1)
+    assert np.all(mp[1:] >= res.path_n_iter[1:])
+    assert np.all(mp[1:] <= res.path_n_iter[1:] + 1)
+    est = aloocv.ALOLogisticRegressionCV(Cs=1.0 / lams, n_jobs=1).fit(X, y)
+    est_hp = est.tune_result_.path_hessian_passes
+    assert est_hp.size == lams.size
+    np.testing.assert_allclose(est.passes_per_candidate_, np.mean(est_hp) + 1.0)

@@ -74,6 +74,21 @@ void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index l
   }
 }
 
+bool has_trmm() { return enabled() && g_table.trmm != nullptr; }
+
+bool trmm_lower(Index n, Index m, const double* T, Index ldt, double* B, Index ldb) {
+  if (!has_trmm() || !fits_int(n) || !fits_int(m) || !fits_int(ldt) || !fits_int(ldb)) {
+    return false;
+  }
+  if (n == 0 || m == 0) return true;
+  char side = 'L', uplo = 'L', tr = 'N', diag = 'N';
+  int in = static_cast<int>(n), im = static_cast<int>(m), ildt = static_cast<int>(ldt),
+      ildb = static_cast<int>(ldb);
+  double alpha = 1.0;
+  g_table.trmm(&side, &uplo, &tr, &diag, &in, &im, &alpha, const_cast<double*>(T), &ildt, B, &ildb);
+  return true;
+}
+
 void gemm(Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,
           double* C, Index ldc) {
   if (m == 0 || n == 0) return;

@@ -34,6 +34,7 @@ def register() -> bool:
         "dsyrk": cython_blas.__pyx_capi__["dsyrk"],
         "dtrsm": cython_blas.__pyx_capi__["dtrsm"],
         "dgemm": cython_blas.__pyx_capi__["dgemm"],
+        "dtrmm": cython_blas.__pyx_capi__["dtrmm"],
         "ssyrk": cython_blas.__pyx_capi__["ssyrk"],
         "dpotrf": cython_lapack.__pyx_capi__["dpotrf"],
     }

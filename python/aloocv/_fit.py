@@ -50,7 +50,17 @@ class FitResult:
     hessian_passes_ : int
         Passes over X that formed a Hessian ``X^T diag(d) X`` (the costly passes; chord
         steps on a held factor form none). A fit for ALO ends on the Hessian at the
-        returned coefficients (at most one pass more than the plain fit).
+        returned coefficients, taken after chord steps in the common case (no more
+        passes than the plain fit; one more where the end falls back to a fresh Newton
+        step, see ``fused_end_fallbacks_``).
+    matvec_passes_ : int
+        Matrix-vector passes over X (``X v`` and ``X^T v``, ``O(n p)`` each; a full
+        Newton or chord step reads X once for both) of the smooth Newton fits; 0 where
+        the route does not count them (L1 fits, multinomial, dask).
+    fused_end_fallbacks_ : int
+        1 where a fit for ALO ended on chord steps whose last Newton step was not yet at
+        the rounding level (ill-conditioned problems) and so took one more Newton step
+        and a fresh Hessian at the returned coefficients; else 0.
     loss : Loss
         The registered loss (:mod:`aloocv.losses`); compares equal to its name when it
         has no parameters.
@@ -68,6 +78,8 @@ class FitResult:
     fit_intercept: bool
     gradient_norm_: float = field(default=0.0, repr=False)
     hessian_passes_: int = field(default=0, repr=False)
+    matvec_passes_: int = field(default=0, repr=False)
+    fused_end_fallbacks_: int = field(default=0, repr=False)
 
     def decision_function(self, X: ArrayLike, offset: ArrayLike | None = None) -> np.ndarray:
         """Linear predictor ``eta = X coef_ + intercept_ (+ offset)``."""
@@ -107,6 +119,8 @@ def _result(out: dict[str, Any], loss: Loss, penalty: Penalty, fit_intercept: bo
         fit_intercept=fit_intercept,
         gradient_norm_=float(out["grad_norm"]),
         hessian_passes_=int(out.get("hessian_passes", 0)),
+        matvec_passes_=int(out.get("matvec_passes", 0)),
+        fused_end_fallbacks_=int(out.get("fused_end_fallbacks", 0)),
     )
 
 

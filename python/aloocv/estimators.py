@@ -223,6 +223,21 @@ def _row_of(params: np.ndarray, v: np.ndarray) -> int:
     return int(hit[0]) if hit.size else -1
 
 
+def _passes_per_candidate(searches: list) -> float:
+    """Mean passes over X per grid candidate of the searches, from the core's counters:
+    the Hessian passes of each warm-started fit plus ALO's one leverage pass (the
+    ``O(n p^2)`` passes; NaN where the route does not count them, e.g. the squared-loss
+    ridge path or a gradient search)."""
+    per = []
+    for s in searches:
+        hp = s.res.path_hessian_passes
+        if hp is None:
+            return float("nan")
+        per.append(np.asarray(hp, dtype=np.float64)[s.rows] + 1.0)
+    v = np.concatenate(per) if per else np.empty(0)
+    return float(np.mean(v)) if v.size and np.all(np.isfinite(v)) else float("nan")
+
+
 def _search_results(
     res: TuneResult, names: list[str], convert, score: np.ndarray, n_grid: int
 ) -> dict[str, np.ndarray]:
@@ -372,6 +387,8 @@ class _ALOBase(BaseEstimator):
                     path_coefs=res.path_coefs,
                     path_intercepts=res.path_intercepts,
                     path_n_iter=res.path_n_iter,
+                    path_hessian_passes=res.path_hessian_passes,
+                    path_matvec_passes=res.path_matvec_passes,
                     _best_index=int(rows[best]),
                 )
         if method == "grid":
@@ -404,6 +421,7 @@ class _ALOBase(BaseEstimator):
         self.best_stderr_ = res.stderr
         self.n_iter_ = int(res.fit.n_iter_)  # the final fit's, as scikit-learn's
         self.n_fits_ = int(res.n_fits)  # warm-started fits during the search
+        self.passes_per_candidate_ = _passes_per_candidate([search])
         if self._keep():
             self.loo_predictions_ = _local(res.loo.predictions).copy()
 
@@ -573,6 +591,10 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         Iterations of the final fit (scikit-learn's meaning; 1-d ``y``).
     n_fits_ : int
         Warm-started fits during the search (1-d ``y``).
+    passes_per_candidate_ : float
+        Mean passes over X per grid candidate (``O(n p^2)`` each: the Hessian passes of
+        the warm-started fit, from the core's counters, plus ALO's leverage pass); NaN
+        where the route does not count them (squared-loss ridge path, gradient search).
     tune_result_ : TuneResult
         1-d ``y`` only.
 
@@ -892,6 +914,10 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         Iterations of the final fit (scikit-learn's meaning).
     n_fits_ : int
         Warm-started fits during the search.
+    passes_per_candidate_ : float
+        Mean passes over X per grid candidate (``O(n p^2)`` each: the Hessian passes of
+        the warm-started fit, from the core's counters, plus ALO's leverage pass); NaN
+        where the route does not count them (squared-loss ridge path, gradient search).
     loo_predictions_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
         Only with ``store_loo=True`` (not for a shared alpha over several targets).
     tune_result_ : TuneResult
@@ -1191,6 +1217,10 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         n_classes for one-vs-rest), scikit-learn's legacy layout with one fold.
     n_fits_ : int
         Warm-started fits during the search.
+    passes_per_candidate_ : float
+        Mean passes over X per grid candidate (``O(n p^2)`` each: the Hessian passes of
+        the warm-started fit, from the core's counters, plus ALO's leverage pass); NaN
+        where the route does not count them (squared-loss ridge path, gradient search).
     loo_predictions_ : ndarray of shape (n_samples,) or (n_samples, n_classes)
         Only with ``store_loo=True``: leave-one-out probabilities of ``classes_[1]``
         (binary) or of every class.
@@ -1412,6 +1442,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
                 self.best_score_ = float(np.mean([s.best_score for s in searches]))
                 self.best_stderr_ = float(np.sqrt(np.mean([r.stderr**2 for r in results])))
                 self.n_fits_ = int(sum(r.n_fits for r in results))
+                self.passes_per_candidate_ = _passes_per_candidate(searches)
                 self._curve["loss"] = np.mean([s.loss for s in searches], axis=0)
                 self._curve["loss_stderr"] = np.sqrt(
                     np.mean([s.stderr**2 for s in searches], axis=0)
@@ -1690,6 +1721,10 @@ _GLM_DOC = """
         Iterations of the final fit (scikit-learn's meaning).
     n_fits_ : int
         Warm-started fits during the search.
+    passes_per_candidate_ : float
+        Mean passes over X per grid candidate (``O(n p^2)`` each: the Hessian passes of
+        the warm-started fit, from the core's counters, plus ALO's leverage pass); NaN
+        where the route does not count them (squared-loss ridge path, gradient search).
     loo_predictions_ : ndarray of shape (n_samples,)
         Only with ``store_loo=True``: leave-one-out linear predictors (log means).
     tune_result_ : TuneResult

@@ -35,8 +35,9 @@ class Cholesky {
 };
 
 // h_i = x~_i^T H^{-1} x~_i for every row, with x~ restricted to `cols` (H is then the
-// |cols| + intercept Hessian of those columns). Dense rows: ||L^{-1} x~_i||^2 by blocked
-// triangular solves against packed row blocks. Sparse rows: the quadratic form of the
+// |cols| + intercept Hessian of those columns). Dense rows: ||L^{-1} x~_i||^2 per packed
+// row block, by DTRMM with L^{-1} formed once (registered BLAS, rcond() >= 1e-6) or by
+// blocked triangular solves. Sparse rows: the quadratic form of the
 // explicit inverse over the row's nonzeros, O(nnz_i^2) per row after one O(p^3) inverse.
 void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h, int n_threads,
                Columns cols = {});

@@ -230,7 +230,11 @@ class GlmModel {
     xs_.resize(n);
     eta_try_.resize(n);
     derivatives<Loss>(pb, st.eta.data(), g_.data(), d_.data(), nt_, skip_);
-    if (!have_grad) full_gradient(pb, g_.data(), st.beta, st.grad, nt_);
+    if (!have_grad) {
+      full_gradient(pb, g_.data(), st.beta, st.grad, nt_);
+      ++st.matvec_passes;
+    }
+    st.grad_pen = pb.pen;
     f_ = detail::objective<Loss>(pb, st.eta.data(), st.beta, nt_, skip_);
   }
 
@@ -249,6 +253,8 @@ class GlmModel {
   }
   bool newton_at_point() const { return factor_at_point(); }
   bool chord_ok() const { return st_.stale_eta < 0.05; }
+  // max_i |change of eta_i| in the last step
+  double last_move() const { return last_move_; }
   double direction(Vec& step) {
     step = -st_.grad;
     st_.chol.solve(step.data());
@@ -257,8 +263,21 @@ class GlmModel {
   double move(const Vec& step, double dec) {
     if (!(dec > 0.0)) return 0.0;  // a zero gradient (or no descent): nothing to gain
     const double t = newton_move<Loss>(pb_, st_, step, dec, f_, xs_, eta_try_, g_, d_, nt_, skip_);
-    if (t > 0.0 && !Loss::constant_curvature) st_.stale_eta += t * xs_.cwiseAbs().maxCoeff();
+    // the fused step reads X once; a backtracked step adds the gradient's pass
+    st_.matvec_passes += (t == 1.0) ? 1 : 2;
+    if (t > 0.0) {
+      const double mv = t * xs_.cwiseAbs().maxCoeff();
+      last_move_ = mv;
+      if (!Loss::constant_curvature) st_.stale_eta += mv;
+    }
     return t;
+  }
+  // st's point was set back by the caller (with its factor): the derivatives and the
+  // objective from st.eta again (O(n), no pass over X).
+  void resync() {
+    derivatives<Loss>(pb_, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
+    f_ = detail::objective<Loss>(pb_, st_.eta.data(), st_.beta, nt_, skip_);
+    exact_ = true;
   }
   // The factor held in st was set by the caller: the Hessian at the point (true) or not.
   void adopt_factor(bool exact) { exact_ = exact; }
@@ -279,8 +298,21 @@ class GlmModel {
   bool keep_hx_;
   bool exact_ = false;
   double f_ = 0.0;
+  double last_move_ = std::numeric_limits<double>::infinity();
   Vec g_, d_, xs_, eta_try_, H_;
 };
+
+// The most chord steps predicted to the target for a fit to end on them
+// (RefreshPolicy::rechord_max_steps) or to go on with them (chord_max_steps: about what
+// one Hessian pass costs in O(n p) chord steps at p of a few hundred), the most chord
+// steps after the target is reached (RefreshPolicy::polish), and the largest Newton
+// step (max_i |change of eta_i|) that a fused end leaves untaken (settle_fused_end):
+// d_i = w_i l''(eta_i) moves by about that much relative, and so do the leverages,
+// amplified by 1 / (1 - d_i h_i).
+constexpr Index kEndChordSteps = 4;
+constexpr Index kChordSteps = 6;
+constexpr Index kPolishSteps = 6;
+constexpr double kFusedEndEta = 1e-12;
 
 // The drive of a smooth fit with options opt: a fresh Hessian every step, or, with
 // opt.fresh_end (the LOO formulas need the Hessian at beta), chord steps on the last
@@ -298,7 +330,50 @@ inline RefreshPolicy fresh_end_policy() {
   RefreshPolicy pol;
   pol.chord_ratio = 0.3;  // refresh when a chord step cuts max|grad| by less
   pol.rechord = true;
+  // a fresh step after which a few chord steps reach the target: finish on them, so that
+  // the one Hessian of the end (factor_end) replaces the fresh one a plain fit takes
+  // before its last step (issue 13: ALO including its fit = the fit + one leverage pass)
+  pol.rechord_max_steps = kEndChordSteps;
+  pol.chord_max_steps = kChordSteps;
+  pol.polish = kPolishSteps;
+  pol.polish_move = 0.1 * kFusedEndEta;
   return pol;
+}
+
+// A fused end (the one Hessian of the end taken after chord steps) keeps the returned
+// point when the Newton step of that Hessian moves no eta_i by more than kFusedEndEta:
+// the point is then the fresh-Newton end's to rounding.
+// Otherwise (ill-conditioned problems, where a small gradient can still be a large
+// step) the fit ends as the unfused drive does: that Newton step, then a fresh Hessian
+// at the returned point; a step that does not halve max|grad| (the rounding floor of an
+// ill-conditioned problem, where it is noise) is undone. The test costs one O(n p) pass
+// (X~ step).
+template <class Loss>
+void settle_fused_end(const Problem& pb, FitState& st, GlmModel<Loss>& m, const DriveResult& r,
+                      int nt) {
+  if (!r.end_after_chord || !m.factor_at_point()) return;
+  Vec step;
+  const double dec = m.direction(step);
+  Vec xs(pb.n());
+  linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
+  ++st.matvec_passes;
+  const double move = xs.size() ? xs.cwiseAbs().maxCoeff() : 0.0;
+  if (!(move > kFusedEndEta)) return;
+  // the step, kept only where it makes progress (at least halves max|grad|): at the
+  // rounding floor of an ill-conditioned problem it is noise, and the point stays
+  FitState keep = st;
+  const double g0 = m.gnorm();
+  if (m.move(step, dec) > 0.0 && m.gnorm() < 0.5 * g0) {
+    ++st.n_iter;
+    ++st.fused_end_fallbacks;
+    m.refactor();
+    ++st.hessian_passes;
+    return;
+  }
+  const Index passes = st.matvec_passes;
+  st = std::move(keep);
+  st.matvec_passes = passes;
+  m.resync();
 }
 
 }  // namespace detail
@@ -319,6 +394,8 @@ FitState prepare_at(const Problem& pb, const Vec& beta, const FitOptions& opt) {
   detail::full_gradient(pb, g.data(), beta, st.grad, nt);
   detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
   st.hessian_passes = 1;
+  st.matvec_passes = 2;
+  st.grad_pen = pb.pen;
   st.objective = detail::objective<Loss>(pb, st.eta.data(), beta, nt);
   st.grad_norm = st.grad.cwiseAbs().maxCoeff() / pb.weight_sum();
   st.converged = st.grad_norm <= opt.tol;
@@ -336,6 +413,7 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   st.eta.resize(pb.n());
   linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
   pb.add_offset(st.eta.data());
+  ++st.matvec_passes;
   detail::GlmModel<Loss> m(pb, st, nt);
   if (!std::isfinite(m.objective())) {
     throw InvalidInput("the objective is not finite at the starting point");
@@ -347,6 +425,7 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   o.check_first = fresh_end;
   const DriveResult r =
       newton_drive(m, o, fresh_end ? detail::fresh_end_policy() : RefreshPolicy{});
+  detail::settle_fused_end(pb, st, m, r, nt);
   m.finish(r, sw);
   if (fresh_end && st.stale_eta > 0.0) {
     // the Hessian at beta is not positive definite (clipped factor): the real one, or
@@ -393,6 +472,12 @@ double newton_step(const Problem& pb, FitState& st, bool refresh, int n_threads)
 // penalty in pb), Newton steps use prev's unpenalized Hessian plus the new penalty
 // (no pass over X for the Hessian: chord steps, O(n p) each) while they contract
 // fast; then one fresh Hessian at the solution serves the leave-one-out formulas.
+// The first step is the predictor beta_prev + (dbeta/dlambda) dlambda: with
+// grad(beta, lambda) = X~^T g + P(lambda) beta, the gradient at beta_prev under the new
+// penalty is prev.grad + (P_new - P_prev) beta_prev (no pass over X), and
+// dbeta = -H^{-1} (P_new - P_prev) beta_prev (plus prev's own small residual) with the
+// held factor of H = prev's X~^T D X~ + P_new (the implicit, secant form of the
+// tangent: exact for a quadratic loss, where the penalty enters H linearly).
 // When the chord steps slow down above tol, the drive goes on as newton_fit's (fresh
 // Hessians, chord steps near the optimum). About one Hessian pass per path point
 // instead of one per Newton iteration.
@@ -413,7 +498,10 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
   st.chol.factor(H.data(), p1);
   // exact for a constant curvature; otherwise the Hessian of another point
   st.stale_eta = Loss::constant_curvature ? 0.0 : std::numeric_limits<double>::infinity();
-  detail::GlmModel<Loss> m(pb, st, nt);
+  // the predictor's gradient: prev's plus the change of the penalty term (no pass)
+  const bool predict = prev.grad.size() == p1 && prev.grad_pen.size() == p1;
+  if (predict) st.grad = prev.grad + (pb.pen - prev.grad_pen).cwiseProduct(st.beta);
+  detail::GlmModel<Loss> m(pb, st, nt, -1, true, predict);
   m.adopt_factor(true);
   // Chord steps are cheap (no Hessian pass): converge them 100x below tol, so that the
   // fresh Hessian taken at the end is at the returned beta (no final step, no refresh).
@@ -422,6 +510,7 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
   pol.start_factored = true;
   pol.accept_slow = true;  // slow chord steps already below tol: done
   const DriveResult r = newton_drive(m, o, pol);
+  detail::settle_fused_end(pb, st, m, r, nt);
   m.finish(r, sw);
   return st;
 }

@@ -108,6 +108,15 @@ struct is_newton_model<
                decltype(std::declval<M&>().move(std::declval<const Vec&>(), 0.0)), double>>>>
     : std::true_type {};
 
+// Optional part of a model: last_move() is max_i |change of eta_i| in the last step
+// (models without it are not polished).
+template <class M, class = void>
+struct has_last_move : std::false_type {};
+template <class M>
+struct has_last_move<M, std::void_t<std::enable_if_t<std::is_same_v<
+                            decltype(std::declval<const M&>().last_move()), double>>>>
+    : std::true_type {};
+
 // When the driver takes a fresh Hessian. Chord steps reuse the held factor (O(n p) each
 // instead of a Hessian pass) while they contract the gradient fast.
 struct RefreshPolicy {
@@ -122,6 +131,25 @@ struct RefreshPolicy {
   bool rechord = false;
   // ... only when that step also contracted the gradient by chord_ratio.
   bool rechord_confirmed = false;
+  // > 0: instead of asking chord_ok(), go on with chord steps after a full step on a
+  // fresh Hessian when at most this many chord steps are predicted to reach the target.
+  // The prediction takes each chord step to contract max|grad| by 2 gnew / g (the fresh
+  // step's own contraction, doubled: a chord factor is one step older); a chord step
+  // that fails to contract by chord_ratio refreshes. With factor_end, the last Hessian is
+  // then taken at the returned point only, not also one step before it: the fit costs
+  // as many Hessian passes as a plain fit, plus a few O(n p) chord steps.
+  Index rechord_max_steps = 0;
+  // > 0: a chord phase also refreshes when, at the contraction of its last step, more
+  // than this many further chord steps are predicted to reach the target (a fresh
+  // Hessian and its quadratic steps then cost less than the slow linear ones).
+  Index chord_max_steps = 0;
+  // > 0 (with DriveOptions::factor_end, a model with last_move()): a chord phase that
+  // reached the target goes on, at most `polish` more steps (O(n p) each), while each
+  // step still contracts by chord_ratio and the predicted remaining move of eta,
+  // last_move() rho / (1 - rho) with rho = gnew / g, exceeds polish_move: the one Hessian
+  // of the end is then taken at a point whose remaining Newton step is at rounding level.
+  Index polish = 0;
+  double polish_move = 0.0;
   // The most chord steps in a row before a refresh.
   Index max_chord = std::numeric_limits<Index>::max();
   // A chord phase that contracts slowly ends the run when max|grad| / scale <= tol
@@ -142,13 +170,23 @@ struct DriveOptions {
 };
 
 struct DriveResult {
-  Index n_iter = 0;          // steps taken
-  Index hessian_passes = 0;  // refactor() calls
-  bool converged = false;    // max|grad| / scale <= tol at the end
-  bool stalled = false;      // stopped at the rounding floor or without a decrease
-  double grad_norm = 0.0;    // max|grad| / scale at the end
-  double last_step = 0.0;    // length of the last step taken (0: none)
+  Index n_iter = 0;              // steps taken
+  Index hessian_passes = 0;      // refactor() calls
+  bool converged = false;        // max|grad| / scale <= tol at the end
+  bool stalled = false;          // stopped at the rounding floor or without a decrease
+  double grad_norm = 0.0;        // max|grad| / scale at the end
+  double last_step = 0.0;        // length of the last step taken (0: none)
+  bool end_after_chord = false;  // factor_end refactored after a chord step (fused end)
 };
+
+// Whether `steps` chord steps, each contracting max|grad| by rho, take gnew to `target`
+// (see RefreshPolicy::rechord_max_steps, chord_max_steps).
+inline bool chords_reach(double gnew, double rho, double target, Index steps) {
+  if (gnew <= target) return true;
+  if (!(rho < 1.0)) return false;
+  if (!(rho > 0.0)) return true;
+  return std::log(target / gnew) >= double(steps) * std::log(rho);
+}
 
 // Damped Newton on `m` until the stopping test holds (see the file comment).
 template <class Model>
@@ -159,7 +197,8 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
   DriveResult r;
   detail::StallDetector stall;
   bool chord = pol.start_factored && pol.chord_ratio > 0.0;
-  Index n_chord = 0;
+  Index n_chord = 0, n_polish = 0;
+  bool last_chord = false;
   double g = m.gnorm();
   double g_best_refine = g;
   Vec step;
@@ -173,6 +212,7 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
       n_chord = 0;
     }
     const bool on_fresh = m.newton_at_point();
+    last_chord = !on_fresh;
     const double dec = m.direction(step);
     const double t = m.move(step, dec);
     if (t == 0.0) {
@@ -197,15 +237,33 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
       g = gnew;
       continue;
     }
-    if (gnew / o.scale <= o.target) break;
     const bool contracted = gnew <= pol.chord_ratio * g;
+    if (gnew / o.scale <= o.target) {
+      // polish: cheap chord steps to the rounding level before the end's one Hessian
+      bool more = false;
+      if constexpr (has_last_move<Model>::value) {
+        const double rho = g > 0.0 ? gnew / g : 0.0;
+        more = o.factor_end && chord && contracted && n_polish < pol.polish &&
+               m.last_move() * rho / (1.0 - rho) > pol.polish_move;
+      }
+      if (!more) break;
+      ++n_polish;
+      g = gnew;
+      continue;
+    }
     if (chord) {
       ++n_chord;
-      if (!contracted || n_chord >= pol.max_chord) {
+      const bool slow =
+          pol.chord_max_steps > 0 &&
+          !chords_reach(gnew, g > 0.0 ? gnew / g : 0.0, o.target * o.scale, pol.chord_max_steps);
+      if (!contracted || n_chord >= pol.max_chord || slow) {
         chord = false;
         if (pol.accept_slow && gnew / o.scale <= o.tol) break;
       }
-    } else if (pol.rechord && pol.chord_ratio > 0.0 && t == 1.0 && m.chord_ok() &&
+    } else if (pol.rechord && pol.chord_ratio > 0.0 && t == 1.0 &&
+               (pol.rechord_max_steps > 0 ? chords_reach(gnew, g > 0.0 ? 2.0 * gnew / g : 0.0,
+                                                         o.target * o.scale, pol.rechord_max_steps)
+                                          : m.chord_ok()) &&
                (!pol.rechord_confirmed || contracted)) {
       chord = true;
       n_chord = 0;
@@ -215,6 +273,7 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
   if (o.factor_end && !m.factor_at_point()) {
     m.refactor();
     ++r.hessian_passes;
+    r.end_after_chord = last_chord;
   }
   r.grad_norm = m.gnorm() / o.scale;
   r.converged = r.grad_norm <= o.tol;

@@ -90,6 +90,14 @@ struct FitState {
   // lambda path the next fit starts Newton with it plus the new penalty.
   Vec hx;
   Index hessian_passes = 0;
+  // O(n p) passes over X (products X~ v, X~^T v; a fused step reads X once for both);
+  // counted by the smooth Newton fits (newton.hpp), not by the leverage pass of ALO.
+  Index matvec_passes = 0;
+  // The penalty vector that `grad` includes (smooth fits): along a lambda path the next
+  // point's gradient at this beta is grad + (pen_new - grad_pen) .* beta, no pass over X.
+  Vec grad_pen;
+  // Fused ends whose guard fell back to a final fresh Newton step (settle_fused_end).
+  Index fused_end_fallbacks = 0;
   // max_i |change of eta_i| in the step taken after the last Hessian: when it is not
   // negligible, the LOO formulas refresh the factor at beta first (see fresh_factor).
   double stale_eta = 0.0;

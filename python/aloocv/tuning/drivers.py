@@ -100,6 +100,13 @@ class TuneResult:
     path_coefs, path_intercepts, path_n_iter : ndarray, optional
         Grid points: coefficients ``(T, p)`` (``(T, K, p)``), intercepts ``(T,)``
         (``(T, K)``) and Newton iterations ``(T,)`` of each warm-started fit.
+    path_hessian_passes, path_matvec_passes : ndarray, optional
+        ``method="grid"``: passes over X of each grid point's fit (and of ALO's refresh of
+        its factor, if any), from the core's counters: Hessian passes (``O(n p^2)`` each)
+        and matrix-vector passes (``O(n p)`` each: Newton and chord steps, gradients),
+        ``(T,)`` floats, NaN where the route does not count them (the squared-loss ridge
+        path, dask, multinomial matrix-vector passes). ALO adds one leverage pass per
+        point on top.
     """
 
     penalty: Penalty
@@ -120,6 +127,8 @@ class TuneResult:
     path_coefs: np.ndarray | None = field(default=None, repr=False)
     path_intercepts: np.ndarray | None = field(default=None, repr=False)
     path_n_iter: np.ndarray | None = field(default=None, repr=False)
+    path_hessian_passes: np.ndarray | None = field(default=None, repr=False)
+    path_matvec_passes: np.ndarray | None = field(default=None, repr=False)
 
     def without_samples(self) -> TuneResult:
         """A copy without the per-sample arrays (``loo``, ``path_losses``,
@@ -797,6 +806,8 @@ def _ridge_grid(obj, points, path, selection, loss, intercept) -> TuneResult:
         "path_coefs": np.asarray(path["coef"]).T.copy(),
         "path_intercepts": np.asarray(path["intercept"]).copy(),
         "path_n_iter": np.zeros(len(points), dtype=np.int64),
+        "path_hessian_passes": np.full(len(points), np.nan),
+        "path_matvec_passes": np.full(len(points), np.nan),
     }
     return _grid_result(obj, points, hist, selection, loss, intercept, np.asarray(losses), arrays)
 
@@ -824,7 +835,7 @@ def _grid_result(obj, points, hist, selection, loss, intercept, losses, arrays) 
 def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneResult:
     hist = _History(points[0].size)
     all_losses = []
-    preds, coefs, icpts, iters = [], [], [], []
+    preds, coefs, icpts, iters, hpasses, mpasses = [], [], [], [], [], []
     bar = _progress(len(points), verbose, "aloocv grid")
     best = None  # the lowest ACV so far (the first one on ties, as np.argmin)
     for k, v in enumerate(points):
@@ -836,6 +847,8 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
         coefs.append(np.array(ev.out["coef"], dtype=np.float64))
         icpts.append(np.array(ev.out["intercept"], dtype=np.float64))
         iters.append(int(ev.out["n_iter"]))
+        hpasses.append(float(ev.out.get("hessian_passes", np.nan)))
+        mpasses.append(float(ev.out.get("matvec_passes", np.nan)))
         hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
         if callback is not None:
             callback(k, obj.penalty_at(np.log(v)), ev.acv)
@@ -848,6 +861,8 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
         "path_coefs": np.stack(coefs),
         "path_intercepts": np.stack(icpts),
         "path_n_iter": np.array(iters, dtype=np.int64),
+        "path_hessian_passes": np.array(hpasses, dtype=np.float64),
+        "path_matvec_passes": np.array(mpasses, dtype=np.float64),
     }
     if selection == "min" and best is not None:
         obj.keep(best)  # the result is this evaluation: no refit at the selected point
