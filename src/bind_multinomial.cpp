@@ -49,6 +49,75 @@ py::dict mn_state_to_dict(const MnProblem& pb, const MnState& st) {
 
 void bind_multinomial(py::module_& m) {
   m.def(
+      "multinomial_chunk_sums",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w, Index K,
+         const py::array& pen, bool intercept, const py::array& beta, bool hessian, int n_threads) {
+        const MnProblem pb = make_mn_problem(X, y, w, K, pen, intercept);
+        const Vec b = to_vec(beta, pb.dim(), "beta");
+        const Index dim = pb.dim();
+        Vec grad(dim), hess;
+        if (hessian) hess.resize(dim * dim);
+        double loss = 0.0;
+        run_released([&] {
+          loss = mn_chunk_sums(pb, b, grad.data(), hessian ? hess.data() : nullptr, n_threads);
+        });
+        py::dict out;
+        out["loss"] = loss;
+        out["weight"] = pb.weight_sum();
+        out["grad"] = to_numpy(grad);
+        if (hessian) {
+          py::array_t<double, py::array::f_style> H({dim, dim});
+          std::copy(hess.data(), hess.data() + hess.size(), H.mutable_data());
+          out["hess"] = H;
+        } else {
+          out["hess"] = py::none();
+        }
+        return out;
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
+      py::arg("penalty"), py::arg("fit_intercept"), py::arg("beta"), py::arg("hessian"),
+      py::arg("n_threads"),
+      "Sums of one row chunk of a multinomial problem at beta (class-major): loss, "
+      "gradient and (with hessian) the unpenalized K p1 x K p1 Hessian; penalty is unused.");
+
+  m.def(
+      "multinomial_chunk_loo",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w, Index K,
+         const py::array& pen, bool intercept, const py::array& beta, const py::array& H,
+         const std::string& method, int n_threads) {
+        const MnProblem pb = make_mn_problem(X, y, w, K, pen, intercept);
+        int code = -1;
+        if (method == "alo") code = 0;
+        if (method == "if") code = 1;
+        if (method == "lemma3") code = 2;
+        if (code < 0) throw py::value_error("unknown method '" + method + "'");
+        const Index n = pb.n(), dim = pb.dim();
+        const Vec b = to_vec(beta, dim, "beta");
+        const Mat Hm = to_mat(H, dim, "H");
+        if (Hm.cols() != dim) throw py::value_error("H must be square");
+        py::array_t<double> pred({n, K}), eta({n, K}), lev({n, K, K});
+        py::array_t<double> loss(n), det(n);
+        double* pp = pred.mutable_data();
+        double* pe = eta.mutable_data();
+        double* pl = lev.mutable_data();
+        double* ploss = loss.mutable_data();
+        double* pd = det.mutable_data();
+        run_released([&] { mn_chunk_loo(pb, b, Hm, code, pp, ploss, pl, pd, pe, n_threads); });
+        py::dict out;
+        out["predictions"] = pred;
+        out["losses"] = loss;
+        out["leverages"] = lev;
+        out["downdate"] = det;
+        out["eta"] = eta;
+        return out;
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
+      py::arg("penalty"), py::arg("fit_intercept"), py::arg("beta"), py::arg("H"),
+      py::arg("method"), py::arg("n_threads"),
+      "Multinomial leave-one-out (alo, if or lemma3) of one row chunk given beta and the "
+      "penalized, gauge-fixed Hessian H of the whole problem (factored in the core).");
+
+  m.def(
       "multinomial_fit",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w, Index K,
          const py::array& pen, bool intercept, double tol, Index max_iter, int n_threads,

@@ -1,6 +1,7 @@
 #include "aloocv/multinomial.hpp"
 
 #include <Eigen/LU>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -251,11 +252,9 @@ void mn_block_hessian(const MnProblem& pb, Coef&& coef, double* H, int nt) {
   }
 }
 
-// Penalized, gauge-fixed Hessian at mu (sample `skip` left out), factored into chol.
-void mn_factor(const MnProblem& pb, const double* mu, Index skip, Cholesky& chol, int nt,
-               Mat* Hout = nullptr) {
-  const Index K = pb.K, p1 = pb.p1(), dim = pb.dim();
-  Mat H = Mat::Zero(dim, dim);
+// H (dim x dim) += the unpenalized Hessian at mu (sample `skip` left out).
+void mn_loss_hessian(const MnProblem& pb, const double* mu, Index skip, double* H, int nt) {
+  const Index K = pb.K;
   mn_block_hessian(
       pb,
       [&](Index i, Index a, Index b) {
@@ -263,7 +262,15 @@ void mn_factor(const MnProblem& pb, const double* mu, Index skip, Cholesky& chol
         const double* m = mu + i * K;
         return a == b ? w * m[a] * (1.0 - m[a]) : -w * m[a] * m[b];
       },
-      H.data(), nt);
+      H, nt);
+}
+
+// Penalized, gauge-fixed Hessian at mu (sample `skip` left out), factored into chol.
+void mn_factor(const MnProblem& pb, const double* mu, Index skip, Cholesky& chol, int nt,
+               Mat* Hout = nullptr) {
+  const Index K = pb.K, p1 = pb.p1(), dim = pb.dim();
+  Mat H = Mat::Zero(dim, dim);
+  mn_loss_hessian(pb, mu, skip, H.data(), nt);
   const double tau = pb.gauge();
   for (Index a = 0; a < K; ++a) {
     for (Index j = 0; j < p1; ++j) H(a * p1 + j, a * p1 + j) += pb.pen[j];
@@ -791,6 +798,62 @@ Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, do
   }
   guard.rethrow();
   return failed;
+}
+
+double mn_chunk_sums(const MnProblem& pb, const Vec& beta, double* grad, double* hess, int nt_in) {
+  const int nt = resolve_threads(nt_in);
+  const Index nk = pb.n() * pb.K, dim = pb.dim();
+  Vec eta(nk), mu(nk), G(nk);
+  mn_eta(pb, beta, eta.data(), nt);
+  const double loss = mn_eval(pb, eta.data(), -1, mu.data(), G.data(), nt);
+  mn_gradient(pb, G.data(), grad, nt);
+  if (hess) {
+    Eigen::Map<Mat>(hess, dim, dim).setZero();
+    mn_loss_hessian(pb, mu.data(), -1, hess, nt);
+  }
+  return loss;
+}
+
+void mn_chunk_loo(const MnProblem& pb, const Vec& beta, const Mat& H, int method, double* pred,
+                  double* loss, double* lev, double* det, double* eta, int nt_in) {
+  const int nt = resolve_threads(nt_in);
+  MnState st;
+  st.beta = beta;
+  st.eta.resize(pb.n() * pb.K);
+  mn_eta(pb, beta, st.eta.data(), nt);
+  st.chol.factor(H.data(), pb.dim());
+  st.factored = true;
+  // without the gradient mn_loo reads neither the chunk's weight sum nor its gauge
+  mn_loo(pb, st, method, pred, loss, lev, det, nullptr, nt);
+  std::copy(st.eta.data(), st.eta.data() + st.eta.size(), eta);
+}
+
+SumsFit mn_sums_fit(SumsSource& source, Index K, const Vec& lam, bool intercept, const Vec& beta0,
+                    const SumsFitOptions& opt) {
+  const Index off = intercept ? 1 : 0, p = lam.size(), p1 = p + off, dim = K * p1;
+  if (K < 2) throw InvalidInput("the multinomial loss needs at least 2 classes");
+  if (beta0.size() != dim) {
+    throw InvalidInput("beta0 has " + std::to_string(beta0.size()) + " entries, expected " +
+                       std::to_string(dim));
+  }
+  const double sw = opt.weight_sum;
+  if (!(sw > 0.0)) throw InvalidInput("the sample weights sum to zero");
+  Vec pen = Vec::Zero(dim);
+  for (Index a = 0; a < K; ++a) pen.segment(a * p1 + off, p) = lam;
+  detail::SumsGauge gauge;
+  if (intercept) gauge = {K, p1, sw / static_cast<double>(K * K)};  // MnProblem::gauge()
+  // mn_fit's options and policy
+  DriveOptions o;
+  o.tol = o.target = opt.fit.tol;
+  o.scale = sw;
+  o.max_iter = opt.fit.max_iter;
+  o.factor_end = opt.fit.fresh_end;
+  RefreshPolicy pol;
+  pol.chord_ratio = kChordRatio;
+  pol.rechord = pol.rechord_confirmed = true;
+  detail::SumsModel m(source, pen, beta0, false, false, true, o.target * sw, gauge, true);
+  const DriveResult r = newton_drive(m, o, pol);
+  return m.result(r, sw);
 }
 
 }  // namespace aloocv

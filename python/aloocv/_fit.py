@@ -161,7 +161,8 @@ def fit(
         float64 in C or Fortran order (or any strided view) is used without a
         copy; float32 and integer input are converted once. A dask array chunked by
         rows (or a dask DataFrame) is processed chunk by chunk on the active dask
-        scheduler, never gathered (see ``aloocv._dask``; the scalar losses).
+        scheduler, never gathered (see ``aloocv._dask``; the multinomial loss:
+        ``aloocv._dask_multinomial``).
     y : array_like of shape (n_samples,)
         Response in the loss's domain: real (``"squared"``, Huber), in {0, 1}
         (``"logistic"``), proportions in [0, 1] (``"binomial"``, trials as

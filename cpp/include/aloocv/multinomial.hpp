@@ -14,6 +14,7 @@
 #pragma once
 
 #include "newton.hpp"
+#include "sums_model.hpp"
 
 namespace aloocv {
 
@@ -76,5 +77,27 @@ void mn_loo(const MnProblem& pb, const MnState& st, int method, double* pred, do
 // pred (n K), loss (n); returns the number of refits that did not converge.
 Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, double* pred,
                double* loss);
+
+// The sums of one row chunk of a multinomial problem at beta (K p1, class-major), for a
+// fit over chunks: returns sum_i w_i ce_i; grad (K p1) = X~^T G; with hess != nullptr also
+// the unpenalized Hessian (K p1 x K p1, column-major) of the chunk, by the block code of
+// the in-memory factor. pb.pen is not used.
+double mn_chunk_sums(const MnProblem& pb, const Vec& beta, double* grad, double* hess,
+                     int n_threads);
+
+// Leave-one-out estimates of one row chunk (method 0 ALO, 1 IF, 2 Lemma 3; outputs as
+// mn_loo's, without the gradient) given beta and H, the penalized, gauge-fixed Hessian of
+// the whole problem (K p1 x K p1, column-major). eta (m K): the chunk's class scores.
+void mn_chunk_loo(const MnProblem& pb, const Vec& beta, const Mat& H, int method, double* pred,
+                  double* loss, double* lev, double* det, double* eta, int n_threads);
+
+// mn_fit over a sums source (the chunks of a distributed X; each evaluation returns
+// mn_chunk_sums added over the chunks): the one Newton driver with mn_fit's penalty
+// (gauge term included, tau = weight_sum / K^2), refresh policy and stopping rule, on
+// exact Hessians (mn_fit's Newton-CG mode for large K p1 is not used). opt.fit.fresh_end:
+// end on the factor at the returned beta (mn_fit's factor_end). lam: (p) the L2 weights;
+// beta0: (K p1) class-major.
+SumsFit mn_sums_fit(SumsSource& source, Index K, const Vec& lam, bool intercept, const Vec& beta0,
+                    const SumsFitOptions& opt);
 
 }  // namespace aloocv
