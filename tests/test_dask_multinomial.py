@@ -250,6 +250,45 @@ def test_unavailable_on_dask(sync):
         aloocv.kfold(dX(X), y, loss="multinomial")
 
 
+# ------------------------------------------------------------------ tune and estimator
+def test_tune_grid_matches_numpy(sync):
+    X, y, w = mn_data(n=150, p=4, seed=9)
+    grid = [aloocv.L2(v) for v in (0.1, 1.0, 10.0)]
+    kw = dict(loss="multinomial", method="grid", grid=grid, sample_weight=w)
+    with threadpool_limits(1):
+        ref = aloocv.tune(X, y, **kw)
+    got = aloocv.tune(dX(X, 40), y, **kw)
+    close_abs(got.history["acv"], ref.history["acv"])
+    close_abs(got.loo.predictions, ref.loo.predictions)
+    close_rel(got.fit.coef_, ref.fit.coef_)
+    assert got.penalty.params() == pytest.approx(ref.penalty.params())
+    with pytest.raises(ValueError, match="method='grid' only"):
+        aloocv.tune(dX(X, 40), y, loss="multinomial")
+
+
+def test_logistic_cv_many_classes_matches_numpy(sync):
+    X, y, w = mn_data(n=160, p=4, K=4, seed=10)
+    labels = np.array([3, 5, 8, 13])[y]  # not 0..K-1: encoded by the estimator
+    kw = dict(Cs=[0.05, 0.5, 5.0], store_loo=True)
+    with threadpool_limits(1):
+        ref = aloocv.ALOLogisticRegressionCV(**kw).fit(X, labels, sample_weight=w)
+    got = aloocv.ALOLogisticRegressionCV(**kw).fit(
+        dX(X, 50), da.from_array(labels, chunks=50), sample_weight=w
+    )
+    assert got.multi_class_ == ref.multi_class_ == "multinomial"
+    np.testing.assert_array_equal(got.classes_, ref.classes_)
+    assert got.classes_.dtype == ref.classes_.dtype
+    np.testing.assert_array_equal(got.C_, ref.C_)
+    close_rel(got.coef_, ref.coef_)
+    close_abs(got.intercept_, ref.intercept_)
+    close_abs(got.best_score_, ref.best_score_)
+    close_abs(got.loo_predictions_, ref.loo_predictions_)
+    close_abs(got.predict_proba(X), ref.predict_proba(X))
+    np.testing.assert_array_equal(got.predict(X), ref.predict(X))
+    for key in ref.search_results_:
+        close_abs(got.search_results_[key], ref.search_results_[key])
+
+
 def test_loo_on_local_cluster():
     """Two worker processes: the tasks pickle, the predictions persist on the workers, the
     results equal the in-memory ones."""
