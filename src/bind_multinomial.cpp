@@ -84,7 +84,7 @@ void bind_multinomial(py::module_& m) {
       "multinomial_chunk_loo",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w, Index K,
          const py::array& pen, bool intercept, const py::array& beta, const py::array& H,
-         const std::string& method, int n_threads) {
+         const std::string& method, int n_threads, bool gradient, double weight_sum) {
         const MnProblem pb = make_mn_problem(X, y, w, K, pen, intercept);
         int code = -1;
         if (method == "alo") code = 0;
@@ -102,8 +102,21 @@ void bind_multinomial(py::module_& m) {
         double* pl = lev.mutable_data();
         double* ploss = loss.mutable_data();
         double* pd = det.mutable_data();
-        run_released([&] { mn_chunk_loo(pb, b, Hm, code, pp, ploss, pl, pd, pe, n_threads); });
+        const bool want_grad = gradient && code == 0;
+        Mat S;
+        if (want_grad) S = Mat::Zero(dim, dim);
+        run_released([&] {
+          mn_chunk_loo(pb, b, Hm, code, pp, ploss, pl, pd, pe, n_threads, weight_sum,
+                       want_grad ? S.data() : nullptr);
+        });
         py::dict out;
+        if (want_grad) {
+          py::array_t<double, py::array::f_style> Sa({dim, dim});
+          std::copy(S.data(), S.data() + S.size(), Sa.mutable_data());
+          out["S"] = Sa;
+        } else {
+          out["S"] = py::none();
+        }
         out["predictions"] = pred;
         out["losses"] = loss;
         out["leverages"] = lev;
@@ -113,9 +126,33 @@ void bind_multinomial(py::module_& m) {
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
       py::arg("penalty"), py::arg("fit_intercept"), py::arg("beta"), py::arg("H"),
-      py::arg("method"), py::arg("n_threads"),
+      py::arg("method"), py::arg("n_threads"), py::arg("gradient") = false,
+      py::arg("weight_sum") = 1.0,
       "Multinomial leave-one-out (alo, if or lemma3) of one row chunk given beta and the "
-      "penalized, gauge-fixed Hessian H of the whole problem (factored in the core).");
+      "penalized, gauge-fixed Hessian H of the whole problem (factored in the core); with "
+      "gradient (alo) also S, the chunk's part of the hypergradient's first accumulation "
+      "for the mean loss over the whole problem (weight_sum: its total weight).");
+
+  m.def(
+      "multinomial_chunk_adjoint",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w, Index K,
+         const py::array& pen, bool intercept, const py::array& beta, const py::array& H,
+         const py::array& M, double weight_sum, int n_threads) {
+        const MnProblem pb = make_mn_problem(X, y, w, K, pen, intercept);
+        const Index dim = pb.dim();
+        const Vec b = to_vec(beta, dim, "beta");
+        const Mat Hm = to_mat(H, dim, "H");
+        const Mat Mm = to_mat(M, dim, "M");
+        if (Hm.cols() != dim || Mm.cols() != dim) throw py::value_error("H and M must be square");
+        Vec rho(dim);
+        run_released([&] { mn_chunk_adjoint(pb, b, Hm, Mm, weight_sum, rho.data(), n_threads); });
+        return to_numpy(rho);
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
+      py::arg("penalty"), py::arg("fit_intercept"), py::arg("beta"), py::arg("H"), py::arg("M"),
+      py::arg("weight_sum"), py::arg("n_threads"),
+      "The multinomial hypergradient's second accumulation over one row chunk: X~^T gamma "
+      "given M = H^{-1} S H^{-1} (S summed over the chunks).");
 
   m.def(
       "multinomial_fit",

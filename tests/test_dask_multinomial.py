@@ -171,6 +171,32 @@ def test_loo_against_brute_force(sync):
     assert max(err_alo) < 0.2 * max(err_full)
 
 
+@pytest.mark.parametrize("intercept", [True, False])
+def test_hypergradient_matches_numpy(sync, intercept):
+    X, y, w = mn_data(n=180, p=4, seed=12)
+    pen = aloocv.L2(np.array([0.3, 1.0, 2.0, 0.5]))
+    kw = dict(loss="multinomial", penalty=pen, fit_intercept=intercept, return_gradient=True)
+    with threadpool_limits(1):
+        ref = aloocv.loo(X, y, sample_weight=w, **kw)
+    got = aloocv.loo(dX(X, 50), y, sample_weight=w, **kw)
+    close_rel(got.gradient, ref.gradient)
+    close_abs(got.mean, ref.mean)
+
+
+def test_hypergradient_against_finite_differences(sync):
+    """d mean / d lam of the dask ALO by a central difference of dask ALO means."""
+    X, y, _ = mn_data(n=150, p=3, seed=13)
+    lam, h = 0.8, 1e-5
+    got = aloocv.loo(dX(X, 40), y, loss="multinomial", penalty=lam, return_gradient=True, tol=1e-12)
+    m = [
+        aloocv.loo(dX(X, 40), y, loss="multinomial", penalty=lam * (1 + s * h), tol=1e-12).mean
+        for s in (1.0, -1.0)
+    ]
+    fd = (m[0] - m[1]) / (2 * lam * h)
+    assert got.gradient.shape == (1,)
+    assert got.gradient[0] == pytest.approx(fd, rel=1e-5)
+
+
 def test_loo_at_given_coef(sync):
     X, y, _ = mn_data(seed=7)
     with threadpool_limits(1):
@@ -242,8 +268,6 @@ def test_unavailable_on_dask(sync):
     X, y, _ = mn_data(n=100, p=3)
     with pytest.raises(ValueError, match="method='exact' with the multinomial"):
         aloocv.loo(dX(X), y, loss="multinomial", method="exact")
-    with pytest.raises(ValueError, match="return_gradient=True with the multinomial"):
-        aloocv.loo(dX(X), y, loss="multinomial", return_gradient=True)
     with pytest.raises(ValueError, match="takes no offset"):
         aloocv.fit(dX(X), y, loss="multinomial", offset=np.zeros(100))
     with pytest.raises(ValueError, match="aloocv.fit, aloocv.loo and"):
@@ -262,14 +286,27 @@ def test_tune_grid_matches_numpy(sync):
     close_abs(got.loo.predictions, ref.loo.predictions)
     close_rel(got.fit.coef_, ref.fit.coef_)
     assert got.penalty.params() == pytest.approx(ref.penalty.params())
-    with pytest.raises(ValueError, match="method='grid' only"):
-        aloocv.tune(dX(X, 40), y, loss="multinomial")
+    with pytest.raises(ValueError, match="method='sgd' is not available for the multinomial"):
+        aloocv.tune(dX(X, 40), y, loss="multinomial", method="sgd")
 
 
-def test_logistic_cv_many_classes_matches_numpy(sync):
+def test_tune_gradient_search_matches_numpy(sync):
+    X, y, w = mn_data(n=150, p=4, seed=14)
+    kw = dict(loss="multinomial", penalty=aloocv.L2(1.0), sample_weight=w)
+    with threadpool_limits(1):
+        ref = aloocv.tune(X, y, **kw)
+    got = aloocv.tune(dX(X, 40), y, **kw)
+    assert got.penalty.params() == pytest.approx(ref.penalty.params(), rel=1e-6)
+    close_abs(got.acv, ref.acv)
+    assert got.history["acv"].shape == ref.history["acv"].shape
+    close_abs(got.history["acv"], ref.history["acv"], 1e-8)
+
+
+@pytest.mark.parametrize("search", ["grid", "gradient"])
+def test_logistic_cv_many_classes_matches_numpy(sync, search):
     X, y, w = mn_data(n=160, p=4, K=4, seed=10)
     labels = np.array([3, 5, 8, 13])[y]  # not 0..K-1: encoded by the estimator
-    kw = dict(Cs=[0.05, 0.5, 5.0], store_loo=True)
+    kw = dict(Cs=[0.05, 0.5, 5.0], store_loo=True, search=search)
     with threadpool_limits(1):
         ref = aloocv.ALOLogisticRegressionCV(**kw).fit(X, labels, sample_weight=w)
     got = aloocv.ALOLogisticRegressionCV(**kw).fit(
@@ -278,15 +315,16 @@ def test_logistic_cv_many_classes_matches_numpy(sync):
     assert got.multi_class_ == ref.multi_class_ == "multinomial"
     np.testing.assert_array_equal(got.classes_, ref.classes_)
     assert got.classes_.dtype == ref.classes_.dtype
-    np.testing.assert_array_equal(got.C_, ref.C_)
-    close_rel(got.coef_, ref.coef_)
-    close_abs(got.intercept_, ref.intercept_)
-    close_abs(got.best_score_, ref.best_score_)
-    close_abs(got.loo_predictions_, ref.loo_predictions_)
-    close_abs(got.predict_proba(X), ref.predict_proba(X))
+    close_rel(got.C_, ref.C_, 1e-8 if search == "gradient" else 0.0)
+    tol = 1e-8 if search == "gradient" else PARITY  # the searches stop at a tolerance
+    close_rel(got.coef_, ref.coef_, tol)
+    close_abs(got.intercept_, ref.intercept_, tol)
+    close_abs(got.best_score_, ref.best_score_, tol)
+    close_abs(got.loo_predictions_, ref.loo_predictions_, tol)
+    close_abs(got.predict_proba(X), ref.predict_proba(X), tol)
     np.testing.assert_array_equal(got.predict(X), ref.predict(X))
     for key in ref.search_results_:
-        close_abs(got.search_results_[key], ref.search_results_[key])
+        close_abs(got.search_results_[key], ref.search_results_[key], max(tol, 1e-6 * (key == "C")))
 
 
 def test_loo_on_local_cluster():

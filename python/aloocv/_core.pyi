@@ -186,7 +186,22 @@ def multinomial_chunk_loo(
     H: _F64,
     method: str,
     n_threads: int,
+    gradient: bool = False,
+    weight_sum: float = 1.0,
 ) -> dict[str, Any]: ...
+def multinomial_chunk_adjoint(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    n_classes: int,
+    penalty: _F64,
+    fit_intercept: bool,
+    beta: _F64,
+    H: _F64,
+    M: _F64,
+    weight_sum: float,
+    n_threads: int,
+) -> _F64: ...
 def thread_limit() -> int: ...
 def set_thread_limit(n: int) -> None: ...
 

@@ -189,7 +189,7 @@ def prepare(
     if isinstance(loss, str) and loss == MULTINOMIAL:  # fit, loo, tune: _dask_multinomial
         raise ValueError(
             "the multinomial loss on dask input is available in aloocv.fit, aloocv.loo and "
-            "aloocv.tune(method='grid') only; use a numpy array"
+            "aloocv.tune only; use a numpy array"
         )
     X = _as_dask_2d(X)
     loss = check_loss(loss)

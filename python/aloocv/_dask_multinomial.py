@@ -1,6 +1,6 @@
-"""The multinomial loss on dask input: ``fit`` and ``loo`` (``"alo"``, ``"if"``,
-``"lemma3"``) as map-reduce passes over the row chunks, as :mod:`aloocv._dask` does for
-the scalar losses.
+"""The multinomial loss on dask input: ``fit``, ``loo`` (``"alo"``, ``"if"``,
+``"lemma3"``; ALO with its exact hypergradient) and ``tune`` as map-reduce passes over
+the row chunks, as :mod:`aloocv._dask` does for the scalar losses.
 
 The fit is the core's one Newton driver on a multinomial sums model
 (``_core.multinomial_sums_fit``: the in-memory ``mn_fit``'s penalty with its gauge term on
@@ -11,7 +11,10 @@ with ``(K + 1) p1 >= 256`` take Newton-CG steps; the dask route uses the exact H
 throughout, so there the two agree to the tolerance, not to rounding. ALO: one more pass
 (``_core.multinomial_chunk_loo``: the in-memory per-sample code given the factor of the
 whole penalized Hessian); the (n, K) predictions and (n, K, K) leverages are dask arrays
-chunked like X's rows. X is never concatenated and never reaches the client.
+chunked like X's rows. The hypergradient (``return_gradient=True``, the gradient
+searches of ``tune``): the first accumulation comes with the ALO pass, one more pass for
+the second (``_core.multinomial_chunk_adjoint``), the K p1 x K p1 solves on the client.
+X is never concatenated and never reaches the client.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ from ._dask import (
     Data,
     _as_dask_2d,
     _as_dask_vector,
+    _cho,
     _chunk_arrays,
     _client,
     _compute,
     _single_blas,
+    _solve,
     _State,
     _stats,
     _stderr,
@@ -287,11 +292,41 @@ def fit(X, y, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, warm
 
 # --------------------------------------------------------------------------- loo
 @_single_blas
-def _loo_task(x, y, w, K, pen, intercept, beta, H, method, nt):
+def _loo_task(x, y, w, K, pen, intercept, beta, H, method, nt, gradient=False, sw=1.0):
     x, y, w, _ = _chunk_arrays(x, y, w, None, False)
     return _core.multinomial_chunk_loo(
-        x, y, w, K, _vec(pen), intercept, _vec(beta), np.asfortranarray(H), method, nt
+        x,
+        y,
+        w,
+        K,
+        _vec(pen),
+        intercept,
+        _vec(beta),
+        np.asfortranarray(H),
+        method,
+        nt,
+        gradient=gradient,
+        weight_sum=sw,
     )
+
+
+@_single_blas
+def _adjoint_task(x, y, w, K, pen, intercept, beta, H, M, sw, nt):
+    x, y, w, _ = _chunk_arrays(x, y, w, None, False)
+    rho = _core.multinomial_chunk_adjoint(
+        x,
+        y,
+        w,
+        K,
+        _vec(pen),
+        intercept,
+        _vec(beta),
+        np.asfortranarray(H),
+        np.asfortranarray(M),
+        sw,
+        nt,
+    )
+    return {"rho": rho}
 
 
 _CHECKED = ("losses", "predictions", "leverages")
@@ -305,6 +340,7 @@ def _loo_sums(out: dict, w) -> dict:
         "stats": _stats(out["losses"], w),
         "n_unreliable": int(np.count_nonzero(unreliable_mask(out["downdate"]))),
         "nonfinite": np.array([np.count_nonzero(~np.isfinite(out[k])) for k in _CHECKED]),
+        "S": out["S"],
     }
 
 
@@ -321,10 +357,11 @@ def _per_sample(outs: list, data: Data, key: str, tail: tuple) -> Any:
     return da.concatenate(arrs)
 
 
-def _alo_pass(data: Data, st: _State, K: int, method: str, keep: str):
+def _alo_pass(data: Data, st: _State, K: int, method: str, keep: str, gradient: bool = False):
     """The closed forms over the chunks in one pass: (per-chunk outputs, reduced sums).
     `keep`: "lazy" (delayed outputs), "persist" (held by the workers) or "gather" (numpy
-    dicts computed in the same pass as the reduction)."""
+    dicts computed in the same pass as the reduction). With `gradient` the sums hold "S",
+    the hypergradient's first accumulation."""
     import dask
     from dask import delayed
 
@@ -334,7 +371,7 @@ def _alo_pass(data: Data, st: _State, K: int, method: str, keep: str):
     blocks = data.blocks()
     outs = [
         delayed(_loo_task, pure=True)(
-            x, y, w, K, pen, data.fit_intercept, b, Hd, method, data.n_threads
+            x, y, w, K, pen, data.fit_intercept, b, Hd, method, data.n_threads, gradient, st.sw
         )
         for x, y, w, _ in blocks
     ]
@@ -346,6 +383,32 @@ def _alo_pass(data: Data, st: _State, K: int, method: str, keep: str):
     else:
         red = _compute(sums)
     return outs, red
+
+
+def _hypergradient(data: Data, st: _State, K: int, S: np.ndarray) -> np.ndarray:
+    """The exact derivative of the mean ALO loss with respect to each feature's L2 weight
+    (mn_loo's reverse mode over the chunks): M = H^{-1} S H^{-1} on the client, one pass
+    for rho = X~^T gamma, then -sum_k [(H^{-1} rho)_q beta_q + M_qq] over the classes'
+    entries q of each feature."""
+    from dask import delayed
+
+    L = _cho(st.H)
+    M = _solve(L, _solve(L, S).T)
+    M = 0.5 * (M + M.T)
+    b = delayed(np.ascontiguousarray(st.beta), pure=True)
+    Hd = delayed(np.asfortranarray(st.H), pure=True)
+    Md = delayed(np.asfortranarray(M), pure=True)
+    pen = delayed(data.pen, pure=True)
+    parts = [
+        delayed(_adjoint_task, pure=True)(
+            x, y, w, K, pen, data.fit_intercept, b, Hd, Md, st.sw, data.n_threads
+        )
+        for x, y, w, _ in data.blocks()
+    ]
+    u = _solve(L, _compute(_tree(parts))["rho"])
+    off = int(data.fit_intercept)
+    per = (u * st.beta + np.diag(M)).reshape(K, data.p1)[:, off:]
+    return -per.sum(axis=0)
 
 
 def _check_finite(red: dict, what: str) -> None:
@@ -386,11 +449,6 @@ def loo(
             f"method={method!r} with the multinomial loss is not available for dask input: "
             f"use one of {list(METHODS)} or a numpy array"
         )
-    if return_gradient:
-        raise ValueError(
-            "return_gradient=True with the multinomial loss is not available for dask "
-            "input: use a numpy array"
-        )
     check_loo_samples(data.n)
     tol, max_iter = check_options(tol, max_iter)
     first = first_pass(data)
@@ -415,8 +473,13 @@ def loo(
             ConvergenceWarning,
             stacklevel=3,
         )
-    outs, red = _alo_pass(data, st, K, method, "persist" if _client() is not None else "lazy")
+    keep = "persist" if _client() is not None else "lazy"
+    outs, red = _alo_pass(data, st, K, method, keep, return_gradient)
     _check_finite(red, f"loo(method={method!r})")
+    grad = None
+    if return_gradient:
+        grad = data.penalty.chain(np.zeros(data.p), _hypergradient(data, st, K, red["S"]))
+        check_finite_result(f"loo(method={method!r})", gradient=grad)
     warn_unreliable_count(int(red["n_unreliable"]), data.n, MULTINOMIAL, False, stacklevel=3)
     losses = _per_sample(outs, data, "losses", ())
     downdate = _per_sample(outs, data, "downdate", ())
@@ -430,7 +493,7 @@ def loo(
         float(stats[1]),
         _stderr(stats, data.n),
         data.w,
-        None,
+        grad,
         downdate,
         unreliable=downdate.map_blocks(unreliable_mask, dtype=bool),
     )
@@ -460,16 +523,12 @@ class DaskMultinomialTuneState:
         """Nothing: :meth:`alo` fits and evaluates (as the in-memory state)."""
 
     def alo(self, gradient: bool = True, kind: str = "exact") -> dict[str, Any]:
-        if gradient:
-            raise ValueError(
-                "the hypergradient of the multinomial loss is not available for dask input: "
-                "tune with method='grid'"
-            )
         data, K = self.data, self.K
         st = newton(data, self.first, self.tol, self.max_iter, self.beta, fresh_end=True)
         self.beta = st.beta.copy()
-        per, red = _alo_pass(data, st, K, "alo", "gather")
+        per, red = _alo_pass(data, st, K, "alo", "gather", gradient)
         _check_finite(red, "loo(method='alo')")
+        grad = _hypergradient(data, st, K, red["S"]) if gradient else np.zeros(data.p)
         B = st.beta.reshape(K, data.p1)
         off = int(data.fit_intercept)
         return {
@@ -484,12 +543,32 @@ class DaskMultinomialTuneState:
             "converged": st.converged,
             "objective": st.f,
             "grad_norm": st.grad_norm,
-            "grad_l2": np.zeros(data.p),
+            "grad_l2": grad,
             "grad_l1": np.zeros(data.p),
         }
 
     def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> dict[str, Any]:
-        return self.alo(True)
+        """As the in-memory state: central differences of the exact gradient, step
+        TANGENT_LOG_STEP in the log of each parameter, both fits from the current one."""
+        from ._multinomial import TANGENT_LOG_STEP
+
+        out = self.alo(True)
+        at, pen = self.beta, self.data.pen.copy()
+        T2 = np.empty((self.data.p, J2.shape[1]))
+        for k in range(J2.shape[1]):
+            d = J2[:, k] * pen * TANGENT_LOG_STEP  # a step in log of the parameter
+            scale = float(np.max(J2[:, k] * pen)) * TANGENT_LOG_STEP
+            g = []
+            for sgn in (1.0, -1.0):
+                self.set_penalty(pen + sgn * d)
+                self.beta = at
+                g.append(self.alo(True)["grad_l2"])
+            T2[:, k] = (g[0] - g[1]) / (2.0 * scale)
+        self.set_penalty(pen)
+        self.beta = at
+        out["tangent_l2"] = T2
+        out["tangent_l1"] = np.zeros_like(T2)
+        return out
 
 
 def tune_state(X, y, penalty, sample_weight, fit_intercept, offset, n_jobs, tol, max_iter):

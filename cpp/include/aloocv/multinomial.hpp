@@ -86,10 +86,20 @@ double mn_chunk_sums(const MnProblem& pb, const Vec& beta, double* grad, double*
                      int n_threads);
 
 // Leave-one-out estimates of one row chunk (method 0 ALO, 1 IF, 2 Lemma 3; outputs as
-// mn_loo's, without the gradient) given beta and H, the penalized, gauge-fixed Hessian of
-// the whole problem (K p1 x K p1, column-major). eta (m K): the chunk's class scores.
+// mn_loo's) given beta and H, the penalized, gauge-fixed Hessian of the whole problem
+// (K p1 x K p1, column-major). eta (m K): the chunk's class scores. With S != nullptr
+// (ALO): S (K p1 x K p1) += the chunk's part of the hypergradient's first accumulation,
+// for the weighted mean of the losses over the whole problem (vsum: its weight sum).
 void mn_chunk_loo(const MnProblem& pb, const Vec& beta, const Mat& H, int method, double* pred,
-                  double* loss, double* lev, double* det, double* eta, int n_threads);
+                  double* loss, double* lev, double* det, double* eta, int n_threads,
+                  double vsum = 1.0, double* S = nullptr);
+
+// The hypergradient's second accumulation over one row chunk: rho (K p1) = the chunk's
+// X~^T gamma given Mbig = H^{-1} S H^{-1} (S summed over all chunks by mn_chunk_loo).
+// The gradient is then -sum_a [(H^{-1} rho)_q beta_q + Mbig_qq] over the classes' entries q
+// of each feature, as mn_loo has it.
+void mn_chunk_adjoint(const MnProblem& pb, const Vec& beta, const Mat& H, const Mat& Mbig,
+                      double vsum, double* rho, int n_threads);
 
 // mn_fit over a sums source (the chunks of a distributed X; each evaluation returns
 // mn_chunk_sums added over the chunks): the one Newton driver with mn_fit's penalty

@@ -324,13 +324,10 @@ def tune(
     if multinomial and is_dask_collection(X):  # map-reduce over row chunks
         from .. import _dask_multinomial
 
+        if method == "sgd":
+            raise ValueError("method='sgd' is not available for the multinomial loss")
         if gradient != "exact":
             raise ValueError("the multinomial loss has the exact gradient only")
-        if method != "grid":
-            raise ValueError(
-                "the multinomial loss on dask input is tuned by method='grid' only (its "
-                "hypergradient is not available there)"
-            )
         fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
         dask_state, pen, w, n, p = _dask_multinomial.tune_state(
             X, y, penalty, sample_weight, fit_intercept, offset, n_jobs, fit_tol, fit_max_iter
