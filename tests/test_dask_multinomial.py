@@ -84,6 +84,64 @@ def test_chunk_sums_against_numpy():
     assert no_h["hess"] is None
 
 
+def numpy_mn_source(X, y, w, K, calls):
+    """A multinomial problem's sums by plain numpy (class-major beta)."""
+    Xt = np.column_stack([np.ones(len(y)), X])
+    p1 = Xt.shape[1]
+    E = np.eye(K)[y]
+
+    def source(beta, step, hessian, clip):
+        calls.append(bool(hessian))
+        eta = Xt @ beta.reshape(K, p1).T
+        lse = np.log(np.exp(eta).sum(1))
+        mu = np.exp(eta - lse[:, None])
+        loss = float(w @ (lse - eta[np.arange(len(y)), y]))
+        grad = ((w[:, None] * (mu - E)).T @ Xt).ravel()
+        H = None
+        if hessian:
+            H = np.zeros((K * p1, K * p1))
+            for a in range(K):
+                for b in range(K):
+                    c = w * mu[:, a] * ((a == b) - mu[:, b])
+                    H[a * p1 : (a + 1) * p1, b * p1 : (b + 1) * p1] = Xt.T @ (c[:, None] * Xt)
+            H = np.asfortranarray(H)
+        return loss, grad, H, 0.0
+
+    return source
+
+
+@pytest.mark.parametrize("fresh_end", [False, True])
+def test_sums_fit_on_numpy_source(fresh_end):
+    """_core.multinomial_sums_fit on a numpy source: the in-memory fit's coefficients and
+    steps, and no Hessian computed that is not used (a Hessian costs K (K + 1) / 2 passes)."""
+    X, y, w = mn_data(n=150, p=3, K=3, seed=15)
+    K, p1 = 3, 4
+    with threadpool_limits(1):
+        ref = aloocv.fit(X, y, loss="multinomial", penalty=0.5, sample_weight=w)
+    share = np.bincount(y, weights=w) / w.sum()
+    b0 = np.zeros((K, p1))
+    b0[:, 0] = np.log(share) - np.log(share).mean()
+    calls: list = []
+    r = _core.multinomial_sums_fit(
+        numpy_mn_source(X, y, w, K, calls),
+        K,
+        np.full(3, 0.5),
+        True,
+        b0.ravel(),
+        w.sum(),
+        1e-8,
+        100,
+        fresh_end=fresh_end,
+    )
+    B = r.beta.reshape(K, p1)
+    close_rel(B[:, 1:], ref.coef_)
+    close_abs(B[:, 0], ref.intercept_, PARITY * max(1.0, np.abs(ref.intercept_).max()))
+    assert r.n_iter == ref.n_iter_
+    assert sum(calls) == r.hessian_passes
+    if fresh_end:
+        assert r.hessian_at_point
+
+
 # ------------------------------------------------------------------ fit
 @pytest.mark.parametrize("intercept", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
@@ -268,8 +326,12 @@ def test_unavailable_on_dask(sync):
     X, y, _ = mn_data(n=100, p=3)
     with pytest.raises(ValueError, match="method='exact' with the multinomial"):
         aloocv.loo(dX(X), y, loss="multinomial", method="exact")
-    with pytest.raises(ValueError, match="takes no offset"):
-        aloocv.fit(dX(X), y, loss="multinomial", offset=np.zeros(100))
+    for fn in (aloocv.fit, aloocv.loo, aloocv.kfold):  # as in memory (before: ignored there)
+        with pytest.raises(ValueError, match="offset= is not available for the multinomial"):
+            fn(X, y, loss="multinomial", offset=np.zeros(100))
+        if fn is not aloocv.kfold:
+            with pytest.raises(ValueError, match="offset= is not available for the multinomial"):
+                fn(dX(X), y, loss="multinomial", offset=np.zeros(100))
     with pytest.raises(ValueError, match="aloocv.fit, aloocv.loo and"):
         aloocv.kfold(dX(X), y, loss="multinomial")
 

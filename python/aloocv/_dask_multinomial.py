@@ -101,7 +101,7 @@ def prepare(
     require_dask()
     check_bool(fit_intercept, "fit_intercept")
     if offset is not None:
-        raise ValueError("the multinomial loss takes no offset")
+        raise ValueError("offset= is not available for the multinomial loss")
     X = _as_dask_2d(X)
     penalty = as_penalty(penalty)
     pen = check_multinomial_penalty(penalty, int(X.shape[1]))

@@ -239,6 +239,8 @@ def fit(
             offset,
         )
     if isinstance(loss, str) and loss == MULTINOMIAL:
+        if offset is not None:  # the softmax model has no offset term
+            raise ValueError("offset= is not available for the multinomial loss")
         if solver not in ("auto", "primal"):
             raise ValueError("the multinomial loss has the primal solver only (solver='auto')")
         from . import _multinomial

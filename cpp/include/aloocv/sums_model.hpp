@@ -148,9 +148,12 @@ class SumsModel {
     // will likely refactor: after a step on a fresh Hessian (the next one refreshes unless
     // a chord phase starts) and after a chord step that is expected to end the run (the
     // final factor at the returned point).
+    // With chord_always (the multinomial) the steps after a fresh Hessian are mostly chord
+    // steps and a Hessian costs K (K + 1) / 2 SYRK passes: no Hessian is asked for ahead
+    // (a refresh then costs one more pass).
     const double g0 = gnorm();
     SumsRequest rq;
-    rq.hessian = !cc_ && (fresh_step_ || g0 * rate_ <= target_);
+    rq.hessian = !cc_ && !chord_always_ && (fresh_step_ || g0 * rate_ <= target_);
     rq.step = track_ && !cc_ ? &step : nullptr;
     Vec b1 = beta_ + step;
     SumsValue v1 = evaluate(b1, rq);
