@@ -3,6 +3,7 @@
 // released; the trampoline takes it only around the callback. No math here.
 #include <pybind11/stl.h>
 
+#include "aloocv/multinomial.hpp"
 #include "aloocv/sums_model.hpp"
 #include "arrays.hpp"
 #include "release.hpp"
@@ -105,6 +106,32 @@ void bind_sums(py::module_& m) {
       "Damped Newton (the core's one driver) on a problem reached through its sums: "
       "source(beta, step, hessian, clip) returns (sum w l, X~^T (w l'), X~^T D X~ or None, "
       "max |X~ step| or 0).");
+
+  m.def(
+      "multinomial_sums_fit",
+      [](const py::object& source, Index n_classes, const py::array& penalty, bool intercept,
+         const py::array& beta0, double weight_sum, double tol, Index max_iter, bool fresh_end) {
+        if (!PyCallable_Check(source.ptr())) throw py::type_error("source must be callable");
+        const Index p = penalty.ndim() == 1 ? penalty.shape(0) : -1;
+        const Vec lam = to_vec(penalty, p, "penalty");
+        const Index dim = n_classes * (p + (intercept ? 1 : 0));
+        const Vec b0 = to_vec(beta0, dim, "beta0");
+        SumsFitOptions opt;
+        opt.fit.tol = tol;
+        opt.fit.max_iter = max_iter;
+        opt.fit.fresh_end = fresh_end;
+        opt.weight_sum = weight_sum;
+        PySource src(source, dim);
+        SumsFit r;
+        run_released([&] { r = mn_sums_fit(src, n_classes, lam, intercept, b0, opt); });
+        return r;
+      },
+      py::arg("source"), py::arg("n_classes"), py::arg("penalty"), py::arg("fit_intercept"),
+      py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"), py::arg("max_iter"),
+      py::arg("fresh_end") = false,
+      "The multinomial fit (mn_fit's penalty with the gauge term, policy and stopping rule) "
+      "on a problem reached through its sums (class-major beta of K p1 entries); the "
+      "source is as sums_fit's (step and clip are not asked for).");
 }
 
 }  // namespace aloocv::bind

@@ -1,6 +1,7 @@
 #include "aloocv/multinomial.hpp"
 
 #include <Eigen/LU>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -251,11 +252,9 @@ void mn_block_hessian(const MnProblem& pb, Coef&& coef, double* H, int nt) {
   }
 }
 
-// Penalized, gauge-fixed Hessian at mu (sample `skip` left out), factored into chol.
-void mn_factor(const MnProblem& pb, const double* mu, Index skip, Cholesky& chol, int nt,
-               Mat* Hout = nullptr) {
-  const Index K = pb.K, p1 = pb.p1(), dim = pb.dim();
-  Mat H = Mat::Zero(dim, dim);
+// H (dim x dim) += the unpenalized Hessian at mu (sample `skip` left out).
+void mn_loss_hessian(const MnProblem& pb, const double* mu, Index skip, double* H, int nt) {
+  const Index K = pb.K;
   mn_block_hessian(
       pb,
       [&](Index i, Index a, Index b) {
@@ -263,7 +262,15 @@ void mn_factor(const MnProblem& pb, const double* mu, Index skip, Cholesky& chol
         const double* m = mu + i * K;
         return a == b ? w * m[a] * (1.0 - m[a]) : -w * m[a] * m[b];
       },
-      H.data(), nt);
+      H, nt);
+}
+
+// Penalized, gauge-fixed Hessian at mu (sample `skip` left out), factored into chol.
+void mn_factor(const MnProblem& pb, const double* mu, Index skip, Cholesky& chol, int nt,
+               Mat* Hout = nullptr) {
+  const Index K = pb.K, p1 = pb.p1(), dim = pb.dim();
+  Mat H = Mat::Zero(dim, dim);
+  mn_loss_hessian(pb, mu, skip, H.data(), nt);
   const double tau = pb.gauge();
   for (Index a = 0; a < K; ++a) {
     for (Index j = 0; j < p1; ++j) H(a * p1 + j, a * p1 + j) += pb.pen[j];
@@ -657,20 +664,15 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
   return st;
 }
 
-void mn_loo(const MnProblem& pb, const MnState& st, int method, double* pred, double* loss,
-            double* lev, double* det, double* grad, int nt_in) {
-  if (!st.factored) throw InvalidInput("the multinomial fit has no Hessian factor");
-  const int nt = resolve_threads(nt_in);
-  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), p = pb.X.p, off = pb.intercept ? 1 : 0;
-  const Mat Hinv = st.chol.inverse();
-  mn_quadforms(pb, Hinv, lev, nt);
-  const bool want_grad = grad != nullptr && method == 0;
-  const double vsum = pb.weight_sum();
-  Vec alpha, Gs;
-  if (want_grad) {
-    alpha.resize(n * K);
-    Gs.resize(n * K * K);
-  }
+namespace {
+
+// The per-sample closed forms of mn_loo given eta (n K) and the blocks K_i in lev; with
+// alpha (n K) and Gs (n K K) non-null also the hypergradient's per-sample terms, the
+// losses' weights w_i / vsum (DESIGN.md section 5 with K x K blocks).
+void mn_loo_samples(const MnProblem& pb, const Vec& eta, int method, double vsum, const double* lev,
+                    double* pred, double* loss, double* det, double* alpha, double* Gs, int nt) {
+  const Index n = pb.n(), K = pb.K;
+  const bool want_grad = alpha != nullptr && method == 0;
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel for schedule(static) \
@@ -682,7 +684,7 @@ void mn_loo(const MnProblem& pb, const MnState& st, int method, double* pred, do
       if (i % 1024 == 0) interrupt::check();
       const double w = pb.weight(i);
       const Index y = label(pb, i);
-      Eigen::Map<const Vec> e(st.eta.data() + i * K, K);
+      Eigen::Map<const Vec> e(eta.data() + i * K, K);
       Vec mu(K);
       softmax(e.data(), K, mu.data());
       Vec ey = Vec::Zero(K);
@@ -712,20 +714,25 @@ void mn_loo(const MnProblem& pb, const MnState& st, int method, double* pred, do
       const Vec u = lu.transpose().solve(Ki * c);
       const Vec z = w * (u.cwiseProduct(s) - mu.dot(s) * u - mu.dot(u) * s);
       const Vec bv = c + D * u;
-      Eigen::Map<Vec>(alpha.data() + i * K, K) = bv + J * z;
+      Eigen::Map<Vec>(alpha + i * K, K) = bv + J * z;
       const Mat Gm = bv * r.transpose();
-      Eigen::Map<RowMat>(Gs.data() + i * K * K, K, K) = 0.5 * (Gm + Gm.transpose());
+      Eigen::Map<RowMat>(Gs + i * K * K, K, K) = 0.5 * (Gm + Gm.transpose());
     });
   }
   guard.rethrow();
-  if (!want_grad) return;
-  // Reverse mode (DESIGN.md section 5 with K x K blocks): S = sum_i X~_i^T Gs_i X~_i,
-  // Mbig = H^{-1} S H^{-1}, Q_i = X~_i Mbig X~_i^T, gamma_i = alpha_i - J_i zeta_i.
-  const Index dim = pb.dim();
-  Mat S = Mat::Zero(dim, dim);
-  mn_block_hessian(
-      pb, [&](Index i, Index a, Index b) { return Gs[i * K * K + a * K + b]; }, S.data(), nt);
-  const Mat Mbig = Hinv * S * Hinv;
+}
+
+// S (dim x dim) += sum_i X~_i^T Gs_i X~_i.
+void mn_loo_adjoint_sum(const MnProblem& pb, const Vec& Gs, double* S, int nt) {
+  const Index K = pb.K;
+  mn_block_hessian(pb, [&](Index i, Index a, Index b) { return Gs[i * K * K + a * K + b]; }, S, nt);
+}
+
+// rho (dim) = X~^T gamma with gamma_i = alpha_i - J_i zeta_i, zeta_i from the blocks
+// Q_i = X~_i Mbig X~_i^T.
+void mn_loo_rho(const MnProblem& pb, const Vec& eta, const Mat& Mbig, const Vec& alpha, double* rho,
+                int nt) {
+  const Index n = pb.n(), K = pb.K;
   Vec Q(n * K * K);
   mn_quadforms(pb, Mbig, Q.data(), nt);
   Vec gamma(n * K);
@@ -734,15 +741,42 @@ void mn_loo(const MnProblem& pb, const MnState& st, int method, double* pred, do
   for (Index i = 0; i < n; ++i) {
     const double w = pb.weight(i);
     Vec mu(K);
-    softmax(st.eta.data() + i * K, K, mu.data());
+    softmax(eta.data() + i * K, K, mu.data());
     const Mat J = Mat(mu.asDiagonal()) - mu * mu.transpose();
     Eigen::Map<const RowMat> Qi(Q.data() + i * K * K, K, K);
     const Vec zeta = w * (Qi.diagonal() - 2.0 * Qi * mu);
     Eigen::Map<Vec>(gamma.data() + i * K, K) =
         Eigen::Map<const Vec>(alpha.data() + i * K, K) - J * zeta;
   }
+  mn_gradient(pb, gamma.data(), rho, nt);
+}
+
+}  // namespace
+
+void mn_loo(const MnProblem& pb, const MnState& st, int method, double* pred, double* loss,
+            double* lev, double* det, double* grad, int nt_in) {
+  if (!st.factored) throw InvalidInput("the multinomial fit has no Hessian factor");
+  const int nt = resolve_threads(nt_in);
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), p = pb.X.p, off = pb.intercept ? 1 : 0;
+  const Mat Hinv = st.chol.inverse();
+  mn_quadforms(pb, Hinv, lev, nt);
+  const bool want_grad = grad != nullptr && method == 0;
+  Vec alpha, Gs;
+  if (want_grad) {
+    alpha.resize(n * K);
+    Gs.resize(n * K * K);
+  }
+  mn_loo_samples(pb, st.eta, method, pb.weight_sum(), lev, pred, loss, det,
+                 want_grad ? alpha.data() : nullptr, want_grad ? Gs.data() : nullptr, nt);
+  if (!want_grad) return;
+  // Reverse mode (DESIGN.md section 5 with K x K blocks): S = sum_i X~_i^T Gs_i X~_i,
+  // Mbig = H^{-1} S H^{-1}, Q_i = X~_i Mbig X~_i^T, gamma_i = alpha_i - J_i zeta_i.
+  const Index dim = pb.dim();
+  Mat S = Mat::Zero(dim, dim);
+  mn_loo_adjoint_sum(pb, Gs, S.data(), nt);
+  const Mat Mbig = Hinv * S * Hinv;
   Vec rho(dim);
-  mn_gradient(pb, gamma.data(), rho.data(), nt);
+  mn_loo_rho(pb, st.eta, Mbig, alpha, rho.data(), nt);
   st.chol.solve(rho.data());
   for (Index j = 0; j < p; ++j) {
     double s = 0.0;
@@ -791,6 +825,93 @@ Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, do
   }
   guard.rethrow();
   return failed;
+}
+
+double mn_chunk_sums(const MnProblem& pb, const Vec& beta, double* grad, double* hess, int nt_in) {
+  const int nt = resolve_threads(nt_in);
+  const Index nk = pb.n() * pb.K, dim = pb.dim();
+  Vec eta(nk), mu(nk), G(nk);
+  mn_eta(pb, beta, eta.data(), nt);
+  const double loss = mn_eval(pb, eta.data(), -1, mu.data(), G.data(), nt);
+  mn_gradient(pb, G.data(), grad, nt);
+  if (hess) {
+    Eigen::Map<Mat>(hess, dim, dim).setZero();
+    mn_loss_hessian(pb, mu.data(), -1, hess, nt);
+  }
+  return loss;
+}
+
+namespace {
+
+// The state of a chunk at beta with the factor of the whole problem's Hessian H.
+MnState chunk_state(const MnProblem& pb, const Vec& beta, const Mat& H, int nt) {
+  MnState st;
+  st.beta = beta;
+  st.eta.resize(pb.n() * pb.K);
+  mn_eta(pb, beta, st.eta.data(), nt);
+  st.chol.factor(H.data(), pb.dim());
+  st.factored = true;
+  return st;
+}
+
+}  // namespace
+
+void mn_chunk_loo(const MnProblem& pb, const Vec& beta, const Mat& H, int method, double* pred,
+                  double* loss, double* lev, double* det, double* eta, int nt_in, double vsum,
+                  double* S) {
+  const int nt = resolve_threads(nt_in);
+  const MnState st = chunk_state(pb, beta, H, nt);
+  mn_quadforms(pb, st.chol.inverse(), lev, nt);
+  const bool want_grad = S != nullptr && method == 0;
+  Vec alpha, Gs;
+  if (want_grad) {
+    alpha.resize(pb.n() * pb.K);
+    Gs.resize(pb.n() * pb.K * pb.K);
+  }
+  mn_loo_samples(pb, st.eta, method, vsum, lev, pred, loss, det, want_grad ? alpha.data() : nullptr,
+                 want_grad ? Gs.data() : nullptr, nt);
+  if (want_grad) mn_loo_adjoint_sum(pb, Gs, S, nt);
+  std::copy(st.eta.data(), st.eta.data() + st.eta.size(), eta);
+}
+
+void mn_chunk_adjoint(const MnProblem& pb, const Vec& beta, const Mat& H, const Mat& Mbig,
+                      double vsum, double* rho, int nt_in) {
+  const int nt = resolve_threads(nt_in);
+  const Index n = pb.n(), K = pb.K;
+  const MnState st = chunk_state(pb, beta, H, nt);
+  Vec lev(n * K * K), pred(n * K), loss(n), det(n), alpha(n * K), Gs(n * K * K);
+  mn_quadforms(pb, st.chol.inverse(), lev.data(), nt);
+  mn_loo_samples(pb, st.eta, 0, vsum, lev.data(), pred.data(), loss.data(), det.data(),
+                 alpha.data(), Gs.data(), nt);
+  mn_loo_rho(pb, st.eta, Mbig, alpha, rho, nt);
+}
+
+SumsFit mn_sums_fit(SumsSource& source, Index K, const Vec& lam, bool intercept, const Vec& beta0,
+                    const SumsFitOptions& opt) {
+  const Index off = intercept ? 1 : 0, p = lam.size(), p1 = p + off, dim = K * p1;
+  if (K < 2) throw InvalidInput("the multinomial loss needs at least 2 classes");
+  if (beta0.size() != dim) {
+    throw InvalidInput("beta0 has " + std::to_string(beta0.size()) + " entries, expected " +
+                       std::to_string(dim));
+  }
+  const double sw = opt.weight_sum;
+  if (!(sw > 0.0)) throw InvalidInput("the sample weights sum to zero");
+  Vec pen = Vec::Zero(dim);
+  for (Index a = 0; a < K; ++a) pen.segment(a * p1 + off, p) = lam;
+  detail::SumsGauge gauge;
+  if (intercept) gauge = {K, p1, sw / static_cast<double>(K * K)};  // MnProblem::gauge()
+  // mn_fit's options and policy
+  DriveOptions o;
+  o.tol = o.target = opt.fit.tol;
+  o.scale = sw;
+  o.max_iter = opt.fit.max_iter;
+  o.factor_end = opt.fit.fresh_end;
+  RefreshPolicy pol;
+  pol.chord_ratio = kChordRatio;
+  pol.rechord = pol.rechord_confirmed = true;
+  detail::SumsModel m(source, pen, beta0, false, false, true, o.target * sw, gauge, true);
+  const DriveResult r = newton_drive(m, o, pol);
+  return m.result(r, sw);
 }
 
 }  // namespace aloocv

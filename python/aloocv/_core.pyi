@@ -164,6 +164,44 @@ def multinomial_loo(
     refit: bool = True,
     return_gradient: bool = False,
 ) -> dict[str, Any]: ...
+def multinomial_chunk_sums(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    n_classes: int,
+    penalty: _F64,
+    fit_intercept: bool,
+    beta: _F64,
+    hessian: bool,
+    n_threads: int,
+) -> dict[str, Any]: ...
+def multinomial_chunk_loo(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    n_classes: int,
+    penalty: _F64,
+    fit_intercept: bool,
+    beta: _F64,
+    H: _F64,
+    method: str,
+    n_threads: int,
+    gradient: bool = False,
+    weight_sum: float = 1.0,
+) -> dict[str, Any]: ...
+def multinomial_chunk_adjoint(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    n_classes: int,
+    penalty: _F64,
+    fit_intercept: bool,
+    beta: _F64,
+    H: _F64,
+    M: _F64,
+    weight_sum: float,
+    n_threads: int,
+) -> _F64: ...
 def thread_limit() -> int: ...
 def set_thread_limit(n: int) -> None: ...
 
@@ -295,4 +333,15 @@ def sums_fit(
     max_iter: int,
     fresh_end: bool = False,
     previous_hessian: _F64 | None = None,
+) -> SumsFitResult: ...
+def multinomial_sums_fit(
+    source: _SumsSource,
+    n_classes: int,
+    penalty: _F64,
+    fit_intercept: bool,
+    beta0: _F64,
+    weight_sum: float,
+    tol: float,
+    max_iter: int,
+    fresh_end: bool = False,
 ) -> SumsFitResult: ...

@@ -38,7 +38,7 @@ Each chunk task uses ``n_jobs`` OpenMP threads (default 1: dask runs the
 chunks in parallel) and a single-threaded BLAS. Every pass costs dask's scheduling of
 one task per chunk: chunks of about 100 MB (dask's default chunk size) keep that small
 (seen at n=1e6, p=100 on 2 workers: 1.1-1.2x the in-memory time with 100 MB chunks,
-1.6-1.8x with 40 MB chunks).
+1.6-1.8x with 40 MB chunks). The multinomial loss: :mod:`aloocv._dask_multinomial`.
 """
 
 from __future__ import annotations
@@ -203,8 +203,11 @@ def prepare(
     checked in the first pass)."""
     require_dask()
     check_bool(fit_intercept, "fit_intercept")
-    if isinstance(loss, str) and loss == MULTINOMIAL:
-        raise ValueError("the multinomial loss is not available for dask input; use a numpy array")
+    if isinstance(loss, str) and loss == MULTINOMIAL:  # fit, loo, tune: _dask_multinomial
+        raise ValueError(
+            "the multinomial loss on dask input is available in aloocv.fit, aloocv.loo and "
+            "aloocv.tune only; use a numpy array"
+        )
     X = _as_dask_2d(X)
     loss = check_loss(loss)
     penalty = as_penalty(penalty)
@@ -728,6 +731,12 @@ def fit(
     """:func:`aloocv.fit` on dask input (see the module docstring)."""
     from ._fit import _warn_not_converged
 
+    if isinstance(loss, str) and loss == MULTINOMIAL:
+        from . import _dask_multinomial
+
+        return _dask_multinomial.fit(
+            X, y, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, warm_start, offset
+        )
     data = prepare(X, y, loss, penalty, sample_weight, fit_intercept, offset, n_jobs)
     tol, max_iter = check_options(tol, max_iter)
     beta0 = None
@@ -1415,7 +1424,25 @@ def loo(
     offset,
 ):
     """:func:`aloocv.loo` on dask input (see the module docstring)."""
+    if isinstance(loss, str) and loss == MULTINOMIAL:
+        from . import _dask_multinomial
 
+        return _dask_multinomial.loo(
+            X,
+            y,
+            penalty,
+            method,
+            fit_intercept,
+            sample_weight,
+            coef,
+            intercept,
+            tol,
+            max_iter,
+            n_jobs,
+            return_gradient,
+            gradient,
+            offset,
+        )
     data = prepare(X, y, loss, penalty, sample_weight, fit_intercept, offset, n_jobs)
     if gradient != "exact":
         raise ValueError("dask input has the exact hypergradient only (gradient='exact')")

@@ -178,7 +178,8 @@ def fit(
         float64 in C or Fortran order (or any strided view) is used without a
         copy; float32 and integer input are converted once. A dask array chunked by
         rows (or a dask DataFrame) is processed chunk by chunk on the active dask
-        scheduler, never gathered (see ``aloocv._dask``; the scalar losses).
+        scheduler, never gathered (see ``aloocv._dask``; the multinomial loss:
+        ``aloocv._dask_multinomial``).
     y : array_like of shape (n_samples,)
         Response in the loss's domain: real (``"squared"``, Huber), in {0, 1}
         (``"logistic"``), proportions in [0, 1] (``"binomial"``, trials as
@@ -255,6 +256,8 @@ def fit(
             offset,
         )
     if isinstance(loss, str) and loss == MULTINOMIAL:
+        if offset is not None:  # the softmax model has no offset term
+            raise ValueError("offset= is not available for the multinomial loss")
         if solver not in ("auto", "primal"):
             raise ValueError("the multinomial loss has the primal solver only (solver='auto')")
         from . import _multinomial

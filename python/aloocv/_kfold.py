@@ -485,6 +485,8 @@ def kfold(
             "folds=groups holds out each group"
         )
     if isinstance(loss, str) and loss == MULTINOMIAL:
+        if offset is not None:  # the softmax model has no offset term
+            raise ValueError("offset= is not available for the multinomial loss")
         from . import _multinomial
 
         return _multinomial.kfold(

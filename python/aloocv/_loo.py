@@ -328,6 +328,8 @@ def loo(
             offset,
         )
     if isinstance(loss, str) and loss == MULTINOMIAL:
+        if offset is not None:  # the softmax model has no offset term
+            raise ValueError("offset= is not available for the multinomial loss")
         if gradient != "exact":
             raise ValueError("the multinomial loss has the exact gradient only")
         if solver not in ("auto", "primal"):

@@ -623,25 +623,30 @@ def check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept=True):
 MULTINOMIAL = "multinomial"
 
 
-def check_class_labels(y: Any, n: int, weight: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """Multinomial labels: integers 0..K-1, every class present (with positive weight),
-    K >= 2. Returns (labels as float64, K)."""
-    arr = check_labels(y, n)
-    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
+def check_class_label_dtype(dtype: Any) -> None:
+    """Multinomial labels must be numbers (TypeError otherwise)."""
+    if dtype.kind == "b" or dtype.kind not in "iuf":
         raise TypeError(
             f"y must hold integer class labels 0..K-1 for the multinomial loss, got dtype "
-            f"{arr.dtype} (encode labels first, e.g. with sklearn.preprocessing.LabelEncoder)"
+            f"{dtype} (encode labels first, e.g. with sklearn.preprocessing.LabelEncoder)"
         )
-    lab = arr.astype(np.float64)
-    if n and not (np.all(lab == np.floor(lab)) and lab.min() >= 0):
-        bad = int(np.flatnonzero((lab != np.floor(lab)) | (lab < 0))[0])
-        raise ValueError(
-            f"y must hold integer class labels 0..K-1 for the multinomial loss: y[{bad}] = "
-            f"{arr[bad]!r}"
-        )
-    K = int(lab.max()) + 1 if n else 0
-    pos = np.ones(n, bool) if weight is None else weight > 0
-    present = np.bincount(lab[pos].astype(np.int64), minlength=K) > 0
+
+
+def bad_class_label(lab: np.ndarray) -> int | None:
+    """Index of the first label of `lab` (float64) that is not an integer >= 0, or None."""
+    bad = np.flatnonzero((lab != np.floor(lab)) | (lab < 0))
+    return int(bad[0]) if bad.size else None
+
+
+def class_label_error(index: int, value: Any) -> ValueError:
+    return ValueError(
+        f"y must hold integer class labels 0..K-1 for the multinomial loss: y[{index}] = {value!r}"
+    )
+
+
+def check_classes_present(present: np.ndarray) -> None:
+    """`present` (K booleans): every class has a sample of positive weight, K >= 2."""
+    K = int(present.size)
     if K < 2 or not present.all():
         missing = np.flatnonzero(~present).tolist()
         raise ValueError(
@@ -649,7 +654,35 @@ def check_class_labels(y: Any, n: int, weight: np.ndarray | None = None) -> tupl
             f"(with positive weight); got K = {K}"
             + (f", classes {missing} absent" if missing else "")
         )
+
+
+def check_class_labels(y: Any, n: int, weight: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Multinomial labels: integers 0..K-1, every class present (with positive weight),
+    K >= 2. Returns (labels as float64, K)."""
+    arr = check_labels(y, n)
+    check_class_label_dtype(arr.dtype)
+    lab = arr.astype(np.float64)
+    bad = bad_class_label(lab) if n else None
+    if bad is not None:
+        raise class_label_error(bad, arr[bad])
+    K = int(lab.max()) + 1 if n else 0
+    pos = np.ones(n, bool) if weight is None else weight > 0
+    check_classes_present(np.bincount(lab[pos].astype(np.int64), minlength=K) > 0)
     return np.ascontiguousarray(lab), K
+
+
+def check_multinomial_penalty(penalty: Any, n_features: int) -> np.ndarray:
+    """The per-feature L2 weights of a multinomial problem: an L2 penalty with lam > 0 on
+    every feature (the full K-class parametrization needs it)."""
+    pen, l1 = check_penalty(penalty, n_features)
+    if l1 is not None and np.any(l1 > 0):
+        raise ValueError("the multinomial loss supports an L2 penalty only (no L1 term)")
+    if not np.all(pen > 0):
+        raise ValueError(
+            "the multinomial loss needs an L2 penalty lam > 0 on every feature: the full "
+            "K-class parametrization is not identifiable without it"
+        )
+    return pen
 
 
 def check_multinomial_inputs(X, y, penalty, sample_weight, fit_intercept=True):
@@ -660,14 +693,7 @@ def check_multinomial_inputs(X, y, penalty, sample_weight, fit_intercept=True):
     n, p = X.shape
     w = check_sample_weight(sample_weight, n)
     y, K = check_class_labels(y, n, w)
-    pen, l1 = check_penalty(penalty, p)
-    if l1 is not None and np.any(l1 > 0):
-        raise ValueError("the multinomial loss supports an L2 penalty only (no L1 term)")
-    if not np.all(pen > 0):
-        raise ValueError(
-            "the multinomial loss needs an L2 penalty lam > 0 on every feature: the full "
-            "K-class parametrization is not identifiable without it"
-        )
+    pen = check_multinomial_penalty(penalty, p)
     return X, y, K, pen, w
 
 

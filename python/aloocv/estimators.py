@@ -261,6 +261,11 @@ def _search_results(
     return arrays
 
 
+def _encode_labels(y: Any, classes: np.ndarray) -> np.ndarray:
+    """Class labels as their indices 0..K-1 in the sorted `classes` (float64)."""
+    return np.searchsorted(classes, np.asarray(y)).astype(np.float64)
+
+
 class _Search:
     """The outcome of one search: the chosen result and, per candidate of the grid (in
     the estimator's order), the history row, the mean loss and the score."""
@@ -1356,18 +1361,16 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         K = self.classes_.size
         binary = K == 2
         if not binary and self.multi_class != "ovr":
-            if dask_input:
-                raise ValueError(
-                    "the multinomial loss is not available for dask input: use "
-                    "multi_class='ovr' (one logistic fit per class) or a numpy array"
-                )
             if kind != "l2":
                 raise ValueError(
                     "the multinomial model supports the L2 penalty only (l1_ratios=None or 0); "
                     f"use multi_class='ovr' for l1_ratios={self.l1_ratios!r}"
                 )
             self.multi_class_ = "multinomial"
-            labels = np.searchsorted(self.classes_, y).astype(np.float64)
+            if dask_input:  # encoded chunk by chunk
+                labels = y.map_blocks(_encode_labels, self.classes_, dtype=np.float64)
+            else:
+                labels = _encode_labels(y, self.classes_)
             search = self._search(
                 X, labels, "multinomial", grid, fit_weight, y_score=y, score_weight=sample_weight
             )

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "newton.hpp"
+#include "sums_model.hpp"
 
 namespace aloocv {
 
@@ -76,5 +77,37 @@ void mn_loo(const MnProblem& pb, const MnState& st, int method, double* pred, do
 // pred (n K), loss (n); returns the number of refits that did not converge.
 Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, double* pred,
                double* loss);
+
+// The sums of one row chunk of a multinomial problem at beta (K p1, class-major), for a
+// fit over chunks: returns sum_i w_i ce_i; grad (K p1) = X~^T G; with hess != nullptr also
+// the unpenalized Hessian (K p1 x K p1, column-major) of the chunk, by the block code of
+// the in-memory factor. pb.pen is not used.
+double mn_chunk_sums(const MnProblem& pb, const Vec& beta, double* grad, double* hess,
+                     int n_threads);
+
+// Leave-one-out estimates of one row chunk (method 0 ALO, 1 IF, 2 Lemma 3; outputs as
+// mn_loo's) given beta and H, the penalized, gauge-fixed Hessian of the whole problem
+// (K p1 x K p1, column-major). eta (m K): the chunk's class scores. With S != nullptr
+// (ALO): S (K p1 x K p1) += the chunk's part of the hypergradient's first accumulation,
+// for the weighted mean of the losses over the whole problem (vsum: its weight sum).
+void mn_chunk_loo(const MnProblem& pb, const Vec& beta, const Mat& H, int method, double* pred,
+                  double* loss, double* lev, double* det, double* eta, int n_threads,
+                  double vsum = 1.0, double* S = nullptr);
+
+// The hypergradient's second accumulation over one row chunk: rho (K p1) = the chunk's
+// X~^T gamma given Mbig = H^{-1} S H^{-1} (S summed over all chunks by mn_chunk_loo).
+// The gradient is then -sum_a [(H^{-1} rho)_q beta_q + Mbig_qq] over the classes' entries q
+// of each feature, as mn_loo has it.
+void mn_chunk_adjoint(const MnProblem& pb, const Vec& beta, const Mat& H, const Mat& Mbig,
+                      double vsum, double* rho, int n_threads);
+
+// mn_fit over a sums source (the chunks of a distributed X; each evaluation returns
+// mn_chunk_sums added over the chunks): the one Newton driver with mn_fit's penalty
+// (gauge term included, tau = weight_sum / K^2), refresh policy and stopping rule, on
+// exact Hessians (mn_fit's Newton-CG mode for large K p1 is not used). opt.fit.fresh_end:
+// end on the factor at the returned beta (mn_fit's factor_end). lam: (p) the L2 weights;
+// beta0: (K p1) class-major.
+SumsFit mn_sums_fit(SumsSource& source, Index K, const Vec& lam, bool intercept, const Vec& beta0,
+                    const SumsFitOptions& opt);
 
 }  // namespace aloocv

@@ -70,6 +70,14 @@ struct SumsFitOptions {
 
 namespace detail {
 
+// The multinomial loss's gauge term tau/2 (sum_a beta[a stride])^2 on the K intercepts
+// (multinomial.hpp); tau = 0: none.
+struct SumsGauge {
+  Index classes = 0;
+  Index stride = 0;
+  double tau = 0.0;
+};
+
 // The newton_drive model of a sums problem (see the file comment). Mirrors GlmModel
 // (newton.hpp) step for step: the same objective, gradient, factor, Armijo search and
 // stale_eta bookkeeping, each pass over X replaced by one evaluation of the source.
@@ -78,15 +86,20 @@ class SumsModel {
   // pen: (p1) the L2 weights (0 for the intercept). constant_curvature: the loss's Hessian
   // does not depend on beta. track_stale: measure how far eta moves after each Hessian
   // (chord_ok needs it; without it any move marks the factor stale). target: the driver's
-  // stopping value of max|grad| (unscaled), used only to foresee the last step.
+  // stopping value of max|grad| (unscaled), used only to foresee the last step. gauge: the
+  // multinomial's gauge term; chord_always: chord steps on any held factor (mn_fit's
+  // MnModel) instead of only while eta moved little since it.
   SumsModel(SumsSource& src, const Vec& pen, Vec beta, bool constant_curvature, bool track_stale,
-            bool first_hessian, double target)
+            bool first_hessian, double target, const SumsGauge& gauge = {},
+            bool chord_always = false)
       : src_(src),
         pen_(pen),
         beta_(std::move(beta)),
         cc_(constant_curvature),
         track_(track_stale),
-        target_(target) {
+        target_(target),
+        gauge_(gauge),
+        chord_always_(chord_always) {
     SumsRequest rq;
     rq.hessian = first_hessian;
     accept(evaluate(beta_, rq), beta_);
@@ -122,7 +135,7 @@ class SumsModel {
   }
   bool factor_at_point() const { return exact_ && !chol_.empty() && (cc_ || stale_eta_ == 0.0); }
   bool newton_at_point() const { return factor_at_point(); }
-  bool chord_ok() const { return stale_eta_ < 0.05; }
+  bool chord_ok() const { return chord_always_ || stale_eta_ < 0.05; }
   double direction(Vec& step) {
     fresh_step_ = factor_at_point();
     step = -grad_;
@@ -135,9 +148,12 @@ class SumsModel {
     // will likely refactor: after a step on a fresh Hessian (the next one refreshes unless
     // a chord phase starts) and after a chord step that is expected to end the run (the
     // final factor at the returned point).
+    // With chord_always (the multinomial) the steps after a fresh Hessian are mostly chord
+    // steps and a Hessian costs K (K + 1) / 2 SYRK passes: no Hessian is asked for ahead
+    // (a refresh then costs one more pass).
     const double g0 = gnorm();
     SumsRequest rq;
-    rq.hessian = !cc_ && (fresh_step_ || g0 * rate_ <= target_);
+    rq.hessian = !cc_ && !chord_always_ && (fresh_step_ || g0 * rate_ <= target_);
     rq.step = track_ && !cc_ ? &step : nullptr;
     Vec b1 = beta_ + step;
     SumsValue v1 = evaluate(b1, rq);
@@ -204,7 +220,15 @@ class SumsModel {
   }
 
  private:
-  double penalty(const Vec& b) const { return 0.5 * pen_.dot(b.cwiseAbs2()); }
+  double penalty(const Vec& b) const {
+    const double s = gauge_sum(b);
+    return 0.5 * pen_.dot(b.cwiseAbs2()) + 0.5 * gauge_.tau * s * s;
+  }
+  double gauge_sum(const Vec& b) const {
+    double s = 0.0;
+    for (Index a = 0; a < gauge_.classes; ++a) s += b[a * gauge_.stride];
+    return s;
+  }
 
   SumsValue evaluate(const Vec& b, const SumsRequest& rq) {
     interrupt::check();
@@ -227,6 +251,10 @@ class SumsModel {
     beta_ = b;
     loss_ = v.loss;
     grad_ = v.grad + pen_.cwiseProduct(beta_);
+    if (gauge_.tau != 0.0) {
+      const double gs = gauge_.tau * gauge_sum(beta_);
+      for (Index a = 0; a < gauge_.classes; ++a) grad_[a * gauge_.stride] += gs;
+    }
     if (!grad_.allFinite()) {
       throw InvalidInput(
           "the gradient is not finite (overflow of the loss at extreme linear predictors); "
@@ -242,6 +270,12 @@ class SumsModel {
     const Index p1 = pen_.size();
     H_ = hx_;
     for (Index j = 0; j < p1; ++j) H_[j * p1 + j] += pen_[j];
+    if (gauge_.tau != 0.0) {
+      for (Index a = 0; a < gauge_.classes; ++a) {
+        for (Index b = 0; b < gauge_.classes; ++b)
+          H_[b * gauge_.stride * p1 + a * gauge_.stride] += gauge_.tau;
+      }
+    }
     chol_.factor(H_.data(), p1);
   }
 
@@ -250,6 +284,8 @@ class SumsModel {
   Cholesky chol_;
   bool cc_, track_;
   double target_;
+  SumsGauge gauge_;
+  bool chord_always_;
   double loss_ = 0.0, f_ = 0.0, stale_eta_ = 0.0, step_max_ = 0.0, rate_ = 1.0;
   bool exact_ = false, pending_at_point_ = false, fresh_step_ = false;
   Index n_evals_ = 0;

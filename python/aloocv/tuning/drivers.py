@@ -332,15 +332,29 @@ def tune(
         n_grid = BRACKET_POINTS if method == "auto" else 20
     penalty = as_penalty(penalty)
     multinomial = isinstance(loss, str) and loss == MULTINOMIAL
-    if multinomial:
+    dask_state = None
+    if multinomial and is_dask_collection(X):  # map-reduce over row chunks
+        from .. import _dask_multinomial
+
+        if method == "sgd":
+            raise ValueError("method='sgd' is not available for the multinomial loss")
+        if gradient != "exact":
+            raise ValueError("the multinomial loss has the exact gradient only")
+        fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
+        dask_state, pen, w, n, p = _dask_multinomial.tune_state(
+            X, y, penalty, sample_weight, fit_intercept, offset, n_jobs, fit_tol, fit_max_iter
+        )
+        l1 = off = None
+    elif multinomial:
         X, y, K, pen, w = check_multinomial_inputs(X, y, penalty, sample_weight, fit_intercept)
         l1 = None
         if method == "sgd":
             raise ValueError("method='sgd' is not available for the multinomial loss")
         if gradient != "exact":
             raise ValueError("the multinomial loss has the exact gradient only")
-    dask_state = None
-    if not multinomial and is_dask_collection(X):  # map-reduce over row chunks: _dask
+    if (
+        dask_state is None and not multinomial and is_dask_collection(X)
+    ):  # map-reduce over row chunks: _dask
         from .. import _dask
 
         if method == "sgd":
@@ -361,7 +375,7 @@ def tune(
             fit_max_iter,
         )
         l1, off = dask_state.data.l1, None
-    else:
+    elif dask_state is None:
         if not multinomial:
             X, y, loss, pen, l1, w = check_fit_inputs(
                 X, y, loss, penalty, sample_weight, fit_intercept

@@ -1,0 +1,581 @@
+"""The multinomial loss on dask input: ``fit``, ``loo`` (``"alo"``, ``"if"``,
+``"lemma3"``; ALO with its exact hypergradient) and ``tune`` as map-reduce passes over
+the row chunks, as :mod:`aloocv._dask` does for the scalar losses.
+
+The fit is the core's one Newton driver on a multinomial sums model
+(``_core.multinomial_sums_fit``: the in-memory ``mn_fit``'s penalty with its gauge term on
+the intercepts, its refresh policy and stopping rule); each evaluation is one pass over
+the chunks of ``_core.multinomial_chunk_sums`` (loss, K p1 gradient and, when the next
+step needs it, the K p1 x K p1 Hessian by the in-memory block code). In memory, problems
+with ``(K + 1) p1 >= 256`` take Newton-CG steps; the dask route uses the exact Hessian
+throughout, so there the two agree to the tolerance, not to rounding. ALO: one more pass
+(``_core.multinomial_chunk_loo``: the in-memory per-sample code given the factor of the
+whole penalized Hessian); the (n, K) predictions and (n, K, K) leverages are dask arrays
+chunked like X's rows. The hypergradient (``return_gradient=True``, the gradient
+searches of ``tune``): the first accumulation comes with the ALO pass, one more pass for
+the second (``_core.multinomial_chunk_adjoint``), the K p1 x K p1 solves on the client.
+X is never concatenated and never reaches the client.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._dask import (
+    DaskLOOResult,
+    Data,
+    _as_dask_2d,
+    _as_dask_vector,
+    _cho,
+    _chunk_arrays,
+    _client,
+    _compute,
+    _single_blas,
+    _solve,
+    _State,
+    _stats,
+    _stderr,
+    _tree,
+    _vec,
+)
+from ._diagnostics import unreliable_mask, warn_unreliable_count
+from ._validation import (
+    MULTINOMIAL,
+    as_penalty,
+    bad_class_label,
+    check_bool,
+    check_class_label_dtype,
+    check_classes_present,
+    check_labels,
+    check_loo_samples,
+    check_multinomial_penalty,
+    check_options,
+    check_vector,
+    class_label_error,
+    n_threads,
+    require_dask,
+)
+
+__all__ = ["DaskMultinomialTuneState", "fit", "loo", "prepare", "tune_state"]
+
+#: Class frequencies are clipped here before the log of the starting intercepts (the
+#: core's kMinClassShare).
+MIN_CLASS_SHARE = 1e-6
+#: The methods of the closed forms on dask input.
+METHODS = ("alo", "if", "lemma3")
+
+
+# --------------------------------------------------------------------------- inputs
+def _as_dask_labels(y: Any, X: Any) -> Any:
+    """y as a dask vector of numeric labels with X's row chunks (its dtype kept: the
+    values are checked chunk by chunk in the first pass)."""
+    import dask.array as da
+
+    n = X.shape[0]
+    if hasattr(y, "to_dask_array") and not isinstance(y, da.Array):  # dask Series
+        y = y.to_dask_array(lengths=True)
+    if isinstance(y, da.Array):
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1 or y.shape[0] != n:
+            raise ValueError(f"y must be 1-dimensional of length {n}, got shape {y.shape}")
+        check_class_label_dtype(y.dtype)
+        return y.rechunk((X.chunks[0],))
+    arr = check_labels(y, n)
+    check_class_label_dtype(arr.dtype)
+    return da.from_array(arr, chunks=(X.chunks[0],))
+
+
+def prepare(
+    X: Any, y: Any, penalty: Any, sample_weight: Any, fit_intercept: Any, offset: Any, n_jobs: Any
+) -> Data:
+    """Validates a multinomial dask problem (what can be checked without reading the
+    data; the labels and weights are checked in :func:`first_pass`, X in the first pass
+    of the fit). ``Data.loss`` is ``"multinomial"``, ``Data.pen`` the per-feature L2
+    weights shared by the classes."""
+    require_dask()
+    check_bool(fit_intercept, "fit_intercept")
+    if offset is not None:
+        raise ValueError("offset= is not available for the multinomial loss")
+    X = _as_dask_2d(X)
+    penalty = as_penalty(penalty)
+    pen = check_multinomial_penalty(penalty, int(X.shape[1]))
+    y = _as_dask_labels(y, X)
+    w = None if sample_weight is None else _as_dask_vector(sample_weight, X, "sample_weight")
+    return Data(
+        X,
+        y,
+        w,
+        None,
+        MULTINOMIAL,
+        penalty,
+        np.ascontiguousarray(pen, dtype=np.float64),
+        bool(fit_intercept),
+        1 if n_jobs is None else n_threads(n_jobs),
+    )
+
+
+def _labels_task(y, w, start):
+    """Checks of one chunk of (y, w) as the in-memory validation does, and its sums: the
+    weight, the weight per class, the samples of positive weight per class."""
+    y = np.asarray(y)
+    y = check_vector(y, y.shape[0], "y") if y.dtype.kind == "f" else y
+    lab = y.astype(np.float64)
+    if w is not None:
+        w = check_vector(np.asarray(w), y.shape[0], "sample_weight")
+        if np.any(w < 0):
+            raise ValueError("sample_weight must be non-negative")
+    bad = bad_class_label(lab)
+    if bad is not None:
+        raise class_label_error(int(start) + bad, y[bad])
+    idx = lab.astype(np.int64)
+    pos = np.ones(idx.size, bool) if w is None else w > 0
+    return {
+        "weight": float(idx.size if w is None else w.sum()),
+        "class_weight": np.bincount(idx, weights=w).astype(np.float64),
+        "present": np.bincount(idx[pos]),
+    }
+
+
+def _padded_sum(parts: list, key: str) -> np.ndarray:
+    size = max(p[key].size for p in parts)
+    out = np.zeros(size)
+    for p in parts:
+        out[: p[key].size] += p[key]
+    return out
+
+
+def first_pass(data: Data) -> dict:
+    """The labels and weights of every chunk checked (one pass over y and w; X is not
+    read); returns the number of classes "K", the total "weight" and the weight per class
+    "class_weight"."""
+    from dask import delayed
+
+    starts = np.concatenate([[0], np.cumsum(data.X.chunks[0])[:-1]])
+    parts = [
+        delayed(_labels_task, pure=True)(y, w, int(s0))
+        for (_, y, w, _), s0 in zip(data.blocks(), starts)
+    ]
+    parts = _compute(parts)
+    present = _padded_sum(parts, "present") > 0
+    check_classes_present(present)
+    return {
+        "K": int(present.size),
+        "weight": float(sum(p["weight"] for p in parts)),
+        "class_weight": _padded_sum(parts, "class_weight"),
+    }
+
+
+# --------------------------------------------------------------------------- fit
+@_single_blas
+def _sums_task(x, y, w, K, pen, intercept, beta, hessian, check, nt):
+    x, y, w, _ = _chunk_arrays(x, y, w, None, check)
+    return _core.multinomial_chunk_sums(x, y, w, K, _vec(pen), intercept, _vec(beta), hessian, nt)
+
+
+def _source(data: Data, K: int):
+    """The problem as a sums source of ``_core.multinomial_sums_fit``: each call is one
+    map-reduce pass over the chunks; the first one also checks every chunk of X."""
+    from dask import delayed
+
+    checked = False
+    pen = delayed(data.pen, pure=True)
+
+    def source(beta, step, hessian, clip):
+        nonlocal checked
+        b = delayed(np.ascontiguousarray(beta, dtype=np.float64), pure=True)
+        parts = [
+            delayed(_sums_task, pure=True)(
+                x, y, w, K, pen, data.fit_intercept, b, hessian, not checked, data.n_threads
+            )
+            for x, y, w, _ in data.blocks()
+        ]
+        s = _compute(_tree(parts))
+        checked = True
+        hess = None if s["hess"] is None else np.array(s["hess"], dtype=np.float64, order="F")
+        return float(s["loss"]), _vec(s["grad"]), hess, 0.0
+
+    return source
+
+
+def _init_beta(data: Data, first: dict) -> np.ndarray:
+    """The core's cold start: zero slopes, the centered logs of the class shares."""
+    K = first["K"]
+    B = np.zeros((K, data.p1))
+    if data.fit_intercept:
+        share = first["class_weight"][:K] / max(float(first["class_weight"].sum()), 1e-300)
+        b = np.log(np.maximum(share, MIN_CLASS_SHARE))
+        B[:, 0] = b - b.mean()
+    return B.ravel()
+
+
+def newton(
+    data: Data,
+    first: dict,
+    tol: float,
+    max_iter: int,
+    beta0: np.ndarray | None = None,
+    fresh_end: bool = False,
+) -> _State:
+    """The multinomial fit over the chunks (see the module docstring); `fresh_end`: end
+    on the factor of the Hessian at the returned beta (the closed forms need it), as in
+    memory."""
+    K = first["K"]
+    beta = _init_beta(data, first) if beta0 is None else np.array(beta0, dtype=np.float64)
+    r = _core.multinomial_sums_fit(
+        _source(data, K),
+        K,
+        data.pen,
+        data.fit_intercept,
+        np.ascontiguousarray(beta),
+        first["weight"],
+        tol,
+        max_iter,
+        fresh_end=fresh_end,
+    )
+    return _State(
+        r.beta,
+        float(r.objective),
+        r.grad,
+        r.hessian,
+        first["weight"],
+        int(r.n_iter),
+        bool(r.converged),
+        float(r.grad_norm),
+        hessian_passes=int(r.hessian_passes),
+        hx=r.unpenalized_hessian,
+        hessian_at_point=bool(r.hessian_at_point),
+    )
+
+
+def _fit_result(data: Data, st: _State, K: int):
+    from ._multinomial import _result
+
+    B = st.beta.reshape(K, data.p1)
+    off = int(data.fit_intercept)
+    out = {
+        "coef": B[:, off:].copy(),
+        "intercept": B[:, 0].copy() if off else np.zeros(K),
+        "n_iter": st.n_iter,
+        "converged": st.converged,
+        "objective": st.f,
+        "grad_norm": st.grad_norm,
+    }
+    return _result(out, data.penalty, data.fit_intercept)
+
+
+def fit(X, y, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, warm_start, offset):
+    """:func:`aloocv.fit` with ``loss="multinomial"`` on dask input."""
+    from ._fit import _warn_not_converged
+    from ._multinomial import MultinomialFitResult, _beta
+
+    data = prepare(X, y, penalty, sample_weight, fit_intercept, offset, n_jobs)
+    tol, max_iter = check_options(tol, max_iter)
+    first = first_pass(data)
+    beta0 = None
+    if warm_start is not None:
+        if not isinstance(warm_start, MultinomialFitResult):
+            raise TypeError("warm_start must be a multinomial fit")
+        beta0 = _beta(
+            warm_start.coef_, warm_start.intercept_, first["K"], data.p, data.fit_intercept
+        )
+    st = newton(data, first, tol, max_iter, beta0)
+    res = _fit_result(data, st, first["K"])
+    _warn_not_converged(res, tol, max_iter)
+    return res
+
+
+# --------------------------------------------------------------------------- loo
+@_single_blas
+def _loo_task(x, y, w, K, pen, intercept, beta, H, method, nt, gradient=False, sw=1.0):
+    x, y, w, _ = _chunk_arrays(x, y, w, None, False)
+    return _core.multinomial_chunk_loo(
+        x,
+        y,
+        w,
+        K,
+        _vec(pen),
+        intercept,
+        _vec(beta),
+        np.asfortranarray(H),
+        method,
+        nt,
+        gradient=gradient,
+        weight_sum=sw,
+    )
+
+
+@_single_blas
+def _adjoint_task(x, y, w, K, pen, intercept, beta, H, M, sw, nt):
+    x, y, w, _ = _chunk_arrays(x, y, w, None, False)
+    rho = _core.multinomial_chunk_adjoint(
+        x,
+        y,
+        w,
+        K,
+        _vec(pen),
+        intercept,
+        _vec(beta),
+        np.asfortranarray(H),
+        np.asfortranarray(M),
+        sw,
+        nt,
+    )
+    return {"rho": rho}
+
+
+_CHECKED = ("losses", "predictions", "leverages")
+
+
+def _loo_sums(out: dict, w) -> dict:
+    """The chunk's partial sums of the leverage pass: the (weight, mean, M2) stats, the
+    count of unreliable samples and of non-finite outputs."""
+    w = None if w is None else np.asarray(w, dtype=np.float64)
+    return {
+        "stats": _stats(out["losses"], w),
+        "n_unreliable": int(np.count_nonzero(unreliable_mask(out["downdate"]))),
+        "nonfinite": np.array([np.count_nonzero(~np.isfinite(out[k])) for k in _CHECKED]),
+        "S": out["S"],
+    }
+
+
+def _per_sample(outs: list, data: Data, key: str, tail: tuple) -> Any:
+    import dask.array as da
+    from dask import delayed
+
+    arrs = [
+        da.from_delayed(
+            delayed(operator.getitem, pure=True)(o, key), shape=(c, *tail), dtype=np.float64
+        )
+        for o, c in zip(outs, data.X.chunks[0])
+    ]
+    return da.concatenate(arrs)
+
+
+def _alo_pass(data: Data, st: _State, K: int, method: str, keep: str, gradient: bool = False):
+    """The closed forms over the chunks in one pass: (per-chunk outputs, reduced sums).
+    `keep`: "lazy" (delayed outputs), "persist" (held by the workers) or "gather" (numpy
+    dicts computed in the same pass as the reduction). With `gradient` the sums hold "S",
+    the hypergradient's first accumulation."""
+    import dask
+    from dask import delayed
+
+    b = delayed(np.ascontiguousarray(st.beta), pure=True)
+    Hd = delayed(np.asfortranarray(st.H), pure=True)
+    pen = delayed(data.pen, pure=True)
+    blocks = data.blocks()
+    outs = [
+        delayed(_loo_task, pure=True)(
+            x, y, w, K, pen, data.fit_intercept, b, Hd, method, data.n_threads, gradient, st.sw
+        )
+        for x, y, w, _ in blocks
+    ]
+    if keep == "persist":  # held by the workers; the reduction below reads them
+        outs = list(dask.persist(*outs))
+    sums = _tree([delayed(_loo_sums, pure=True)(o, blk[2]) for o, blk in zip(outs, blocks)])
+    if keep == "gather":
+        red, outs = _compute((sums, outs))
+    else:
+        red = _compute(sums)
+    return outs, red
+
+
+def _hypergradient(data: Data, st: _State, K: int, S: np.ndarray) -> np.ndarray:
+    """The exact derivative of the mean ALO loss with respect to each feature's L2 weight
+    (mn_loo's reverse mode over the chunks): M = H^{-1} S H^{-1} on the client, one pass
+    for rho = X~^T gamma, then -sum_k [(H^{-1} rho)_q beta_q + M_qq] over the classes'
+    entries q of each feature."""
+    from dask import delayed
+
+    L = _cho(st.H)
+    M = _solve(L, _solve(L, S).T)
+    M = 0.5 * (M + M.T)
+    b = delayed(np.ascontiguousarray(st.beta), pure=True)
+    Hd = delayed(np.asfortranarray(st.H), pure=True)
+    Md = delayed(np.asfortranarray(M), pure=True)
+    pen = delayed(data.pen, pure=True)
+    parts = [
+        delayed(_adjoint_task, pure=True)(
+            x, y, w, K, pen, data.fit_intercept, b, Hd, Md, st.sw, data.n_threads
+        )
+        for x, y, w, _ in data.blocks()
+    ]
+    u = _solve(L, _compute(_tree(parts))["rho"])
+    off = int(data.fit_intercept)
+    per = (u * st.beta + np.diag(M)).reshape(K, data.p1)[:, off:]
+    return -per.sum(axis=0)
+
+
+def _check_finite(red: dict, what: str) -> None:
+    """The in-memory check of the outputs, on the counts reduced in the pass."""
+    from ._validation import check_finite_result
+
+    for k, c in zip(_CHECKED, red["nonfinite"]):
+        if c:
+            check_finite_result(what, **{k: np.array([np.nan])})
+
+
+def loo(
+    X,
+    y,
+    penalty,
+    method,
+    fit_intercept,
+    sample_weight,
+    coef,
+    intercept,
+    tol,
+    max_iter,
+    n_jobs,
+    return_gradient,
+    gradient,
+    offset,
+):
+    """:func:`aloocv.loo` with ``loss="multinomial"`` on dask input."""
+    from ._fit import _warn_not_converged
+    from ._multinomial import GIVEN_COEF_GRAD_TOL, _beta
+    from ._validation import check_finite_result
+
+    if gradient != "exact":
+        raise ValueError("the multinomial loss has the exact gradient only")
+    data = prepare(X, y, penalty, sample_weight, fit_intercept, offset, n_jobs)
+    if method not in METHODS:
+        raise ValueError(
+            f"method={method!r} with the multinomial loss is not available for dask input: "
+            f"use one of {list(METHODS)} or a numpy array"
+        )
+    check_loo_samples(data.n)
+    tol, max_iter = check_options(tol, max_iter)
+    first = first_pass(data)
+    K = first["K"]
+    beta0 = None
+    if coef is not None:
+        beta0 = _beta(coef, intercept, K, data.p, data.fit_intercept)
+    elif intercept is not None:
+        raise ValueError("intercept= requires coef=")
+    # as in memory: the fit (or, at a given coef, no step) ending on the Hessian at beta
+    st = newton(data, first, tol, max_iter if beta0 is None else 0, beta0, fresh_end=True)
+    fitres = _fit_result(data, st, K)
+    check_finite_result(f"loo(method={method!r})", coef=fitres.coef_)
+    if beta0 is None:
+        _warn_not_converged(fitres, tol, max_iter)
+    elif fitres.gradient_norm_ > max(GIVEN_COEF_GRAD_TOL, tol):
+        from sklearn.exceptions import ConvergenceWarning
+
+        warnings.warn(
+            f"the given coef is not a minimizer of this objective (max|gradient|/sum(w) = "
+            f"{fitres.gradient_norm_:.3g}); leave-one-out estimates assume an optimal fit.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    keep = "persist" if _client() is not None else "lazy"
+    outs, red = _alo_pass(data, st, K, method, keep, return_gradient)
+    _check_finite(red, f"loo(method={method!r})")
+    grad = None
+    if return_gradient:
+        grad = data.penalty.chain(np.zeros(data.p), _hypergradient(data, st, K, red["S"]))
+        check_finite_result(f"loo(method={method!r})", gradient=grad)
+    warn_unreliable_count(int(red["n_unreliable"]), data.n, MULTINOMIAL, False, stacklevel=3)
+    losses = _per_sample(outs, data, "losses", ())
+    downdate = _per_sample(outs, data, "downdate", ())
+    stats = red["stats"]
+    return DaskLOOResult(
+        losses,
+        _per_sample(outs, data, "predictions", (K,)),
+        _per_sample(outs, data, "leverages", (K, K)),
+        method,
+        fitres,
+        float(stats[1]),
+        _stderr(stats, data.n),
+        data.w,
+        grad,
+        downdate,
+        unreliable=downdate.map_blocks(unreliable_mask, dtype=bool),
+    )
+
+
+# --------------------------------------------------------------------------- tune
+class DaskMultinomialTuneState:
+    """Stands in for :class:`aloocv._multinomial.MultinomialTuneState` in
+    :class:`aloocv.tuning.Objective` on dask input (grid searches): per point a fit over
+    the chunks warm-started at the previous one (as in memory), then the ALO pass. The
+    per-sample values (n losses, n K predictions, n K^2 leverages) are gathered to the
+    client for the tuning history; X is not."""
+
+    def __init__(self, data: Data, first: dict, tol: float, max_iter: int):
+        self.data, self.first = data, first
+        self.K = first["K"]
+        self.tol, self.max_iter = tol, max_iter
+        self.beta: np.ndarray | None = None
+
+    def set_penalty(self, l2: np.ndarray, l1: np.ndarray | None = None) -> None:
+        self.data.pen = np.ascontiguousarray(l2, dtype=np.float64)
+
+    def set_beta(self, beta: np.ndarray) -> None:
+        self.beta = np.array(beta, dtype=np.float64)
+
+    def fit(self) -> None:
+        """Nothing: :meth:`alo` fits and evaluates (as the in-memory state)."""
+
+    def alo(self, gradient: bool = True, kind: str = "exact") -> dict[str, Any]:
+        data, K = self.data, self.K
+        st = newton(data, self.first, self.tol, self.max_iter, self.beta, fresh_end=True)
+        self.beta = st.beta.copy()
+        per, red = _alo_pass(data, st, K, "alo", "gather", gradient)
+        _check_finite(red, "loo(method='alo')")
+        grad = _hypergradient(data, st, K, red["S"]) if gradient else np.zeros(data.p)
+        B = st.beta.reshape(K, data.p1)
+        off = int(data.fit_intercept)
+        return {
+            "losses": np.concatenate([o["losses"] for o in per]),
+            "predictions": np.concatenate([o["predictions"] for o in per]),
+            "leverages": np.concatenate([o["leverages"] for o in per]),
+            "det": np.concatenate([o["downdate"] for o in per]),
+            "coef": B[:, off:].copy(),
+            "intercept": B[:, 0].copy() if off else np.zeros(K),
+            "beta": st.beta.copy(),
+            "n_iter": st.n_iter,
+            "converged": st.converged,
+            "objective": st.f,
+            "grad_norm": st.grad_norm,
+            "grad_l2": grad,
+            "grad_l1": np.zeros(data.p),
+        }
+
+    def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> dict[str, Any]:
+        """As the in-memory state: central differences of the exact gradient, step
+        TANGENT_LOG_STEP in the log of each parameter, both fits from the current one."""
+        from ._multinomial import TANGENT_LOG_STEP
+
+        out = self.alo(True)
+        at, pen = self.beta, self.data.pen.copy()
+        T2 = np.empty((self.data.p, J2.shape[1]))
+        for k in range(J2.shape[1]):
+            d = J2[:, k] * pen * TANGENT_LOG_STEP  # a step in log of the parameter
+            scale = float(np.max(J2[:, k] * pen)) * TANGENT_LOG_STEP
+            g = []
+            for sgn in (1.0, -1.0):
+                self.set_penalty(pen + sgn * d)
+                self.beta = at
+                g.append(self.alo(True)["grad_l2"])
+            T2[:, k] = (g[0] - g[1]) / (2.0 * scale)
+        self.set_penalty(pen)
+        self.beta = at
+        out["tangent_l2"] = T2
+        out["tangent_l1"] = np.zeros_like(T2)
+        return out
+
+
+def tune_state(X, y, penalty, sample_weight, fit_intercept, offset, n_jobs, tol, max_iter):
+    """(state, l2 vector, weights as numpy or None, n, p) for :func:`aloocv.tune` with
+    the multinomial loss on dask input."""
+    data = prepare(X, y, penalty, sample_weight, fit_intercept, offset, n_jobs)
+    check_loo_samples(data.n)
+    first = first_pass(data)
+    w = None if data.w is None else np.asarray(data.w.compute())
+    return DaskMultinomialTuneState(data, first, tol, max_iter), data.pen.copy(), w, data.n, data.p
