@@ -243,7 +243,7 @@ def _chunk_arrays(x, y, w, off, check, row0=0):
     x = np.asarray(x)
     y = np.asarray(y, dtype=np.float64)
     if check:
-        x = check_X(x, row0=row0)
+        x = check_X(x, row0=row0, chunk=True)
         y = check_vector(y, y.shape[0], "y", row0)
         if w is not None:
             w = check_nonnegative_weight(
