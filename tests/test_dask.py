@@ -936,3 +936,12 @@ def test_empty_row_chunks(sync):
     grid = [aloocv.L2(v) for v in (0.1, 1.0, 10.0)]
     kt = dict(loss="poisson", penalty=grid[0], method="grid", grid=grid, tol=TOL)
     close(aloocv.tune(Xd, y, **kt).history["acv"], aloocv.tune(X, y, **kt).history["acv"])
+
+
+def test_tune_names_a_bad_chunk(sync):
+    # X's chunks are checked in the fits' first pass: the bracketing grid of tune must
+    # not turn that error into "ALOOCV is not defined at any point"
+    X, y, _, _ = loss_data("squared", n=120, p=4, seed=22)
+    X[77, 2] = np.nan
+    with pytest.raises(ValueError, match=r"X contains NaN or inf \(first at row 77, column 2\)"):
+        aloocv.tune(dX(X, 40), y, loss="squared")
