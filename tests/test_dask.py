@@ -945,3 +945,15 @@ def test_tune_names_a_bad_chunk(sync):
     X[77, 2] = np.nan
     with pytest.raises(ValueError, match=r"X contains NaN or inf \(first at row 77, column 2\)"):
         aloocv.tune(dX(X, 40), y, loss="squared")
+
+
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
+def test_local_scheduler_beside_a_client(client, scheduler):
+    # a local scheduler chosen while a distributed client exists: the results are not
+    # scattered to the client's workers, which that scheduler's tasks cannot read
+    X, y, _, _ = loss_data("poisson", n=90, p=3, seed=24)
+    kw = dict(loss="poisson", penalty=1.0, tol=TOL)
+    with dask.config.set(scheduler=scheduler):
+        for method in ("exact", "alo"):
+            got = aloocv.loo(dX(X, 40), y, method=method, **kw)
+            close(got.losses.compute(), aloocv.loo(X, y, method=method, **kw).losses)

@@ -910,12 +910,19 @@ def _per_sample(outs: list, data: Data, key: str) -> Any:
 
 
 def _client():
+    """The distributed client that runs this call's tasks: None when there is none, or
+    when another scheduler is active (``dask.config.set(scheduler="synchronous")`` or
+    "threads" beside a client): data scattered to its workers would not reach that
+    scheduler's tasks."""
     try:
         from distributed import get_client
 
-        return get_client()
+        client = get_client()
     except (ImportError, ValueError):
         return None
+    from dask.base import get_scheduler
+
+    return client if getattr(get_scheduler(), "__self__", None) is client else None
 
 
 @dataclass(repr=False)
