@@ -947,6 +947,23 @@ def test_tune_names_a_bad_chunk(sync):
         aloocv.tune(dX(X, 40), y, loss="squared")
 
 
+def test_exact_loo_refit_with_no_weight_left(sync):
+    # all the weight on one sample, no intercept: its refit has no data left (sum of the
+    # other weights 0, the refit is the penalty's minimizer 0); as in memory, without
+    # numpy's divide-by-zero warnings
+    X, y, _, _ = loss_data("squared", n=60, p=3, seed=23)
+    w = np.zeros(60)
+    w[17] = 2.0
+    kw = dict(loss="squared", penalty=1.0, sample_weight=w, fit_intercept=False, method="exact")
+    with pytest.warns(ConvergenceWarning) as ref_rec:
+        ref = aloocv.loo(X, y, **kw)
+    with pytest.warns(ConvergenceWarning) as rec:
+        got = aloocv.loo(dX(X, 25), y, **kw)
+    assert [type(r.message) for r in rec] == [type(r.message) for r in ref_rec]
+    assert got.losses.compute()[17] == pytest.approx(0.5 * y[17] ** 2, rel=1e-12)
+    close(got.losses.compute(), ref.losses)
+
+
 @pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
 def test_local_scheduler_beside_a_client(client, scheduler):
     # a local scheduler chosen while a distributed client exists: the results are not

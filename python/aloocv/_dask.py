@@ -1187,6 +1187,14 @@ def _loo_singular(row: int, dh: float) -> ValueError:
     )
 
 
+def _per_weight(g, scale):
+    """max|grad| / (sum(w) - w_j), the refits' stopping value, as the core divides: a
+    refit with no weight left (scale 0) gets inf or nan, never at tol, without numpy's
+    divide-by-zero warnings."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.divide(g, scale)
+
+
 class _Refits:
     """The exact leave-one-out refits of one batch of samples, run in lockstep: the
     core's exact_loo (loo.hpp) with its newton_drive policy, each pass evaluating every
@@ -1238,7 +1246,7 @@ class _Refits:
         self.best = np.full(m, np.inf)
         self.stalled = np.zeros(m, dtype=np.int64)
         self.gcur = np.max(np.abs(self.g), axis=0)
-        self.active = (self.w != 0.0) & (self.gcur / self.scale > tol)
+        self.active = (self.w != 0.0) & (_per_weight(self.gcur, self.scale) > tol)
 
     def _direction(self, j: int) -> np.ndarray:
         g = self.g[:, j]
@@ -1316,7 +1324,7 @@ class _Refits:
         self.best[j] = min(self.best[j], gnew)
         if (
             self.stalled[j] >= STALL_ITERS
-            or gnew / self.scale[j] <= self.tol
+            or _per_weight(gnew, self.scale[j]) <= self.tol
             or self.attempts[j] >= self.budget
         ):
             self.active[j] = False
@@ -1335,7 +1343,7 @@ class _Refits:
         v = _core.loss_eval(self.data.loss.core, self.y, np.ascontiguousarray(eta))[0]
         losses = np.where(moved, v, self.losses)
         preds = np.where(moved, eta, self.preds)
-        gn = np.max(np.abs(self.g), axis=0) / self.scale
+        gn = _per_weight(np.max(np.abs(self.g), axis=0), self.scale)
         return losses, preds, int(np.sum(moved & ~(gn <= self.tol)))
 
 
