@@ -917,3 +917,60 @@ def test_logistic_cv_string_labels_ovr(sync):
     yn[100] = np.nan
     with pytest.raises(ValueError, match="y contains NaN"):
         aloocv.ALOLogisticRegressionCV(**kw).fit(dX(X), da.from_array(yn, chunks=40))
+
+
+def test_empty_row_chunks(sync):
+    # a dask array with 0-row chunks (as a filter leaves them after compute_chunk_sizes) is
+    # a valid X: every route skips them and equals numpy
+    X, y, w, off = loss_data("poisson", n=120, p=4, seed=21)
+    ch = ((0, 50, 0, 70, 0), (4,))
+    Xd = da.from_array(X, chunks=ch)
+    kw = dict(loss="poisson", penalty=1.0, sample_weight=w, offset=off, tol=TOL)
+    close(aloocv.fit(Xd, y, **kw).coef_, aloocv.fit(X, y, **kw).coef_)
+    for method in ("alo", "exact"):
+        got, ref = aloocv.loo(Xd, y, method=method, **kw), aloocv.loo(X, y, method=method, **kw)
+        assert got.losses.shape == (120,)
+        close(got.losses.compute(), ref.losses)
+        close(got.mean, ref.mean)
+    close(aloocv.kfold(Xd, y, n_folds=4, **kw).mean, aloocv.kfold(X, y, n_folds=4, **kw).mean)
+    grid = [aloocv.L2(v) for v in (0.1, 1.0, 10.0)]
+    kt = dict(loss="poisson", penalty=grid[0], method="grid", grid=grid, tol=TOL)
+    close(aloocv.tune(Xd, y, **kt).history["acv"], aloocv.tune(X, y, **kt).history["acv"])
+
+
+def test_tune_names_a_bad_chunk(sync):
+    # X's chunks are checked in the fits' first pass: the bracketing grid of tune must
+    # not turn that error into "ALOOCV is not defined at any point"
+    X, y, _, _ = loss_data("squared", n=120, p=4, seed=22)
+    X[77, 2] = np.nan
+    with pytest.raises(ValueError, match=r"X contains NaN or inf \(first at row 77, column 2\)"):
+        aloocv.tune(dX(X, 40), y, loss="squared")
+
+
+def test_exact_loo_refit_with_no_weight_left(sync):
+    # all the weight on one sample, no intercept: its refit has no data left (sum of the
+    # other weights 0, the refit is the penalty's minimizer 0); as in memory, without
+    # numpy's divide-by-zero warnings
+    X, y, _, _ = loss_data("squared", n=60, p=3, seed=23)
+    w = np.zeros(60)
+    w[17] = 2.0
+    kw = dict(loss="squared", penalty=1.0, sample_weight=w, fit_intercept=False, method="exact")
+    with pytest.warns(ConvergenceWarning) as ref_rec:
+        ref = aloocv.loo(X, y, **kw)
+    with pytest.warns(ConvergenceWarning) as rec:
+        got = aloocv.loo(dX(X, 25), y, **kw)
+    assert [type(r.message) for r in rec] == [type(r.message) for r in ref_rec]
+    assert got.losses.compute()[17] == pytest.approx(0.5 * y[17] ** 2, rel=1e-12)
+    close(got.losses.compute(), ref.losses)
+
+
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
+def test_local_scheduler_beside_a_client(client, scheduler):
+    # a local scheduler chosen while a distributed client exists: the results are not
+    # scattered to the client's workers, which that scheduler's tasks cannot read
+    X, y, _, _ = loss_data("poisson", n=90, p=3, seed=24)
+    kw = dict(loss="poisson", penalty=1.0, tol=TOL)
+    with dask.config.set(scheduler=scheduler):
+        for method in ("exact", "alo"):
+            got = aloocv.loo(dX(X, 40), y, method=method, **kw)
+            close(got.losses.compute(), aloocv.loo(X, y, method=method, **kw).losses)

@@ -246,7 +246,7 @@ def _chunk_arrays(x, y, w, off, check, row0=0):
     x = np.asarray(x)
     y = np.asarray(y, dtype=np.float64)
     if check:
-        x = check_X(x, row0=row0)
+        x = check_X(x, row0=row0, chunk=True)
         y = check_vector(y, y.shape[0], "y", row0)
         if w is not None:
             w = check_nonnegative_weight(
@@ -919,12 +919,19 @@ def _per_sample(outs: list, data: Data, key: str) -> Any:
 
 
 def _client():
+    """The distributed client that runs this call's tasks: None when there is none, or
+    when another scheduler is active (``dask.config.set(scheduler="synchronous")`` or
+    "threads" beside a client): data scattered to its workers would not reach that
+    scheduler's tasks."""
     try:
         from distributed import get_client
 
-        return get_client()
+        client = get_client()
     except (ImportError, ValueError):
         return None
+    from dask.base import get_scheduler
+
+    return client if getattr(get_scheduler(), "__self__", None) is client else None
 
 
 @dataclass(repr=False)
@@ -1189,6 +1196,14 @@ def _loo_singular(row: int, dh: float) -> ValueError:
     )
 
 
+def _per_weight(g, scale):
+    """max|grad| / (sum(w) - w_j), the refits' stopping value, as the core divides: a
+    refit with no weight left (scale 0) gets inf or nan, never at tol, without numpy's
+    divide-by-zero warnings."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.divide(g, scale)
+
+
 class _Refits:
     """The exact leave-one-out refits of one batch of samples, run in lockstep: the
     core's exact_loo (loo.hpp) with its newton_drive policy, each pass evaluating every
@@ -1240,7 +1255,7 @@ class _Refits:
         self.best = np.full(m, np.inf)
         self.stalled = np.zeros(m, dtype=np.int64)
         self.gcur = np.max(np.abs(self.g), axis=0)
-        self.active = (self.w != 0.0) & (self.gcur / self.scale > tol)
+        self.active = (self.w != 0.0) & (_per_weight(self.gcur, self.scale) > tol)
 
     def _direction(self, j: int) -> np.ndarray:
         g = self.g[:, j]
@@ -1318,7 +1333,7 @@ class _Refits:
         self.best[j] = min(self.best[j], gnew)
         if (
             self.stalled[j] >= STALL_ITERS
-            or gnew / self.scale[j] <= self.tol
+            or _per_weight(gnew, self.scale[j]) <= self.tol
             or self.attempts[j] >= self.budget
         ):
             self.active[j] = False
@@ -1337,7 +1352,7 @@ class _Refits:
         v = _core.loss_eval(self.data.loss.core, self.y, np.ascontiguousarray(eta))[0]
         losses = np.where(moved, v, self.losses)
         preds = np.where(moved, eta, self.preds)
-        gn = np.max(np.abs(self.g), axis=0) / self.scale
+        gn = _per_weight(np.max(np.abs(self.g), axis=0), self.scale)
         return losses, preds, int(np.sum(moved & ~(gn <= self.tol)))
 
 

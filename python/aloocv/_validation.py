@@ -377,18 +377,19 @@ def _first_bad_2d(arr: np.ndarray, name: str, row0: int = 0) -> None:
             )
 
 
-def check_X(X: Any, name: str = "X", row0: int = 0) -> Any:
+def check_X(X: Any, name: str = "X", row0: int = 0, chunk: bool = False) -> Any:
     """A 2-d float64 or float32 array, used in place when it already is one (C, F or
     strided, aligned; float32 stays float32: the core widens it as it reads it); or a
     canonical scipy.sparse CSR matrix with float64 or float32 data (see
     :func:`_check_sparse`). `row0`: the row of the whole X where this array starts (a
-    chunk of a dask array), for the row that messages name."""
+    chunk of a dask array), for the row that messages name. `chunk`: X is one row chunk
+    of a larger array, which may have no rows (the whole array was checked non-empty)."""
     if is_sparse(X):
         return _check_sparse(X, name)
     arr = _as_real_array(X, name)
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-dimensional, got shape {arr.shape}")
-    if arr.shape[0] == 0 or arr.shape[1] == 0:
+    if (arr.shape[0] == 0 and not chunk) or arr.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {arr.shape}")
     arr = as_design_dtype(arr)
     _first_bad_2d(arr, name, row0)

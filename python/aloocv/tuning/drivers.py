@@ -585,12 +585,14 @@ def _bracket(obj, points, hist, callback, losses, coefs, icpts, iters):
     """ACV on the coarse grid (per-sample losses appended to ``losses``): the best point
     and the search box around the grid."""
     best_u, best_acv = None, np.inf
+    error: ValueError | None = None
     for k, v in enumerate(points):
         u = np.log(v)
         try:
             ev = obj.evaluate(u, 0)
-        except ValueError:
-            continue  # e.g. singular as lambda -> 0: the bracket ends before
+        except ValueError as exc:
+            error = exc  # e.g. singular as lambda -> 0: the bracket ends before
+            continue
         hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
         losses.append(ev.out["losses"])
         coefs.append(np.array(ev.out["coef"], dtype=np.float64))
@@ -601,7 +603,10 @@ def _bracket(obj, points, hist, callback, losses, coefs, icpts, iters):
         if ev.acv < best_acv:
             best_u, best_acv = u, ev.acv
     if best_u is None:
-        raise ValueError("ALOOCV is not defined at any point of the bracketing grid")
+        # the last point's reason (dask input: a bad chunk of X, found by the first fit)
+        raise ValueError(
+            f"ALOOCV is not defined at any point of the bracketing grid: {error}"
+        ) from error
     us = np.log(np.array(points))
     lo = np.maximum(us.min(axis=0) - BRACKET_MARGIN, -LOG_BOUND)
     hi = np.minimum(us.max(axis=0) + BRACKET_MARGIN, LOG_BOUND)
