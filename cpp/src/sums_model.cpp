@@ -36,7 +36,12 @@ SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool interce
   } else if (!std::isfinite(m.objective())) {
     throw InvalidInput("the objective is not finite at the starting point");
   }
-  const DriveResult r = newton_drive(m, o, pol);
+  DriveResult r = newton_drive(m, o, pol);
+  // the guard of a fused end, as newton_fit and path_fit
+  if (settle_end(m, r, detail::kFusedEndEta)) {
+    ++r.n_iter;
+    ++r.hessian_passes;
+  }
   SumsFit out = m.result(r, sw);
   if (!path && fresh_end && m.stale_eta() > 0.0) {
     // the Hessian at beta is not positive definite (clipped factor): the real one, or the

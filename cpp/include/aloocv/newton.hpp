@@ -272,9 +272,19 @@ class GlmModel {
     }
     return t;
   }
-  // st's point was set back by the caller (with its factor): the derivatives and the
-  // objective from st.eta again (O(n), no pass over X).
-  void resync() {
+  // max_i |x~_i^T step| (one O(n p) pass; settle_end's probe).
+  double probe_move(const Vec& step) {
+    linear_predictor(pb_.X, step.data(), pb_.intercept, xs_.data(), nt_);
+    ++st_.matvec_passes;
+    return xs_.size() ? xs_.cwiseAbs().maxCoeff() : 0.0;
+  }
+  // The point (with its factor) and its return to it (settle_end): the derivatives and
+  // the objective from st.eta again (O(n), no pass over X); the pass counts stay.
+  FitState save() const { return st_; }
+  void restore(FitState&& keep) {
+    const Index passes = st_.matvec_passes;
+    st_ = std::move(keep);
+    st_.matvec_passes = passes;
     derivatives<Loss>(pb_, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
     f_ = detail::objective<Loss>(pb_, st_.eta.data(), st_.beta, nt_, skip_);
     exact_ = true;
@@ -340,40 +350,14 @@ inline RefreshPolicy fresh_end_policy() {
   return pol;
 }
 
-// A fused end (the one Hessian of the end taken after chord steps) keeps the returned
-// point when the Newton step of that Hessian moves no eta_i by more than kFusedEndEta:
-// the point is then the fresh-Newton end's to rounding.
-// Otherwise (ill-conditioned problems, where a small gradient can still be a large
-// step) the fit ends as the unfused drive does: that Newton step, then a fresh Hessian
-// at the returned point; a step that does not halve max|grad| (the rounding floor of an
-// ill-conditioned problem, where it is noise) is undone. The test costs one O(n p) pass
-// (X~ step).
+// The guard of a fused end (settle_end in newton_driver.hpp) with its counters.
 template <class Loss>
-void settle_fused_end(const Problem& pb, FitState& st, GlmModel<Loss>& m, const DriveResult& r,
-                      int nt) {
-  if (!r.end_after_chord || !m.factor_at_point()) return;
-  Vec step;
-  const double dec = m.direction(step);
-  Vec xs(pb.n());
-  linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
-  ++st.matvec_passes;
-  const double move = xs.size() ? xs.cwiseAbs().maxCoeff() : 0.0;
-  if (!(move > kFusedEndEta)) return;
-  // the step, kept only where it makes progress (at least halves max|grad|): at the
-  // rounding floor of an ill-conditioned problem it is noise, and the point stays
-  FitState keep = st;
-  const double g0 = m.gnorm();
-  if (m.move(step, dec) > 0.0 && m.gnorm() < 0.5 * g0) {
+void settle_fused_end(FitState& st, GlmModel<Loss>& m, const DriveResult& r) {
+  if (settle_end(m, r, kFusedEndEta)) {
     ++st.n_iter;
     ++st.fused_end_fallbacks;
-    m.refactor();
     ++st.hessian_passes;
-    return;
   }
-  const Index passes = st.matvec_passes;
-  st = std::move(keep);
-  st.matvec_passes = passes;
-  m.resync();
 }
 
 }  // namespace detail
@@ -425,7 +409,7 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   o.check_first = fresh_end;
   const DriveResult r =
       newton_drive(m, o, fresh_end ? detail::fresh_end_policy() : RefreshPolicy{});
-  detail::settle_fused_end(pb, st, m, r, nt);
+  detail::settle_fused_end(st, m, r);
   m.finish(r, sw);
   if (fresh_end && st.stale_eta > 0.0) {
     // the Hessian at beta is not positive definite (clipped factor): the real one, or
@@ -510,7 +494,7 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
   pol.start_factored = true;
   pol.accept_slow = true;  // slow chord steps already below tol: done
   const DriveResult r = newton_drive(m, o, pol);
-  detail::settle_fused_end(pb, st, m, r, nt);
+  detail::settle_fused_end(st, m, r);
   m.finish(r, sw);
   return st;
 }

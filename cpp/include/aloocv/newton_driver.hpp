@@ -280,4 +280,30 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
   return r;
 }
 
+// The guard of a fused end (DriveOptions::factor_end reached after chord steps, so the
+// one Hessian of the end was taken at a point whose last step was a chord step): the
+// returned point is kept when the Newton step of that Hessian moves no x~_i^T beta by
+// more than max_move (the point is then the fresh-Newton end's to rounding). Otherwise
+// (ill-conditioned problems, where a small gradient can still be a large step) the fit
+// ends as the unfused drive does: that Newton step, then a fresh Hessian at the returned
+// point; a step that does not halve max|grad| (the rounding floor of an ill-conditioned
+// problem, where it is noise) is undone. The model provides probe_move(step) (max_i
+// |x~_i^T step|, one O(n p) pass), save() and restore(saved). True when the step and the
+// fresh Hessian were taken (one more step, one more Hessian pass).
+template <class Model>
+bool settle_end(Model& m, const DriveResult& r, double max_move) {
+  if (!r.end_after_chord || !m.factor_at_point()) return false;
+  Vec step;
+  const double dec = m.direction(step);
+  if (!(m.probe_move(step) > max_move)) return false;
+  auto keep = m.save();
+  const double g0 = m.gnorm();
+  if (m.move(step, dec) > 0.0 && m.gnorm() < 0.5 * g0) {
+    m.refactor();
+    return true;
+  }
+  m.restore(std::move(keep));
+  return false;
+}
+
 }  // namespace aloocv

@@ -154,7 +154,7 @@ class SumsModel {
     const double g0 = gnorm();
     SumsRequest rq;
     rq.hessian = !cc_ && !chord_always_ && (fresh_step_ || g0 * rate_ <= target_);
-    rq.step = track_ && !cc_ ? &step : nullptr;
+    rq.step = track_ ? &step : nullptr;
     Vec b1 = beta_ + step;
     SumsValue v1 = evaluate(b1, rq);
     const double f1 = v1.loss + penalty(b1);
@@ -174,9 +174,47 @@ class SumsModel {
       if (t == 0.0) return 0.0;
       accept(std::move(vt), bt);  // t < 1: the last trial is the accepted one
     }
+    if (track_) last_move_ = t * step_max_;
     if (!cc_) stale_eta_ += track_ ? t * step_max_ : std::numeric_limits<double>::infinity();
     rate_ = g0 > 0.0 ? gnorm() / g0 : 1.0;
     return t;
+  }
+  // max_i |change of x~_i^T beta| in the last step (tracked models; GlmModel::last_move).
+  double last_move() const { return last_move_; }
+  // max_i |x~_i^T step|: one evaluation (settle_end's probe).
+  double probe_move(const Vec& step) {
+    SumsRequest rq;
+    rq.step = &step;
+    return evaluate(beta_, rq).step_max;
+  }
+  // The point with its factor, and the return to it (settle_end); n_evals stays.
+  struct Saved {
+    Vec beta, grad, hx, H, pending;
+    Cholesky chol;
+    double loss, f, stale_eta, step_max, rate, last_move;
+    bool exact, pending_at_point, fresh_step;
+  };
+  Saved save() const {
+    return Saved{beta_,      grad_,      hx_,       H_,    pending_,   chol_,  loss_,
+                 f_,         stale_eta_, step_max_, rate_, last_move_, exact_, pending_at_point_,
+                 fresh_step_};
+  }
+  void restore(Saved&& s) {
+    beta_ = std::move(s.beta);
+    grad_ = std::move(s.grad);
+    hx_ = std::move(s.hx);
+    H_ = std::move(s.H);
+    pending_ = std::move(s.pending);
+    chol_ = std::move(s.chol);
+    loss_ = s.loss;
+    f_ = s.f;
+    stale_eta_ = s.stale_eta;
+    step_max_ = s.step_max;
+    rate_ = s.rate;
+    last_move_ = s.last_move;
+    exact_ = s.exact;
+    pending_at_point_ = s.pending_at_point;
+    fresh_step_ = s.fresh_step;
   }
   // A factor of prev_hx + the penalty, of another point (path_fit's start).
   void adopt(const Vec& prev_hx) {
@@ -287,6 +325,7 @@ class SumsModel {
   SumsGauge gauge_;
   bool chord_always_;
   double loss_ = 0.0, f_ = 0.0, stale_eta_ = 0.0, step_max_ = 0.0, rate_ = 1.0;
+  double last_move_ = std::numeric_limits<double>::infinity();
   bool exact_ = false, pending_at_point_ = false, fresh_step_ = false;
   Index n_evals_ = 0;
 };
