@@ -210,6 +210,36 @@ def test_exact_loo_fresh_hessians_and_budget(sync, monkeypatch):
     assert 0 < b.n_not_converged <= 90
 
 
+def test_exact_loo_batch_mixing_chord_and_fresh_refits(sync, monkeypatch):
+    # a tight chord ratio: in one pass some refits of a batch are on the downdated full
+    # factor and others on fresh Hessians (their searches in the same pass); still the
+    # numpy exact LOO and brute-force refits
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((120, 3)) * np.where(rng.random((120, 1)) < 0.1, 6.0, 1.0)
+    y = (X @ np.array([1.0, -1.0, 0.5]) + rng.standard_normal(120) > 0).astype(float)
+    kw = dict(loss="logistic", penalty=0.05, tol=TOL)
+    r = aloocv.loo(X, y, method="exact", **kw)
+    seen = []
+    real = _dask._refits_pass
+
+    def spy(data, B, rows, hess_cols):
+        seen.append((B.shape[1], len(hess_cols)))
+        return real(data, B, rows, hess_cols)
+
+    monkeypatch.setattr(_dask, "_refits_pass", spy)
+    monkeypatch.setattr(_dask, "EXACT_CHORD_RATIO", 0.01)
+    monkeypatch.setattr(_dask, "EXACT_BATCH", 32)
+    g = aloocv.loo(dX(X, 40), y, method="exact", **kw)
+    assert any(0 < h < b for b, h in seen)
+    assert g.n_not_converged == 0
+    close(g.losses.compute(), r.losses)
+    close(g.predictions.compute(), r.predictions)
+    for i in np.flatnonzero(np.abs(X).max(axis=1) > 6.0)[:3]:  # independent refits
+        keep = np.arange(120) != i
+        f = aloocv.fit(X[keep], y[keep], loss="logistic", penalty=0.05, tol=TOL)
+        close(g.predictions[i].compute(), X[i] @ f.coef_ + f.intercept_)
+
+
 def test_exact_loo_singular_names_the_row_of_X(sync):
     # feature 2 is nonzero in row 83 only and unpenalized: without that row the problem
     # has no unique minimizer; the message names row 83 of X (chunk 3, its row 3)

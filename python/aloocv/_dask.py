@@ -1236,13 +1236,15 @@ class _Refits:
         eta = xt @ st.beta + self.off
         v, d1, d2 = _core.loss_eval(data.loss.core, self.y, np.ascontiguousarray(eta))[:3]
         self.losses, self.preds = v.copy(), eta.copy()  # a zero weight: the full fit's
-        self.A = _solve(L, xt.T)  # (p1, m) a_j
+        with _blas.single_threaded_blas():  # small solves: BLAS threads only cost here
+            self.A = _solve(L, xt.T)  # (p1, m) a_j
         self.d = self.w * d2
         dh = self.d * np.einsum("ij,ji->i", xt, self.A)
         self.den = 1.0 - dh
         tiny = 64 * np.finfo(np.float64).eps
-        for j in np.flatnonzero((self.w != 0.0) & ~(self.den > tiny)):
-            raise _loo_singular(int(rows[j]), float(dh[j]))
+        bad = np.flatnonzero((self.w != 0.0) & ~(self.den > tiny))
+        if bad.size:
+            raise _loo_singular(int(rows[bad[0]]), float(dh[bad[0]]))
         self.L = L
         self.beta = np.repeat(st.beta[:, None], m, axis=1)  # (p1, m)
         self.f = st.f - self.w * v
@@ -1251,25 +1253,41 @@ class _Refits:
         self.chord = np.ones(m, dtype=bool)
         self.n_chord = np.zeros(m, dtype=np.int64)
         self.attempts = np.zeros(m, dtype=np.int64)
-        self.fresh: list[np.ndarray | None] = [None] * m  # factor at the point, if any
+        self.on_fresh = np.zeros(m, dtype=bool)  # a fresh Hessian at the refit's point
+        self.hfresh: np.ndarray | None = None  # (m, p1, p1) those Hessians, once needed
         self.best = np.full(m, np.inf)
         self.stalled = np.zeros(m, dtype=np.int64)
         self.gcur = np.max(np.abs(self.g), axis=0)
         self.active = (self.w != 0.0) & (_per_weight(self.gcur, self.scale) > tol)
 
-    def _direction(self, j: int) -> np.ndarray:
-        g = self.g[:, j]
-        Lj = self.fresh[j]
-        if Lj is not None:
-            return -_solve(Lj, g)
-        step = -_solve(self.L, g)
-        a = self.A[:, j]
-        return step + (self.d[j] * (self.xt[j] @ step) / self.den[j]) * a
+    def _directions(self, cols: np.ndarray) -> np.ndarray:
+        """The steps of the refits `cols` (p1 x cols.size): those on a fresh Hessian solve
+        with it (one batched LU solve), the others take the chord step on the full factor
+        downdated by their sample, -(H^{-1} g + a (d x~^T H^{-1} g) / den)."""
+        G = self.g[:, cols]
+        steps = np.empty_like(G)
+        fr = self.on_fresh[cols]
+        if fr.any():
+            sol = np.linalg.solve(self.hfresh[cols[fr]], G[:, fr].T[:, :, None])
+            steps[:, fr] = -sol[:, :, 0].T
+        if not fr.all():
+            c = cols[~fr]
+            s = -_solve(self.L, G[:, ~fr])
+            coef = self.d[c] * np.einsum("ji,ij->j", self.xt[c], s) / self.den[c]
+            steps[:, ~fr] = s + coef * self.A[:, c]
+        return steps
 
-    def _factor(self, H: np.ndarray) -> np.ndarray:
-        H = np.array(H)
-        H[np.diag_indices_from(H)] += self.pen1
-        return _cho(H)
+    def _set_fresh(self, cols: np.ndarray, hess: np.ndarray) -> None:
+        """Fresh penalized Hessians (hess: p1 x p1 x cols.size, unpenalized) for the refits
+        `cols`; each must be positive definite (one batched Cholesky checks them)."""
+        H = np.moveaxis(hess, 2, 0).copy()
+        i = np.arange(H.shape[1])
+        H[:, i, i] += self.pen1
+        _cho(H)
+        if self.hfresh is None:
+            self.hfresh = np.empty((self.rows.size, *H.shape[1:]))
+        self.hfresh[cols] = H
+        self.on_fresh[cols] = True
 
     def _sums(self, cols: np.ndarray, B: np.ndarray, hess: list) -> dict:
         s = _refits_pass(self.data, B, self.rows[cols], hess)
@@ -1278,72 +1296,93 @@ class _Refits:
         return {"f": f, "g": g, "hess": s["hess"]}
 
     def run(self) -> None:
+        with _blas.single_threaded_blas():  # the batch's p1 x batch algebra, many times
+            self._run()
+
+    def _run(self) -> None:
         while self.active.any():
             act = np.flatnonzero(self.active)
             # leaving the chord phase: a fresh Hessian at the refit's point
-            need = [int(j) for j in act if not self.chord[j] and self.fresh[j] is None]
-            if need:
-                s = self._sums(np.asarray(need), self.beta[:, need], list(range(len(need))))
-                for k, j in enumerate(need):
-                    self.fresh[j] = self._factor(s["hess"][:, :, k])
-                    self.n_chord[j] = 0
-            on_fresh = {int(j): self.fresh[j] is not None for j in act}
-            steps = {int(j): self._direction(int(j)) for j in act}
-            dec = {j: float(-self.g[:, j] @ steps[j]) for j in steps}
-            tiny = {j: 0.5 * dec[j] <= TINY_DECREASE * max(1.0, abs(self.f[j])) for j in steps}
-            t = dict.fromkeys(steps, 1.0)
-            accepted: dict[int, tuple] = {}
-            searching = list(steps)
+            need = act[~self.chord[act] & ~self.on_fresh[act]]
+            if need.size:
+                s = self._sums(need, self.beta[:, need], list(range(need.size)))
+                self._set_fresh(need, s["hess"])
+                self.n_chord[need] = 0
+            fresh = self.on_fresh[act]
+            steps = self._directions(act)
+            dec = -np.einsum("ij,ij->j", self.g[:, act], steps)
+            tiny = 0.5 * dec <= TINY_DECREASE * np.maximum(1.0, np.abs(self.f[act]))
+            t = np.ones(act.size)
+            ok = np.zeros(act.size, dtype=bool)
+            beta, f, g = np.empty_like(steps), np.empty(act.size), np.empty_like(steps)
+            hess = None  # (p1, p1, act.size) the accepted points' Hessians, where fresh
+            srch = np.arange(act.size)  # the refits (positions in act) still searching
             for _ in range(MAX_HALVINGS):
-                if not searching:
+                if not srch.size:
                     break
-                cols = np.asarray(searching)
-                B = np.stack([self.beta[:, j] + t[j] * steps[j] for j in searching], axis=1)
-                hess = [k for k, j in enumerate(searching) if on_fresh[j]]
-                s = self._sums(cols, B, hess)
-                hk = {searching[k]: q for q, k in enumerate(hess)}
-                nxt = []
-                for k, j in enumerate(searching):
-                    ft = float(s["f"][k])
-                    if np.isfinite(ft) and (tiny[j] or ft <= self.f[j] - ARMIJO * t[j] * dec[j]):
-                        H = s["hess"][:, :, hk[j]] if j in hk else None
-                        accepted[j] = (B[:, k].copy(), ft, s["g"][:, k].copy(), H)
-                    else:
-                        t[j] *= 0.5
-                        nxt.append(j)
-                searching = nxt
-            for j in steps:
-                self._update(j, accepted.get(j), on_fresh[j], dec[j])
+                cols = act[srch]
+                B = self.beta[:, cols] + t[srch] * steps[:, srch]
+                hc = np.flatnonzero(fresh[srch])
+                s = self._sums(cols, B, hc.tolist())
+                ft = s["f"]
+                armijo = ft <= self.f[cols] - ARMIJO * t[srch] * dec[srch]
+                good = np.isfinite(ft) & (tiny[srch] | armijo)
+                k = srch[good]
+                ok[k] = True
+                beta[:, k], f[k], g[:, k] = B[:, good], ft[good], s["g"][:, good]
+                kh = good[hc]  # the accepted among those with a Hessian
+                if kh.any():
+                    if hess is None:
+                        hess = np.empty((*s["hess"].shape[:2], act.size))
+                    hess[:, :, srch[hc[kh]]] = s["hess"][:, :, kh]
+                t[srch[~good]] *= 0.5
+                srch = srch[~good]
+            self._update(act, ok, fresh, dec, beta, f, g, hess)
 
-    def _update(self, j: int, acc, on_fresh: bool, dec: float) -> None:
-        self.attempts[j] += 1
-        if acc is None:
-            if on_fresh:  # no decrease on a fresh Hessian: stop
-                self.active[j] = False
-            else:  # the downdated full factor gives no descent: fresh Hessians from here
-                self.chord[j] = False
-            if self.attempts[j] >= self.budget:
-                self.active[j] = False
+    def _update(
+        self,
+        act: np.ndarray,
+        ok: np.ndarray,
+        fresh: np.ndarray,
+        dec: np.ndarray,
+        beta: np.ndarray,
+        f: np.ndarray,
+        g: np.ndarray,
+        hess: np.ndarray | None,
+    ) -> None:
+        """The refits `act` after their search: ok, which found a point (beta, f, g
+        there, and the Hessian where fresh); dec, their predicted decrease."""
+        self.attempts[act] += 1
+        rej, rf = act[~ok], fresh[~ok]
+        self.active[rej[rf]] = False  # no decrease on a fresh Hessian: stop
+        self.chord[rej[~rf]] = False  # the downdated full factor gives no descent: fresh
+        self.active[rej[self.attempts[rej] >= self.budget]] = False
+        acc = act[ok]
+        if not acc.size:
             return
-        self.beta[:, j], self.f[j], self.g[:, j], H = acc
-        self.fresh[j] = None if H is None else self._factor(H)
-        gnew = float(np.max(np.abs(self.g[:, j])))
-        floor = 0.5 * dec <= TINY_DECREASE * max(1.0, abs(self.f[j]))
-        self.stalled[j] = self.stalled[j] + 1 if floor and not gnew < 0.5 * self.best[j] else 0
-        self.best[j] = min(self.best[j], gnew)
-        if (
-            self.stalled[j] >= STALL_ITERS
-            or _per_weight(gnew, self.scale[j]) <= self.tol
-            or self.attempts[j] >= self.budget
-        ):
-            self.active[j] = False
-            self.gcur[j] = gnew
-            return
-        if self.chord[j]:
-            self.n_chord[j] += 1
-            if not gnew <= EXACT_CHORD_RATIO * self.gcur[j] or self.n_chord[j] >= EXACT_MAX_CHORD:
-                self.chord[j] = False
-        self.gcur[j] = gnew
+        self.beta[:, acc], self.f[acc], self.g[:, acc] = beta[:, ok], f[ok], g[:, ok]
+        self.on_fresh[acc] = False
+        fa = ok & fresh
+        if fa.any():
+            self._set_fresh(act[fa], hess[:, :, fa])
+        gnew = np.max(np.abs(self.g[:, acc]), axis=0)
+        floor = 0.5 * dec[ok] <= TINY_DECREASE * np.maximum(1.0, np.abs(self.f[acc]))
+        best = self.best[acc]
+        self.stalled[acc] = np.where(floor & ~(gnew < 0.5 * best), self.stalled[acc] + 1, 0)
+        self.best[acc] = np.where(gnew < best, gnew, best)
+        done = (
+            (self.stalled[acc] >= STALL_ITERS)
+            | (_per_weight(gnew, self.scale[acc]) <= self.tol)
+            | (self.attempts[acc] >= self.budget)
+        )
+        self.active[acc[done]] = False
+        ch = ~done & self.chord[acc]
+        c = acc[ch]
+        self.n_chord[c] += 1
+        cut = gnew[ch] <= EXACT_CHORD_RATIO * self.gcur[c]
+        leave = ~cut | (self.n_chord[c] >= EXACT_MAX_CHORD)
+        self.chord[c[leave]] = False
+        self.gcur[acc] = gnew
 
     def results(self) -> tuple[np.ndarray, np.ndarray, int]:
         """(losses, predictions, refits not at tol) of the batch."""
