@@ -109,14 +109,7 @@ class SumsModel {
   double gnorm() const { return grad_.cwiseAbs().maxCoeff(); }
   double objective() const { return f_; }
   void refactor() {
-    if (!pending_at_point_) {
-      SumsRequest rq;
-      rq.hessian = true;
-      pending_ = evaluate(beta_, rq).hess;
-    }
-    pending_at_point_ = false;
-    hx_.swap(pending_);
-    pending_.resize(0);
+    take_hessian_at_point();
     bool modified = false;
     try {
       factor_penalized();
@@ -225,14 +218,7 @@ class SumsModel {
   }
   // The factor at the point, refused if singular (no clipping): the LOO formulas need it.
   void exact_factor() {
-    if (!pending_at_point_) {
-      SumsRequest rq;
-      rq.hessian = true;
-      pending_ = evaluate(beta_, rq).hess;
-    }
-    pending_at_point_ = false;
-    hx_.swap(pending_);
-    pending_.resize(0);
+    take_hessian_at_point();
     factor_penalized();
     stale_eta_ = 0.0;
     exact_ = true;
@@ -302,6 +288,19 @@ class SumsModel {
     pending_at_point_ = v.hess.size() > 0;
     pending_ = std::move(v.hess);
     f_ = loss_ + penalty(beta_);
+  }
+
+  // hx_ = the unpenalized Hessian at beta: the one that came with the point's evaluation,
+  // or one more evaluation.
+  void take_hessian_at_point() {
+    if (!pending_at_point_) {
+      SumsRequest rq;
+      rq.hessian = true;
+      pending_ = evaluate(beta_, rq).hess;
+    }
+    pending_at_point_ = false;
+    hx_.swap(pending_);
+    pending_.resize(0);
   }
 
   void factor_penalized() {
