@@ -1135,14 +1135,9 @@ def _fit_for_loo(data: Data, coef, intercept, tol, max_iter, fresh_end: bool = T
         f, g, H = _penalized(data, beta, s)
         sw = float(s["weight"])
         gn = float(np.max(np.abs(g))) / sw
-    if gn > max(1e-6, tol):
-        warnings.warn(
-            f"the given coef is not a minimizer of this objective (max|gradient|/sum(w) = "
-            f"{gn:.3g}); leave-one-out estimates assume an optimal fit. Check that the "
-            "penalty matches the model's regularization.",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
+    from ._fit import _warn_given_coef
+
+    _warn_given_coef(gn, tol, stacklevel=3)
     return _State(beta, f, g, H, sw, 0, gn <= tol, gn, active)
 
 

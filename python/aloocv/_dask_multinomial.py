@@ -20,7 +20,6 @@ X is never concatenated and never reaches the client.
 from __future__ import annotations
 
 import operator
-import warnings
 from typing import Any
 
 import numpy as np
@@ -437,8 +436,8 @@ def loo(
     offset,
 ):
     """:func:`aloocv.loo` with ``loss="multinomial"`` on dask input."""
-    from ._fit import _warn_not_converged
-    from ._multinomial import GIVEN_COEF_GRAD_TOL, _beta
+    from ._fit import _warn_given_coef, _warn_not_converged
+    from ._multinomial import _beta
     from ._validation import check_finite_result
 
     if gradient != "exact":
@@ -464,15 +463,8 @@ def loo(
     check_finite_result(f"loo(method={method!r})", coef=fitres.coef_)
     if beta0 is None:
         _warn_not_converged(fitres, tol, max_iter)
-    elif fitres.gradient_norm_ > max(GIVEN_COEF_GRAD_TOL, tol):
-        from sklearn.exceptions import ConvergenceWarning
-
-        warnings.warn(
-            f"the given coef is not a minimizer of this objective (max|gradient|/sum(w) = "
-            f"{fitres.gradient_norm_:.3g}); leave-one-out estimates assume an optimal fit.",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
+    else:
+        _warn_given_coef(fitres.gradient_norm_, tol, stacklevel=3)
     keep = "persist" if _client() is not None else "lazy"
     outs, red = _alo_pass(data, st, K, method, keep, return_gradient)
     _check_finite(red, f"loo(method={method!r})")

@@ -131,6 +131,24 @@ def _result(out: dict[str, Any], loss: Loss, penalty: Penalty, fit_intercept: bo
 TOL_ROUNDING_FLOOR = 1e-15
 
 
+#: A given ``coef`` whose max|gradient|/sum(w) exceeds this (or ``tol``) is not a
+#: minimizer of the objective: leave-one-out at it warns.
+GIVEN_COEF_GRAD_TOL = 1e-6
+
+
+def _warn_given_coef(grad_norm: float, tol: float, stacklevel: int = 3) -> None:
+    """The warning of leave-one-out at a given ``coef`` that is not a minimizer
+    (max|gradient|/sum(w) = `grad_norm`); `stacklevel` counts from the caller."""
+    if grad_norm > max(GIVEN_COEF_GRAD_TOL, tol):
+        warnings.warn(
+            f"the given coef is not a minimizer of this objective (max|gradient|/sum(w) = "
+            f"{grad_norm:.3g}); leave-one-out estimates assume an optimal fit. Check that the "
+            "penalty matches the model's regularization.",
+            ConvergenceWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
 def _warn_not_converged(res: FitResult, tol: float, max_iter: int) -> None:
     if not res.converged_:
         hint = "Increase max_iter or the penalty."

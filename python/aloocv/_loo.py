@@ -22,7 +22,7 @@ from ._diagnostics import (
     warn_ill_conditioned,
     warn_unreliable,
 )
-from ._fit import FitResult, _result, _warn_not_converged
+from ._fit import FitResult, _result, _warn_given_coef, _warn_not_converged
 from ._multitarget import MultiTargetLOOResult
 from ._validation import (
     LOO_METHODS,
@@ -436,14 +436,8 @@ def loo(
         )
     if beta is None:
         _warn_not_converged(fitres, tol, max_iter)
-    elif fitres.gradient_norm_ > max(1e-6, tol):
-        warnings.warn(
-            f"the given coef is not a minimizer of this objective (max|gradient|/sum(w) = "
-            f"{fitres.gradient_norm_:.3g}); leave-one-out estimates assume an optimal fit. "
-            "Check that the penalty matches the model's regularization.",
-            ConvergenceWarning,
-            stacklevel=2,
-        )
+    else:
+        _warn_given_coef(fitres.gradient_norm_, tol, stacklevel=2)
     if out["n_not_converged"]:
         warnings.warn(
             f"exact LOO: {out['n_not_converged']} of {X.shape[0]} refits did not reach tol={tol:g}",

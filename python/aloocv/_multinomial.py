@@ -25,7 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from . import _blas, _core
 from ._diagnostics import ALO_UNRELIABLE_DH, warn_unreliable
-from ._fit import FitResult, _warn_not_converged
+from ._fit import FitResult, _warn_given_coef, _warn_not_converged
 from ._validation import (
     MULTINOMIAL,
     as_penalty,
@@ -42,9 +42,6 @@ from ._validation import (
 from .penalties import Penalty
 
 __all__ = ["MultinomialFitResult", "fit", "loo"]
-
-#: A given ``coef`` whose gradient norm exceeds this (or ``tol``) is not a minimizer.
-GIVEN_COEF_GRAD_TOL = 1e-6
 
 
 @dataclass
@@ -215,13 +212,8 @@ def loo(
     fitres = _result(out, penalty, bool(fit_intercept))
     if beta is None:
         _warn_not_converged(fitres, tol, max_iter)
-    elif fitres.gradient_norm_ > max(GIVEN_COEF_GRAD_TOL, tol):
-        warnings.warn(
-            f"the given coef is not a minimizer of this objective (max|gradient|/sum(w) = "
-            f"{fitres.gradient_norm_:.3g}); leave-one-out estimates assume an optimal fit.",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
+    else:
+        _warn_given_coef(fitres.gradient_norm_, tol, stacklevel=3)
     if out["n_not_converged"]:
         warnings.warn(
             f"exact LOO: {out['n_not_converged']} of {X.shape[0]} refits did not reach tol={tol:g}",
