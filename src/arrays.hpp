@@ -1,6 +1,8 @@
 // Array conversion and validation shared by the binding files. No math here.
 #pragma once
 
+#include <cstring>
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -195,10 +197,12 @@ inline Mat to_mat(const py::array& a, Index rows, const char* name) {
   }
   const auto s0 = a.strides(0), s1 = a.strides(1);
   if (s0 % 8 != 0 || s1 % 8 != 0) throw py::value_error(std::string(name) + ": bad strides");
-  const double* p = static_cast<const double*>(a.data());
+  // read byte-wise (memcpy): a buffer received by a dask task can sit at an address that
+  // is not a multiple of 8
+  const char* p = static_cast<const char*>(a.data());
   Mat out(rows, a.shape(1));
   for (Index j = 0; j < out.cols(); ++j)
-    for (Index i = 0; i < rows; ++i) out(i, j) = p[i * (s0 / 8) + j * (s1 / 8)];
+    for (Index i = 0; i < rows; ++i) std::memcpy(&out(i, j), p + i * s0 + j * s1, sizeof(double));
   return out;
 }
 

@@ -443,3 +443,19 @@ def test_prediction_and_grid_inputs_are_validated():
 def test_numbers_given_as_strings_are_type_errors(call):
     with pytest.raises(TypeError, match="must be a real number"):
         call()
+
+
+def test_small_matrix_at_an_odd_address():
+    """A p x p matrix whose buffer does not start at a multiple of 8 (as a dask task can
+    receive it after unpickling) is read correctly by the bindings (byte-wise copy; the
+    sanitizer build flags a misaligned load otherwise)."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((6, 6))
+    H = A @ A.T + 6 * np.eye(6)
+    raw = bytearray(H.nbytes + 1)
+    odd = np.frombuffer(raw, dtype=np.float64, count=H.size, offset=1).reshape(6, 6)
+    odd[...] = H
+    assert not odd.flags.aligned
+    g, beta, l1 = rng.standard_normal(6), np.zeros(6), np.full(6, 0.1)
+    ref = _core.quadratic_cd(H, g, beta, l1, 1e-12)
+    np.testing.assert_array_equal(_core.quadratic_cd(odd, g, beta, l1, 1e-12), ref)
