@@ -163,6 +163,10 @@ def _status_bytes(key: str) -> int:
     not (sys.platform.startswith("linux") and os.path.exists("/proc/self/clear_refs")),
     reason="peak RSS reset needs Linux /proc/self/clear_refs",
 )
+@pytest.mark.skipif(
+    "libasan" in os.environ.get("LD_PRELOAD", ""),
+    reason="AddressSanitizer's shadow memory and quarantine inflate the peak RSS",
+)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_loo_peak_memory_has_no_copy_of_X(dtype):
     # Peak resident memory of loo beyond the memory before the call (allocations of the
