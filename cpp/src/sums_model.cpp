@@ -31,6 +31,7 @@ SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool interce
     if (fresh_end) pol = detail::fresh_end_policy();
   }
   detail::SumsModel m(source, pen, beta0, cc, fresh_end, !path, o.target * sw);
+  if (fresh_end) m.set_end_hints(pol.rechord_max_steps, pol.polish ? pol.polish_move : 0.0);
   if (path) {
     m.adopt(*opt.previous_hx);
   } else if (!std::isfinite(m.objective())) {

@@ -144,9 +144,22 @@ class SumsModel {
     // With chord_always (the multinomial) the steps after a fresh Hessian are mostly chord
     // steps and a Hessian costs K (K + 1) / 2 SYRK passes: no Hessian is asked for ahead
     // (a refresh then costs one more pass).
+    // The driver's fused-end policy (set_end_hints) sharpens both guesses: after a fresh
+    // step it goes on with chord steps when a few are predicted to reach the target
+    // (predicted here from the quadratic rate, gnew ~ g0 rate^2), and a chord step that
+    // reaches the target ends the run only once the polish rule stops (the remaining move
+    // of eta at the polish threshold). A wrong guess costs one pass, never an iterate.
     const double g0 = gnorm();
     SumsRequest rq;
-    rq.hessian = !cc_ && !chord_always_ && (fresh_step_ || g0 * rate_ <= target_);
+    if (!cc_ && !chord_always_) {
+      if (fresh_step_) {
+        const double r2 = rate_ * rate_;
+        rq.hessian = !(rechord_max_ > 0 && chords_reach(g0 * r2, 2.0 * r2, target_, rechord_max_));
+      } else if (g0 * rate_ <= target_) {
+        rq.hessian = !(polish_move_ > 0.0) || !(rate_ < 1.0) ||
+                     last_move_ * rate_ * rate_ / (1.0 - rate_) <= polish_move_;
+      }
+    }
     rq.step = track_ ? &step : nullptr;
     Vec b1 = beta_ + step;
     SumsValue v1 = evaluate(b1, rq);
@@ -171,6 +184,12 @@ class SumsModel {
     if (!cc_) stale_eta_ += track_ ? t * step_max_ : std::numeric_limits<double>::infinity();
     rate_ = g0 > 0.0 ? gnorm() / g0 : 1.0;
     return t;
+  }
+  // The drive's RefreshPolicy::rechord_max_steps and polish_move (0: none), used only to
+  // foresee which evaluations should bring the Hessian along (see move).
+  void set_end_hints(Index rechord_max_steps, double polish_move) {
+    rechord_max_ = rechord_max_steps;
+    polish_move_ = polish_move;
   }
   // max_i |change of x~_i^T beta| in the last step (tracked models; GlmModel::last_move).
   double last_move() const { return last_move_; }
@@ -325,6 +344,8 @@ class SumsModel {
   bool chord_always_;
   double loss_ = 0.0, f_ = 0.0, stale_eta_ = 0.0, step_max_ = 0.0, rate_ = 1.0;
   double last_move_ = std::numeric_limits<double>::infinity();
+  Index rechord_max_ = 0;
+  double polish_move_ = 0.0;
   bool exact_ = false, pending_at_point_ = false, fresh_step_ = false;
   Index n_evals_ = 0;
 };
