@@ -177,7 +177,9 @@ void bind_multinomial(py::module_& m) {
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w, Index K,
          const py::array& pen, bool intercept, const std::string& method, double tol,
          Index max_iter, int n_threads, const std::optional<py::array>& beta0, bool refit,
-         bool return_gradient) {
+         bool return_gradient,
+         const std::optional<py::array_t<Index, py::array::c_style | py::array::forcecast>>&
+             subset) {
         const MnProblem pb = make_mn_problem(X, y, w, K, pen, intercept);
         int code = -1;
         if (method == "alo") code = 0;
@@ -185,10 +187,16 @@ void bind_multinomial(py::module_& m) {
         if (method == "lemma3") code = 2;
         if (method == "exact") code = 3;
         if (code < 0) throw py::value_error("unknown method '" + method + "'");
+        std::vector<Index> sub;
+        if (subset) {
+          if (code != 3) throw py::value_error("subset= needs method='exact'");
+          sub.assign(subset->data(), subset->data() + subset->size());
+        }
+        const SampleSet set{subset ? &sub : nullptr};
         std::optional<Vec> b0;
         if (beta0) b0 = to_vec(*beta0, pb.dim(), "beta0");
         const FitOptions opt{tol, refit ? max_iter : 0, n_threads};
-        const Index n = pb.n();
+        const Index n = set.size(pb.n());
         Vec pred(n * K), loss(n), lev, det, grad;
         if (code < 3) {
           lev.resize(n * K * K);
@@ -204,7 +212,7 @@ void bind_multinomial(py::module_& m) {
                    return_gradient ? grad.data() : nullptr, n_threads);
           } else {
             FitOptions ex{tol, max_iter, n_threads};
-            failed = mn_exact(pb, st, ex, pred.data(), loss.data());
+            failed = mn_exact(pb, st, ex, pred.data(), loss.data(), set);
           }
         });
         py::dict out = mn_state_to_dict(pb, st);
@@ -225,9 +233,10 @@ void bind_multinomial(py::module_& m) {
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
       py::arg("penalty"), py::arg("fit_intercept"), py::arg("method"), py::arg("tol"),
       py::arg("max_iter"), py::arg("n_threads"), py::arg("beta0") = py::none(),
-      py::arg("refit") = true, py::arg("return_gradient") = false,
+      py::arg("refit") = true, py::arg("return_gradient") = false, py::arg("subset") = py::none(),
       "Multinomial leave-one-out (alo, if, lemma3 or exact) with a K x K block per sample; "
-      "refit=False evaluates at beta0 (bring your own fit).");
+      "refit=False evaluates at beta0 (bring your own fit); subset= (exact only): the "
+      "refits without those samples, outputs in their order.");
 }
 
 }  // namespace aloocv::bind

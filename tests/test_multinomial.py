@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from sklearn.datasets import load_iris, load_wine
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
 
 import aloocv
 
@@ -140,6 +141,32 @@ def test_exact_loo_matches_sklearn_refits(small):
     for m in ("if", "lemma3"):
         r = aloocv.loo(X, y, loss="multinomial", penalty=aloocv.L2(lam), method=m)
         assert abs(r.mean / ex.mean - 1) < 0.1
+
+
+def test_certify_against_sklearn_refits(small):
+    """certify() on a multinomial result: its exact refits are scikit-learn's refits, and
+    with every sample certified its error of the mean is the exact one."""
+    X, y = small
+    lam = 0.5
+    res = aloocv.loo(X, y, loss="multinomial", penalty=aloocv.L2(lam), tol=1e-10)
+    cert = res.certify(n_samples=8, random_state=3)
+    assert cert.n_worst == 1 and np.unique(cert.indices).size == cert.indices.size
+    ref = np.empty(cert.indices.size)
+    with threadpool_limits(1):
+        for k, i in enumerate(cert.indices):
+            keep = np.arange(60) != i
+            sk = _sk(X[keep], y[keep], lam)
+            ref[k] = -sk.predict_log_proba(X[i : i + 1])[0, int(y[i])]
+    np.testing.assert_allclose(cert.exact_losses, ref, rtol=1e-5, atol=1e-7)
+    # the census holds the largest loss changes |ce(eta~) - ce(eta)|
+    change = np.abs(res.losses - _ce(res.fit.decision_function(X), y))
+    assert cert.indices[0] == np.argmax(change)
+    full = res.certify(n_samples=100)
+    assert sorted(full.indices.tolist()) == list(range(60)) and full.n_draws == 0
+    ex = aloocv.loo(X, y, loss="multinomial", penalty=aloocv.L2(lam), method="exact", tol=1e-10)
+    assert full.mean_error == pytest.approx(res.mean - ex.mean, rel=1e-6, abs=1e-12)
+    with pytest.raises(ValueError, match="exact"):
+        ex.certify()
 
 
 @pytest.mark.parametrize("data", ["iris", "wine"])

@@ -789,9 +789,11 @@ void mn_loo(const MnProblem& pb, const MnState& st, int method, double* pred, do
 }
 
 Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, double* pred,
-               double* loss) {
+               double* loss, SampleSet set) {
   const Index n = pb.n(), K = pb.K;
-  const int nt = threads_for(opt.n_threads, double(n) * double(n) * double(pb.dim()));
+  set.check(n);
+  const Index m = set.size(n);
+  const int nt = threads_for(opt.n_threads, double(m) * double(n) * double(pb.dim()));
   FitOptions one = opt;
   one.n_threads = 1;
   MnState at_fit;
@@ -806,11 +808,12 @@ Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, do
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) reduction(+ : failed)
-  for (Index i = 0; i < n; ++i) {
+  for (Index k = 0; k < m; ++k) {
     interrupt::Share share(ictx);
     if (guard.failed()) continue;
     guard.run([&] {
       interrupt::check();
+      const Index i = set(k);
       // Newton-CG preconditioned by the full fit's factor (the Hessian without sample i
       // differs from it by a rank-K term): no Hessian pass per refit
       const MnState s = mn_fit(pb, one, &st.beta, false, i, pre);
@@ -818,9 +821,9 @@ Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, do
       Eigen::Map<const Mat> B(s.beta.data(), pb.p1(), K);
       Vec xi(pb.p1());
       pb.X.row(i, pb.intercept, xi.data());
-      Eigen::Map<Vec> out(pred + i * K, K);
+      Eigen::Map<Vec> out(pred + k * K, K);
       out = B.transpose() * xi;
-      loss[i] = cross_entropy(out.data(), K, label(pb, i));
+      loss[k] = cross_entropy(out.data(), K, label(pb, i));
     });
   }
   guard.rethrow();

@@ -163,6 +163,7 @@ def multinomial_loo(
     beta0: _F64 | None = None,
     refit: bool = True,
     return_gradient: bool = False,
+    subset: NDArray[np.int64] | None = None,
 ) -> dict[str, Any]: ...
 def multinomial_chunk_sums(
     X: _Design,

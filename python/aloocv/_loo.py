@@ -159,14 +159,20 @@ class LOOResult:
             )
         confidence = check_certify_options(n_samples, n_worst, confidence)
         pb = self._problem
-        eta = self.fit.decision_function(pb["X"], pb["offset"])
-        y = pb["y"]
-        insample = pb["loss"].value(y, eta)
+        if "n_classes" in pb:  # multinomial
+            from . import _multinomial
+
+            insample = _multinomial.cross_entropy(self.fit.decision_function(pb["X"]), pb["y"])
+            refits = _multinomial.exact_subset
+        else:
+            eta = self.fit.decision_function(pb["X"], pb["offset"])
+            insample = pb["loss"].value(pb["y"], eta)
+            refits = _exact_subset
         design = certificate_design(
             self.losses - insample, self.sample_weight, n_samples, n_worst, random_state
         )
         idx = design.refits
-        exact, n_nc = _exact_subset(pb, self.fit.beta_, idx)
+        exact, n_nc = refits(pb, self.fit.beta_, idx)
         if n_nc:
             warnings.warn(
                 f"certificate: {n_nc} of {idx.size} exact refits did not reach tol={pb['tol']:g}",

@@ -226,6 +226,17 @@ def loo(
     grad = None
     if return_gradient:
         grad = penalty.chain(np.zeros(X.shape[1]), out["gradient"])
+    problem = {
+        "X": X,
+        "y": y,
+        "w": w,
+        "n_classes": K,
+        "pen": pen,
+        "fit_intercept": bool(fit_intercept),
+        "tol": tol,
+        "max_iter": max_iter,
+        "n_threads": n_threads(n_jobs),
+    }
     return LOOResult(
         losses=out["losses"],
         predictions=out["predictions"],
@@ -236,7 +247,38 @@ def loo(
         gradient=grad,
         downdate=downdate,
         unreliable=unreliable,
+        _problem=problem,
     )
+
+
+def exact_subset(pb: dict[str, Any], beta: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, int]:
+    """Exact leave-one-out cross-entropies of the samples idx (refits warm-started at
+    beta, the fit's (K, p1) ``beta_``; in the order of idx) and the number of refits that
+    did not converge."""
+    with _blas.single_threaded_blas():
+        out = _core.multinomial_loo(
+            core_design(pb["X"]),
+            pb["y"],
+            pb["w"],
+            pb["n_classes"],
+            pb["pen"],
+            pb["fit_intercept"],
+            "exact",
+            pb["tol"],
+            pb["max_iter"],
+            pb["n_threads"],
+            np.ascontiguousarray(beta, dtype=np.float64).ravel(),
+            False,
+            subset=np.ascontiguousarray(idx, dtype=np.int64),
+        )
+    return out["losses"], int(out["n_not_converged"])
+
+
+def cross_entropy(eta: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-sample cross-entropy of class scores eta (n, K) at class codes y."""
+    m = eta.max(axis=1)
+    yi = np.asarray(y).astype(np.intp)
+    return m + np.log(np.exp(eta - m[:, None]).sum(axis=1)) - eta[np.arange(yi.size), yi]
 
 
 #: Relative step (in log lambda) of the central difference that gives the second
@@ -395,16 +437,12 @@ def kfold(
             stacklevel=3,
         )
 
-    def nll(pr, yt):
-        m = pr.max(axis=1)
-        return m + np.log(np.exp(pr - m[:, None]).sum(axis=1)) - pr[np.arange(yt.size), yt]
-
     timings = {"fit": t1 - t0, "folds": t2 - t1}
     if splits is not None:
-        loss_tests = [nll(pr, y[te].astype(int)) for pr, (_, te) in zip(pred_tests, parts)]
+        loss_tests = [cross_entropy(pr, y[te]) for pr, (_, te) in zip(pred_tests, parts)]
         return split_result(splits, pred_tests, loss_tests, ww, n, method, fitres, w, timings)
     pred = np.empty((n, K))
     for pr, (_, te) in zip(pred_tests, parts):
         pred[te] = pr
-    losses = nll(pred, y.astype(int))
+    losses = cross_entropy(pred, y)
     return fold_result(losses, pred, idx, labels, ww, wsum, method, fitres, w, timings)

@@ -13,6 +13,7 @@
 // direction (its gradient is), so no ALO quantity depends on tau.
 #pragma once
 
+#include "loo.hpp"
 #include "newton.hpp"
 #include "sums_model.hpp"
 
@@ -73,10 +74,11 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
 void mn_loo(const MnProblem& pb, const MnState& st, int method, double* pred, double* loss,
             double* lev, double* det, double* grad, int n_threads);
 
-// Exact leave-one-out: n refits warm-started from st.beta, in parallel over samples.
-// pred (n K), loss (n); returns the number of refits that did not converge.
+// Exact leave-one-out: a refit without each sample of `set` (all n by default),
+// warm-started from st.beta, in parallel over samples. pred (m K), loss (m) in the order
+// of `set` (m = set.size(n)); returns the number of refits that did not converge.
 Index mn_exact(const MnProblem& pb, const MnState& st, const FitOptions& opt, double* pred,
-               double* loss);
+               double* loss, SampleSet set = {});
 
 // The sums of one row chunk of a multinomial problem at beta (K p1, class-major), for a
 // fit over chunks: returns sum_i w_i ce_i; grad (K p1) = X~^T G; with hess != nullptr also
