@@ -3,6 +3,7 @@
 // released; the trampoline takes it only around the callback. No math here.
 #include <pybind11/stl.h>
 
+#include "aloocv/enet.hpp"
 #include "aloocv/multinomial.hpp"
 #include "aloocv/sums_model.hpp"
 #include "arrays.hpp"
@@ -12,7 +13,7 @@ namespace aloocv::bind {
 
 namespace {
 
-// source(beta, step, hessian, clip) -> (loss, grad, hess or None, step_max)
+// source(beta, step, hessian, clip[, cols=]) -> (loss, grad, hess or None, step_max)
 class PySource final : public SumsSource {
  public:
   PySource(py::object fn, Index p1) : fn_(std::move(fn)), p1_(p1) {}
@@ -20,7 +21,14 @@ class PySource final : public SumsSource {
   SumsValue eval(const Vec& beta, const SumsRequest& rq) override {
     py::gil_scoped_acquire gil;
     const py::object step = rq.step ? py::object(to_numpy(*rq.step)) : py::object(py::none());
-    const py::object res = fn_(to_numpy(beta), step, rq.hessian, rq.clip);
+    py::object res;
+    if (rq.cols) {  // the elastic net's working-set Hessian: cols as a keyword
+      py::array_t<Index> cols(static_cast<py::ssize_t>(rq.cols->size()));
+      std::copy(rq.cols->begin(), rq.cols->end(), cols.mutable_data());
+      res = fn_(to_numpy(beta), step, rq.hessian, rq.clip, py::arg("cols") = cols);
+    } else {
+      res = fn_(to_numpy(beta), step, rq.hessian, rq.clip);
+    }
     if (!py::isinstance<py::tuple>(res) || py::len(res) != 4) {
       throw py::type_error(
           "the sums source must return a tuple (loss, grad, hess or None, step_max)");
@@ -28,10 +36,11 @@ class PySource final : public SumsSource {
     const auto t = res.cast<py::tuple>();
     SumsValue v;
     v.loss = t[0].cast<double>();
-    v.grad = to_vec(require_array(t[1], "the source's grad"), p1_, "the source's grad");
+    const Index m = rq.cols ? static_cast<Index>(rq.cols->size()) : p1_;
+    v.grad = to_vec(require_array(t[1], "the source's grad"), m, "the source's grad");
     if (!t[2].is_none()) {
-      const Mat H = to_mat(require_array(t[2], "the source's hess"), p1_, "the source's hess");
-      if (H.cols() != p1_) throw py::value_error("the source's hess must be square");
+      const Mat H = to_mat(require_array(t[2], "the source's hess"), m, "the source's hess");
+      if (H.cols() != m) throw py::value_error("the source's hess must be square");
       v.hess = Eigen::Map<const Vec>(H.data(), H.size());
     }
     v.step_max = t[3].cast<double>();
@@ -132,6 +141,61 @@ void bind_sums(py::module_& m) {
       "The multinomial fit (mn_fit's penalty with the gauge term, policy and stopping rule) "
       "on a problem reached through its sums (class-major beta of K p1 entries); the "
       "source is as sums_fit's (step and clip are not asked for).");
+
+  py::class_<EnetSumsFit>(m, "EnetSumsFitResult",
+                          "An elastic-net fit over a sums source (cpp/include/aloocv/enet.hpp).")
+      .def_property_readonly("beta", [](const EnetSumsFit& r) { return to_numpy(r.beta); })
+      .def_property_readonly("grad", [](const EnetSumsFit& r) { return to_numpy(r.grad); })
+      .def_property_readonly(
+          "hessian",
+          [](const EnetSumsFit& r) {
+            return square(Eigen::Map<const Vec>(r.hessian.data(), r.hessian.size()),
+                          r.hessian.rows());
+          },
+          "The penalized Hessian at beta on the intercept (first, if fitted) and the active "
+          "columns.")
+      .def_property_readonly("active",
+                             [](const EnetSumsFit& r) {
+                               py::array_t<Index> a(static_cast<py::ssize_t>(r.active.size()));
+                               std::copy(r.active.begin(), r.active.end(), a.mutable_data());
+                               return a;
+                             })
+      .def_readonly("objective", &EnetSumsFit::objective)
+      .def_readonly("n_iter", &EnetSumsFit::n_iter)
+      .def_readonly("hessian_passes", &EnetSumsFit::hessian_passes)
+      .def_readonly("n_evals", &EnetSumsFit::n_evals)
+      .def_readonly("converged", &EnetSumsFit::converged)
+      .def_readonly("grad_norm", &EnetSumsFit::grad_norm);
+
+  m.def(
+      "enet_sums_fit",
+      [](const py::object& source, const py::object& loss, const py::array& penalty,
+         const py::array& l1, bool intercept, const py::array& beta0, double weight_sum, double tol,
+         Index max_iter) {
+        if (!PyCallable_Check(source.ptr())) throw py::type_error("source must be callable");
+        Problem lp_only;
+        const LossKind kind = apply_loss(loss, lp_only);
+        const Index p = penalty.ndim() == 1 ? penalty.shape(0) : -1;
+        const Vec lam = to_vec(penalty, p, "penalty");
+        const Vec l1v = to_vec(l1, p, "l1");
+        const Index p1 = p + (intercept ? 1 : 0);
+        const Vec b0 = to_vec(beta0, p1, "beta0");
+        FitOptions opt;
+        opt.tol = tol;
+        opt.max_iter = max_iter;
+        PySource src(source, p1);
+        EnetSumsFit r;
+        run_released(
+            [&] { r = enet_sums_fit(src, kind, lam, l1v, intercept, b0, weight_sum, opt); });
+        return r;
+      },
+      py::arg("source"), py::arg("loss"), py::arg("penalty"), py::arg("l1"),
+      py::arg("fit_intercept"), py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"),
+      py::arg("max_iter"),
+      "The elastic-net fit (enet_fit's working-set proximal Newton, enet_drive) on a problem "
+      "reached through its sums; the source is as sums_fit's, and is also called with "
+      "cols= (the working set's coordinates of beta, beta zero elsewhere) for the Hessian "
+      "and gradient on those coordinates only.");
 }
 
 }  // namespace aloocv::bind

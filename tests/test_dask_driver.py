@@ -120,6 +120,63 @@ def test_numpy_source_takes_newton_fits_iterates(fresh_end):
     close_rel(r.grad, Xt.T @ (w * (mu - y)) + np.r_[0.0, lam] * r.beta, 1e-6)
 
 
+def numpy_enet_source(X, y, w, off, calls):
+    """numpy_source with the cols= keyword of the elastic net's working sets."""
+    Xt = np.column_stack([np.ones(len(y)), X])
+
+    def source(beta, step, hessian, clip, cols=None):
+        calls.append(None if cols is None else list(cols))
+        A = Xt if cols is None else Xt[:, cols]
+        b = beta if cols is None else beta[cols]
+        if cols is not None:  # beta is zero outside the working set
+            assert np.count_nonzero(beta) == np.count_nonzero(b)
+        eta = A @ b + off
+        mu = 1.0 / (1.0 + np.exp(-eta))
+        loss = float(w @ (np.logaddexp(0.0, eta) - y * eta))
+        H = np.asfortranarray(A.T @ ((w * mu * (1 - mu))[:, None] * A)) if hessian else None
+        return loss, A.T @ (w * (mu - y)), H, 0.0
+
+    return source
+
+
+def test_numpy_source_takes_enet_fits_iterates():
+    """The elastic net over a sums source (the dask route) runs enet_fit's iteration:
+    the in-memory coefficients, steps and Hessian passes, and the active set's Hessian at
+    beta (checked against numpy)."""
+    X, y, w, off = data("logistic", p=12)
+    lam, l1 = np.full(12, 2.0), np.linspace(1.0, 12.0, 12)
+    b0 = np.concatenate([start(y, w, off), np.zeros(12)])
+    calls: list = []
+    with threadpool_limits(1):
+        r = _core.enet_sums_fit(
+            numpy_enet_source(X, y, w, off, calls),
+            "logistic",
+            lam,
+            l1,
+            True,
+            b0,
+            float(w.sum()),
+            1e-8,
+            100,
+        )
+        pen = aloocv.ElasticNet(l1=l1, l2=lam)
+        ref = aloocv.loo(X, y, loss="logistic", penalty=pen, sample_weight=w, offset=off)
+    close_rel(r.beta[1:], ref.fit.coef_)
+    close_rel(r.beta[0], ref.fit.intercept_)
+    assert 0 < r.active.size < 12
+    np.testing.assert_array_equal(r.active, np.flatnonzero(ref.fit.coef_))
+    assert r.n_iter == ref.fit.n_iter_ and r.converged and r.grad_norm <= 1e-8
+    # the Hessian of every working set and of the active set came from a cols= call
+    assert r.hessian_passes == sum(c is not None for c in calls)
+    assert r.n_evals == len(calls)
+    A = np.r_[0, r.active + 1]
+    Xa = np.column_stack([np.ones(len(y)), X])[:, A]
+    mu = 1.0 / (1.0 + np.exp(-(Xa @ r.beta[A] + off)))
+    H = Xa.T @ ((w * mu * (1 - mu))[:, None] * Xa) + np.diag(np.r_[0.0, lam[r.active]])
+    close_rel(r.hessian, H, 1e-12)
+    assert calls[-1] == A.tolist()
+
+
 def call(source):
     w = np.random.default_rng(0).uniform(0.5, 2.0, 60)
     args = dict(

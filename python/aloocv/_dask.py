@@ -597,98 +597,63 @@ def _hess_on(data: Data, beta: np.ndarray, idx: list, pen1: np.ndarray) -> np.nd
     return H
 
 
-def enet_newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None = None) -> _State:
-    """The core's elastic-net fit (enet.hpp, enet_fit) over the chunks: per outer
-    iteration the full gradient (one pass), the Hessian of the working set (the nonzero
-    coefficients, the intercept and the worst KKT violators; one pass over those
-    columns), the core's coordinate descent on the quadratic model on the client
-    (_core.quadratic_cd), and an Armijo search on the true objective (one pass per trial,
-    which also gives the next gradient). It stops on the KKT violation / sum(w) <= tol.
-    H of the returned state is the penalized Hessian at beta on the active set (as the
-    numpy path's leave-one-out uses; for the squared loss the last working set's)."""
+def _enet_source(data: Data):
+    """The dask problem as a sums source of the core's elastic-net fit
+    (``_core.enet_sums_fit``): one map-reduce pass per call; with ``cols`` (a working set's
+    coordinates of beta, beta zero elsewhere) the pass reads only those columns of X and
+    returns the Hessian and gradient on them. The first call also checks every chunk of X."""
     off = int(data.fit_intercept)
-    p1 = data.p1
-    pen1 = np.concatenate([np.zeros(off), data.pen])
-    l1 = np.concatenate([np.zeros(off), data.l1])
+    checked = False
+
+    def source(beta, step, hessian, clip, cols=None):
+        nonlocal checked
+        if cols is None:
+            s = _pass(data, beta, hessian, check=not checked)
+        else:
+            feat = [int(j) - off for j in cols if j >= off]
+            s = _pass(data, beta[cols], hessian, check=not checked, cols=feat)
+        checked = True
+        hess = None if s["hess"] is None else np.array(s["hess"], dtype=np.float64, order="F")
+        return float(s["loss"]), _vec(s["grad"]), hess, 0.0
+
+    return source
+
+
+def enet_newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None = None) -> _State:
+    """The core's elastic-net fit over the chunks: ``enet_fit``'s working-set proximal
+    Newton (``enet_drive`` in enet.hpp, the same iteration as in memory) on a sums source
+    (:func:`_enet_source`). Per outer iteration: the Hessian of the working set (one pass
+    over its columns), the core's coordinate descent on the quadratic model, and an Armijo
+    search on the true objective (one pass per trial, which also gives the next
+    gradient). It stops on the KKT violation / sum(w) <= tol. H of the returned state is
+    the penalized Hessian at beta on the active set (as the numpy path's leave-one-out
+    uses)."""
     first = _first_pass(data)
     sw = float(first["weight"])
     beta = _init_beta(data, first) if beta0 is None else np.array(beta0, dtype=np.float64)
-    s = _pass(data, beta, hessian=False, check=True)
-    f, g = _enet_objective(data, beta, s, l1)
-    if not math.isfinite(f):
-        raise ValueError("the objective is not finite at the starting point")
-    inner_tol = 0.1 * tol * sw
-    W: list = []
-    H = None
-    best, stalled, last_dec = np.inf, 0, 0.0
-    n_iter = 0
-    it = 0
-    while True:
-        if not np.all(np.isfinite(g)):
-            raise ValueError(
-                "the gradient is not finite (overflow of the loss at extreme linear "
-                "predictors); rescale X or increase the penalty"
-            )
-        viol = _kkt(beta, g, l1)
-        kkt = float(viol.max())
-        if it > 0 and kkt / sw <= tol:
-            break
-        if it > 0:  # the core's StallDetector
-            if 0.5 * last_dec <= TINY_DECREASE * max(1.0, abs(f)) and not kkt < 0.5 * best:
-                stalled += 1
-            else:
-                stalled = 0
-            best = min(best, kkt)
-            if stalled >= STALL_ITERS:
-                break
-        if it >= max(1, max_iter):
-            break
-        it += 1
-        keep = [j for j in range(p1) if j < off or beta[j] != 0.0]
-        cand = [j for j in range(p1) if not (j < off or beta[j] != 0.0) and viol[j] > 0.0]
-        budget = max(256, len(keep))
-        if len(cand) > budget:
-            order = np.argsort(-viol[cand], kind="stable")[:budget]
-            cand = [cand[k] for k in order]
-        nxt = sorted(keep + cand)
-        same = nxt == W
-        W = nxt
-        if not (H is not None and same and data.loss.name == "squared"):
-            H = _hess_on(data, beta, W, pen1)
-        gW, bW, lW = g[W], beta[W], l1[W]
-        dW = _core.quadratic_cd(np.asfortranarray(H), gW, bW, lW, inner_tol)
-        step = np.zeros(p1)
-        step[W] = dW
-        dF = float(np.sum(gW * dW + lW * (np.abs(bW + dW) - np.abs(bW))))
-        if not dF < 0.0:
-            break
-        last_dec = -dF
-        dec = -dF
-        tiny = 0.5 * dec <= TINY_DECREASE * max(1.0, abs(f))
-        t = 1.0
-        accepted = None
-        for _ in range(MAX_HALVINGS):
-            bt = beta + t * step
-            ft, gt = _enet_objective(data, bt, _pass(data, bt, hessian=False), l1)
-            if math.isfinite(ft) and (tiny or ft <= f - ARMIJO * t * dec):
-                accepted = (bt, ft, gt)
-                break
-            t *= 0.5
-        if accepted is None:
-            break
-        beta, f, g = accepted
-        if t == 1.0:  # exact zeros where the full step lands on them
-            beta[np.asarray(W)[bW + dW == 0.0]] = 0.0
-        n_iter += 1
-    gnorm = float(_kkt(beta, g, l1).max()) / sw
-    active = np.flatnonzero(beta[off:] != 0.0)
-    A = list(range(off)) + [int(j) + off for j in active]
-    if H is not None and data.loss.name == "squared" and set(A) <= set(W):
-        pos = [W.index(j) for j in A]  # constant curvature: the last H is the one at beta
-        HA = H[np.ix_(pos, pos)]
-    else:
-        HA = _hess_on(data, beta, A, pen1)
-    return _State(beta, f, g, HA, sw, n_iter, gnorm <= tol, gnorm, active)
+    r = _core.enet_sums_fit(
+        _enet_source(data),
+        data.loss.core,
+        data.pen,
+        data.l1,
+        data.fit_intercept,
+        np.ascontiguousarray(beta),
+        sw,
+        tol,
+        max_iter,
+    )
+    return _State(
+        r.beta,
+        float(r.objective),
+        r.grad,
+        r.hessian,
+        sw,
+        int(r.n_iter),
+        bool(r.converged),
+        float(r.grad_norm),
+        np.asarray(r.active, dtype=np.intp),
+        hessian_passes=int(r.hessian_passes),
+    )
 
 
 def _solve_fit(

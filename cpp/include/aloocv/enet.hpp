@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "newton.hpp"
+#include "sums_model.hpp"
 
 namespace aloocv {
 
@@ -27,18 +28,17 @@ inline double soft_threshold(double u, double t) { return u > t ? u - t : (u < -
 constexpr double kL1TieRel = 64 * std::numeric_limits<double>::epsilon();
 
 // max_j of the minimum-norm subgradient of the objective (gradient of the smooth part
-// `grad`, L1 weights pb.l1) at beta.
-inline double kkt_violation(const Problem& pb, const Vec& beta, const Vec& grad, Vec* viol) {
+// `grad`, L1 weights l1) at beta; per coordinate in viol when given.
+inline double kkt_violation(const Vec& l1, const Vec& beta, const Vec& grad, Vec* viol) {
   double worst = 0.0;
   for (Index j = 0; j < beta.size(); ++j) {
-    const double l1 = pb.l1[j];
     double v;
     if (beta[j] > 0.0) {
-      v = std::abs(grad[j] + l1);
+      v = std::abs(grad[j] + l1[j]);
     } else if (beta[j] < 0.0) {
-      v = std::abs(grad[j] - l1);
+      v = std::abs(grad[j] - l1[j]);
     } else {
-      v = std::max(0.0, std::abs(grad[j]) - l1);
+      v = std::max(0.0, std::abs(grad[j]) - l1[j]);
     }
     if (viol) (*viol)[j] = v;
     worst = std::max(worst, v);
@@ -106,46 +106,52 @@ inline Vec quadratic_cd(const Mat& H, const Vec& g, const Vec& beta, const Vec& 
   return delta;
 }
 
-}  // namespace detail
+// The working-set proximal Newton iteration of every elastic-net fit: in memory
+// (enet_fit, EnetGlmModel) and over a sums source (enet_sums_fit: a distributed X).
+// Each outer iteration takes the working set W (the intercept, the nonzero coefficients
+// and the worst KKT violators), the Hessian on W, the coordinate-descent solution of the
+// penalized quadratic model on W, and an Armijo step on the true objective. It stops on
+// the KKT violation / sum(w) <= tol, at the rounding floor (StallDetector), when the
+// model predicts no decrease, or after max_iter steps.
+// A model M provides:
+//   const Vec& beta() const, const Vec& grad() const   the point, the gradient of the
+//                                   smooth part (loss + L2) there
+//   double objective() const        loss + L2 + L1 at the point
+//   void hessian_on(const std::vector<Index>& W, Mat& H)   the unpenalized Hessian
+//                                   X~^T D X~ at the point on the coordinates W of beta
+//                                   (intercept = 0 when fitted; W holds every nonzero
+//                                   coefficient), |W| x |W|
+//   double move(const Vec& step, double dec)   Armijo (detail::armijo) along step;
+//                                   the step length, 0 when no decrease was found
+struct EnetDrive {
+  Index n_iter = 0;
+  double grad_norm = 0.0;  // KKT violation / sum(w) at the end
+  bool converged = false;
+  std::vector<Index> W;  // the last working set
+  Mat H;                 // its penalized Hessian (empty when none was taken)
+};
 
-// Elastic-net fit (pb.l1 non-empty). `skip` leaves one sample out (exact LOO refits).
-template <class Loss>
-FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, Index skip = -1,
-                  bool factor_active = true) {
-  const int nt = resolve_threads(opt.n_threads);
-  const Index n = pb.n(), p1 = pb.p1(), off = pb.intercept ? 1 : 0;
-  const double sw = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
-  FitState st;
-  st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb, skip);
-  st.eta.resize(n);
-  linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
-  pb.add_offset(st.eta.data());
-  Vec g(n), d(n), xs(n), eta_try(n), viol(p1), step(p1);
-  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt, skip);
-  detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
-  double f = detail::objective<Loss>(pb, st.eta.data(), st.beta, nt, skip);
-  if (!std::isfinite(f)) throw InvalidInput("the objective is not finite at the starting point");
-
-  std::vector<Index> W, Wcols;  // working set (indices into beta) and its feature columns
-  Mat H;
-  bool have_H = false;
+template <class M>
+EnetDrive enet_drive(M& m, const Vec& pen, const Vec& l1, Index off, bool constant_curvature,
+                     double sw, const FitOptions& opt) {
+  const Index p1 = pen.size();
+  EnetDrive r;
+  Vec viol(p1), step(p1);
   const double inner_tol = 0.1 * opt.tol * sw;
-  detail::StallDetector stall;
+  StallDetector stall;
   double last_dec = 0.0;
   for (Index it = 0;; ++it) {
     interrupt::check();
-    const double kkt = detail::kkt_violation(pb, st.beta, st.grad, &viol);
-    if (it > 0 && kkt / sw <= opt.tol) {
-      st.converged = true;
-      break;
-    }
-    if (it > 0 && stall.update(last_dec, f, kkt)) break;  // tol below the rounding floor
+    const Vec& beta = m.beta();
+    const double kkt = kkt_violation(l1, beta, m.grad(), &viol);
+    if (it > 0 && kkt / sw <= opt.tol) break;
+    if (it > 0 && stall.update(last_dec, m.objective(), kkt)) break;  // tol below rounding
     if (it >= std::max<Index>(1, opt.max_iter)) break;
     // working set: nonzero coefficients, the intercept, and the worst violators
     std::vector<Index> cand;
     std::vector<Index> next;
     for (Index j = 0; j < p1; ++j) {
-      if (j < off || st.beta[j] != 0.0) {
+      if (j < off || beta[j] != 0.0) {
         next.push_back(j);
       } else if (viol[j] > 0.0) {
         cand.push_back(j);
@@ -159,83 +165,235 @@ FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, In
     }
     next.insert(next.end(), cand.begin(), cand.end());
     std::sort(next.begin(), next.end());
-    const bool same_W = next == W;
-    W.swap(next);
-    Wcols.clear();
-    for (Index j : W)
-      if (j >= off) Wcols.push_back(j - off);
-    const Index m = static_cast<Index>(W.size());
-    if (!(have_H && same_W && Loss::constant_curvature)) {
-      H.resize(m, m);
-      hessian(pb.X, d.data(), pb.intercept, H.data(), nt, Columns::of(Wcols));
-      for (Index k = 0; k < m; ++k) H(k, k) += pb.pen[W[k]];
-      have_H = true;
+    const bool same_W = next == r.W;
+    r.W.swap(next);
+    const Index w = static_cast<Index>(r.W.size());
+    if (!(r.H.size() > 0 && same_W && constant_curvature)) {
+      r.H.resize(w, w);
+      m.hessian_on(r.W, r.H);
+      for (Index k = 0; k < w; ++k) r.H(k, k) += pen[r.W[k]];
     }
-    Vec gW(m), bW(m), lW(m);
-    for (Index k = 0; k < m; ++k) {
-      gW[k] = st.grad[W[k]];
-      bW[k] = st.beta[W[k]];
-      lW[k] = pb.l1[W[k]];
+    Vec gW(w), bW(w), lW(w);
+    for (Index k = 0; k < w; ++k) {
+      gW[k] = m.grad()[r.W[k]];
+      bW[k] = beta[r.W[k]];
+      lW[k] = l1[r.W[k]];
     }
-    const Vec dW = detail::quadratic_cd(H, gW, bW, lW, inner_tol);
+    const Vec dW = quadratic_cd(r.H, gW, bW, lW, inner_tol);
     step.setZero();
-    for (Index k = 0; k < m; ++k) step[W[k]] = dW[k];
+    for (Index k = 0; k < w; ++k) step[r.W[k]] = dW[k];
     // decrease predicted by the model (prox-Newton): grad^T step + l1 change, summed
     // term by term so that tiny steps near the optimum do not cancel to zero
     double dF = 0.0;
-    for (Index k = 0; k < m; ++k)
+    for (Index k = 0; k < w; ++k)
       dF += gW[k] * dW[k] + lW[k] * (std::abs(bW[k] + dW[k]) - std::abs(bW[k]));
     if (!(dF < 0.0)) break;  // no descent left at this precision
     last_dec = -dF;
-    linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), nt);
-    double f_try = f;
-    const double t =
-        detail::line_search<Loss>(pb, st.beta, step, st.eta, xs, f, -dF, eta_try, f_try, nt, skip);
-    if (t == 0.0) break;
-    st.beta += t * step;
-    // exact zeros for coordinates the step set to zero (a full step lands on them)
-    if (t == 1.0)
-      for (Index k = 0; k < m; ++k)
-        if (bW[k] + dW[k] == 0.0) st.beta[W[k]] = 0.0;
-    st.eta.swap(eta_try);
-    f = f_try;
-    ++st.n_iter;
-    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt, skip);
-    detail::full_gradient(pb, g.data(), st.beta, st.grad, nt);
+    // (a full step lands exactly on the zeros the model chose: b + 1.0 * d is bW + dW)
+    if (m.move(step, -dF) == 0.0) break;
+    ++r.n_iter;
   }
-  st.objective = f;
-  st.grad_norm = detail::kkt_violation(pb, st.beta, st.grad, nullptr) / sw;
-  st.converged = st.grad_norm <= opt.tol;
-  // The active set and the factor of its Hessian, for the LOO formulas.
-  st.restricted = true;
-  st.active.clear();
-  for (Index j = off; j < p1; ++j)
-    if (st.beta[j] != 0.0) st.active.push_back(j - off);
-  if (!factor_active) return st;
-  std::vector<Index> keep;  // positions in W of the intercept and the active columns
-  bool subset = have_H;
-  if (subset) {
-    for (Index j = 0; j < p1; ++j) {
-      if (j < off || st.beta[j] != 0.0) {
-        auto it = std::lower_bound(W.begin(), W.end(), j);
-        if (it == W.end() || *it != j) {
-          subset = false;
-          break;
-        }
-        keep.push_back(static_cast<Index>(it - W.begin()));
-      }
+  r.grad_norm = kkt_violation(l1, m.beta(), m.grad(), nullptr) / sw;
+  r.converged = r.grad_norm <= opt.tol;
+  return r;
+}
+
+// The active set of beta (feature indices of the nonzero coefficients) and the penalized
+// Hessian at beta on it (intercept first): the last working set's where the curvature is
+// constant and W covers it, else one pass over the active columns (m.hessian_on).
+template <class M>
+Mat enet_active_hessian(M& m, const EnetDrive& r, const Vec& pen, Index off,
+                        bool constant_curvature, std::vector<Index>& active) {
+  const Vec& beta = m.beta();
+  const Index p1 = beta.size();
+  active.clear();
+  std::vector<Index> A;  // coordinates of beta: the intercept and the active columns
+  for (Index j = 0; j < p1; ++j) {
+    if (j < off || beta[j] != 0.0) A.push_back(j);
+    if (j >= off && beta[j] != 0.0) active.push_back(j - off);
+  }
+  const Index q = static_cast<Index>(A.size());
+  std::vector<Index> keep;  // positions of A in the last working set
+  bool reuse = constant_curvature && r.H.size() > 0;
+  for (Index j : A) {
+    if (!reuse) break;
+    auto it = std::lower_bound(r.W.begin(), r.W.end(), j);
+    if (it == r.W.end() || *it != j) {
+      reuse = false;
+    } else {
+      keep.push_back(static_cast<Index>(it - r.W.begin()));
     }
   }
-  const Index q = static_cast<Index>(st.active.size()) + off;
   Mat HA(q, q);
-  if (subset) {
+  if (reuse) {
     for (Index a = 0; a < q; ++a)
-      for (Index b = 0; b < q; ++b) HA(a, b) = H(keep[a], keep[b]);
-  } else {
-    hessian(pb.X, d.data(), pb.intercept, HA.data(), nt, Columns::of(st.active));
-    for (Index a = 0; a < q; ++a) HA(a, a) += pb.pen[a < off ? 0 : st.active[a - off] + off];
+      for (Index b = 0; b < q; ++b) HA(a, b) = r.H(keep[a], keep[b]);
+    return HA;
   }
-  st.chol.factor(HA.data(), q);
+  m.hessian_on(A, HA);
+  for (Index a = 0; a < q; ++a) HA(a, a) += pen[A[a]];
+  return HA;
+}
+
+// The enet_drive model of an in-memory problem (one sample left out with skip >= 0).
+template <class Loss>
+class EnetGlmModel {
+ public:
+  EnetGlmModel(const Problem& pb, FitState& st, int n_threads, Index skip)
+      : pb_(pb), st_(st), nt_(n_threads), skip_(skip) {
+    const Index n = pb.n();
+    g_.resize(n);
+    d_.resize(n);
+    xs_.resize(n);
+    eta_try_.resize(n);
+    st_.eta.resize(n);
+    linear_predictor(pb.X, st_.beta.data(), pb.intercept, st_.eta.data(), nt_);
+    pb.add_offset(st_.eta.data());
+    derivatives<Loss>(pb, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
+    full_gradient(pb, g_.data(), st_.beta, st_.grad, nt_);
+    f_ = detail::objective<Loss>(pb, st_.eta.data(), st_.beta, nt_, skip_);
+  }
+  const Vec& beta() const { return st_.beta; }
+  const Vec& grad() const { return st_.grad; }
+  double objective() const { return f_; }
+  void hessian_on(const std::vector<Index>& W, Mat& H) {
+    const Index off = pb_.intercept ? 1 : 0;
+    std::vector<Index> cols;
+    for (Index j : W)
+      if (j >= off) cols.push_back(j - off);
+    hessian(pb_.X, d_.data(), pb_.intercept, H.data(), nt_, Columns::of(cols));
+    ++st_.hessian_passes;
+  }
+  double move(const Vec& step, double dec) {
+    linear_predictor(pb_.X, step.data(), pb_.intercept, xs_.data(), nt_);
+    double f_try = f_;
+    const double t =
+        line_search<Loss>(pb_, st_.beta, step, st_.eta, xs_, f_, dec, eta_try_, f_try, nt_, skip_);
+    st_.matvec_passes += 1;
+    if (t == 0.0) return 0.0;
+    st_.beta += t * step;
+    st_.eta.swap(eta_try_);
+    f_ = f_try;
+    derivatives<Loss>(pb_, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
+    full_gradient(pb_, g_.data(), st_.beta, st_.grad, nt_);
+    st_.matvec_passes += 1;
+    return t;
+  }
+
+ private:
+  const Problem& pb_;
+  FitState& st_;
+  int nt_;
+  Index skip_;
+  double f_ = 0.0;
+  Vec g_, d_, xs_, eta_try_;
+};
+
+// The enet_drive model of a problem reached through its sums (SumsSource: one pass over
+// a distributed X per evaluation): the objective and gradient of every trial point come
+// from one evaluation, the working set's Hessian from one evaluation on its columns.
+class EnetSumsModel {
+ public:
+  EnetSumsModel(SumsSource& src, const Vec& pen, const Vec& l1, Vec beta)
+      : src_(src), pen_(pen), l1_(l1), beta_(std::move(beta)) {
+    accept(evaluate(beta_, SumsRequest{}), beta_);
+  }
+  const Vec& beta() const { return beta_; }
+  const Vec& grad() const { return grad_; }
+  double objective() const { return f_; }
+  void hessian_on(const std::vector<Index>& W, Mat& H) {
+    SumsRequest rq;
+    rq.hessian = true;
+    rq.cols = &W;
+    const SumsValue v = evaluate(beta_, rq);
+    const Index w = static_cast<Index>(W.size());
+    if (v.hess.size() != w * w) {
+      throw InvalidInput("the sums source returned no Hessian of " + std::to_string(w) + " x " +
+                         std::to_string(w) + " on the columns asked for");
+    }
+    H = Eigen::Map<const Mat>(v.hess.data(), w, w);
+    ++hessian_passes_;
+  }
+  double move(const Vec& step, double dec) {
+    SumsValue vt;
+    Vec bt;
+    const double t = armijo(f_, dec, [&](double s) {
+      bt = beta_ + s * step;
+      vt = evaluate(bt, SumsRequest{});
+      return vt.loss + penalty(bt);
+    });
+    if (t == 0.0) return 0.0;
+    accept(std::move(vt), bt);  // the last trial is the accepted one
+    return t;
+  }
+  Index hessian_passes() const { return hessian_passes_; }
+  Index n_evals() const { return n_evals_; }
+
+ private:
+  double penalty(const Vec& b) const {
+    return 0.5 * pen_.dot(b.cwiseAbs2()) + l1_.dot(b.cwiseAbs());
+  }
+  SumsValue evaluate(const Vec& b, const SumsRequest& rq) {
+    interrupt::check();
+    ++n_evals_;
+    SumsValue v = src_.eval(b, rq);
+    if (!rq.cols && v.grad.size() != b.size()) {
+      throw InvalidInput("the sums source returned a gradient of " + std::to_string(v.grad.size()) +
+                         " entries, expected " + std::to_string(b.size()));
+    }
+    return v;
+  }
+  void accept(SumsValue&& v, const Vec& b) {
+    beta_ = b;
+    grad_ = v.grad + pen_.cwiseProduct(beta_);
+    if (!grad_.allFinite()) {
+      throw InvalidInput(
+          "the gradient is not finite (overflow of the loss at extreme linear predictors); "
+          "rescale X or increase the penalty");
+    }
+    f_ = v.loss + penalty(beta_);
+  }
+
+  SumsSource& src_;
+  Vec pen_, l1_, beta_, grad_;
+  double f_ = 0.0;
+  Index hessian_passes_ = 0, n_evals_ = 0;
+};
+
+}  // namespace detail
+
+// Elastic-net fit (pb.l1 non-empty). `skip` leaves one sample out (exact LOO refits).
+// With factor_active, the state ends with the factor of the active set's Hessian at beta
+// (the LOO formulas'; stale_eta = 0), else with none (stale_eta = infinity).
+template <class Loss>
+FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, Index skip = -1,
+                  bool factor_active = true) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index off = pb.intercept ? 1 : 0;
+  const double sw = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
+  FitState st;
+  st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb, skip);
+  detail::EnetGlmModel<Loss> m(pb, st, nt, skip);
+  if (!std::isfinite(m.objective())) {
+    throw InvalidInput("the objective is not finite at the starting point");
+  }
+  const detail::EnetDrive r =
+      detail::enet_drive(m, pb.pen, pb.l1, off, Loss::constant_curvature, sw, opt);
+  st.n_iter = r.n_iter;
+  st.objective = m.objective();
+  st.grad_norm = r.grad_norm;
+  st.converged = r.converged;
+  // The active set and the factor of its Hessian, for the LOO formulas.
+  st.restricted = true;
+  st.stale_eta = std::numeric_limits<double>::infinity();
+  if (!factor_active) {
+    for (Index j = off; j < pb.p1(); ++j)
+      if (st.beta[j] != 0.0) st.active.push_back(j - off);
+    return st;
+  }
+  Mat HA = detail::enet_active_hessian(m, r, pb.pen, off, Loss::constant_curvature, st.active);
+  st.chol.factor(HA.data(), HA.rows());
+  st.stale_eta = 0.0;
   return st;
 }
 
@@ -253,7 +411,7 @@ FitState enet_prepare_at(const Problem& pb, const Vec& beta, const FitOptions& o
   detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
   detail::full_gradient(pb, g.data(), beta, st.grad, nt);
   st.objective = detail::objective<Loss>(pb, st.eta.data(), beta, nt);
-  st.grad_norm = detail::kkt_violation(pb, beta, st.grad, nullptr) / pb.weight_sum();
+  st.grad_norm = detail::kkt_violation(pb.l1, beta, st.grad, nullptr) / pb.weight_sum();
   st.converged = st.grad_norm <= opt.tol;
   st.restricted = true;
   for (Index j = off; j < p1; ++j)
@@ -265,5 +423,26 @@ FitState enet_prepare_at(const Problem& pb, const Vec& beta, const FitOptions& o
   st.chol.factor(HA.data(), q);
   return st;
 }
+
+// The fitted state of an elastic-net problem reached through its sums.
+struct EnetSumsFit {
+  Vec beta;                   // coefficients (intercept first)
+  Vec grad;                   // gradient of the smooth part (loss + L2) at beta
+  Mat hessian;                // penalized Hessian at beta on the intercept + active columns
+  std::vector<Index> active;  // feature indices of the nonzero coefficients
+  double objective = 0.0;     // loss + L2 + L1 at beta
+  Index n_iter = 0;
+  Index hessian_passes = 0;  // evaluations with a Hessian (working sets, the active set)
+  Index n_evals = 0;         // evaluations of the source (passes over the data)
+  bool converged = false;
+  double grad_norm = 0.0;  // KKT violation / weight_sum
+};
+
+// enet_fit's iteration (enet_drive) on a sums problem: lam, l1 (p) the L2 and L1 weights of
+// the features; beta0 (p1) the start; opt: tol and max_iter. Ends with the active set's
+// Hessian at beta, as enet_fit with factor_active.
+EnetSumsFit enet_sums_fit(SumsSource& source, LossKind loss, const Vec& lam, const Vec& l1,
+                          bool intercept, const Vec& beta0, double weight_sum,
+                          const FitOptions& opt);
 
 }  // namespace aloocv

@@ -506,9 +506,10 @@ template <class Loss>
 void fresh_factor(const Problem& pb, FitState& st, int n_threads, double threshold = 1e-7) {
   if (Loss::constant_curvature) return;
   if (st.restricted) {
-    // Active-set (L1) fits factor a working-set Hessian from before their last step and
-    // keep no record of how far eta moved since: take the active set's Hessian at beta
-    // (one pass over the active columns).
+    // Active-set (L1) states factor the active set's Hessian at beta (enet_fit,
+    // enet_prepare_at: stale_eta = 0) or hold no factor (refits without factor_active):
+    // then take it (one pass over the active columns).
+    if (st.stale_eta == 0.0) return;
     const int nt = resolve_threads(n_threads);
     const Index off = pb.intercept ? 1 : 0;
     const Index q = static_cast<Index>(st.active.size()) + off;
@@ -519,6 +520,7 @@ void fresh_factor(const Problem& pb, FitState& st, int n_threads, double thresho
     for (Index a = 0; a < q; ++a) HA(a, a) += pb.pen[a < off ? 0 : st.active[a - off] + off];
     st.chol.factor(HA.data(), q);
     ++st.hessian_passes;
+    st.stale_eta = 0.0;
     return;
   }
   if (!(st.stale_eta > threshold)) return;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <limits>
+#include <vector>
 
 #include "factor.hpp"
 #include "newton_driver.hpp"
@@ -25,6 +26,10 @@ struct SumsRequest {
   bool clip = false;          // ... with d_i clipped at 0 (a descent direction where the
                               // exact one is not positive definite; see factor_hessian)
   const Vec* step = nullptr;  // when given, also max_i |x~_i^T step|
+  // When given (the elastic net's working sets, enet.hpp): the Hessian and the gradient
+  // on these coordinates of beta only (intercept = 0 when fitted; beta is zero outside
+  // them), |cols| x |cols| and |cols|.
+  const std::vector<Index>* cols = nullptr;
 };
 
 // The sums at one beta.
