@@ -27,7 +27,7 @@ EnetSumsFit enet_sums_fit(SumsSource& source, LossKind loss, const Vec& lam, con
   }
   const detail::EnetDrive r = detail::enet_drive(m, pen, l1_1, off, cc, weight_sum, opt);
   EnetSumsFit out;
-  out.hessian = detail::enet_active_hessian(m, r, pen, off, cc, out.active);
+  detail::enet_active_hessian(m, r, pen, off, cc, true, out.hessian, out.active);
   out.beta = m.beta();
   out.grad = m.grad();
   out.objective = m.objective();

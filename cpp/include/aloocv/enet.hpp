@@ -198,12 +198,15 @@ EnetDrive enet_drive(M& m, const Vec& pen, const Vec& l1, Index off, bool consta
   return r;
 }
 
-// The active set of beta (feature indices of the nonzero coefficients) and the penalized
-// Hessian at beta on it (intercept first): the last working set's where the curvature is
-// constant and W covers it, else one pass over the active columns (m.hessian_on).
+// The active set of beta (feature indices of the nonzero coefficients) and a penalized
+// Hessian on it (intercept first), in HA: the last working set's where it covers the
+// active set and either the curvature is constant or `at_point` is not required (that
+// Hessian is then one step old), else the one at beta (one pass over the active columns,
+// m.hessian_on). Returns whether HA is the Hessian at beta.
 template <class M>
-Mat enet_active_hessian(M& m, const EnetDrive& r, const Vec& pen, Index off,
-                        bool constant_curvature, std::vector<Index>& active) {
+bool enet_active_hessian(M& m, const EnetDrive& r, const Vec& pen, Index off,
+                         bool constant_curvature, bool at_point, Mat& HA,
+                         std::vector<Index>& active) {
   const Vec& beta = m.beta();
   const Index p1 = beta.size();
   active.clear();
@@ -214,7 +217,7 @@ Mat enet_active_hessian(M& m, const EnetDrive& r, const Vec& pen, Index off,
   }
   const Index q = static_cast<Index>(A.size());
   std::vector<Index> keep;  // positions of A in the last working set
-  bool reuse = constant_curvature && r.H.size() > 0;
+  bool reuse = (constant_curvature || !at_point) && r.H.size() > 0;
   for (Index j : A) {
     if (!reuse) break;
     auto it = std::lower_bound(r.W.begin(), r.W.end(), j);
@@ -224,15 +227,15 @@ Mat enet_active_hessian(M& m, const EnetDrive& r, const Vec& pen, Index off,
       keep.push_back(static_cast<Index>(it - r.W.begin()));
     }
   }
-  Mat HA(q, q);
+  HA.resize(q, q);
   if (reuse) {
     for (Index a = 0; a < q; ++a)
       for (Index b = 0; b < q; ++b) HA(a, b) = r.H(keep[a], keep[b]);
-    return HA;
+    return constant_curvature;
   }
   m.hessian_on(A, HA);
   for (Index a = 0; a < q; ++a) HA(a, a) += pen[A[a]];
-  return HA;
+  return true;
 }
 
 // The enet_drive model of an in-memory problem (one sample left out with skip >= 0).
@@ -363,8 +366,10 @@ class EnetSumsModel {
 }  // namespace detail
 
 // Elastic-net fit (pb.l1 non-empty). `skip` leaves one sample out (exact LOO refits).
-// With factor_active, the state ends with the factor of the active set's Hessian at beta
-// (the LOO formulas'; stale_eta = 0), else with none (stale_eta = infinity).
+// With factor_active, the state ends with the factor of an active-set Hessian: the one
+// at beta (stale_eta = 0) or, for a loss of varying curvature whose last working set
+// covers the active set, that set's from one step earlier (stale_eta = infinity: the LOO
+// formulas take the one at beta, fresh_factor); without, with none.
 template <class Loss>
 FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, Index skip = -1,
                   bool factor_active = true) {
@@ -391,9 +396,11 @@ FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, In
       if (st.beta[j] != 0.0) st.active.push_back(j - off);
     return st;
   }
-  Mat HA = detail::enet_active_hessian(m, r, pb.pen, off, Loss::constant_curvature, st.active);
+  Mat HA;
+  const bool at_point = detail::enet_active_hessian(m, r, pb.pen, off, Loss::constant_curvature,
+                                                    false, HA, st.active);
   st.chol.factor(HA.data(), HA.rows());
-  st.stale_eta = 0.0;
+  if (at_point) st.stale_eta = 0.0;
   return st;
 }
 
