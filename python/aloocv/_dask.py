@@ -231,15 +231,6 @@ def prepare(
     )
 
 
-def _no_l1(data: Data, what: str) -> None:
-    """Refuses an L1 term where the dask route has no active-set form yet."""
-    if data.l1 is not None:
-        raise ValueError(
-            f"{what} with an L1 term (L1, ElasticNet) is not available for dask input: use "
-            "an L2 penalty or a numpy array"
-        )
-
-
 def _chunk_arrays(x, y, w, off, check, row0=0):
     """numpy views of one chunk; with `check`, validated as the in-memory path would
     (messages name the row of the whole X: the chunk starts at row `row0`)."""
@@ -1040,6 +1031,58 @@ def _refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter
     return exact, n_nc
 
 
+def _exact_l1(data: Data, st: _State, tol: float, max_iter: int):
+    """Exact leave-one-out with an L1 term: per sample, the elastic-net fit over the
+    chunks without it (its weight zero; the core's elastic-net iteration warm-started at
+    the full fit, as the numpy route's refits). The refits of one chunk's rows are made
+    one after the other; their coefficients (one chunk's rows x p1 floats on the client)
+    go to the task holding that chunk, which computes the rows' leave-one-out linear
+    predictors and losses. Returns (losses, predictions) as dask arrays with X's row
+    chunks, and the number of refits not at tol."""
+    import dask.array as da
+    from dask import delayed
+
+    starts = _chunk_starts(data)
+    wblocks = [b[2] for b in data.blocks()]
+    losses, preds = [], []
+    n_nc = 0
+    for c, (s0, cnt) in enumerate(zip(starts, data.X.chunks[0])):
+        B = np.empty((int(cnt), data.p1))
+        for k in range(int(cnt)):
+            wk = da.concatenate(
+                [
+                    da.from_delayed(
+                        delayed(_without_row, pure=True)(wb, int(m), int(t0), int(s0) + k),
+                        shape=(int(m),),
+                        dtype=np.float64,
+                    )
+                    for wb, m, t0 in zip(wblocks, data.X.chunks[0], starts)
+                ]
+            )
+            sk = _solve_fit(dataclasses.replace(data, w=wk), tol, max_iter, st.beta)
+            n_nc += int(not sk.converged)
+            B[k] = sk.beta
+        x, y, _, o = data.blocks()[c]
+        out = delayed(_own_row_losses, pure=True, nout=2)(
+            x, y, o, B, data.loss.core, data.fit_intercept
+        )
+        losses.append(da.from_delayed(out[0], shape=(int(cnt),), dtype=np.float64))
+        preds.append(da.from_delayed(out[1], shape=(int(cnt),), dtype=np.float64))
+    return da.concatenate(losses), da.concatenate(preds), n_nc
+
+
+def _own_row_losses(x, y, off, B, loss, intercept):
+    """Row k of a chunk at its own refit's coefficients B[k] (intercept first): the
+    losses and the linear predictors."""
+    x = np.asarray(x, dtype=np.float64)
+    eta = np.einsum("ij,ij->i", x, B[:, int(intercept) :])
+    if intercept:
+        eta = eta + B[:, 0]
+    if off is not None:
+        eta = eta + np.asarray(off, dtype=np.float64)
+    return _core.loss_eval(loss, _vec(y), _vec(eta))[0], eta
+
+
 def _rcond(H: np.ndarray) -> float:
     """The core's reciprocal condition estimate of the factored Hessian (factor.hpp):
     min_j L_jj^2 / H_jj."""
@@ -1462,8 +1505,6 @@ def loo(
         raise ValueError("dask input has the exact hypergradient only (gradient='exact')")
     if data.n < 2:
         raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={data.n}")
-    if method == "exact":
-        _no_l1(data, "method='exact'")
     tol, max_iter = check_options(tol, max_iter)
     if data.loss == "logistic" and data.fit_intercept:  # as in memory: 2 of each class
         c = _fold_counts(data, [None] * len(data.X.chunks[0]), 1)
@@ -1472,7 +1513,8 @@ def loo(
     st = _fit_for_loo(data, coef, intercept, tol, max_iter, fresh_end=method != "exact")
     fitres = _fit_result(data, st)
     if method == "exact":
-        losses, preds, n_nc = _exact(data, st, tol, max_iter)
+        exact = _exact if data.l1 is None else _exact_l1
+        losses, preds, n_nc = exact(data, st, tol, max_iter)
         if n_nc:
             warnings.warn(
                 f"exact LOO: {n_nc} of {data.n} refits did not reach tol={tol:g}",
