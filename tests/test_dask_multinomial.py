@@ -324,16 +324,70 @@ def test_bad_input_gives_numpy_message(sync, case):
 
 def test_unavailable_on_dask(sync):
     X, y, _ = mn_data(n=100, p=3)
-    with pytest.raises(ValueError, match="method='exact' with the multinomial"):
-        aloocv.loo(dX(X), y, loss="multinomial", method="exact")
+    with pytest.raises(ValueError, match="unknown method 'exakt'"):
+        aloocv.loo(dX(X), y, loss="multinomial", method="exakt")
+    with pytest.raises(ValueError, match="return_gradient=True needs method='alo'"):
+        aloocv.loo(dX(X), y, loss="multinomial", method="exact", return_gradient=True)
     for fn in (aloocv.fit, aloocv.loo, aloocv.kfold):  # as in memory (before: ignored there)
         with pytest.raises(ValueError, match="offset= is not available for the multinomial"):
             fn(X, y, loss="multinomial", offset=np.zeros(100))
-        if fn is not aloocv.kfold:
-            with pytest.raises(ValueError, match="offset= is not available for the multinomial"):
-                fn(dX(X), y, loss="multinomial", offset=np.zeros(100))
-    with pytest.raises(ValueError, match="aloocv.fit, aloocv.loo and"):
-        aloocv.kfold(dX(X), y, loss="multinomial")
+        with pytest.raises(ValueError, match="offset= is not available for the multinomial"):
+            fn(dX(X), y, loss="multinomial", offset=np.zeros(100))
+
+
+def test_exact_loo_matches_numpy_and_refits(sync):
+    """Exact multinomial LOO on dask: a refit over the chunks per sample (exact Newton;
+    in memory Newton-CG, so the two agree to the tolerance) and plain refits."""
+    X, y, w = mn_data(n=40, p=3, seed=4)
+    kw = dict(loss="multinomial", penalty=aloocv.L2(1.0), sample_weight=w, tol=1e-10)
+    with threadpool_limits(1):
+        ref = aloocv.loo(X, y, method="exact", **kw)
+    got = aloocv.loo(dX(X, 15), y, method="exact", **kw)
+    assert got.leverages is None and got.predictions.chunks == ((15, 15, 10), (3,))
+    close_rel(got.predictions.compute(), ref.predictions, 1e-7)
+    close_abs(got.losses.compute(), ref.losses, 1e-7)
+    close_abs(got.mean, ref.mean, 1e-8)
+    close_abs(got.stderr, ref.stderr, 1e-8)
+    i = 17
+    keep = np.arange(40) != i
+    f = aloocv.fit(
+        X[keep],
+        y[keep],
+        loss="multinomial",
+        penalty=aloocv.L2(1.0),
+        sample_weight=w[keep],
+        tol=1e-10,
+    )
+    close_rel(got.predictions[i].compute(), X[i] @ f.coef_.T + f.intercept_, 1e-7)
+
+
+@pytest.mark.parametrize("method", ["alo", "exact"])
+def test_kfold_matches_numpy(sync, method):
+    """Multinomial K-fold on dask: per fold the fit over the chunks with the fold's
+    weights zero (one damped Newton step for "alo", a refit for "exact"), as in memory;
+    "exact" also against plain refits without each fold."""
+    X, y, w = mn_data(n=150, p=4, seed=5)
+    folds = np.arange(150) % 4
+    kw = dict(loss="multinomial", penalty=aloocv.L2(2.0), method=method, sample_weight=w)
+    with threadpool_limits(1):
+        ref = aloocv.kfold(X, y, folds=folds, **kw)
+    got = aloocv.kfold(dX(X), y, folds=da.from_array(folds, chunks=CHUNK), **kw)
+    close_rel(got.predictions, ref.predictions)
+    close_abs(got.losses, ref.losses)
+    close_abs(got.mean, ref.mean)
+    close_abs(got.stderr, ref.stderr)
+    close_abs(got.fold_means, ref.fold_means)
+    if method == "exact":
+        for k in (0, 3):
+            tr, te = folds != k, folds == k
+            f = aloocv.fit(
+                X[tr], y[tr], loss="multinomial", penalty=aloocv.L2(2.0), sample_weight=w[tr]
+            )
+            close_rel(got.predictions[te], X[te] @ f.coef_.T + f.intercept_, 1e-7)
+    with pytest.raises(ValueError, match="fold 2 has zero total sample weight"):
+        aloocv.kfold(
+            dX(X), y, folds=folds, loss="multinomial", sample_weight=np.where(folds == 2, 0.0, w)
+        )
 
 
 # ------------------------------------------------------------------ tune and estimator

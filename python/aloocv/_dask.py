@@ -203,10 +203,10 @@ def prepare(
     checked in the first pass)."""
     require_dask()
     check_bool(fit_intercept, "fit_intercept")
-    if isinstance(loss, str) and loss == MULTINOMIAL:  # fit, loo, tune: _dask_multinomial
+    if isinstance(loss, str) and loss == MULTINOMIAL:  # fit, loo, kfold, tune: _dask_multinomial
         raise ValueError(
-            "the multinomial loss on dask input is available in aloocv.fit, aloocv.loo and "
-            "aloocv.tune only; use a numpy array"
+            "the multinomial loss on dask input is available in aloocv.fit, aloocv.loo, "
+            "aloocv.kfold and aloocv.tune only; use a numpy array"
         )
     X = _as_dask_2d(X)
     loss = check_loss(loss)

@@ -1,6 +1,7 @@
 """The multinomial loss on dask input: ``fit``, ``loo`` (``"alo"``, ``"if"``,
-``"lemma3"``; ALO with its exact hypergradient) and ``tune`` as map-reduce passes over
-the row chunks, as :mod:`aloocv._dask` does for the scalar losses.
+``"lemma3"``; ALO with its exact hypergradient; ``"exact"`` as refits over the chunks),
+``kfold`` and ``tune`` as map-reduce passes over the row chunks, as :mod:`aloocv._dask`
+does for the scalar losses.
 
 The fit is the core's one Newton driver on a multinomial sums model
 (``_core.multinomial_sums_fit``: the in-memory ``mn_fit``'s penalty with its gauge term on
@@ -20,9 +21,11 @@ X is never concatenated and never reaches the client.
 from __future__ import annotations
 
 import operator
+import warnings
 from typing import Any
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from . import _core
 from ._dask import (
@@ -60,7 +63,7 @@ from ._validation import (
     require_dask,
 )
 
-__all__ = ["DaskMultinomialTuneState", "fit", "loo", "prepare", "tune_state"]
+__all__ = ["DaskMultinomialTuneState", "fit", "kfold", "loo", "prepare", "tune_state"]
 
 #: Class frequencies are clipped here before the log of the starting intercepts (the
 #: core's kMinClassShare).
@@ -443,11 +446,12 @@ def loo(
     if gradient != "exact":
         raise ValueError("the multinomial loss has the exact gradient only")
     data = prepare(X, y, penalty, sample_weight, fit_intercept, offset, n_jobs)
-    if method not in METHODS:
+    if method not in (*METHODS, "exact"):
         raise ValueError(
-            f"method={method!r} with the multinomial loss is not available for dask input: "
-            f"use one of {list(METHODS)} or a numpy array"
+            f"unknown method {method!r}; expected one of {sorted((*METHODS, 'exact'))}"
         )
+    if method == "exact" and return_gradient:
+        raise ValueError("return_gradient=True needs method='alo'")
     check_loo_samples(data.n)
     tol, max_iter = check_options(tol, max_iter)
     first = first_pass(data)
@@ -458,13 +462,32 @@ def loo(
     elif intercept is not None:
         raise ValueError("intercept= requires coef=")
     # as in memory: the fit (or, at a given coef, no step) ending on the Hessian at beta
-    st = newton(data, first, tol, max_iter if beta0 is None else 0, beta0, fresh_end=True)
+    exact = method == "exact"
+    st = newton(data, first, tol, max_iter if beta0 is None else 0, beta0, fresh_end=not exact)
     fitres = _fit_result(data, st, K)
     check_finite_result(f"loo(method={method!r})", coef=fitres.coef_)
     if beta0 is None:
         _warn_not_converged(fitres, tol, max_iter)
     else:
         _warn_given_coef(fitres.gradient_norm_, tol, stacklevel=3)
+    if exact:
+        losses, preds, n_nc = _exact(data, first, st, tol, max_iter)
+        if n_nc:
+            warnings.warn(
+                f"exact LOO: {n_nc} of {data.n} refits did not reach tol={tol:g}",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return DaskLOOResult(
+            losses,
+            preds,
+            None,
+            method,
+            fitres,
+            *_exact_stats(losses, data.w, first["weight"], data.n),
+            data.w,
+            n_not_converged=n_nc,
+        )
     keep = "persist" if _client() is not None else "lazy"
     outs, red = _alo_pass(data, st, K, method, keep, return_gradient)
     _check_finite(red, f"loo(method={method!r})")
@@ -488,6 +511,196 @@ def loo(
         grad,
         downdate,
         unreliable=downdate.map_blocks(unreliable_mask, dtype=bool),
+    )
+
+
+def _own_rows_task(x, y, B, intercept):
+    """Row k of a chunk at its own refit's coefficients B[k] (K x p1): the cross-entropies
+    and the class scores (m x K)."""
+    from ._multinomial import cross_entropy
+
+    x, y, _, _ = _chunk_arrays(x, y, None, None, False)
+    off = int(intercept)
+    eta = np.einsum("ij,ikj->ik", x, B[:, :, off:])
+    if off:
+        eta += B[:, :, 0]
+    return cross_entropy(eta, y), eta
+
+
+def _exact(data: Data, first: dict, st: _State, tol: float, max_iter: int):
+    """Exact multinomial leave-one-out: per sample, the fit over the chunks without it
+    (its weight zero), warm-started at the full fit. In memory the refits take
+    Newton-CG steps preconditioned by the full factor, here exact Newton steps: the two
+    agree to the tolerance. One chunk's refits at a time; their coefficients go to the
+    task holding the chunk, which computes the rows' scores and losses (X stays on the
+    workers). Returns (losses, (n, K) scores) as dask arrays with X's row chunks and the
+    number of refits not at tol."""
+    import dataclasses
+
+    import dask.array as da
+    from dask import delayed
+
+    from ._dask import _chunk_starts, _without_row
+
+    K = first["K"]
+    starts = _chunk_starts(data)
+    blocks = data.blocks()
+    ww = None if data.w is None else np.asarray(data.w.compute(), dtype=np.float64)
+    losses, preds = [], []
+    n_nc = 0
+    for (x, y, _, _), s0, cnt in zip(blocks, starts, data.X.chunks[0]):
+        B = np.empty((int(cnt), K, data.p1))
+        for k in range(int(cnt)):
+            i = int(s0) + k
+            wk = da.concatenate(
+                [
+                    da.from_delayed(
+                        delayed(_without_row, pure=True)(b[2], int(m), int(t0), i),
+                        shape=(int(m),),
+                        dtype=np.float64,
+                    )
+                    for b, m, t0 in zip(blocks, data.X.chunks[0], starts)
+                ]
+            )
+            fk = dict(first, weight=first["weight"] - (1.0 if ww is None else float(ww[i])))
+            sk = newton(dataclasses.replace(data, w=wk), fk, tol, max_iter, st.beta)
+            n_nc += int(not sk.converged)
+            B[k] = sk.beta.reshape(K, data.p1)
+        out = delayed(_own_rows_task, pure=True, nout=2)(x, y, B, data.fit_intercept)
+        losses.append(da.from_delayed(out[0], shape=(int(cnt),), dtype=np.float64))
+        preds.append(da.from_delayed(out[1], shape=(int(cnt), K), dtype=np.float64))
+    return da.concatenate(losses), da.concatenate(preds), n_nc
+
+
+def _exact_stats(losses, w, sw: float, n: int) -> tuple[float, float]:
+    """The weighted mean of the leave-one-out losses and its standard error."""
+    wl = losses if w is None else losses * w
+    mean = float(wl.sum().compute()) / sw
+    dev = (losses - mean) ** 2 if w is None else w * (losses - mean) ** 2
+    return mean, _stderr((sw, mean, float(dev.sum().compute())), n)
+
+
+# --------------------------------------------------------------------------- kfold
+def _fold_weights(w, fold, k):
+    """One chunk's weights with the rows of fold k set to zero."""
+    fold = np.asarray(fold)
+    out = np.ones(fold.size) if w is None else np.array(w, dtype=np.float64)
+    out[fold == k] = 0.0
+    return out
+
+
+def _heldout_task(x, y, fold, B, intercept):
+    """Held-out class scores x~_i^T B_{fold(i)} (m x K) of one chunk, and their
+    cross-entropies; B (n_folds, K, p1)."""
+    from ._multinomial import cross_entropy
+
+    x, y, _, _ = _chunk_arrays(x, y, None, None, False)
+    fold = np.asarray(fold, dtype=np.intp)
+    off = int(intercept)
+    eta = np.einsum("ij,ikj->ik", x, B[fold][:, :, off:])
+    if off:
+        eta += B[fold][:, :, 0]
+    return cross_entropy(eta, y), eta
+
+
+def kfold(
+    X,
+    y,
+    penalty,
+    n_folds,
+    method,
+    folds,
+    random_state,
+    fit_intercept,
+    sample_weight,
+    tol,
+    max_iter,
+    n_jobs,
+):
+    """:func:`aloocv.kfold` with ``loss="multinomial"`` on dask input, as in memory
+    (:func:`aloocv._multinomial.kfold`): ``"alo"`` one damped Newton step per fold from
+    the full fit on the fold-out objective (its exact Hessian at the full fit), ``"exact"``
+    a refit per fold warm-started from the full fit; each a fit over the chunks with the
+    fold's weights set to zero. The fold labels and the per-sample held-out values (n
+    ints, n x K floats) live on the client, X does not."""
+    import dataclasses
+    import time
+
+    import dask.array as da
+    from dask import delayed
+    from dask.base import is_dask_collection
+
+    from ._fit import _warn_not_converged
+    from ._kfold import KFOLD_METHODS, _assign_folds, _label, fold_result
+    from ._validation import check_finite_result
+
+    if not isinstance(method, str) or method not in KFOLD_METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {list(KFOLD_METHODS)}")
+    data = prepare(X, y, penalty, sample_weight, fit_intercept, None, n_jobs)
+    tol, max_iter = check_options(tol, max_iter)
+    if is_dask_collection(folds):
+        folds = np.asarray(folds.compute())
+    idx, labels = _assign_folds(data.n, n_folds, folds, random_state)
+    nf = labels.size
+    w_np = None if data.w is None else np.asarray(data.w.compute(), dtype=np.float64)
+    ww = np.ones(data.n) if w_np is None else w_np
+    wsum = np.bincount(idx, weights=ww, minlength=nf)
+    if np.any(wsum <= 0):
+        bad = int(np.flatnonzero(wsum <= 0)[0])
+        raise ValueError(f"fold {_label(labels, bad)} has zero total sample weight")
+    first = first_pass(data)
+    K = first["K"]
+    t0 = time.perf_counter()
+    full = newton(data, first, tol, max_iter)
+    fitres = _fit_result(data, full, K)
+    _warn_not_converged(fitres, tol, max_iter)
+    t1 = time.perf_counter()
+    fblocks = da.from_array(idx, chunks=(data.X.chunks[0],)).to_delayed().ravel().tolist()
+    blocks = data.blocks()
+    B = np.empty((nf, K, data.p1))
+    failed = 0
+    for k in range(nf):
+        wk = da.concatenate(
+            [
+                da.from_delayed(
+                    delayed(_fold_weights, pure=True)(blk[2], fb, k), shape=(c,), dtype=np.float64
+                )
+                for blk, fb, c in zip(blocks, fblocks, data.X.chunks[0])
+            ]
+        )
+        dk = dataclasses.replace(data, w=wk)
+        fk = dict(first, weight=float(ww.sum() - wsum[k]))
+        sk = newton(dk, fk, tol, 1 if method == "alo" else max_iter, full.beta)
+        failed += method == "exact" and not sk.converged
+        B[k] = sk.beta.reshape(K, data.p1)
+    Bd = delayed(B, pure=True)
+    held = _compute(
+        [
+            delayed(_heldout_task, pure=True, nout=2)(x, y_, fb, Bd, data.fit_intercept)
+            for (x, y_, _, _), fb in zip(blocks, fblocks)
+        ]
+    )
+    losses = np.concatenate([h[0] for h in held])
+    pred = np.concatenate([h[1] for h in held])
+    t2 = time.perf_counter()
+    check_finite_result(f"kfold(method={method!r})", coef=fitres.coef_, predictions=pred)
+    if failed:
+        warnings.warn(
+            f"exact K-fold: {failed} of {nf} refits did not reach tol={tol:g}",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    return fold_result(
+        losses,
+        pred,
+        idx,
+        labels,
+        ww,
+        wsum,
+        method,
+        fitres,
+        w_np,
+        {"fit": t1 - t0, "folds": t2 - t1},
     )
 
 

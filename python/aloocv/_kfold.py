@@ -453,7 +453,25 @@ def kfold(
                 "cv= and groups= are not available for dask input: pass n_folds= or "
                 "folds= (fold labels)"
             )
+        if isinstance(loss, str) and loss == MULTINOMIAL:
+            if offset is not None:  # the softmax model has no offset term
+                raise ValueError("offset= is not available for the multinomial loss")
+            from . import _dask_multinomial
 
+            return _dask_multinomial.kfold(
+                X,
+                y,
+                penalty,
+                n_folds,
+                method,
+                folds,
+                random_state,
+                fit_intercept,
+                sample_weight,
+                tol,
+                max_iter,
+                n_jobs,
+            )
         return _dask.kfold(
             X,
             y,
