@@ -361,6 +361,19 @@ def test_exact_loo_matches_numpy_and_refits(sync):
     close_rel(got.predictions[i].compute(), X[i] @ f.coef_.T + f.intercept_, 1e-7)
 
 
+def test_certify_matches_numpy(sync):
+    """certify() of a multinomial ALO result on dask: the same samples as in memory and
+    their exact refits over the chunks."""
+    X, y, w = mn_data(n=60, p=3, seed=6)
+    kw = dict(loss="multinomial", penalty=aloocv.L2(1.0), sample_weight=w, tol=1e-10)
+    with threadpool_limits(1):
+        ref = aloocv.loo(X, y, **kw).certify(n_samples=6, random_state=2)
+    got = aloocv.loo(dX(X, 25), y, **kw).certify(n_samples=6, random_state=2)
+    np.testing.assert_array_equal(got.indices, ref.indices)
+    close_abs(got.exact_losses, ref.exact_losses, 1e-7)
+    close_abs(got.mean_error, ref.mean_error, 1e-7)
+
+
 @pytest.mark.parametrize("method", ["alo", "exact"])
 def test_kfold_matches_numpy(sync, method):
     """Multinomial K-fold on dask: per fold the fit over the chunks with the fold's

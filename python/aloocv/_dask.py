@@ -925,7 +925,8 @@ class DaskLOOResult:
     downdate: Any = None
     n_not_converged: int = field(default=0, repr=False)
     unreliable: Any = None
-    # what certify() refits: (Data, _State, tol, max_iter, eta as a dask array)
+    # what certify() refits: (Data, _State, tol, max_iter, eta as a dask array; None for
+    # the multinomial loss)
     _problem: Any = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:
@@ -963,13 +964,20 @@ class DaskLOOResult:
             )
         confidence = check_certify_options(n_samples, n_worst, confidence)
         data, st, tol, max_iter, eta = self._problem
-        insample = da.map_blocks(_loss_values, data.y, eta, data.loss.core, dtype=np.float64)
+        refits = _refit_losses
+        if isinstance(data.loss, str) and data.loss == MULTINOMIAL:
+            from . import _dask_multinomial
+
+            insample = _dask_multinomial.insample_losses(data, st)
+            refits = _dask_multinomial.refit_losses
+        else:
+            insample = da.map_blocks(_loss_values, data.y, eta, data.loss.core, dtype=np.float64)
         losses, proxy, w = _compute((self.losses, self.losses - insample, data.w))
         losses, proxy = np.asarray(losses), np.asarray(proxy)
         w = None if w is None else np.asarray(w, dtype=np.float64)
         design = certificate_design(proxy, w, n_samples, n_worst, random_state)
         idx = design.refits
-        exact, n_nc = _refit_losses(data, st, idx, tol, max_iter)
+        exact, n_nc = refits(data, st, idx, tol, max_iter)
         if n_nc:
             warnings.warn(
                 f"certificate: {n_nc} of {idx.size} exact refits did not reach tol={tol:g}",

@@ -511,7 +511,72 @@ def loo(
         grad,
         downdate,
         unreliable=downdate.map_blocks(unreliable_mask, dtype=bool),
+        _problem=(data, st, tol, max_iter, None),
     )
+
+
+def _insample_task(x, y, B, intercept):
+    """The cross-entropies of one chunk's rows at the fit's coefficients B (K x p1)."""
+    return _own_rows_task(x, y, np.broadcast_to(B, (np.shape(y)[0], *B.shape)), intercept)[0]
+
+
+def insample_losses(data: Data, st: _State) -> Any:
+    """The in-sample cross-entropies at the fit (a dask array with X's row chunks):
+    certify()'s error proxy is the leave-one-out loss minus this."""
+    import dask.array as da
+    from dask import delayed
+
+    B = st.beta.reshape(-1, data.p1)
+    parts = [
+        da.from_delayed(
+            delayed(_insample_task, pure=True)(x, y, B, data.fit_intercept),
+            shape=(int(c),),
+            dtype=np.float64,
+        )
+        for (x, y, _, _), c in zip(data.blocks(), data.X.chunks[0])
+    ]
+    return da.concatenate(parts)
+
+
+def refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter: int):
+    """certify()'s exact refits: the cross-entropies of the samples `rows` at fits over
+    the chunks without each (warm-started at the full fit), and the number of refits not
+    at tol. Those samples' rows of X and labels (|rows| p floats) come to the client."""
+    import dataclasses
+
+    import dask.array as da
+    from dask import delayed
+
+    from ._dask import _chunk_starts, _without_row
+    from ._multinomial import cross_entropy
+
+    K = st.beta.size // data.p1
+    rows = np.asarray(rows, dtype=np.int64)
+    xr, yr = _compute([data.X[rows], data.y[rows]])
+    xr = np.asarray(xr, dtype=np.float64)
+    ww = None if data.w is None else np.asarray(data.w[rows].compute(), dtype=np.float64)
+    starts = _chunk_starts(data)
+    wblocks = [b[2] for b in data.blocks()]
+    off = int(data.fit_intercept)
+    scores = np.empty((rows.size, K))
+    n_nc = 0
+    for k, i in enumerate(rows):
+        wk = da.concatenate(
+            [
+                da.from_delayed(
+                    delayed(_without_row, pure=True)(wb, int(m), int(t0), int(i)),
+                    shape=(int(m),),
+                    dtype=np.float64,
+                )
+                for wb, m, t0 in zip(wblocks, data.X.chunks[0], starts)
+            ]
+        )
+        first = {"K": K, "weight": st.sw - (1.0 if ww is None else float(ww[k]))}
+        sk = newton(dataclasses.replace(data, w=wk), first, tol, max_iter, st.beta)
+        n_nc += int(not sk.converged)
+        B = sk.beta.reshape(K, data.p1)
+        scores[k] = B[:, off:] @ xr[k] + (B[:, 0] if off else 0.0)
+    return cross_entropy(scores, np.asarray(yr)), n_nc
 
 
 def _own_rows_task(x, y, B, intercept):
