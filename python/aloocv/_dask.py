@@ -1000,36 +1000,40 @@ def _without_row(w, n_rows, start, row):
     return out
 
 
+def _weights_without(data: Data, row: int) -> Any:
+    """The weights as a dask array with X's row chunks, sample `row`'s set to zero (the
+    problem of a refit without it)."""
+    import dask.array as da
+    from dask import delayed
+
+    wblocks = [b[2] for b in data.blocks()]
+    return da.concatenate(
+        [
+            da.from_delayed(
+                delayed(_without_row, pure=True)(wb, int(m), int(t0), int(row)),
+                shape=(int(m),),
+                dtype=np.float64,
+            )
+            for wb, m, t0 in zip(wblocks, data.X.chunks[0], _chunk_starts(data))
+        ]
+    )
+
+
 def _refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter: int):
     """Exact leave-one-out losses of the samples `rows`: per sample, the fit over the
     chunks without it (its weight zero; warm start: the full fit), then its loss at the
     refit's linear predictor. Returns (losses, refits not at tol). The rows of X, y and
     the offset of those samples (|rows| p floats) come to the client."""
-    import dask.array as da
-    from dask import delayed
 
     rows = np.asarray(rows, dtype=np.int64)
     parts = [data.X[rows], data.y[rows], None if data.offset is None else data.offset[rows]]
     xr, yr, orr = _compute(parts)
     xr = np.asarray(xr, dtype=np.float64)
     off = int(data.fit_intercept)
-    starts = np.concatenate([[0], np.cumsum(data.X.chunks[0])])
-    wblocks = (
-        data.w.to_delayed().ravel().tolist() if data.w is not None else [None] * len(starts[:-1])
-    )
     etas = np.empty(rows.size)
     n_nc = 0
     for k, i in enumerate(rows):
-        wk = da.concatenate(
-            [
-                da.from_delayed(
-                    delayed(_without_row, pure=True)(wb, int(c), int(s0), int(i)),
-                    shape=(int(c),),
-                    dtype=np.float64,
-                )
-                for wb, c, s0 in zip(wblocks, data.X.chunks[0], starts[:-1])
-            ]
-        )
+        wk = _weights_without(data, int(i))
         sk = _solve_fit(dataclasses.replace(data, w=wk), tol, max_iter, st.beta)
         n_nc += int(not sk.converged)
         etas[k] = xr[k] @ sk.beta[off:] + (sk.beta[0] if off else 0.0)
@@ -1050,23 +1054,12 @@ def _exact_l1(data: Data, st: _State, tol: float, max_iter: int):
     import dask.array as da
     from dask import delayed
 
-    starts = _chunk_starts(data)
-    wblocks = [b[2] for b in data.blocks()]
     losses, preds = [], []
     n_nc = 0
-    for c, (s0, cnt) in enumerate(zip(starts, data.X.chunks[0])):
+    for c, (s0, cnt) in enumerate(zip(_chunk_starts(data), data.X.chunks[0])):
         B = np.empty((int(cnt), data.p1))
         for k in range(int(cnt)):
-            wk = da.concatenate(
-                [
-                    da.from_delayed(
-                        delayed(_without_row, pure=True)(wb, int(m), int(t0), int(s0) + k),
-                        shape=(int(m),),
-                        dtype=np.float64,
-                    )
-                    for wb, m, t0 in zip(wblocks, data.X.chunks[0], starts)
-                ]
-            )
+            wk = _weights_without(data, int(s0) + k)
             sk = _solve_fit(dataclasses.replace(data, w=wk), tol, max_iter, st.beta)
             n_nc += int(not sk.converged)
             B[k] = sk.beta

@@ -544,10 +544,7 @@ def refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter:
     at tol. Those samples' rows of X and labels (|rows| p floats) come to the client."""
     import dataclasses
 
-    import dask.array as da
-    from dask import delayed
-
-    from ._dask import _chunk_starts, _without_row
+    from ._dask import _weights_without
     from ._multinomial import cross_entropy
 
     K = st.beta.size // data.p1
@@ -555,22 +552,11 @@ def refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter:
     xr, yr = _compute([data.X[rows], data.y[rows]])
     xr = np.asarray(xr, dtype=np.float64)
     ww = None if data.w is None else np.asarray(data.w[rows].compute(), dtype=np.float64)
-    starts = _chunk_starts(data)
-    wblocks = [b[2] for b in data.blocks()]
     off = int(data.fit_intercept)
     scores = np.empty((rows.size, K))
     n_nc = 0
     for k, i in enumerate(rows):
-        wk = da.concatenate(
-            [
-                da.from_delayed(
-                    delayed(_without_row, pure=True)(wb, int(m), int(t0), int(i)),
-                    shape=(int(m),),
-                    dtype=np.float64,
-                )
-                for wb, m, t0 in zip(wblocks, data.X.chunks[0], starts)
-            ]
-        )
+        wk = _weights_without(data, int(i))
         first = {"K": K, "weight": st.sw - (1.0 if ww is None else float(ww[k]))}
         sk = newton(dataclasses.replace(data, w=wk), first, tol, max_iter, st.beta)
         n_nc += int(not sk.converged)
@@ -605,7 +591,7 @@ def _exact(data: Data, first: dict, st: _State, tol: float, max_iter: int):
     import dask.array as da
     from dask import delayed
 
-    from ._dask import _chunk_starts, _without_row
+    from ._dask import _chunk_starts, _weights_without
 
     K = first["K"]
     starts = _chunk_starts(data)
@@ -617,16 +603,7 @@ def _exact(data: Data, first: dict, st: _State, tol: float, max_iter: int):
         B = np.empty((int(cnt), K, data.p1))
         for k in range(int(cnt)):
             i = int(s0) + k
-            wk = da.concatenate(
-                [
-                    da.from_delayed(
-                        delayed(_without_row, pure=True)(b[2], int(m), int(t0), i),
-                        shape=(int(m),),
-                        dtype=np.float64,
-                    )
-                    for b, m, t0 in zip(blocks, data.X.chunks[0], starts)
-                ]
-            )
+            wk = _weights_without(data, i)
             fk = dict(first, weight=first["weight"] - (1.0 if ww is None else float(ww[i])))
             sk = newton(dataclasses.replace(data, w=wk), fk, tol, max_iter, st.beta)
             n_nc += int(not sk.converged)
