@@ -839,6 +839,30 @@ def test_cluster_exact_loo(client):
     close(g.stderr, r.stderr)
 
 
+def test_cluster_refit_routes(client):
+    # the refit routes added last, on worker processes (small: each refit is a few
+    # round trips): exact LOO with an L1 term, multinomial K-fold, exact LOO and the
+    # multinomial certificate
+    X, y, w, _ = loss_data("logistic", n=40, p=3, seed=23)
+    y[:2] = [0.0, 1.0]
+    kw = dict(loss="logistic", penalty=aloocv.ElasticNet(2.0, 1.0), sample_weight=w[:8], tol=TOL)
+    r = aloocv.loo(X[:8], y[:8], method="exact", **kw)
+    g = aloocv.loo(dX(X[:8], 4), y[:8], method="exact", **kw)
+    close(g.losses.compute(), r.losses, 1e-8)
+    ym = (np.arange(40) % 3).astype(float)
+    kw = dict(loss="multinomial", penalty=aloocv.L2(1.0), tol=TOL)
+    r = aloocv.kfold(X, ym, folds=np.arange(40) % 3, sample_weight=w, **kw)
+    g = aloocv.kfold(dX(X, 15), ym, folds=np.arange(40) % 3, sample_weight=w, **kw)
+    close(g.predictions, r.predictions, 1e-8)
+    r = aloocv.loo(X[:8], ym[:8], method="exact", **kw)
+    g = aloocv.loo(dX(X[:8], 4), ym[:8], method="exact", **kw)
+    close(g.losses.compute(), r.losses, 1e-7)
+    c = aloocv.loo(dX(X, 15), ym, **kw).certify(n_samples=2)
+    ref = aloocv.loo(X, ym, **kw).certify(n_samples=2)
+    np.testing.assert_array_equal(c.indices, ref.indices)
+    close(c.exact_losses, ref.exact_losses, 1e-7)
+
+
 def test_tune_gathers_no_per_sample_arrays(sync, monkeypatch):
     # tune (grid, and the gradient search) and the estimator: per candidate only means,
     # standard errors, gradients and the fit reach the client, not n floats; results
