@@ -25,6 +25,7 @@ class TuneState {
     apply_offset(offset_, pb_);
     opt_ = FitOptions{tol, max_iter, n_threads};
     opt_.fresh_end = true;  // ALO and its derivatives need the Hessian at beta
+    opt_.secant = true;     // secant-corrected chord steps along the path
     dispatch_loss(kind_, [&](auto L) { check_response<decltype(L)>(pb_.y, pb_.n(), pb_.lp); });
     if (beta0) {
       st_.beta = to_vec(*beta0, pb_.p1(), "beta0");

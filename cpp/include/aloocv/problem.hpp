@@ -71,6 +71,12 @@ struct FitOptions {
   // the optimum, Newton continues with chord steps on the last factor (O(n p) each)
   // instead of new Hessians, and one fresh Hessian is taken at the end.
   bool fresh_end = false;
+  // With fresh_end: chord steps corrected by the secant pairs of the steps since their
+  // factor (limited-memory BFGS on the held factor, SecantChord in newton.hpp), under the
+  // chord policy that suits them (detail::secant_policy). Set by tuning runs (TuneState:
+  // the cold first fit and every path point), where the chord steps of a grid's
+  // several-fold lambda steps otherwise call for fresh Hessians.
+  bool secant = false;
 };
 
 // A fitted point with everything the LOO formulas reuse.
