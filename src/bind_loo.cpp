@@ -90,6 +90,8 @@ void bind_loo(py::module_& m) {
         const GradientKind gkind = gradient_kind_from_name(gradient_kind);
         FitOptions opt{tol, max_iter, n_threads};
         opt.fresh_end = meth != LooMethod::Exact;  // ALO needs the Hessian at beta
+        // the fused end's guard probe rides on the leverage pass (loo() settles it)
+        opt.defer_end_guard = opt.fresh_end && !gradient;
         std::optional<Vec> b;
         if (beta) b = to_vec(*beta, pb.p1(), "beta");
         FitState st;
