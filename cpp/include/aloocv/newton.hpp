@@ -423,9 +423,14 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   FitState st;
   st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb);
   st.eta.resize(pb.n());
-  linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
+  if (st.beta.tail(pb.X.p).isZero(0.0)) {
+    // zero slopes (the default start): eta is the intercept, no pass over X (X is finite)
+    st.eta.setConstant(pb.intercept ? st.beta[0] : 0.0);
+  } else {
+    linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
+    ++st.matvec_passes;
+  }
   pb.add_offset(st.eta.data());
-  ++st.matvec_passes;
   detail::GlmModel<Loss> m(pb, st, nt);
   if (!std::isfinite(m.objective())) {
     throw InvalidInput("the objective is not finite at the starting point");
