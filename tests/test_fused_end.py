@@ -187,6 +187,31 @@ def test_fused_guard_fails_and_its_step_is_undone():
     np.testing.assert_allclose(r.leverages, h, rtol=1e-9)
 
 
+def test_fused_guard_of_the_gradient_route_probes_in_a_pass_of_its_own():
+    # loo(return_gradient=True) forms its leverages in the hypergradient's own pass: the
+    # deferred guard is settled before it (fresh_factor), by one probe pass, with the
+    # same fallback as loo()'s
+    X, y = _separable(0, 40, 120)
+    lam = 1e-2
+    kw = dict(penalty=aloocv.L2(lam), solver="primal", tol=1e-6, n_jobs=1)
+    r = aloocv.loo(X, y, return_gradient=True, **kw)
+    assert r.fit.fused_end_fallbacks_ == 1
+    assert r.fit.matvec_passes_ == r.fit.n_iter_ + 2
+    h = _numpy_leverages(X, r.fit.coef_, r.fit.intercept_, lam)
+    np.testing.assert_allclose(r.leverages, h, rtol=1e-10)
+    a = aloocv.loo(X, y, **kw)
+    np.testing.assert_array_equal(r.fit.coef_, a.fit.coef_)
+    np.testing.assert_allclose(r.leverages, a.leverages, rtol=1e-12)
+    # the common case: the guard holds, one probe pass
+    X, y = _logistic(400, 20, 2.0, 0)
+    r = aloocv.loo(X, y, penalty=aloocv.L2(1.0), return_gradient=True, n_jobs=1)
+    assert r.fit.fused_end_fallbacks_ == 0
+    assert r.fit.matvec_passes_ == r.fit.n_iter_ + 2
+    a = aloocv.loo(X, y, penalty=aloocv.L2(1.0), n_jobs=1)
+    np.testing.assert_array_equal(r.fit.coef_, a.fit.coef_)
+    np.testing.assert_allclose(r.leverages, a.leverages, rtol=1e-12)
+
+
 def _grid_reference(X, y, lams):
     """Fits from scratch at a tight tolerance and their ALO predictions."""
     coefs, preds = [], []
