@@ -5,7 +5,10 @@ plain fit (``_core.fit``) and of the ALO run (``_core.loo``: its fit ends on the
 the returned beta, then one leverage pass), and the ratio loo / fit (issue 13 target:
 <= 1.2 at n=100000, p=200).
 
-Usage: ``python benchmarks/passes.py [--n N] [--p P] [--tol TOL] [--n-jobs J]``.
+Usage: ``python benchmarks/passes.py [--n N] [--p P] [--tol TOL] [--n-jobs J] [--breakdown]``.
+With ``--breakdown``: the unit costs behind the ratio (median CPU seconds of 3 runs, one
+thread): a Hessian pass, the O(n p) products X v and X^T g, and ALO at the returned
+coefficients (a Hessian, two O(n p) passes and the leverage pass), hence the leverage pass.
 """
 
 from __future__ import annotations
@@ -26,6 +29,32 @@ def logistic_data(n: int, p: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray
     return X, y
 
 
+def _cpu(f, k: int = 3) -> float:
+    ts = []
+    for _ in range(k):
+        c0 = time.process_time()
+        f()
+        ts.append(time.process_time() - c0)
+    return float(np.median(ts))
+
+
+def breakdown(X: np.ndarray, y: np.ndarray, args: tuple, r: dict, a: argparse.Namespace) -> None:
+    """Unit costs of the passes (see the module docstring), single-threaded."""
+    from threadpoolctl import threadpool_limits
+
+    beta = np.r_[r["intercept"], r["coef"]]
+    with threadpool_limits(1):
+        mu = 1.0 / (1.0 + np.exp(-(X @ r["coef"] + r["intercept"])))
+        d, g = mu * (1.0 - mu), mu - y
+        th = _cpu(lambda: _core.hessian(X, d, True, 1))
+        tv = _cpu(lambda: X @ beta[1:])
+        tg = _cpu(lambda: X.T @ g)
+        ta = _cpu(lambda: _core.loo(*args, "alo", a.tol, 100, 1, beta, False))
+    print(f"CPU s, one thread: Hessian pass {th:.4f}  X v {tv:.4f}  X^T g {tg:.4f}")
+    lev = ta - th - tv - tg
+    print(f"  ALO at the returned coefficients {ta:.4f}: leverage pass about {lev:.4f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=100000)
@@ -33,6 +62,7 @@ def main() -> None:
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--lam", type=float, default=1.0)
     ap.add_argument("--n-jobs", type=int, default=1)
+    ap.add_argument("--breakdown", action="store_true", help="unit costs (see above)")
     a = ap.parse_args()
     X, y = logistic_data(a.n, a.p)
     pen = np.full(a.p, a.lam)
@@ -52,13 +82,18 @@ def main() -> None:
     t2 = time.perf_counter()
     tf, tl = t1 - t0, t2 - t1
     print(f"logistic n={a.n} p={a.p} lam={a.lam:g} tol={a.tol:g} n_jobs={a.n_jobs}")
-    print(f"fit : {tf:7.3f} s  n_iter {f['n_iter']:3d}  hessian passes {f['hessian_passes']}")
+    print(
+        f"fit : {tf:7.3f} s  n_iter {f['n_iter']:3d}  hessian passes {f['hessian_passes']}"
+        f"  O(np) passes {f['matvec_passes']}"
+    )
     print(
         f"loo : {tl:7.3f} s  n_iter {r['n_iter']:3d}  hessian passes {r['hessian_passes']}"
-        " (+1 leverage pass)"
+        f"  O(np) passes {r['matvec_passes']} (+1 leverage pass)"
     )
     print(f"loo incl. fit / fit = {tl / tf:.2f} (target <= 1.2)")
     print(f"max |coef diff| = {np.max(np.abs(f['coef'] - r['coef'])):.1e}")
+    if a.breakdown:
+        breakdown(X, y, args, r, a)
 
     # a 10-point grid of penalties (descending lambda, as the estimators walk it), each
     # point warm-started from the previous one's state (path_fit) and followed by ALO

@@ -90,6 +90,9 @@ void bind_loo(py::module_& m) {
         const GradientKind gkind = gradient_kind_from_name(gradient_kind);
         FitOptions opt{tol, max_iter, n_threads};
         opt.fresh_end = meth != LooMethod::Exact;  // ALO needs the Hessian at beta
+        // the fused end's guard is settled by loo() in its leverage pass, by loo_gradient
+        // (fresh_factor) in a pass of its own
+        opt.defer_end_guard = opt.fresh_end;
         std::optional<Vec> b;
         if (beta) b = to_vec(*beta, pb.p1(), "beta");
         FitState st;

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse
 from threadpoolctl import threadpool_limits
 
 import aloocv
@@ -93,8 +94,9 @@ def test_fused_end_takes_no_more_hessian_passes_than_the_fit(lam, scale, seed):
     r = aloocv.loo(X, y, penalty=pen, n_jobs=1)
     assert r.fit.fused_end_fallbacks_ == 0
     assert r.fit.hessian_passes_ <= f.hessian_passes_
-    # a plain fit: the starting eta, the starting gradient, one fused pass per step
-    assert f.matvec_passes_ == f.n_iter_ + 2
+    # a plain fit from the default start (zero slopes: eta without a pass over X): the
+    # starting gradient, one fused pass per step
+    assert f.matvec_passes_ == f.n_iter_ + 1
 
 
 def test_fused_end_falls_back_where_the_last_step_is_not_at_rounding():
@@ -110,6 +112,104 @@ def test_fused_end_falls_back_where_the_last_step_is_not_at_rounding():
     h_ref = _numpy_leverages(X, ref.coef_, ref.intercept_, lam)
     np.testing.assert_allclose(r.leverages, h_ref, rtol=1e-9)
     assert r.fit.fused_end_fallbacks_ in (0, 1)
+
+
+def _separable(seed: int, n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    return X, (X[:, 0] + 2 * rng.standard_normal(n) > 0) * 1.0
+
+
+def _alo_at_coef(X, y, lam: float, r, n_jobs: int) -> aloocv.LOOResult:
+    """ALO at the coefficients r returned (no fit: the Hessian formed at them)."""
+    pen = aloocv.L2(lam)
+    return aloocv.loo(
+        X, y, penalty=pen, coef=r.fit.coef_, intercept=r.fit.intercept_, n_jobs=n_jobs
+    )
+
+
+@pytest.mark.parametrize(("lam", "scale", "seed"), [(1.0, 2.0, 0), (0.1, 4.0, 1), (10.0, 1.0, 2)])
+def test_fused_guard_rides_on_the_leverage_pass(lam, scale, seed):
+    # the guard's probe max_i |x~_i^T step| is taken in the leverage pass: the fit of
+    # loo() reads X as often as a plain fit per step (before: one probe pass more), and
+    # the factor is still the Hessian at the returned coefficients
+    X, y = _logistic(400, 20, scale, seed)
+    r = aloocv.loo(X, y, penalty=aloocv.L2(lam), n_jobs=1)
+    assert r.fit.fused_end_fallbacks_ == 0
+    assert r.fit.matvec_passes_ == r.fit.n_iter_ + 1
+    ref = _alo_at_coef(X, y, lam, r, 1)
+    np.testing.assert_allclose(r.leverages, ref.leverages, rtol=1e-12)
+    np.testing.assert_allclose(r.predictions, ref.predictions, rtol=1e-12, atol=1e-14)
+    # threaded == serial (the probe is a max over rows; the kernels sum in fixed chunks)
+    r2 = aloocv.loo(X, y, penalty=aloocv.L2(lam), n_jobs=2)
+    np.testing.assert_array_equal(r2.fit.coef_, r.fit.coef_)
+    np.testing.assert_array_equal(r2.leverages, r.leverages)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize(("seed", "n", "p"), [(0, 40, 120), (1, 60, 30)])
+def test_fused_guard_fails_in_the_leverage_pass_and_falls_back(seed, n, p, sparse):
+    # lam = 1e-2, nearly separable: the end Hessian's Newton step still moves some eta_i
+    # by more than kFusedEndEta. The probe in the leverage pass finds it; the fit then
+    # takes that step and a fresh Hessian, and the leverages are computed again for it.
+    X, y = _separable(seed, n, p)
+    Xa = scipy.sparse.csr_matrix(X) if sparse else X
+    lam = 1e-2
+    r = aloocv.loo(Xa, y, penalty=aloocv.L2(lam), solver="primal", tol=1e-6, n_jobs=1)
+    assert r.fit.fused_end_fallbacks_ == 1
+    # the fallback's step is one of n_iter; still no probe pass of its own
+    assert r.fit.matvec_passes_ == r.fit.n_iter_ + 1
+    h = _numpy_leverages(X, r.fit.coef_, r.fit.intercept_, lam)
+    np.testing.assert_allclose(r.leverages, h, rtol=1e-10)
+    ref = _alo_at_coef(Xa, y, lam, r, 1)
+    np.testing.assert_allclose(r.leverages, ref.leverages, rtol=1e-12)
+    np.testing.assert_allclose(r.predictions, ref.predictions, rtol=1e-12, atol=1e-14)
+    r2 = aloocv.loo(Xa, y, penalty=aloocv.L2(lam), solver="primal", tol=1e-6, n_jobs=2)
+    assert r2.fit.fused_end_fallbacks_ == 1
+    np.testing.assert_array_equal(r2.fit.coef_, r.fit.coef_)
+    np.testing.assert_array_equal(r2.leverages, r.leverages)
+
+
+def test_fused_guard_fails_and_its_step_is_undone():
+    # lam = 1e-4, tol = 1e-10: the probe fails, but the end Hessian's step does not halve
+    # max|grad| (the rounding floor): it is undone, and the point and factor stand
+    X, y = _separable(1, 40, 120)
+    lam = 1e-4
+    with pytest.warns(aloocv.ALOWarning):
+        r = aloocv.loo(X, y, penalty=aloocv.L2(lam), solver="primal", tol=1e-10, n_jobs=1)
+    assert r.fit.fused_end_fallbacks_ == 0
+    # the undone trial step read X once
+    assert r.fit.matvec_passes_ == r.fit.n_iter_ + 2
+    with pytest.warns(aloocv.ALOWarning):
+        ref = _alo_at_coef(X, y, lam, r, 1)
+    np.testing.assert_allclose(r.leverages, ref.leverages, rtol=1e-11)
+    h = _numpy_leverages(X, r.fit.coef_, r.fit.intercept_, lam)
+    np.testing.assert_allclose(r.leverages, h, rtol=1e-9)
+
+
+def test_fused_guard_of_the_gradient_route_probes_in_a_pass_of_its_own():
+    # loo(return_gradient=True) forms its leverages in the hypergradient's own pass: the
+    # deferred guard is settled before it (fresh_factor), by one probe pass, with the
+    # same fallback as loo()'s
+    X, y = _separable(0, 40, 120)
+    lam = 1e-2
+    kw = dict(penalty=aloocv.L2(lam), solver="primal", tol=1e-6, n_jobs=1)
+    r = aloocv.loo(X, y, return_gradient=True, **kw)
+    assert r.fit.fused_end_fallbacks_ == 1
+    assert r.fit.matvec_passes_ == r.fit.n_iter_ + 2
+    h = _numpy_leverages(X, r.fit.coef_, r.fit.intercept_, lam)
+    np.testing.assert_allclose(r.leverages, h, rtol=1e-10)
+    a = aloocv.loo(X, y, **kw)
+    np.testing.assert_array_equal(r.fit.coef_, a.fit.coef_)
+    np.testing.assert_allclose(r.leverages, a.leverages, rtol=1e-12)
+    # the common case: the guard holds, one probe pass
+    X, y = _logistic(400, 20, 2.0, 0)
+    r = aloocv.loo(X, y, penalty=aloocv.L2(1.0), return_gradient=True, n_jobs=1)
+    assert r.fit.fused_end_fallbacks_ == 0
+    assert r.fit.matvec_passes_ == r.fit.n_iter_ + 2
+    a = aloocv.loo(X, y, penalty=aloocv.L2(1.0), n_jobs=1)
+    np.testing.assert_array_equal(r.fit.coef_, a.fit.coef_)
+    np.testing.assert_allclose(r.leverages, a.leverages, rtol=1e-12)
 
 
 def _grid_reference(X, y, lams):
@@ -143,10 +243,12 @@ def test_path_pass_counts_are_the_core_counters():
     hp, mp = res.path_hessian_passes, res.path_matvec_passes
     # the cold first point is the fit of loo() at that penalty, with the secant-corrected
     # chord steps of tuning runs (tests/test_path_secant.py): at most its Hessian passes;
-    # one matrix-vector pass per step plus the start's eta and gradient and the end's guard
+    # one matrix-vector pass per step plus the start's gradient (its eta takes no pass)
+    # and the end's guard, which probes in a pass of its own (loo() in its leverage pass)
     first = aloocv.loo(X, y, penalty=aloocv.L2(lams[0]), n_jobs=1).fit
     assert 1 <= hp[0] <= first.hessian_passes_
-    assert mp[0] == res.path_n_iter[0] + 3
+    assert first.fused_end_fallbacks_ == 0
+    assert mp[0] == res.path_n_iter[0] + 2
     # warm points: at least the one Hessian at the returned beta; the predictor's
     # gradient takes no pass, so the matrix-vector passes are the steps' (one each) and
     # the end's guard

@@ -1,5 +1,6 @@
 #include "aloocv/factor.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -89,9 +90,13 @@ Mat Cholesky::inverse() const {
 constexpr double kTrmmMinRcond = 1e-6;
 
 void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h, int n_threads,
-               Columns cols) {
+               Columns cols, const Vec* probe, double* probe_max) {
   const Index off = intercept ? 1 : 0;
   const Index p1 = (cols.all() ? X.p : cols.size) + off;
+  if (probe && probe->size() != p1)
+    throw InvalidInput("the probe of the leverage pass has the wrong size");
+  // max_i |x~_i^T probe| (probe given): a max, so the same for any thread count
+  double pmax = 0.0;
   const int nt = threads_for(n_threads, double(X.n) * double(p1) * double(p1));
   ExceptionCatcher guard;
   if (X.sparse) {
@@ -104,7 +109,7 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
     }
     const CsrView& S = X.csr;
     interrupt::Context* const ictx = interrupt::current();
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) reduction(max : pmax)
     {
       interrupt::Share share(ictx);
       std::vector<Index> jj;
@@ -130,10 +135,16 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
             acc += vv[a] * s;
           }
           h[i] = acc;
+          if (probe) {
+            double s = intercept ? (*probe)[0] : 0.0;
+            for (size_t a = 0; a < jj.size(); ++a) s += vv[a] * (*probe)[jj[a]];
+            pmax = std::max(pmax, std::abs(s));
+          }
         });
       }
     }
     guard.rethrow();
+    if (probe_max) *probe_max = pmax;
     return;
   }
   const Index B = block_rows(p1);
@@ -147,10 +158,11 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
     blas::trsm_lower(p1, p1, chol.lower(), p1, Linv.data(), p1);
   }
   interrupt::Context* const ictx = interrupt::current();
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) reduction(max : pmax)
   {
     interrupt::Share share(ictx);
     std::vector<double> pack;
+    Vec xp;
     guard.run([&] { pack.resize(static_cast<size_t>(p1 * B)); });
 #pragma omp for schedule(dynamic, 1)
     for (Index blk = 0; blk < nblocks; ++blk) {
@@ -159,6 +171,10 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
         interrupt::check();
         const Index i0 = blk * B, i1 = std::min(X.n, i0 + B), m = i1 - i0;
         X.pack_rows(i0, i1, nullptr, intercept, pack.data(), cols);
+        if (probe) {
+          xp.noalias() = Eigen::Map<const Mat>(pack.data(), p1, m).transpose() * *probe;
+          pmax = std::max(pmax, xp.cwiseAbs().maxCoeff());
+        }
         if (Linv.size() == 0 || !blas::trmm_lower(p1, m, Linv.data(), p1, pack.data(), p1)) {
           blas::trsm_lower(p1, m, chol.lower(), p1, pack.data(), p1);
         }
@@ -168,6 +184,7 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
     }
   }
   guard.rethrow();
+  if (probe_max) *probe_max = pmax;
 }
 
 }  // namespace aloocv

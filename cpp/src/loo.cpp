@@ -16,12 +16,12 @@ LooResult loo(const Problem& pb, LossKind loss, LooMethod method, FitState& st,
               const FitOptions& opt, SampleSet set) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
-    if (method != LooMethod::Exact) fresh_factor<Loss>(pb, st, opt.n_threads);
     if (method == LooMethod::Exact) {
+      settle_deferred_end<Loss>(pb, st, opt.n_threads);
       return pb.has_l1() ? enet_exact_loo<Loss>(pb, st, opt, set)
                          : exact_loo<Loss>(pb, st, opt, set);
     }
-    return approx_loo<Loss>(pb, st, method, opt.n_threads);
+    return settled_approx_loo<Loss>(pb, st, method, opt.n_threads);
   });
 }
 

@@ -39,7 +39,9 @@ class Cholesky {
 // row block, by DTRMM with L^{-1} formed once (registered BLAS, rcond() >= 1e-6) or by
 // blocked triangular solves. Sparse rows: the quadratic form of the
 // explicit inverse over the row's nonzeros, O(nnz_i^2) per row after one O(p^3) inverse.
+// With `probe` (p1, in the coordinates of H): also *probe_max = max_i |x~_i^T probe|, taken
+// from the rows while they are in cache (the guard of a fused end, newton.hpp), O(n p).
 void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h, int n_threads,
-               Columns cols = {});
+               Columns cols = {}, const Vec* probe = nullptr, double* probe_max = nullptr);
 
 }  // namespace aloocv

@@ -117,6 +117,30 @@ LooResult approx_loo(const Problem& pb, const FitState& st, LooMethod method, in
   return out;
 }
 
+// The closed forms at the end of a fit (ALO, IF, Lemma 3). Where the fit deferred its
+// fused end's guard (FitOptions::defer_end_guard) the guard's probe max_i |x~_i^T step|
+// is taken in the leverage pass, which reads every row anyway (no pass of its own); in
+// the rare case that it fails, settle_deferred_end takes the step and a fresh Hessian
+// and the leverages are computed again, for that Hessian. Otherwise fresh_factor, then
+// approx_loo. Either way the factor is the Hessian at st.beta and the leverages are its.
+template <class Loss>
+LooResult settled_approx_loo(const Problem& pb, FitState& st, LooMethod method, int n_threads) {
+  if (st.end_guard.step.size() == 0 || st.restricted) {
+    fresh_factor<Loss>(pb, st, n_threads);
+    return approx_loo<Loss>(pb, st, method, n_threads);
+  }
+  const int nt = resolve_threads(n_threads);
+  LooResult out;
+  out.leverages.resize(pb.n());
+  double moved = 0.0;
+  leverages(pb.X, pb.intercept, st.chol, out.leverages.data(), nt, {}, &st.end_guard.step, &moved);
+  if (settle_deferred_end<Loss>(pb, st, nt, moved)) {
+    leverages(pb.X, pb.intercept, st.chol, out.leverages.data(), nt);
+  }
+  loo_formulas<Loss>(pb, st.eta.data(), method, out, nt);
+  return out;
+}
+
 namespace detail {
 
 // The leave-one-out problem without sample i as a Newton model: starts from the full

@@ -276,6 +276,13 @@ class SecantChord {
   std::vector<double> rho_;
 };
 
+// max_i |x~_i^T step| through xs (n): one O(n p) pass (the probe of a fused end's guard).
+inline double eta_move(const Problem& pb, const Vec& step, Vec& xs, int n_threads) {
+  xs.resize(pb.n());
+  linear_predictor(pb.X, step.data(), pb.intercept, xs.data(), n_threads);
+  return xs.size() ? xs.cwiseAbs().maxCoeff() : 0.0;
+}
+
 // A smooth primal problem (sample `skip` left out) as a model of newton_drive: the
 // point, gradient and factor live in st (the factor of H = X~^T D X~ + P, kept
 // unpenalized in st.hx when keep_hx); g, d are w l', w l'' at the point; moves are the
@@ -349,9 +356,8 @@ class GlmModel {
   }
   // max_i |x~_i^T step| (one O(n p) pass; settle_end's probe).
   double probe_move(const Vec& step) {
-    linear_predictor(pb_.X, step.data(), pb_.intercept, xs_.data(), nt_);
     ++st_.matvec_passes;
-    return xs_.size() ? xs_.cwiseAbs().maxCoeff() : 0.0;
+    return eta_move(pb_, step, xs_, nt_);
   }
   // The point (with its factor) and its return to it (settle_end): the derivatives and
   // the objective from st.eta again (O(n), no pass over X); the pass counts stay.
@@ -449,14 +455,36 @@ inline RefreshPolicy secant_policy() {
   return pol;
 }
 
-// The guard of a fused end (settle_end in newton_driver.hpp) with its counters.
+// The guard of a fused end (settle_end in newton_driver.hpp) with its counters. With
+// `defer` (FitOptions::defer_end_guard) only the step to probe is kept in st.end_guard:
+// settle_deferred_end finishes the guard once a pass over X has measured its move.
 template <class Loss>
-void settle_fused_end(FitState& st, GlmModel<Loss>& m, const DriveResult& r) {
+void settle_fused_end(FitState& st, GlmModel<Loss>& m, const DriveResult& r, bool defer = false,
+                      double tol = 0.0) {
+  if (defer) {
+    if (end_guard_step(m, r, st.end_guard.step, st.end_guard.dec)) {
+      st.end_guard.tol = tol;
+    } else {
+      st.end_guard.step.resize(0);
+    }
+    return;
+  }
   if (settle_end(m, r, kFusedEndEta)) {
     ++st.n_iter;
     ++st.fused_end_fallbacks;
     ++st.hessian_passes;
   }
+}
+
+// A fresh_end fit whose factor was clipped (the Hessian at beta is not positive definite):
+// the real one at beta, or the error that says so.
+template <class Loss>
+void exact_end_factor(const Problem& pb, FitState& st, int nt) {
+  Vec g(pb.n()), d(pb.n()), H;
+  derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+  factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
+  ++st.hessian_passes;
+  st.stale_eta = 0.0;
 }
 
 }  // namespace detail
@@ -494,9 +522,14 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   FitState st;
   st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb);
   st.eta.resize(pb.n());
-  linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
+  if (st.beta.tail(pb.X.p).isZero(0.0)) {
+    // zero slopes (the default start): eta is the intercept, no pass over X (X is finite)
+    st.eta.setConstant(pb.intercept ? st.beta[0] : 0.0);
+  } else {
+    linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
+    ++st.matvec_passes;
+  }
   pb.add_offset(st.eta.data());
-  ++st.matvec_passes;
   detail::GlmModel<Loss> m(pb, st, nt);
   if (!std::isfinite(m.objective())) {
     throw InvalidInput("the objective is not finite at the starting point");
@@ -512,18 +545,45 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
                                      secant      ? detail::secant_policy()
                                      : fresh_end ? detail::fresh_end_policy()
                                                  : RefreshPolicy{});
-  detail::settle_fused_end(st, m, r);
+  detail::settle_fused_end(st, m, r, fresh_end && opt.defer_end_guard, opt.tol);
   m.finish(r, sw);
-  if (fresh_end && st.stale_eta > 0.0) {
-    // the Hessian at beta is not positive definite (clipped factor): the real one, or
-    // the error that says so
-    Vec g(pb.n()), d(pb.n()), H;
-    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
-    detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
-    ++st.hessian_passes;
-    st.stale_eta = 0.0;
-  }
+  if (fresh_end && st.stale_eta > 0.0) detail::exact_end_factor<Loss>(pb, st, nt);
   return st;
+}
+
+// Finishes a fused end's guard that newton_fit deferred (FitOptions::defer_end_guard):
+// `moved` = max_i |x~_i^T st.end_guard.step|, measured by the caller's own pass over X
+// (negative: measured here, one O(n p) pass). Within kFusedEndEta the point and its
+// factor stand; otherwise the fallback of settle_end (newton_driver.hpp): the step and a
+// fresh Hessian at the new point, or back to the point when the step does not halve
+// max|grad|. True when the point and its factor changed (leverages computed with the old
+// factor are then stale). No-op when no guard is pending.
+template <class Loss>
+bool settle_deferred_end(const Problem& pb, FitState& st, int n_threads, double moved = -1.0) {
+  if (st.end_guard.step.size() == 0) return false;
+  const Vec step = std::move(st.end_guard.step);
+  st.end_guard.step.resize(0);
+  const int nt = resolve_threads(n_threads);
+  if (moved < 0.0) {
+    Vec xs;
+    moved = detail::eta_move(pb, step, xs, nt);
+    ++st.matvec_passes;
+  }
+  if (!(moved > detail::kFusedEndEta)) return false;
+  detail::GlmModel<Loss> m(pb, st, nt, -1, true, true);
+  m.adopt_factor(true);
+  const bool taken = take_end_step(m, step, st.end_guard.dec);
+  if (taken) {
+    ++st.n_iter;
+    ++st.fused_end_fallbacks;
+    ++st.hessian_passes;
+    const double sw = pb.weight_sum();
+    st.objective = m.objective();
+    st.grad_norm = m.gnorm() / sw;
+    st.converged = st.grad_norm <= st.end_guard.tol;
+    if (st.stale_eta > 0.0) detail::exact_end_factor<Loss>(pb, st, nt);
+  }
+  return taken;
 }
 
 // One damped Newton step from st with the factor already in st (a chord step: the
@@ -610,6 +670,7 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
 // `threshold`, recompute the Hessian at beta (one pass); active-set states always.
 template <class Loss>
 void fresh_factor(const Problem& pb, FitState& st, int n_threads, double threshold = 1e-7) {
+  settle_deferred_end<Loss>(pb, st, n_threads);
   if (Loss::constant_curvature) return;
   if (st.restricted) {
     // Active-set (L1) states factor the active set's Hessian at beta (enet_fit,

@@ -290,12 +290,18 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
 // problem, where it is noise) is undone. The model provides probe_move(step) (max_i
 // |x~_i^T step|, one O(n p) pass), save() and restore(saved). True when the step and the
 // fresh Hessian were taken (one more step, one more Hessian pass).
+// The guard in two halves, for a caller that measures max_i |x~_i^T step| in a pass of
+// its own (the leverage pass of ALO, loo.hpp): end_guard_step gives the step to probe
+// (false: no guard applies), take_end_step is the fallback once the probe exceeded
+// max_move.
 template <class Model>
-bool settle_end(Model& m, const DriveResult& r, double max_move) {
+bool end_guard_step(Model& m, const DriveResult& r, Vec& step, double& dec) {
   if (!r.end_after_chord || !m.factor_at_point()) return false;
-  Vec step;
-  const double dec = m.direction(step);
-  if (!(m.probe_move(step) > max_move)) return false;
+  dec = m.direction(step);
+  return true;
+}
+template <class Model>
+bool take_end_step(Model& m, const Vec& step, double dec) {
   auto keep = m.save();
   const double g0 = m.gnorm();
   if (m.move(step, dec) > 0.0 && m.gnorm() < 0.5 * g0) {
@@ -304,6 +310,13 @@ bool settle_end(Model& m, const DriveResult& r, double max_move) {
   }
   m.restore(std::move(keep));
   return false;
+}
+template <class Model>
+bool settle_end(Model& m, const DriveResult& r, double max_move) {
+  Vec step;
+  double dec = 0.0;
+  if (!end_guard_step(m, r, step, dec) || !(m.probe_move(step) > max_move)) return false;
+  return take_end_step(m, step, dec);
 }
 
 }  // namespace aloocv

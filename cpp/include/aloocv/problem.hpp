@@ -77,6 +77,10 @@ struct FitOptions {
   // the cold first fit and every path point), where the chord steps of a grid's
   // several-fold lambda steps otherwise call for fresh Hessians.
   bool secant = false;
+  // With fresh_end: leave the guard of a fused end (settle_end) to the caller's leverage
+  // pass, which measures max_i |x~_i^T step| while it reads X anyway (FitState::end_guard;
+  // loo() settles it). Only for a caller that settles the state before anything reads it.
+  bool defer_end_guard = false;
 };
 
 // A fitted point with everything the LOO formulas reuse.
@@ -104,6 +108,13 @@ struct FitState {
   Vec grad_pen;
   // Fused ends whose guard fell back to a final fresh Newton step (settle_fused_end).
   Index fused_end_fallbacks = 0;
+  // A fused end whose guard is deferred (FitOptions::defer_end_guard): the Newton step of
+  // the end Hessian, its decrement and the fit's tol, still to be settled
+  // (settle_deferred_end, newton.hpp); step empty when none is pending.
+  struct PendingEnd {
+    Vec step;
+    double dec = 0.0, tol = 0.0;
+  } end_guard;
   // max_i |change of eta_i| in the step taken after the last Hessian: when it is not
   // negligible, the LOO formulas refresh the factor at beta first (see fresh_factor).
   double stale_eta = 0.0;
