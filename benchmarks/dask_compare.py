@@ -4,8 +4,10 @@
     ``n_jobs`` threads) against the same X as a dask array on a
     ``LocalCluster(n_workers=n_jobs, threads_per_worker=1)`` (X persisted on the workers
     first, as a cluster user would): wall times and their ratio (target <= 1.5x);
-    ``--repeat N`` alternates N pairs and prints the median ratio, ``--breakdown`` the
-    dask passes by kind (y, sums with/without Hessian and X~ step, leverages) and time.
+    ``--repeat N`` alternates N pairs and prints the median ratio (and that of the CPU
+    time, in memory against the client's, the scheduler's and the workers', less noisy on a
+    loaded machine), ``--breakdown`` the dask passes by kind (y, sums with/without Hessian
+    and X~ step, leverages) and time.
 (b) ``ooc``: out of core on one machine: X (n x p float64) written to a raw file on
     disk, read chunk by chunk as a dask array (plain reads, or ``--reader memmap``:
     ``np.memmap``, whose resident file pages count in this process's RSS; the file's
@@ -132,8 +134,15 @@ class _PassLog:
         return "\n".join(lines)
 
 
+def _cpu_seconds(procs) -> float:
+    """User + system CPU time of this process and of `procs` (psutil processes)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime + sum(sum(q.cpu_times()[:2]) for q in procs)
+
+
 def overhead(n: int, p: int, workers: int, chunk: int, repeat: int, breakdown: bool) -> None:
     import dask
+    import psutil
     from distributed import Client, LocalCluster, wait
 
     X, y = _logistic_data(n, p, chunk=chunk)
@@ -149,24 +158,33 @@ def overhead(n: int, p: int, workers: int, chunk: int, repeat: int, breakdown: b
         # the same X (seeded), generated and kept on the workers
         Xd, yd = client.persist([X, y])
         wait([Xd, yd])
-        ratios = []
+        # the worker (and nanny) processes: their CPU time with this process's (the
+        # client and the scheduler) is the dask route's CPU time
+        kids = psutil.Process().children(recursive=True)
+        ratios, cpu_ratios = [], []
         for r in range(repeat):  # alternating pairs
+            c = _cpu_seconds([])
             t = time.perf_counter()
             ref = aloocv.loo(Xn, yn, penalty=pen, n_jobs=workers)
             t_mem = time.perf_counter() - t
+            c_mem = _cpu_seconds([]) - c
             log = _PassLog()
             with log if breakdown else contextlib.nullcontext():
+                c = _cpu_seconds(kids)
                 t = time.perf_counter()
                 got = aloocv.loo(Xd, yd, penalty=pen, n_jobs=1)
                 t_d = time.perf_counter() - t
+                c_d = _cpu_seconds(kids) - c
             ratios.append(t_d / t_mem)
+            cpu_ratios.append(c_d / c_mem)
             f = ref.fit
             print(
                 f"  pair {r + 1} (load {os.getloadavg()[0]:.1f}): in memory fit+ALO {t_mem:.2f} s "
                 f"({f.n_iter_} iterations, {f.hessian_passes_} Hessian passes, "
                 f"{f.matvec_passes_} O(np) passes); dask LocalCluster({workers} workers x 1 "
                 f"thread), X persisted: {t_d:.2f} s ({got.fit.n_iter_} iterations, "
-                f"{got.fit.hessian_passes_} Hessian passes); ratio {t_d / t_mem:.2f}x"
+                f"{got.fit.hessian_passes_} Hessian passes); ratio {t_d / t_mem:.2f}x; CPU time "
+                f"{c_mem:.2f} s vs {c_d:.2f} s (client, scheduler and workers): {c_d / c_mem:.2f}x"
             )
             if breakdown:
                 print(log.report())
@@ -174,7 +192,8 @@ def overhead(n: int, p: int, workers: int, chunk: int, repeat: int, breakdown: b
             dcoef = np.max(np.abs(got.fit.coef_ - ref.fit.coef_))
             del got  # its leverage pass's outputs (held by the workers) are not reused
     print(
-        f"    median ratio {np.median(ratios):.2f}x over {repeat} pairs; |mean difference| "
+        f"    median ratio {np.median(ratios):.2f}x (CPU time {np.median(cpu_ratios):.2f}x) over "
+        f"{repeat} pairs; |mean difference| "
         f"{dmean:.2e}, max |coef difference| {dcoef:.2e}"
     )
 
