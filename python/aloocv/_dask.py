@@ -128,6 +128,7 @@ class Data:
     first: dict | None = field(default=None, init=False, repr=False)
     checked: bool = field(default=False, init=False, repr=False)
     _blocks: list | None = field(default=None, init=False, repr=False)
+    _held: Any = field(default=None, init=False, repr=False)
 
     @property
     def n(self) -> int:
@@ -148,6 +149,15 @@ class Data:
             self._blocks = self._make_blocks()
         return self._blocks
 
+    def held(self) -> tuple[Any, list] | None:
+        """(client, per row chunk the futures of X, y, w, offset) when a distributed
+        client runs this call and holds every chunk in its workers' memory (persisted
+        input): passes then map over those futures directly, without building a graph.
+        None otherwise (looked up once per problem)."""
+        if self._held is None:
+            self._held = _held_chunks(self) or False
+        return self._held or None
+
     def _make_blocks(self) -> list[tuple[Any, Any, Any, Any]]:
         xs = self.X.to_delayed().ravel().tolist()
         ys = self.y.to_delayed().ravel().tolist()
@@ -158,6 +168,26 @@ class Data:
             else [None] * len(xs)
         )
         return list(zip(xs, ys, ws, os_))
+
+
+def _held_chunks(data: Data) -> tuple[Any, list] | None:
+    client = _client()
+    if client is None:
+        return None
+    from dask.core import flatten
+    from distributed import futures_of
+
+    cols = []
+    for arr in (data.X, data.y, data.w, data.offset):
+        if arr is None:
+            cols.append([None] * len(data.X.chunks[0]))
+            continue
+        held = {f.key: f for f in futures_of(arr)}
+        keys = list(flatten(arr.__dask_keys__()))
+        if not all(k in held for k in keys):
+            return None
+        cols.append([held[k] for k in keys])
+    return client, list(zip(*cols))
 
 
 def _as_dask_2d(X: Any) -> Any:
@@ -476,6 +506,36 @@ def _pass(
     max |X~ step| ("step_max"); with `clip`, the Hessian of w l'' clipped at 0."""
     from dask import delayed
 
+    p1 = data.p1 if cols is None else len(cols) + int(data.fit_intercept)
+    nbytes = 8 * (p1 + 16 + (p1 * p1 if hessian else 0))
+    held = data.held()
+    if held is not None:
+        client, chunks = held
+        args = (
+            data.loss.core,
+            data.fit_intercept,
+            np.ascontiguousarray(beta, dtype=np.float64),
+            hessian,
+            check,
+            data.n_threads,
+            None if cols is None else np.asarray(cols, dtype=np.intp),
+            None if step is None else np.ascontiguousarray(step, dtype=np.float64),
+            clip,
+        )
+        k = len(chunks)
+        futs = client.map(
+            _sums_task,
+            *zip(*chunks),
+            *([a] * k for a in args),
+            _chunk_starts(data) if check else [0] * k,
+            pure=False,
+        )
+        while len(futs) > TREE_FANIN or (len(futs) > 1 and len(futs) * nbytes > CLIENT_ADD_BYTES):
+            futs = [
+                client.submit(_add, *futs[i : i + TREE_FANIN], pure=False)
+                for i in range(0, len(futs), TREE_FANIN)
+            ]
+        return _raise_first(_add(*client.gather(futs)))
     b = delayed(np.ascontiguousarray(beta, dtype=np.float64), pure=True)
     c = None if cols is None else delayed(np.asarray(cols, dtype=np.intp), pure=True)
     sd = None if step is None else delayed(np.ascontiguousarray(step, dtype=np.float64), pure=True)
@@ -498,8 +558,7 @@ def _pass(
         )
         for (x, y, w, o), r0 in zip(data.blocks(), _chunk_starts(data))
     ]
-    p1 = data.p1 if cols is None else len(cols) + int(data.fit_intercept)
-    return _raise_first(_reduce(parts, 8 * (p1 + 16 + (p1 * p1 if hessian else 0))))
+    return _raise_first(_reduce(parts, nbytes))
 
 
 # --------------------------------------------------------------------------- fit
@@ -1565,7 +1624,8 @@ def loo(
     if method == "exact":
         _no_l1(data, "method='exact'")
     tol, max_iter = check_options(tol, max_iter)
-    _first_pass(data, loo=True)  # the class counts (and the fit's first pass)
+    if coef is None or (data.loss == "logistic" and data.fit_intercept):
+        _first_pass(data, loo=True)  # the class counts (and the fit's first pass)
     # the closed forms need the Hessian at beta (as in memory: fresh_end)
     st = _fit_for_loo(data, coef, intercept, tol, max_iter, fresh_end=method != "exact")
     fitres = _fit_result(data, st)
