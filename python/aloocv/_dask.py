@@ -35,7 +35,11 @@ as its slowest refit needs Newton steps (10-20 at tol=1e-12). Tuning brings back
 evaluated point the fit, the ALO mean, its standard error and gradient; the per-sample
 values stay dask arrays aligned with X's chunks.
 Each chunk task uses ``n_jobs`` OpenMP threads (default 1: dask runs the
-chunks in parallel) and a single-threaded BLAS. Every pass costs dask's scheduling of
+chunks in parallel) and a single-threaded BLAS; a sums task reads its chunk of X once
+(twice with the Hessian), as the in-memory fused step does. On persisted input (every
+chunk of X, y, w, offset held by a distributed client's workers) a pass maps over the
+chunks' futures (``client.map``) and adds the partial sums on the client: no graph is
+built per pass. Every pass costs dask's scheduling of
 one task per chunk: chunks of about 100 MB (dask's default chunk size) keep that small
 (seen at n=1e6, p=100 on 2 workers: 1.1-1.2x the in-memory time with 100 MB chunks,
 1.6-1.8x with 40 MB chunks). The multinomial loss: :mod:`aloocv._dask_multinomial`.
