@@ -3,7 +3,11 @@
 (a) ``overhead``: fit + ALO of a logistic model at n=1e6, p=100, in memory (numpy,
     ``n_jobs`` threads) against the same X as a dask array on a
     ``LocalCluster(n_workers=n_jobs, threads_per_worker=1)`` (X persisted on the workers
-    first, as a cluster user would): wall times and their ratio (target <= 1.5x).
+    first, as a cluster user would): wall times and their ratio (target <= 1.5x);
+    ``--repeat N`` alternates N pairs and prints the median ratio (and that of the CPU
+    time, in memory against the client's, the scheduler's and the workers', less noisy on a
+    loaded machine), ``--breakdown`` the dask passes by kind (y, sums with/without Hessian
+    and X~ step, leverages) and time.
 (b) ``ooc``: out of core on one machine: X (n x p float64) written to a raw file on
     disk, read chunk by chunk as a dask array (plain reads, or ``--reader memmap``:
     ``np.memmap``, whose resident file pages count in this process's RSS; the file's
@@ -25,6 +29,7 @@ Run: ``python benchmarks/dask_compare.py overhead|ooc|daskml|scaling [options]``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import tempfile
@@ -78,21 +83,72 @@ def _logistic_data(n, p, seed=0, chunk=100_000):
     return X, y
 
 
-def overhead(n: int, p: int, workers: int, chunk: int) -> None:
+class _PassLog:
+    """Wall time of every pass of the dask route, by kind (the y pass, sums passes with
+    or without the Hessian and X~ step, the leverage pass): wraps the private pass
+    functions of ``aloocv._dask`` while active."""
+
+    def __init__(self):
+        from aloocv import _dask
+
+        self._dask = _dask
+        self.calls: list[tuple[str, float]] = []
+        self._saved: dict = {}
+
+    def _wrap(self, name, kind):
+        f = getattr(self._dask, name)
+        self._saved[name] = f
+
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            out = f(*args, **kwargs)
+            self.calls.append((kind(*args, **kwargs), time.perf_counter() - t))
+            return out
+
+        setattr(self._dask, name, timed)
+
+    def __enter__(self):
+        def sums_kind(data, beta, hessian, check=False, cols=None, step=None, clip=False):
+            parts = ["sums", "+H" if hessian else "", "+step" if step is not None else ""]
+            return "".join(parts) + (" (checks X)" if check else "")
+
+        self._wrap("_pass", sums_kind)
+        self._wrap("_first_pass", lambda *a, **k: "y (first pass)")
+        self._wrap("_alo", lambda *a, **k: "leverages (ALO)")
+        return self
+
+    def __exit__(self, *exc):
+        for name, f in self._saved.items():
+            setattr(self._dask, name, f)
+
+    def report(self) -> str:
+        kinds: dict[str, list[float]] = {}
+        for k, t in self.calls:
+            if k == "y (first pass)" and t < 1e-3:
+                continue  # kept from an earlier read (no pass)
+            kinds.setdefault(k, []).append(t)
+        lines = [
+            f"      {k:24s} x{len(v):2d}: {sum(v):6.2f} s ({1e3 * np.median(v):.0f} ms each)"
+            for k, v in kinds.items()
+        ]
+        return "\n".join(lines)
+
+
+def _cpu_seconds(procs) -> float:
+    """User + system CPU time of this process and of `procs` (psutil processes)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime + sum(sum(q.cpu_times()[:2]) for q in procs)
+
+
+def overhead(n: int, p: int, workers: int, chunk: int, repeat: int, breakdown: bool) -> None:
     import dask
+    import psutil
     from distributed import Client, LocalCluster, wait
 
     X, y = _logistic_data(n, p, chunk=chunk)
     Xn, yn = dask.compute(X, y)
     pen = aloocv.L2(1.0)
-    t = time.perf_counter()
-    ref = aloocv.loo(Xn, yn, penalty=pen, n_jobs=workers)
-    t_mem = time.perf_counter() - t
-    del Xn, yn
-    print(
-        f"(a) n={n}, p={p}, {workers} cores; in memory fit+ALO: {t_mem:.2f} s "
-        f"({ref.fit.n_iter_} Newton iterations)"
-    )
+    print(f"(a) n={n}, p={p}, {workers} cores, chunks of {chunk} rows; load {os.getloadavg()}")
     with (
         LocalCluster(
             n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
@@ -102,16 +158,43 @@ def overhead(n: int, p: int, workers: int, chunk: int) -> None:
         # the same X (seeded), generated and kept on the workers
         Xd, yd = client.persist([X, y])
         wait([Xd, yd])
-        t = time.perf_counter()
-        got = aloocv.loo(Xd, yd, penalty=pen, n_jobs=1)
-        t_d = time.perf_counter() - t
+        # the worker (and nanny) processes: their CPU time with this process's (the
+        # client and the scheduler) is the dask route's CPU time
+        kids = psutil.Process().children(recursive=True)
+        ratios, cpu_ratios = [], []
+        for r in range(repeat):  # alternating pairs
+            c = _cpu_seconds([])
+            t = time.perf_counter()
+            ref = aloocv.loo(Xn, yn, penalty=pen, n_jobs=workers)
+            t_mem = time.perf_counter() - t
+            c_mem = _cpu_seconds([]) - c
+            log = _PassLog()
+            with log if breakdown else contextlib.nullcontext():
+                c = _cpu_seconds(kids)
+                t = time.perf_counter()
+                got = aloocv.loo(Xd, yd, penalty=pen, n_jobs=1)
+                t_d = time.perf_counter() - t
+                c_d = _cpu_seconds(kids) - c
+            ratios.append(t_d / t_mem)
+            cpu_ratios.append(c_d / c_mem)
+            f = ref.fit
+            print(
+                f"  pair {r + 1} (load {os.getloadavg()[0]:.1f}): in memory fit+ALO {t_mem:.2f} s "
+                f"({f.n_iter_} iterations, {f.hessian_passes_} Hessian passes, "
+                f"{f.matvec_passes_} O(np) passes); dask LocalCluster({workers} workers x 1 "
+                f"thread), X persisted: {t_d:.2f} s ({got.fit.n_iter_} iterations, "
+                f"{got.fit.hessian_passes_} Hessian passes); ratio {t_d / t_mem:.2f}x; CPU time "
+                f"{c_mem:.2f} s vs {c_d:.2f} s (client, scheduler and workers): {c_d / c_mem:.2f}x"
+            )
+            if breakdown:
+                print(log.report())
+            dmean = abs(got.mean - ref.mean)
+            dcoef = np.max(np.abs(got.fit.coef_ - ref.fit.coef_))
+            del got  # its leverage pass's outputs (held by the workers) are not reused
     print(
-        f"    dask LocalCluster({workers} workers x 1 thread), X persisted: {t_d:.2f} s "
-        f"({got.fit.n_iter_} iterations); ratio {t_d / t_mem:.2f}x"
-    )
-    print(
-        f"    |mean difference| {abs(got.mean - ref.mean):.2e}, "
-        f"max |coef difference| {np.max(np.abs(got.fit.coef_ - ref.fit.coef_)):.2e}"
+        f"    median ratio {np.median(ratios):.2f}x (CPU time {np.median(cpu_ratios):.2f}x) over "
+        f"{repeat} pairs; |mean difference| "
+        f"{dmean:.2e}, max |coef difference| {dcoef:.2e}"
     )
 
 
@@ -270,12 +353,16 @@ def main() -> None:
     ap.add_argument("--n-cs", type=int, default=10)
     ap.add_argument("--path", default=None, help="(ooc) where to write X")
     ap.add_argument("--counts", default="1,2,4,8")
+    ap.add_argument("--repeat", type=int, default=1, help="(overhead) alternating pairs")
+    ap.add_argument(
+        "--breakdown", action="store_true", help="(overhead) the dask passes by kind and time"
+    )
     ap.add_argument(
         "--reader", choices=["pread", "memmap"], default="pread", help="(ooc) how chunks are read"
     )
     a = ap.parse_args()
     if a.what == "overhead":
-        overhead(a.n or 1_000_000, a.p or 100, a.workers, a.chunk or 125_000)
+        overhead(a.n or 1_000_000, a.p or 100, a.workers, a.chunk or 125_000, a.repeat, a.breakdown)
     elif a.what == "ooc":
         ooc(a.n or 50_000_000, a.p or 50, a.chunk or 200_000, a.path, a.reader)
     elif a.what == "daskml":

@@ -740,6 +740,56 @@ def test_cluster_equals_numpy_at_default_tol(client):
     close(got.mean, ref.mean)
 
 
+def test_cluster_persisted_input_maps_over_held_chunks(client, monkeypatch):
+    # X, y, w, offset persisted on the workers: the passes map over their futures (no
+    # graph per pass); the same iterates and results as in memory, and as the graph route
+    X, y, w, off = loss_data("logistic", n=300, p=6, seed=8)
+    kw = dict(loss="logistic", penalty=aloocv.L2(0.5))
+    arrs = client.persist([dX(X, 100)] + [da.from_array(v, chunks=100) for v in (y, w, off)])
+    distributed.wait(arrs)
+    Xd, yd, wd, od = arrs
+    data = _dask.prepare(Xd, yd, "logistic", aloocv.L2(0.5), wd, True, od, None)
+    assert data.held() is not None
+    assert _dask.prepare(Xd, y, "logistic", aloocv.L2(0.5), wd, True, od, None).held() is None
+    ref = aloocv.loo(X, y, sample_weight=w, offset=off, **kw)
+    got = aloocv.loo(Xd, yd, sample_weight=wd, offset=od, **kw)
+    close(got.fit.coef_, ref.fit.coef_)
+    assert (got.fit.n_iter_, got.fit.hessian_passes_) == (ref.fit.n_iter_, ref.fit.hessian_passes_)
+    close(got.losses.compute(), ref.losses)
+    close(got.mean, ref.mean)
+    # the graph route on the same input gives the same numbers to rounding
+    monkeypatch.setattr(_dask.Data, "held", lambda self: None)
+    again = aloocv.loo(Xd, yd, sample_weight=wd, offset=od, **kw)
+    close(again.fit.coef_, got.fit.coef_, 1e-14)
+    close(again.mean, got.mean, 1e-14)
+    monkeypatch.undo()
+    # bad input: the first bad row, from the held chunks too
+    yb = y.copy()
+    yb[[250, 120]] = 3.0
+    (ybd,) = client.persist([da.from_array(yb, chunks=100)])
+    with pytest.raises(ValueError, match=r"y\[120\] = 3"):
+        aloocv.fit(Xd, ybd, loss="logistic")
+
+
+def test_cluster_worker_lost_with_persisted_input(client):
+    # a worker dies after X was persisted: the chunks it held are recomputed from their
+    # graph when the passes need them, and the result does not change
+    n, p, c = 1200, 5, 100
+    X = da.map_blocks(_slow_block, chunks=((c,) * (n // c), (p,)), dtype=np.float64)
+    Xn = X.compute()
+    y = (Xn[:, 0] - Xn[:, 2] + 0.3 > 0).astype(np.float64)
+    ref = aloocv.loo(Xn, y, tol=TOL)
+    Xd, yd = client.persist([X, da.from_array(y, chunks=c)])
+    distributed.wait([Xd, yd])
+    victim = next(iter(client.scheduler_info()["workers"]))
+    client.run(lambda: __import__("os")._exit(1), workers=[victim], on_error="ignore")
+    got = aloocv.loo(Xd, yd, tol=TOL)
+    assert victim not in client.scheduler_info()["workers"]
+    close(got.fit.coef_, ref.fit.coef_)
+    close(got.losses.compute(), ref.losses)
+    client.wait_for_workers(2, timeout=30)
+
+
 def test_tune_auto_search(sync):
     X, y, _, _ = loss_data("logistic", n=240, p=5, seed=9)
     r = aloocv.tune(X, y, penalty=aloocv.L2(1.0), method="auto", fit_tol=TOL)

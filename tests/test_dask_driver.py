@@ -364,3 +364,81 @@ def test_indefinite_hessian_takes_the_clipped_one():
             1e-10,
             20,
         )
+
+
+@pytest.mark.parametrize("intercept", [True, False])
+def test_chunk_sums_one_read_kernel_against_numpy(intercept):
+    # enough rows for several row blocks and reduction chunks (the kernel computes eta,
+    # X~ step, the loss and X~^T (w l') block by block); zero weights skip their rows
+    rng = np.random.default_rng(8)
+    n, p = 5000, 3
+    X = rng.standard_normal((n, p))
+    y = (rng.random(n) < 0.4).astype(float)
+    w = rng.uniform(0.5, 2.0, n)
+    w[::7] = 0.0
+    off = 0.2 * rng.standard_normal(n)
+    p1 = p + int(intercept)
+    beta, step = 0.5 * rng.standard_normal(p1), rng.standard_normal(p1)
+    Xt = np.column_stack([np.ones(n), X]) if intercept else X
+    eta = Xt @ beta + off
+    mu = 1.0 / (1.0 + np.exp(-eta))
+    loss = np.sum(w * (np.logaddexp(0.0, eta) - y * eta))
+    out = _core.chunk_sums(X, y, w, "logistic", intercept, beta, True, True, 1, off, step)
+    close_rel(out["loss"], loss, 1e-13)
+    close_rel(out["weight"], w.sum(), 1e-14)
+    close_rel(out["grad"], Xt.T @ (w * (mu - y)), 1e-12)
+    close_rel(out["hess"], Xt.T @ ((w * mu * (1 - mu))[:, None] * Xt), 1e-12)
+    close_rel(out["step_max"], np.max(np.abs(Xt @ step)), 1e-14)
+    # the sums do not depend on the number of threads (fixed reduction chunks)
+    two = _core.chunk_sums(X, y, w, "logistic", intercept, beta, True, True, 2, off, step)
+    for k in ("loss", "grad", "hess", "step_max"):
+        np.testing.assert_array_equal(two[k], out[k])
+    # an empty chunk: zero sums
+    e = _core.chunk_sums(X[:0], y[:0], w[:0], "logistic", intercept, beta, True, False, 1, off[:0])
+    assert e["loss"] == 0.0 and not np.any(e["grad"]) and not np.any(e["hess"])
+
+
+def test_bad_chunks_report_the_first_bad_row(sync):
+    # every chunk is checked; the error raised is the one of the lowest row, whatever
+    # order the tasks ran in
+    X, y, _, _ = data("logistic", n=230, p=3)
+    yb = y.copy()
+    yb[[200, 150, 75, 71]] = 2.0
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"y\[71\] = 2"):
+            aloocv.fit(dX(X), yb, loss="logistic")
+    Xb = X.copy()
+    Xb[[210, 160, 140], 1] = np.nan
+    with pytest.raises(ValueError, match=r"first at row 140, column 1"):
+        aloocv.loo(dX(Xb), y, loss="logistic")
+
+
+def test_one_read_of_y_per_problem(sync, monkeypatch):
+    # loo's class counts and the fit's sums of y come from one read of y; a tuning run
+    # reads y once and checks X once for all its fits
+    from aloocv import _dask
+
+    X, y, _, _ = data("logistic", n=230, p=3)
+    calls = {"y": 0, "check": 0}
+    real_y, real_sums = _dask._ystats_task, _dask._sums_task
+
+    def ystats(*a, **k):
+        calls["y"] += 1
+        return real_y(*a, **k)
+
+    def sums(*a, **k):
+        calls["check"] += bool(a[8])  # the `check` argument
+        return real_sums(*a, **k)
+
+    monkeypatch.setattr(_dask, "_ystats_task", ystats)
+    monkeypatch.setattr(_dask, "_sums_task", sums)
+    chunks = len(dX(X).chunks[0])
+    got = aloocv.loo(dX(X), y, loss="logistic")
+    assert calls == {"y": chunks, "check": chunks}
+    ref = aloocv.loo(X, y, loss="logistic")
+    close_abs(got.losses.compute(), ref.losses)
+    calls.update(y=0, check=0)
+    grid = np.logspace(-1, 1, 3)
+    res = aloocv.tune(dX(X), y, loss="logistic", penalty=aloocv.L2(1.0), method="grid", grid=grid)
+    assert calls == {"y": chunks, "check": chunks}
+    assert res.n_fits >= 3 and np.isfinite(res.acv)

@@ -1,5 +1,6 @@
 #include "aloocv/chunk.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -33,27 +34,84 @@ ChunkSums chunk_sums(const Problem& pb, LossKind loss, const Vec& beta, bool wan
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     if (check) check_response<Loss>(pb.y, pb.n(), pb.lp);
-    const Index n = pb.n(), p1 = pb.p1();
-    const Vec eta = chunk_eta(pb, beta, n_threads);
+    const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0, p1 = p + off;
     ChunkSums out;
-    Vec zero = Vec::Zero(p1);
-    out.loss = detail::objective<Loss>(pb, eta.data(), zero, n_threads);
     out.weight = pb.weight_sum();
-    Vec g(n), d;
+    out.grad = Vec::Zero(p1);
+    // One read of X per row block for everything but the Hessian (as fused_step in
+    // memory): [eta, X~ step] = X~ [beta, step] in one product, the loss, w l' (and w l''
+    // for the Hessian) per row, and X~^T (w l') while the block is in cache. Partials per
+    // fixed row chunk, summed in chunk order: independent of the thread count.
+    const Vec theta = beta.tail(p);
+    const Vec theta_s = step ? Vec(step->tail(p)) : Vec();
+    const double b0 = off ? beta[0] : 0.0, s0 = (off && step) ? (*step)[0] : 0.0;
+    const int nt = threads_for(n_threads, 2.0 * double(step ? 3 : 2) * double(n) * double(p1));
+    const Partition part{n, reduction_chunks(n, p1 + 2, nt, 1024)};
+    const Index B =
+        std::max<Index>(64, std::min<Index>(4096, Index(32768) / std::max<Index>(1, p)));
+    std::vector<double> partial(static_cast<size_t>(part.chunks * (p1 + 2)), 0.0);
+    Vec d;
     if (want_hessian) d.resize(n);
-    detail::derivatives<Loss>(pb, eta.data(), g.data(), want_hessian ? d.data() : nullptr,
-                              n_threads);
-    out.grad.resize(p1);
-    gradient(pb.X, g.data(), pb.intercept, out.grad.data(), n_threads);
+    ExceptionCatcher guard;
+    interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel num_threads(nt)
+    {
+      interrupt::Share share(ictx);
+      Vec eb, xb, gb;
+#pragma omp for schedule(dynamic, 1)
+      for (Index c = 0; c < part.chunks; ++c) {
+        if (guard.failed()) continue;
+        guard.run([&] {
+          interrupt::check();
+          double* acc = partial.data() + c * (p1 + 2);
+          Eigen::Map<Vec> acc_theta(acc + off, p);
+          double fsum = 0.0, smax = 0.0;
+          for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
+            const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
+            gb.resize(m);
+            eb.resize(m);
+            pb.X.with_rows(i0, i1, [&](const auto& M) {
+              eb.noalias() = M * theta;
+              if (step) {  // the block again, from cache
+                xb.resize(m);
+                xb.noalias() = M * theta_s;
+                smax = std::max(smax, (xb.array() + s0).abs().maxCoeff());
+              }
+              for (Index r = 0; r < m; ++r) {
+                const Index i = i0 + r;
+                const double e = eb[r] + b0 + pb.offset_at(i);
+                const double w = pb.weight(i);
+                if (w == 0.0) {
+                  gb[r] = 0.0;
+                  if (want_hessian) d[i] = 0.0;
+                  continue;
+                }
+                fsum += w * Loss::value(pb.y[i], e, pb.lp);
+                gb[r] = w * Loss::d1(pb.y[i], e, pb.lp);
+                if (want_hessian) {
+                  const double di = w * Loss::d2(pb.y[i], e, pb.lp);
+                  d[i] = clip ? std::max(di, 0.0) : di;
+                }
+              }
+              acc_theta.noalias() += M.transpose() * gb;
+              if (off) acc[0] += gb.sum();
+            });
+          }
+          acc[p1] = fsum;
+          acc[p1 + 1] = smax;
+        });
+      }
+    }
+    guard.rethrow();
+    for (Index c = 0; c < part.chunks; ++c) {
+      const double* acc = partial.data() + c * (p1 + 2);
+      out.grad += Eigen::Map<const Vec>(acc, p1);
+      out.loss += acc[p1];
+      out.step_max = std::max(out.step_max, acc[p1 + 1]);
+    }
     if (want_hessian) {
-      if (clip) d = d.cwiseMax(0.0);
       out.hess.resize(p1 * p1);
       hessian(pb.X, d.data(), pb.intercept, out.hess.data(), n_threads);
-    }
-    if (step && n > 0) {
-      Vec xs(n);
-      linear_predictor(pb.X, step->data(), pb.intercept, xs.data(), n_threads);
-      out.step_max = xs.cwiseAbs().maxCoeff();
     }
     return out;
   });

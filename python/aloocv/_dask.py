@@ -35,7 +35,11 @@ as its slowest refit needs Newton steps (10-20 at tol=1e-12). Tuning brings back
 evaluated point the fit, the ALO mean, its standard error and gradient; the per-sample
 values stay dask arrays aligned with X's chunks.
 Each chunk task uses ``n_jobs`` OpenMP threads (default 1: dask runs the
-chunks in parallel) and a single-threaded BLAS. Every pass costs dask's scheduling of
+chunks in parallel) and a single-threaded BLAS; a sums task reads its chunk of X once
+(twice with the Hessian), as the in-memory fused step does. On persisted input (every
+chunk of X, y, w, offset held by a distributed client's workers) a pass maps over the
+chunks' futures (``client.map``) and adds the partial sums on the client: no graph is
+built per pass. Every pass costs dask's scheduling of
 one task per chunk: chunks of about 100 MB (dask's default chunk size) keep that small
 (seen at n=1e6, p=100 on 2 workers: 1.1-1.2x the in-memory time with 100 MB chunks,
 1.6-1.8x with 40 MB chunks). The multinomial loss: :mod:`aloocv._dask_multinomial`.
@@ -83,6 +87,9 @@ __all__ = ["DaskTuneState", "fit", "is_dask_collection", "kfold", "loo"]
 
 #: Partial sums added per task of the tree reduction.
 TREE_FANIN = 8
+#: The last (at most TREE_FANIN) partial sums of a pass are added on the client when
+#: they hold at most this many bytes together (one task and one transfer less per pass).
+CLIENT_ADD_BYTES = 16 * 2**20
 #: Armijo constant and maximum halvings of the Newton line search (as the core's).
 ARMIJO = 1e-4
 MAX_HALVINGS = 60
@@ -119,6 +126,13 @@ class Data:
     fit_intercept: bool
     n_threads: int
     l1: np.ndarray | None = None  # L1 weights per feature (None: no L1 term)
+    # What one read of y, w, offset gave (_first_pass), and whether the chunks of X were
+    # checked (the first sums pass): once per problem, not once per fit (tune fits many
+    # times). Not carried over by dataclasses.replace (a problem with other weights).
+    first: dict | None = field(default=None, init=False, repr=False)
+    checked: bool = field(default=False, init=False, repr=False)
+    _blocks: list | None = field(default=None, init=False, repr=False)
+    _held: Any = field(default=None, init=False, repr=False)
 
     @property
     def n(self) -> int:
@@ -133,7 +147,22 @@ class Data:
         return self.p + int(self.fit_intercept)
 
     def blocks(self) -> list[tuple[Any, Any, Any, Any]]:
-        """(X, y, w, offset) delayed objects of every row chunk."""
+        """(X, y, w, offset) delayed objects of every row chunk (made once per problem:
+        every pass maps over them)."""
+        if self._blocks is None:
+            self._blocks = self._make_blocks()
+        return self._blocks
+
+    def held(self) -> tuple[Any, list] | None:
+        """(client, per row chunk the futures of X, y, w, offset) when a distributed
+        client runs this call and holds every chunk in its workers' memory (persisted
+        input): passes then map over those futures directly, without building a graph.
+        None otherwise (looked up once per problem)."""
+        if self._held is None:
+            self._held = _held_chunks(self) or False
+        return self._held or None
+
+    def _make_blocks(self) -> list[tuple[Any, Any, Any, Any]]:
         xs = self.X.to_delayed().ravel().tolist()
         ys = self.y.to_delayed().ravel().tolist()
         ws = self.w.to_delayed().ravel().tolist() if self.w is not None else [None] * len(xs)
@@ -143,6 +172,26 @@ class Data:
             else [None] * len(xs)
         )
         return list(zip(xs, ys, ws, os_))
+
+
+def _held_chunks(data: Data) -> tuple[Any, list] | None:
+    client = _client()
+    if client is None:
+        return None
+    from dask.core import flatten
+    from distributed import futures_of
+
+    cols = []
+    for arr in (data.X, data.y, data.w, data.offset):
+        if arr is None:
+            cols.append([None] * len(data.X.chunks[0]))
+            continue
+        held = {f.key: f for f in futures_of(arr)}
+        keys = list(flatten(arr.__dask_keys__()))
+        if not all(k in held for k in keys):
+            return None
+        cols.append([held[k] for k in keys])
+    return client, list(zip(*cols))
 
 
 def _as_dask_2d(X: Any) -> Any:
@@ -289,14 +338,19 @@ def _sums_task(
     clip=False,
     row0=0,
 ):
-    x, y, w, off = _chunk_arrays(x, y, w, off, check, row0)
-    if cols is not None:  # the working-set columns (beta holds their entries)
-        x = np.ascontiguousarray(x[:, cols])
-    beta = _vec(beta)
-    step = None if step is None else _vec(step)
-    out = _core.chunk_sums(
-        x, y, w, loss, intercept, beta, hessian, check, nt, offset=off, step=step, clip=clip
-    )
+    try:
+        x, y, w, off = _chunk_arrays(x, y, w, off, check, row0)
+        if cols is not None:  # the working-set columns (beta holds their entries)
+            x = np.ascontiguousarray(x[:, cols])
+        beta = _vec(beta)
+        step = None if step is None else _vec(step)
+        out = _core.chunk_sums(
+            x, y, w, loss, intercept, beta, hessian, check, nt, offset=off, step=step, clip=clip
+        )
+    except (ValueError, TypeError) as e:
+        if not check:
+            raise
+        return {"error": (row0, e)}  # the client raises the first chunk's (_raise_first)
     ysum = float(y.sum() if w is None else y @ w) if check else 0.0
     offsum = float(0.0 if off is None else (off.sum() if w is None else off @ w))
     yrange = (float(y.min()), float(y.max())) if check and y.size else (np.inf, -np.inf)
@@ -313,35 +367,52 @@ def _sums_task(
     }
 
 
-def _ystats_task(y, w, off, loss, row0=0):
+def _ystats_task(y, w, off, loss, row0=0, classes=False):
     """Checks and sums of one chunk of (y, w, offset) (X is not read); the chunk starts
-    at row `row0` (the index that messages name)."""
-    y = check_vector(np.asarray(y), np.shape(y)[0], "y", row0)
-    _core.loss_valid(loss, y, row0)
-    if w is not None:
-        w = check_nonnegative_weight(
-            check_vector(np.asarray(w), y.shape[0], "sample_weight", row0), row0
-        )
-    if off is not None:
-        off = check_vector(np.asarray(off), y.shape[0], "offset", row0)
-    return {
+    at row `row0` (the index that messages name). With `classes`, also the samples of
+    positive weight of class 0 ("zeros") and of class 1 ("ones")."""
+    try:
+        y = check_vector(np.asarray(y), np.shape(y)[0], "y", row0)
+        _core.loss_valid(loss, y, row0)
+        if w is not None:
+            w = check_nonnegative_weight(
+                check_vector(np.asarray(w), y.shape[0], "sample_weight", row0), row0
+            )
+        if off is not None:
+            off = check_vector(np.asarray(off), y.shape[0], "offset", row0)
+    except (ValueError, TypeError) as e:
+        return {"error": (row0, e)}  # the client raises the first chunk's (_raise_first)
+    out = {
         "weight": float(y.size if w is None else w.sum()),
         "ysum": float(y.sum() if w is None else y @ w),
         "offsum": float(0.0 if off is None else (off.sum() if w is None else off @ w)),
         "ymin": float(y.min()) if y.size else np.inf,
         "ymax": float(y.max()) if y.size else -np.inf,
     }
+    if classes:
+        pos = np.ones(y.shape[0], dtype=bool) if w is None else w > 0
+        out["zeros"] = int(np.count_nonzero(pos & (y <= 0.5)))
+        out["ones"] = int(np.count_nonzero(pos & (y > 0.5)))
+    return out
 
 
-def _first_pass(data: Data) -> dict:
-    """Sums of weights, y and offset; the y range; every chunk of y, w, offset checked."""
+def _first_pass(data: Data, loo: bool = False) -> dict:
+    """Sums of weights, y and offset; the y range; every chunk of y, w, offset checked;
+    for the logistic loss with an intercept the class counts ("zeros", "ones": samples of
+    positive weight), checked as leave-one-out needs them with `loo`. One pass per
+    problem: kept in ``data.first``."""
     from dask import delayed
 
-    parts = [
-        delayed(_ystats_task, pure=True)(y, w, o, data.loss.core, r0)
-        for (_, y, w, o), r0 in zip(data.blocks(), _chunk_starts(data))
-    ]
-    first = _compute(_tree(parts))
+    classes = data.loss == "logistic" and data.fit_intercept
+    if data.first is None:
+        parts = [
+            delayed(_ystats_task, pure=True)(y, w, o, data.loss.core, r0, classes)
+            for (_, y, w, o), r0 in zip(data.blocks(), _chunk_starts(data))
+        ]
+        data.first = _raise_first(_compute(_tree(parts)))
+    first = data.first
+    if loo and classes:  # as in memory: 2 of each class
+        check_class_counts(int(first["zeros"]), int(first["ones"]), loo=True)
     _check_first_pass(data, first)
     return first
 
@@ -352,13 +423,18 @@ def _chunk_starts(data: Data) -> list[int]:
 
 
 def _add(*parts):
-    """Elementwise sum of dicts of partial sums (min/max for the y range and max|X~ step|)."""
+    """Elementwise sum of dicts of partial sums (min/max for the y range and max|X~ step|;
+    of the chunks' input errors the one of the first row)."""
     out = dict(parts[0])
     for q in parts[1:]:
         for k, v in q.items():
             if v is None:
                 continue
-            if k in ("ymin", "margin"):
+            if out.get(k) is None:
+                out[k] = v
+            elif k == "error":
+                out[k] = min(out[k], v, key=operator.itemgetter(0))
+            elif k in ("ymin", "margin"):
                 out[k] = min(out[k], v)
             elif k in ("ymax", "step_max"):
                 out[k] = max(out[k], v)
@@ -367,6 +443,14 @@ def _add(*parts):
             else:
                 out[k] = out[k] + v
     return out
+
+
+def _raise_first(s: dict) -> dict:
+    """s, or the input error of its first bad chunk (a checking pass reports the errors of
+    all chunks; the one of the lowest row is raised, whatever the order the tasks ran)."""
+    if s.get("error") is not None:
+        raise s["error"][1]
+    return s
 
 
 def _tree(parts: list) -> Any:
@@ -387,6 +471,22 @@ def _compute(obj):
     return out
 
 
+def _reduce(parts: list, nbytes: int) -> dict:
+    """The sum of the partial sums `parts` (delayed dicts of about `nbytes` bytes each): a
+    tree on the workers down to TREE_FANIN of them, which are added on the client when
+    they are small (CLIENT_ADD_BYTES), else by one more task."""
+    from dask import delayed
+
+    while len(parts) > TREE_FANIN:
+        parts = [
+            delayed(_add, pure=True)(*parts[i : i + TREE_FANIN])
+            for i in range(0, len(parts), TREE_FANIN)
+        ]
+    if len(parts) * nbytes > CLIENT_ADD_BYTES:
+        return _compute(_tree(parts))
+    return _add(*_compute(parts))
+
+
 def _pass(
     data: Data,
     beta: np.ndarray,
@@ -401,6 +501,36 @@ def _pass(
     max |X~ step| ("step_max"); with `clip`, the Hessian of w l'' clipped at 0."""
     from dask import delayed
 
+    p1 = data.p1 if cols is None else len(cols) + int(data.fit_intercept)
+    nbytes = 8 * (p1 + 16 + (p1 * p1 if hessian else 0))
+    held = data.held()
+    if held is not None:
+        client, chunks = held
+        args = (
+            data.loss.core,
+            data.fit_intercept,
+            np.ascontiguousarray(beta, dtype=np.float64),
+            hessian,
+            check,
+            data.n_threads,
+            None if cols is None else np.asarray(cols, dtype=np.intp),
+            None if step is None else np.ascontiguousarray(step, dtype=np.float64),
+            clip,
+        )
+        k = len(chunks)
+        futs = client.map(
+            _sums_task,
+            *zip(*chunks),
+            *([a] * k for a in args),
+            _chunk_starts(data) if check else [0] * k,
+            pure=False,
+        )
+        while len(futs) > TREE_FANIN or (len(futs) > 1 and len(futs) * nbytes > CLIENT_ADD_BYTES):
+            futs = [
+                client.submit(_add, *futs[i : i + TREE_FANIN], pure=False)
+                for i in range(0, len(futs), TREE_FANIN)
+            ]
+        return _raise_first(_add(*client.gather(futs)))
     b = delayed(np.ascontiguousarray(beta, dtype=np.float64), pure=True)
     c = None if cols is None else delayed(np.asarray(cols, dtype=np.intp), pure=True)
     sd = None if step is None else delayed(np.ascontiguousarray(step, dtype=np.float64), pure=True)
@@ -423,7 +553,7 @@ def _pass(
         )
         for (x, y, w, o), r0 in zip(data.blocks(), _chunk_starts(data))
     ]
-    return _compute(_tree(parts))
+    return _raise_first(_reduce(parts, nbytes))
 
 
 # --------------------------------------------------------------------------- fit
@@ -498,14 +628,12 @@ def _check_first_pass(data: Data, s: dict) -> None:
 
 def _sums_source(data: Data):
     """The dask problem as a sums source of the core's Newton driver (``_core.sums_fit``):
-    each call is one map-reduce pass over the chunks (:func:`_pass`); the first one also
-    checks every chunk of X."""
-    checked = False
+    each call is one map-reduce pass over the chunks (:func:`_pass`); the first one of
+    the problem also checks every chunk of X."""
 
     def source(beta, step, hessian, clip):
-        nonlocal checked
-        s = _pass(data, beta, hessian, check=not checked, step=step, clip=clip)
-        checked = True
+        s = _pass(data, beta, hessian, check=not data.checked, step=step, clip=clip)
+        data.checked = True
         hess = None if s["hess"] is None else np.array(s["hess"], dtype=np.float64, order="F")
         return float(s["loss"]), _vec(s["grad"]), hess, float(s["step_max"])
 
@@ -1507,9 +1635,8 @@ def loo(
     if data.n < 2:
         raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={data.n}")
     tol, max_iter = check_options(tol, max_iter)
-    if data.loss == "logistic" and data.fit_intercept:  # as in memory: 2 of each class
-        c = _fold_counts(data, [None] * len(data.X.chunks[0]), 1)
-        check_class_counts(int(c["zeros"][0]), int(c["ones"][0]), loo=True)
+    if coef is None or (data.loss == "logistic" and data.fit_intercept):
+        _first_pass(data, loo=True)  # the class counts (and the fit's first pass)
     # the closed forms need the Hessian at beta (as in memory: fresh_end)
     st = _fit_for_loo(data, coef, intercept, tol, max_iter, fresh_end=method != "exact")
     fitres = _fit_result(data, st)
