@@ -84,7 +84,7 @@ void bind_sums(py::module_& m) {
       "sums_fit",
       [](const py::object& source, const py::object& loss, const py::array& penalty, bool intercept,
          const py::array& beta0, double weight_sum, double tol, Index max_iter, bool fresh_end,
-         const std::optional<py::array>& previous_hessian) {
+         const std::optional<py::array>& previous_hessian, bool secant) {
         if (!PyCallable_Check(source.ptr())) throw py::type_error("source must be callable");
         Problem lp_only;
         const LossKind kind = apply_loss(loss, lp_only);
@@ -102,6 +102,7 @@ void bind_sums(py::module_& m) {
         opt.fit.tol = tol;
         opt.fit.max_iter = max_iter;
         opt.fit.fresh_end = fresh_end;
+        opt.fit.secant = secant;
         opt.weight_sum = weight_sum;
         opt.previous_hx = prev ? &*prev : nullptr;
         PySource src(source, p1);
@@ -112,6 +113,7 @@ void bind_sums(py::module_& m) {
       py::arg("source"), py::arg("loss"), py::arg("penalty"), py::arg("fit_intercept"),
       py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"), py::arg("max_iter"),
       py::arg("fresh_end") = false, py::arg("previous_hessian") = py::none(),
+      py::arg("secant") = false,
       "Damped Newton (the core's one driver) on a problem reached through its sums: "
       "source(beta, step, hessian, clip) returns (sum w l, X~^T (w l'), X~^T D X~ or None, "
       "max |X~ step| or 0).");

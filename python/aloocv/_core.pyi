@@ -334,6 +334,7 @@ def sums_fit(
     max_iter: int,
     fresh_end: bool = False,
     previous_hessian: _F64 | None = None,
+    secant: bool = False,
 ) -> SumsFitResult: ...
 def multinomial_sums_fit(
     source: _SumsSource,

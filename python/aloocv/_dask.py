@@ -647,6 +647,7 @@ def newton(
     beta0: np.ndarray | None = None,
     fresh_end: bool = False,
     previous: _State | None = None,
+    secant: bool = False,
 ) -> _State:
     """Damped Newton over the chunks: the core's one Newton driver (``newton_drive``) on
     a sums model whose every evaluation is one pass over the chunks (loss, gradient and,
@@ -654,7 +655,8 @@ def newton(
     takes the in-memory fit's iterates: ``newton_fit``'s (with `fresh_end` as the
     leave-one-out formulas use it: chord steps near the optimum and a fresh Hessian at
     the returned beta), or with `previous` (an earlier fit of the same data under another
-    penalty) ``path_fit``'s, starting on its Hessian plus the new penalty."""
+    penalty) ``path_fit``'s, starting on its Hessian plus the new penalty; `secant` as
+    the in-memory tuning runs (FitOptions::secant: secant-corrected chord steps)."""
     first = _first_pass(data)
     sw = float(first["weight"])
     if previous is not None:
@@ -674,6 +676,7 @@ def newton(
         max_iter,
         fresh_end=fresh_end,
         previous_hessian=None if previous is None else previous.hx,
+        secant=secant,
     )
     return _State(
         r.beta,
@@ -782,15 +785,16 @@ def _solve_fit(
     beta0: np.ndarray | None = None,
     fresh_end: bool = False,
     previous: _State | None = None,
+    secant: bool = False,
 ) -> _State:
     """The fit of `data`: damped Newton (:func:`newton`; `fresh_end` where the
     leave-one-out formulas need the Hessian at beta, `previous` to go on from an earlier
-    penalty's fit), or the elastic-net route with an L1 term."""
+    penalty's fit, `secant` in tuning runs), or the elastic-net route with an L1 term."""
     if data.l1 is not None:
         if previous is not None:
             beta0 = previous.beta
         return enet_newton(data, tol, max_iter, beta0)
-    return newton(data, tol, max_iter, beta0, fresh_end=fresh_end, previous=previous)
+    return newton(data, tol, max_iter, beta0, fresh_end=fresh_end, previous=previous, secant=secant)
 
 
 def _fit_result(data: Data, st: _State):
@@ -1918,8 +1922,14 @@ class DaskTuneState:
 
     def fit(self) -> None:
         if self._st is None:
-            self._st = _solve_fit(
-                self.data, self.tol, self.max_iter, self.beta, fresh_end=True, previous=self._prev
+            self._st = _solve_fit(  # as the in-memory TuneState: secant-corrected chords
+                self.data,
+                self.tol,
+                self.max_iter,
+                self.beta,
+                fresh_end=True,
+                previous=self._prev,
+                secant=True,
             )
             self._prev = self._st
             self.beta = self._st.beta.copy()

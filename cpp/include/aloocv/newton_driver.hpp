@@ -29,6 +29,7 @@
 #include <limits>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "common.hpp"
 
@@ -116,6 +117,68 @@ template <class M>
 struct has_last_move<M, std::void_t<std::enable_if_t<std::is_same_v<
                             decltype(std::declval<const M&>().last_move()), double>>>>
     : std::true_type {};
+
+// The quasi-Newton (limited-memory BFGS) correction of chord steps: the held factor of
+// another point's Hessian is the initial Hessian, and the pairs (s, y) = (change of beta,
+// change of the gradient) of the steps taken since it was formed update it (the
+// two-loop recursion, O(memory p) per step, no pass over X). A chord step on the bare
+// factor contracts the gradient linearly at the factor's error; with the pairs, the
+// steps learn the Hessian's change along the directions they took (superlinear in the
+// limit). Along a lambda path the first candidates, where each grid step changes
+// lambda several-fold and D with it, then converge on the previous candidate's factor
+// instead of taking fresh Hessians. Every pair of a strictly convex objective has
+// y^T s > 0, so the correction stays positive definite and its steps descent directions;
+// pairs without that curvature (rounding) are skipped.
+class SecantChord {
+ public:
+  explicit SecantChord(Index memory = 0) : memory_(memory) {}
+  bool on() const { return memory_ > 0; }
+  Index size() const { return static_cast<Index>(s_.size()); }
+  void clear() {
+    s_.clear();
+    y_.clear();
+    rho_.clear();
+  }
+  // Stores the pair of a step taken (oldest dropped beyond the memory).
+  void add(Vec s, Vec y) {
+    if (!on()) return;
+    const double sy = s.dot(y);
+    if (!(sy > kMinCurvature * s.norm() * y.norm())) return;
+    if (size() == memory_) {
+      s_.erase(s_.begin());
+      y_.erase(y_.begin());
+      rho_.erase(rho_.begin());
+    }
+    s_.push_back(std::move(s));
+    y_.push_back(std::move(y));
+    rho_.push_back(1.0 / sy);
+  }
+  // q <- B^{-1} q, B the initial Hessian (applied by solve(q): q <- H0^{-1} q) updated
+  // with the stored pairs.
+  template <class Solve>
+  void apply(Vec& q, Solve&& solve) const {
+    const Index k = size();
+    std::vector<double> alpha(static_cast<size_t>(k));
+    for (Index i = k - 1; i >= 0; --i) {
+      const size_t u = static_cast<size_t>(i);
+      alpha[u] = rho_[u] * s_[u].dot(q);
+      q -= alpha[u] * y_[u];
+    }
+    solve(q);
+    for (Index i = 0; i < k; ++i) {
+      const size_t u = static_cast<size_t>(i);
+      const double b = rho_[u] * y_[u].dot(q);
+      q += (alpha[u] - b) * s_[u];
+    }
+  }
+
+ private:
+  // y^T s below this times |s| |y|: no usable curvature (rounding level), pair skipped.
+  static constexpr double kMinCurvature = 1e-10;
+  Index memory_;
+  std::vector<Vec> s_, y_;
+  std::vector<double> rho_;
+};
 
 // When the driver takes a fresh Hessian. Chord steps reuse the held factor (O(n p) each
 // instead of a Hessian pass) while they contract the gradient fast.

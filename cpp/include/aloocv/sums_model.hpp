@@ -130,6 +130,7 @@ class SumsModel {
     }
     stale_eta_ = modified ? std::numeric_limits<double>::infinity() : 0.0;
     exact_ = true;
+    secant_.clear();
   }
   bool factor_at_point() const { return exact_ && !chol_.empty() && (cc_ || stale_eta_ == 0.0); }
   bool newton_at_point() const { return factor_at_point(); }
@@ -137,7 +138,11 @@ class SumsModel {
   double direction(Vec& step) {
     fresh_step_ = factor_at_point();
     step = -grad_;
-    chol_.solve(step.data());
+    if (secant_.size() > 0 && !fresh_step_) {  // a chord step with the secant correction
+      secant_.apply(step, [&](Vec& v) { chol_.solve(v.data()); });
+    } else {
+      chol_.solve(step.data());
+    }
     return -grad_.dot(step);
   }
   double move(const Vec& step, double dec) {
@@ -166,6 +171,8 @@ class SumsModel {
       }
     }
     rq.step = track_ ? &step : nullptr;
+    Vec g_before;
+    if (secant_.on()) g_before = grad_;
     Vec b1 = beta_ + step;
     SumsValue v1 = evaluate(b1, rq);
     const double f1 = v1.loss + penalty(b1);
@@ -185,6 +192,7 @@ class SumsModel {
       if (t == 0.0) return 0.0;
       accept(std::move(vt), bt);  // t < 1: the last trial is the accepted one
     }
+    if (secant_.on()) secant_.add(t * step, grad_ - g_before);
     if (track_) last_move_ = t * step_max_;
     if (!cc_) stale_eta_ += track_ ? t * step_max_ : std::numeric_limits<double>::infinity();
     rate_ = g0 > 0.0 ? gnorm() / g0 : 1.0;
@@ -239,7 +247,10 @@ class SumsModel {
     factor_penalized();
     stale_eta_ = cc_ ? 0.0 : std::numeric_limits<double>::infinity();
     exact_ = true;
+    secant_.clear();
   }
+  // Keep the last `memory` steps' secant pairs to correct chord steps (as GlmModel).
+  void use_secant(Index memory) { secant_ = SecantChord(memory); }
   // The factor at the point, refused if singular (no clipping): the LOO formulas need it.
   void exact_factor() {
     take_hessian_at_point();
@@ -353,6 +364,7 @@ class SumsModel {
   double polish_move_ = 0.0;
   bool exact_ = false, pending_at_point_ = false, fresh_step_ = false;
   Index n_evals_ = 0;
+  SecantChord secant_;
 };
 
 }  // namespace detail
