@@ -350,6 +350,25 @@ def test_l1_exact_loo(sync, loss, pen):
         close(g.predictions[i].compute(), X[i] @ f.coef_ + f.intercept_ + off[i], 1e-7)
 
 
+def test_l1_exact_loo_zero_weights_not_refitted(sync):
+    # as in memory, a zero-weight sample does not change the fit: its leave-one-out
+    # prediction is the full fit's own and it costs no refit (nor counts as one that did
+    # not converge; max_iter=1 leaves every refit short of tol)
+    X, y, w, _ = loss_data("logistic", n=30, p=4, seed=3)
+    zero = [0, 5, 29]
+    w[zero] = 0.0
+    kw = dict(loss="logistic", penalty=aloocv.ElasticNet(0.5, 0.3), sample_weight=w)
+    kw.update(method="exact", tol=1e-12, max_iter=1)
+    with pytest.warns(ConvergenceWarning) as rec_np:
+        r = aloocv.loo(X, y, **kw)
+    with pytest.warns(ConvergenceWarning) as rec:
+        g = aloocv.loo(dX(X, 7), y, **kw)
+    assert [str(m.message) for m in rec] == [str(m.message) for m in rec_np]
+    eta = X[zero] @ g.fit.coef_ + g.fit.intercept_
+    close(g.predictions.compute()[zero], eta, 1e-12)
+    close(g.predictions.compute(), r.predictions, 1e-10)
+
+
 def test_l1_leverages_brute_force(sync):
     # independent of the core's loo: for the lasso with squared loss the ALO leverages
     # are those of the least-squares fit on the active columns (plus the intercept)

@@ -291,7 +291,16 @@ def numpy_error(fn, *args, **kw):
 
 @pytest.mark.parametrize(
     "case",
-    ["l1", "zero_lam", "fraction", "negative", "strings", "missing_class", "nan"],
+    [
+        "l1",
+        "zero_lam",
+        "fraction",
+        "negative",
+        "strings",
+        "missing_class",
+        "nan",
+        "zero_weight_top",
+    ],
 )
 def test_bad_input_gives_numpy_message(sync, case):
     X, y, _ = mn_data(n=100, p=3)
@@ -313,11 +322,15 @@ def test_bad_input_gives_numpy_message(sync, case):
         yy[yy == 1] = 3
     elif case == "nan":
         yy[12] = np.nan
+    elif case == "zero_weight_top":  # the top label only on a zero-weight sample (row 75)
+        yy = y.copy()
+        yy[75] = 3
+        kw["sample_weight"] = np.where(np.arange(100) == 75, 0.0, 1.0)
     for fn in (aloocv.fit, aloocv.loo):
         typ, msg = numpy_error(fn, X, yy, **kw)
         with pytest.raises(typ, match=msg):
             fn(dX(X), yy, **kw)
-        if case in ("fraction", "negative", "missing_class", "nan"):  # found in a chunk
+        if case in ("fraction", "negative", "missing_class", "nan", "zero_weight_top"):
             with pytest.raises(typ, match=msg):
                 fn(dX(X), da.from_array(yy, chunks=CHUNK), **kw)
 

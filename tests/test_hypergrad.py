@@ -350,3 +350,28 @@ def test_minibatch_needs_two_samples_for_curved_losses():
     obj.evaluate(np.zeros(1), 1)
     with pytest.raises(ValueError, match="at least 2 samples"):
         obj.state.sample_gradient(np.array([3]))
+
+
+def test_minibatch_after_l1_refit_uses_hessian_at_beta():
+    # tune(method="sgd") with an L1 term refits (state.fit()) and draws minibatches with
+    # no ALO call in between: the estimates must use the active set's Hessian at the
+    # fitted beta, not the last working set's from one step earlier. With every sample
+    # in the batch the ACV is the ALO mean there (numpy reference; a loose tol leaves
+    # the last step large)
+    X, y = make_data("logistic", 40, 10, seed=2)
+    n, p, lam = 40, 10, 0.1
+    state = _core.TuneState(
+        core_design(X), y, None, "logistic", np.full(p, lam), True, 1e-3, 100, 1, np.full(p, 2.0)
+    )
+    f = state.fit()
+    b = np.r_[f["intercept"], f["coef"]]
+    acv, _, _ = state.sample_gradient(np.arange(n))
+    A = np.r_[0, np.flatnonzero(b[1:]) + 1]
+    Xa = np.column_stack([np.ones(n), X])[:, A]
+    eta = Xa @ b[A]
+    mu = 1 / (1 + np.exp(-eta))
+    d = mu * (1 - mu)
+    H = Xa.T @ (d[:, None] * Xa) + np.diag(np.r_[0.0, np.full(A.size - 1, lam)])
+    h = np.einsum("ij,ji->i", Xa, np.linalg.solve(H, Xa.T))
+    et = eta + (mu - y) * h / (1 - d * h)
+    assert acv == pytest.approx(np.mean(np.logaddexp(0, et) - y * et), rel=1e-12)

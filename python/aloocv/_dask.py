@@ -1181,16 +1181,21 @@ def _exact_l1(data: Data, st: _State, tol: float, max_iter: int):
     the full fit, as the numpy route's refits). The refits of one chunk's rows are made
     one after the other; their coefficients (one chunk's rows x p1 floats on the client)
     go to the task holding that chunk, which computes the rows' leave-one-out linear
-    predictors and losses. Returns (losses, predictions) as dask arrays with X's row
-    chunks, and the number of refits not at tol."""
+    predictors and losses. A zero-weight sample does not change the fit: its row takes
+    the full fit's coefficients, no refit (as in memory). Returns (losses, predictions)
+    as dask arrays with X's row chunks, and the number of refits not at tol."""
     import dask.array as da
     from dask import delayed
 
+    ww = None if data.w is None else np.asarray(_compute(data.w), dtype=np.float64)
     losses, preds = [], []
     n_nc = 0
     for c, (s0, cnt) in enumerate(zip(_chunk_starts(data), data.X.chunks[0])):
         B = np.empty((int(cnt), data.p1))
         for k in range(int(cnt)):
+            if ww is not None and ww[int(s0) + k] == 0.0:
+                B[k] = st.beta
+                continue
             wk = _weights_without(data, int(s0) + k)
             sk = _solve_fit(dataclasses.replace(data, w=wk), tol, max_iter, st.beta)
             n_nc += int(not sk.converged)

@@ -137,10 +137,12 @@ def _labels_task(y, w, start):
         raise class_label_error(int(start) + bad, y[bad])
     idx = lab.astype(np.int64)
     pos = np.ones(idx.size, bool) if w is None else w > 0
+    # K is the largest label + 1 over every sample, zero weights included (as in memory)
+    k = int(idx.max()) + 1 if idx.size else 0
     return {
         "weight": float(idx.size if w is None else w.sum()),
-        "class_weight": np.bincount(idx, weights=w).astype(np.float64),
-        "present": np.bincount(idx[pos]),
+        "class_weight": np.bincount(idx, weights=w, minlength=k).astype(np.float64),
+        "present": np.bincount(idx[pos], minlength=k),
     }
 
 

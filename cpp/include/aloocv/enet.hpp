@@ -367,9 +367,11 @@ class EnetSumsModel {
 
 // Elastic-net fit (pb.l1 non-empty). `skip` leaves one sample out (exact LOO refits).
 // With factor_active, the state ends with the factor of an active-set Hessian: the one
-// at beta (stale_eta = 0) or, for a loss of varying curvature whose last working set
-// covers the active set, that set's from one step earlier (stale_eta = infinity: the LOO
-// formulas take the one at beta, fresh_factor); without, with none.
+// at beta (stale_eta = 0; always with opt.fresh_end, which callers set whose consumers
+// skip fresh_factor, e.g. the minibatch gradients of TuneState) or, for a loss of
+// varying curvature whose last working set covers the active set, that set's from one
+// step earlier (stale_eta = infinity: the LOO formulas take the one at beta,
+// fresh_factor); without, with none.
 template <class Loss>
 FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, Index skip = -1,
                   bool factor_active = true) {
@@ -398,7 +400,7 @@ FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, In
   }
   Mat HA;
   const bool at_point = detail::enet_active_hessian(m, r, pb.pen, off, Loss::constant_curvature,
-                                                    false, HA, st.active);
+                                                    opt.fresh_end, HA, st.active);
   st.chol.factor(HA.data(), HA.rows());
   if (at_point) st.stale_eta = 0.0;
   return st;
