@@ -22,19 +22,17 @@ SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool interce
   const bool fresh_end = path || (opt.fit.fresh_end && !cc);
   DriveOptions o = detail::drive_options(opt.fit, sw, fresh_end);
   RefreshPolicy pol;
-  // secant-corrected chord steps where the in-memory fit takes them (path_fit with
-  // opt.secant, newton_fit with fresh_end and opt.secant)
-  const bool secant = opt.fit.secant && fresh_end;
+  // the policy of the in-memory fit (path_fit, newton_fit with fresh_end), on dense rows of
+  // width p (a source does not say how sparse its chunks are)
+  if (fresh_end) pol = detail::end_policy(opt.fit, double(lam.size()));
   if (path) {
-    pol = secant ? detail::secant_policy() : detail::fresh_end_policy();
     pol.start_factored = true;
     pol.accept_slow = true;
   } else {
     o.check_first = fresh_end;
-    if (fresh_end) pol = secant ? detail::secant_policy() : detail::fresh_end_policy();
   }
   detail::SumsModel m(source, pen, beta0, cc, fresh_end, !path, o.target * sw);
-  if (secant) m.use_secant(detail::kSecantMemory);
+  if (fresh_end) m.use_secant(detail::kSecantMemory);
   if (fresh_end) m.set_end_hints(pol.rechord_max_steps, pol.polish ? pol.polish_move : 0.0);
   if (path) {
     m.adopt(*opt.previous_hx);

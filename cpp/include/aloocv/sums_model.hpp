@@ -111,6 +111,8 @@ class SumsModel {
     f_ = loss_ + penalty(beta_);
   }
 
+  static constexpr double kEndGuessSlack = 100.0;
+
   double gnorm() const { return grad_.cwiseAbs().maxCoeff(); }
   double objective() const { return f_; }
   void refactor() {
@@ -159,6 +161,9 @@ class SumsModel {
     // (predicted here from the quadratic rate, gnew ~ g0 rate^2), and a chord step that
     // reaches the target ends the run only once the polish rule stops (the remaining move
     // of eta at the polish threshold). A wrong guess costs one pass, never an iterate.
+    // Secant-corrected chord steps speed up as they go (a step may contract 30x more than
+    // the last), so the end is guessed kEndGuessSlack times early: a wrong yes costs the
+    // Hessian's sums in an evaluation made anyway, a wrong no a whole evaluation.
     const double g0 = gnorm();
     SumsRequest rq;
     if (!cc_ && !chord_always_) {
@@ -167,7 +172,7 @@ class SumsModel {
         rq.hessian = !(rechord_max_ > 0 && chords_reach(g0 * r2, 2.0 * r2, target_, rechord_max_));
       } else if (g0 * rate_ <= target_) {
         rq.hessian = !(polish_move_ > 0.0) || !(rate_ < 1.0) ||
-                     last_move_ * rate_ * rate_ / (1.0 - rate_) <= polish_move_;
+                     last_move_ * rate_ * rate_ / (1.0 - rate_) <= kEndGuessSlack * polish_move_;
       }
     }
     rq.step = track_ ? &step : nullptr;
