@@ -27,7 +27,9 @@ void bind_kfold(py::module_& m) {
           throw py::value_error("unknown method '" + method + "'; expected 'alo' or 'exact'");
         }
         FitOptions opt{tol, max_iter, n_threads};
-        opt.fresh_end = method == "alo";  // the fold downdates need the Hessian at beta
+        // the fold downdates need the Hessian at beta: from the fit's end, or summed from the
+        // folds' blocks (the fold-wise end)
+        opt.fresh_end = method == "alo" && !kfold_foldwise_end(pb, kind, f, n_folds);
         FitState st;
         KFoldOutput res;
         using clock = std::chrono::steady_clock;
@@ -84,7 +86,7 @@ void bind_kfold(py::module_& m) {
         for (Index k = 0; k < K; ++k)
           sets[static_cast<size_t>(k)].assign(idx + ptr[k], idx + ptr[k + 1]);
         FitOptions opt{tol, max_iter, n_threads};
-        opt.fresh_end = method == "alo";
+        opt.fresh_end = method == "alo" && !holdout_foldwise_end(pb, kind, sets);
         FitState st;
         KFoldOutput res;
         using clock = std::chrono::steady_clock;
