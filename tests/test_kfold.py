@@ -147,6 +147,8 @@ def test_foldwise_end_is_the_downdated_newton_step_at_the_plain_fit(loss):
             ref[S] = Xt[S] @ (beta + np.linalg.solve(HS, Xt[S].T @ g[S])) + off[S]
     np.testing.assert_allclose(res.predictions, ref, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(res.losses, loss_value(loss, y, ref), rtol=1e-10, atol=1e-12)
+    sparse = aloocv.kfold(sp.csr_matrix(X), y, folds=folds, **kw)
+    np.testing.assert_allclose(sparse.predictions, ref, rtol=1e-9, atol=1e-11)
     # the held-out sets of _core.holdout (a partition, in fold order): the same values
     sets = [np.flatnonzero(folds == k) for k in range(4)]
     ptr = np.r_[0, np.cumsum([len(S) for S in sets])].astype(np.int32)
