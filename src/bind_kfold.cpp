@@ -60,6 +60,23 @@ void bind_kfold(py::module_& m) {
       "the q x q Woodbury and p x p forms ('alo'), or refits ('exact').");
 
   m.def(
+      "kfold_foldwise_end",
+      [](const py::object& loss, Index p1, bool has_l1, const py::array& sizes) {
+        Problem pb;
+        const LossKind kind = apply_loss(loss, pb);
+        if (sizes.ndim() != 1) throw py::value_error("sizes must be a 1-d array");
+        const Index K = static_cast<Index>(sizes.shape(0));
+        std::vector<Index> sz(static_cast<size_t>(K));
+        const py::array_t<Index, py::array::forcecast> a(sizes);
+        for (Index k = 0; k < K; ++k) sz[static_cast<size_t>(k)] = a.at(k);
+        return foldwise_end_sizes(kind, has_l1, p1, sz.data(), K);
+      },
+      py::arg("loss"), py::arg("p1"), py::arg("has_l1"), py::arg("sizes"),
+      "Whether approximate K-fold with folds of these sizes (a partition of the samples) sums "
+      "the Hessian at the fit from the folds' blocks, its fit then a plain one (no fresh "
+      "Hessian at its end): the dask route asks, so that its fit is the in-memory one.");
+
+  m.def(
       "holdout",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::object& loss, const py::array& pen, bool intercept, const py::array& indices,

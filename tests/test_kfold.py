@@ -126,6 +126,12 @@ def test_foldwise_end_is_the_downdated_newton_step_at_the_plain_fit(loss):
     lam = np.array([0.5, 1.0, 2.0, 0.3, 1.0, 0.8])
     folds = rng.permutation(np.arange(n) % 4)
     kw = dict(loss=loss, penalty=aloocv.L2(lam), sample_weight=w, offset=off, tol=1e-9)
+    sizes = np.bincount(folds).astype(np.int64)
+    assert _core.kfold_foldwise_end(loss, p + 1, False, sizes)
+    # not for an L1 term, a constant curvature or folds in the q x q form
+    assert not _core.kfold_foldwise_end(loss, p + 1, True, sizes)
+    assert not _core.kfold_foldwise_end("squared", p + 1, False, sizes)
+    assert not _core.kfold_foldwise_end(loss, p + 1, False, np.r_[sizes, 3])
     res = aloocv.kfold(X, y, folds=folds, **kw)
     plain = aloocv.fit(X, y, **kw)
     np.testing.assert_array_equal(res.fit.coef_, plain.coef_)

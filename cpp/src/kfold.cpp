@@ -217,31 +217,26 @@ void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, I
   downdated_step<Loss>(pb, cols, q1, k, S, pos, bq, w, pred, losses);
 }
 
-// Memory of the fold-wise end's blocks (one p1 x p1 matrix per fold), in bytes.
-constexpr double kFoldBlocksBudget = 128.0 * 1024 * 1024;
-
-// Whether the approximate route takes the fold-wise end (see foldwise_impl): a smooth
-// problem (no L1 term) of a loss whose curvature varies (for a constant curvature every
-// factor is at beta_hat already), held-out sets that partition the samples (then their
-// blocks sum to H), every set in the p x p form, and the blocks within kFoldBlocksBudget.
+// Whether the approximate route takes the fold-wise end (see foldwise_impl): held-out
+// sets that partition the samples (then their blocks sum to H) and meet
+// foldwise_end_sizes.
 template <class Loss>
 bool foldwise_end(const Problem& pb, const SampleSets& sets) {
-  if (Loss::constant_curvature || pb.has_l1() || sets.empty()) return false;
-  const Index n = pb.n(), p1 = pb.p1();
-  if (double(sets.size()) * double(p1) * double(p1) * sizeof(double) > kFoldBlocksBudget) {
-    return false;
-  }
+  const Index n = pb.n();
+  std::vector<Index> sizes;
+  sizes.reserve(sets.size());
   std::vector<char> seen(static_cast<size_t>(n), 0);
   Index total = 0;
   for (const auto& S : sets) {
-    if (kfold_use_woodbury(static_cast<Index>(S.size()), p1)) return false;
     for (Index i : S) {
       if (i < 0 || i >= n || seen[static_cast<size_t>(i)]) return false;
       seen[static_cast<size_t>(i)] = 1;
     }
-    total += static_cast<Index>(S.size());
+    sizes.push_back(static_cast<Index>(S.size()));
+    total += sizes.back();
   }
-  return total == n;
+  return total == n && foldwise_end_sizes(Loss::constant_curvature, pb.has_l1(), pb.p1(),
+                                          sizes.data(), static_cast<Index>(sizes.size()));
 }
 
 // The fold-wise end (holdout_foldwise_end): the fit's Hessian at beta_hat is the sum of
@@ -425,6 +420,22 @@ KFoldOutput exact_impl(const Problem& pb, const FitState& st, const SampleSets& 
 }
 
 }  // namespace
+
+bool foldwise_end_sizes(bool constant_curvature, bool has_l1, Index p1, const Index* sizes,
+                        Index K) {
+  if (constant_curvature || has_l1 || K < 1) return false;
+  if (double(K) * double(p1) * double(p1) * sizeof(double) > kFoldBlocksBudget) return false;
+  for (Index k = 0; k < K; ++k) {
+    if (sizes[k] < 1 || kfold_use_woodbury(sizes[k], p1)) return false;
+  }
+  return true;
+}
+
+bool foldwise_end_sizes(LossKind loss, bool has_l1, Index p1, const Index* sizes, Index K) {
+  return dispatch_loss(loss, [&](auto L) {
+    return foldwise_end_sizes(decltype(L)::constant_curvature, has_l1, p1, sizes, K);
+  });
+}
 
 bool holdout_foldwise_end(const Problem& pb, LossKind loss, const SampleSets& sets) {
   return dispatch_loss(loss, [&](auto L) { return foldwise_end<decltype(L)>(pb, sets); });

@@ -61,6 +61,15 @@ KFoldOutput holdout_approx(const Problem& pb, LossKind loss, FitState& st, const
 // Whether holdout_approx / kfold_approx take the fold-wise end for these sets: then the fit
 // they are given need not end on the Hessian at beta (FitOptions::fresh_end may be off).
 bool holdout_foldwise_end(const Problem& pb, LossKind loss, const SampleSets& sets);
+// The rule for the K sets of a partition of the samples with these sizes: a loss whose
+// curvature varies (for a constant one the fit's factor is at beta_hat already), no L1
+// term, every set in the p x p form (kfold_use_woodbury false), and the K blocks of
+// p1 x p1 doubles within kFoldBlocksBudget bytes. The dask route (a p x p step per fold
+// from the folds' blocks) asks it too, so that its fit is the in-memory one.
+constexpr double kFoldBlocksBudget = 128.0 * 1024 * 1024;
+bool foldwise_end_sizes(bool constant_curvature, bool has_l1, Index p1, const Index* sizes,
+                        Index K);
+bool foldwise_end_sizes(LossKind loss, bool has_l1, Index p1, const Index* sizes, Index K);
 bool kfold_foldwise_end(const Problem& pb, LossKind loss, const int* fold, Index K);
 KFoldOutput holdout_exact(const Problem& pb, LossKind loss, const FitState& st,
                           const SampleSets& sets, const FitOptions& opt);
