@@ -27,7 +27,9 @@ void bind_kfold(py::module_& m) {
           throw py::value_error("unknown method '" + method + "'; expected 'alo' or 'exact'");
         }
         FitOptions opt{tol, max_iter, n_threads};
-        opt.fresh_end = method == "alo";  // the fold downdates need the Hessian at beta
+        // the fold downdates need the Hessian at beta: from the fit's end, or summed from the
+        // folds' blocks (the fold-wise end)
+        opt.fresh_end = method == "alo" && !kfold_foldwise_end(pb, kind, f, n_folds);
         FitState st;
         KFoldOutput res;
         using clock = std::chrono::steady_clock;
@@ -58,6 +60,23 @@ void bind_kfold(py::module_& m) {
       "the q x q Woodbury and p x p forms ('alo'), or refits ('exact').");
 
   m.def(
+      "kfold_foldwise_end",
+      [](const py::object& loss, Index p1, bool has_l1, const py::array& sizes) {
+        Problem pb;
+        const LossKind kind = apply_loss(loss, pb);
+        if (sizes.ndim() != 1) throw py::value_error("sizes must be a 1-d array");
+        const Index K = static_cast<Index>(sizes.shape(0));
+        std::vector<Index> sz(static_cast<size_t>(K));
+        const py::array_t<Index, py::array::forcecast> a(sizes);
+        for (Index k = 0; k < K; ++k) sz[static_cast<size_t>(k)] = a.at(k);
+        return foldwise_end_sizes(kind, has_l1, p1, sz.data(), K);
+      },
+      py::arg("loss"), py::arg("p1"), py::arg("has_l1"), py::arg("sizes"),
+      "Whether approximate K-fold with folds of these sizes (a partition of the samples) sums "
+      "the Hessian at the fit from the folds' blocks, its fit then a plain one (no fresh "
+      "Hessian at its end): the dask route asks, so that its fit is the in-memory one.");
+
+  m.def(
       "holdout",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::object& loss, const py::array& pen, bool intercept, const py::array& indices,
@@ -84,7 +103,7 @@ void bind_kfold(py::module_& m) {
         for (Index k = 0; k < K; ++k)
           sets[static_cast<size_t>(k)].assign(idx + ptr[k], idx + ptr[k + 1]);
         FitOptions opt{tol, max_iter, n_threads};
-        opt.fresh_end = method == "alo";
+        opt.fresh_end = method == "alo" && !holdout_foldwise_end(pb, kind, sets);
         FitState st;
         KFoldOutput res;
         using clock = std::chrono::steady_clock;

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.model_selection import KFold
+from threadpoolctl import threadpool_limits
 
 import aloocv
 from aloocv import _blas, _core
@@ -109,6 +110,75 @@ def test_alo_is_the_downdated_newton_step_for_mixed_fold_sizes(loss):
         )
     assert out["n_woodbury"] == 3
     np.testing.assert_array_equal(out["predictions"], res.predictions)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "poisson"])
+def test_foldwise_end_is_the_downdated_newton_step_at_the_plain_fit(loss):
+    # 4 folds of 60 (p x p form) that partition the samples: H at beta_hat is summed from
+    # the folds' blocks, so the fit is a plain one (no end Hessian of its own); zero
+    # weights, an offset and a vector penalty
+    n, p = 240, 6
+    X, y = make_data(loss, n, p, seed=132)
+    rng = np.random.default_rng(6)
+    w = rng.uniform(0.5, 2, n)
+    w[:7] = 0.0
+    off = 0.2 * rng.standard_normal(n)
+    lam = np.array([0.5, 1.0, 2.0, 0.3, 1.0, 0.8])
+    folds = rng.permutation(np.arange(n) % 4)
+    kw = dict(loss=loss, penalty=aloocv.L2(lam), sample_weight=w, offset=off, tol=1e-9)
+    sizes = np.bincount(folds).astype(np.int64)
+    assert _core.kfold_foldwise_end(loss, p + 1, False, sizes)
+    # not for an L1 term, a constant curvature or folds in the q x q form
+    assert not _core.kfold_foldwise_end(loss, p + 1, True, sizes)
+    assert not _core.kfold_foldwise_end("squared", p + 1, False, sizes)
+    assert not _core.kfold_foldwise_end(loss, p + 1, False, np.r_[sizes, 3])
+    res = aloocv.kfold(X, y, folds=folds, **kw)
+    plain = aloocv.fit(X, y, **kw)
+    np.testing.assert_array_equal(res.fit.coef_, plain.coef_)
+    assert res.fit.hessian_passes_ == plain.hessian_passes_
+    with threadpool_limits(1):  # numpy: one Newton step per fold at the fit's beta
+        Xt = np.hstack([np.ones((n, 1)), X])
+        beta = np.concatenate([[res.fit.intercept_], res.fit.coef_])
+        eta = Xt @ beta + off
+        if loss == "logistic":
+            mu = 1.0 / (1.0 + np.exp(-eta))
+            g, d = w * (mu - y), w * mu * (1 - mu)
+        else:
+            g, d = w * (np.exp(eta) - y), w * np.exp(eta)
+        H = Xt.T @ (Xt * d[:, None]) + np.diag(np.r_[0.0, lam])
+        ref = np.empty(n)
+        for k in range(4):
+            S = folds == k
+            HS = H - Xt[S].T @ (Xt[S] * d[S, None])
+            ref[S] = Xt[S] @ (beta + np.linalg.solve(HS, Xt[S].T @ g[S])) + off[S]
+    np.testing.assert_allclose(res.predictions, ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(res.losses, loss_value(loss, y, ref), rtol=1e-10, atol=1e-12)
+    sparse = aloocv.kfold(sp.csr_matrix(X), y, folds=folds, **kw)
+    np.testing.assert_allclose(sparse.predictions, ref, rtol=1e-9, atol=1e-11)
+    # the held-out sets of _core.holdout (a partition, in fold order): the same values
+    sets = [np.flatnonzero(folds == k) for k in range(4)]
+    ptr = np.r_[0, np.cumsum([len(S) for S in sets])].astype(np.int32)
+    args = (X, y, w, loss, lam, True)
+    with _blas.single_threaded_blas():
+        out = _core.holdout(
+            *args, np.concatenate(sets).astype(np.int32), ptr, "alo", 1e-9, 100, 1, None, off
+        )
+    np.testing.assert_allclose(out["predictions"], ref[np.concatenate(sets)], rtol=1e-10)
+    assert out["hessian_passes"] == plain.hessian_passes_
+    # overlapping sets (not a partition): the fit ends on its own Hessian at beta
+    with _blas.single_threaded_blas():
+        ov = _core.holdout(
+            *args,
+            np.r_[sets[0], sets[1], sets[1]].astype(np.int32),
+            np.array([0, 60, 120, 180], np.int32),
+            "alo",
+            1e-9,
+            100,
+            1,
+            None,
+            off,
+        )
+    np.testing.assert_allclose(ov["predictions"][:120], ref[np.r_[sets[0], sets[1]]], rtol=1e-6)
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2])

@@ -147,16 +147,15 @@ void woodbury_fold(const Problem& pb, const FitState& st, const Columns& cols, I
   }
 }
 
-// p x p form for the fold S: beta~_S = beta_hat + H_{-S}^{-1} X~_S^T g_S.
+// The fold S's blocks at beta_hat: G = X~_S^T D_S X~_S (lower triangle, q1 x q1, into
+// G) and r = X~_S^T g_S, from one gather of its rows per row block.
 template <class Loss>
-void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, Index q1, Index k,
-                   const std::vector<Index>& S, Index pos, const Mat& H, const Vec& bq,
-                   FoldScratch& w, Vec& pred, Vec& losses) {
+void fold_blocks(const Problem& pb, const FitState& st, const Columns& cols, Index q1,
+                 const std::vector<Index>& S, FoldScratch& w, double* G, Vec& r) {
   const Index q = static_cast<Index>(S.size());
   const Index B = block_rows(q1);
   w.pack.resize(static_cast<size_t>(q1 * std::min(B, q)));
-  w.HS.resize(q1, q1);  // X~_S^T D_S X~_S (lower), then H_{-S} = H - that
-  w.r = Vec::Zero(q1);
+  r = Vec::Zero(q1);
   for (Index a = 0; a < q; a += B) {
     const Index m = std::min(B, q - a);
     // one gather of the block's rows: X~_S^T g_S from them, then scaled in place by
@@ -166,16 +165,25 @@ void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, I
     for (Index t = 0; t < m; ++t) {
       const Index i = S[static_cast<size_t>(a + t)];
       const double wi = pb.weight(i);
-      if (wi != 0.0) w.r.noalias() += (wi * Loss::d1(pb.y[i], st.eta[i], pb.lp)) * Z.col(t);
+      if (wi != 0.0) r.noalias() += (wi * Loss::d1(pb.y[i], st.eta[i], pb.lp)) * Z.col(t);
     }
     for (Index t = 0; t < m; ++t) {
       const Index i = S[static_cast<size_t>(a + t)];
       const double wi = pb.weight(i);
       Z.col(t) *= wi == 0.0 ? 0.0 : sqrt_curvature(wi * Loss::d2(pb.y[i], st.eta[i], pb.lp));
     }
-    blas::syrk_lower(q1, m, w.pack.data(), q1, a == 0 ? 0.0 : 1.0, w.HS.data(), q1);
+    blas::syrk_lower(q1, m, w.pack.data(), q1, a == 0 ? 0.0 : 1.0, G, q1);
   }
-  w.HS = H - w.HS;  // the lower triangle is what counts
+}
+
+// p x p form for the fold S, given w.HS = H_{-S} (lower triangle) and w.r = X~_S^T g_S:
+// beta~_S = beta_hat + H_{-S}^{-1} X~_S^T g_S and the held-out predictions and losses.
+template <class Loss>
+void downdated_step(const Problem& pb, const Columns& cols, Index q1, Index k,
+                    const std::vector<Index>& S, Index pos, const Vec& bq, FoldScratch& w,
+                    Vec& pred, Vec& losses) {
+  const Index q = static_cast<Index>(S.size());
+  const Index B = block_rows(q1);
   w.HS.triangularView<Eigen::StrictlyUpper>() = w.HS.transpose();
   try {
     w.chol.factor(w.HS.data(), q1);
@@ -184,6 +192,7 @@ void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, I
   }
   w.chol.solve(w.r.data());
   w.bS = bq + w.r;  // beta~_S
+  w.pack.resize(static_cast<size_t>(q1 * std::min(B, q)));
   for (Index a = 0; a < q; a += B) {
     const Index m = std::min(B, q - a);
     pb.X.pack_indices(S.data() + a, m, nullptr, pb.intercept, w.pack.data(), cols);
@@ -197,11 +206,103 @@ void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, I
   }
 }
 
+// p x p form for the fold S with H, the Hessian at beta_hat: H_{-S} = H - X~_S^T D_S X~_S.
+template <class Loss>
+void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, Index q1, Index k,
+                   const std::vector<Index>& S, Index pos, const Mat& H, const Vec& bq,
+                   FoldScratch& w, Vec& pred, Vec& losses) {
+  w.HS.resize(q1, q1);  // X~_S^T D_S X~_S (lower), then H_{-S} = H - that
+  fold_blocks<Loss>(pb, st, cols, q1, S, w, w.HS.data(), w.r);
+  w.HS = H - w.HS;  // the lower triangle is what counts
+  downdated_step<Loss>(pb, cols, q1, k, S, pos, bq, w, pred, losses);
+}
+
+// Whether the approximate route takes the fold-wise end (see foldwise_impl): held-out
+// sets that partition the samples (then their blocks sum to H) and meet
+// foldwise_end_sizes.
+template <class Loss>
+bool foldwise_end(const Problem& pb, const SampleSets& sets) {
+  const Index n = pb.n();
+  std::vector<Index> sizes;
+  sizes.reserve(sets.size());
+  std::vector<char> seen(static_cast<size_t>(n), 0);
+  Index total = 0;
+  for (const auto& S : sets) {
+    for (Index i : S) {
+      if (i < 0 || i >= n || seen[static_cast<size_t>(i)]) return false;
+      seen[static_cast<size_t>(i)] = 1;
+    }
+    sizes.push_back(static_cast<Index>(S.size()));
+    total += sizes.back();
+  }
+  return total == n && foldwise_end_sizes(Loss::constant_curvature, pb.has_l1(), pb.p1(),
+                                          sizes.data(), static_cast<Index>(sizes.size()));
+}
+
+// The fold-wise end (holdout_foldwise_end): the fit's Hessian at beta_hat is the sum of
+// the folds' blocks plus the penalty, H = sum_k X~_{S_k}^T D X~_{S_k} + P, so one pass over
+// the folds' rows gives H and every downdate H_{-S_k} = H - X~_{S_k}^T D X~_{S_k}: the fit
+// need not end on a fresh Hessian (that pass would be the same work again).
+template <class Loss>
+KFoldOutput foldwise_impl(const Problem& pb, FitState& st, const SampleSets& groups,
+                          const std::vector<Index>& offset, int n_threads) {
+  const Index K = static_cast<Index>(groups.size()), q1 = pb.p1();
+  const Columns cols;
+  const double b = double(q1);
+  const double work = double(pb.n()) * b * b + double(K) * b * b * b / 3;
+  const int nt = static_cast<int>(std::min<Index>(threads_for(n_threads, work), K));
+  std::vector<Mat> G(static_cast<size_t>(K));
+  std::vector<Vec> r(static_cast<size_t>(K));
+  KFoldOutput out;
+  out.losses.resize(offset.back());
+  out.predictions.resize(offset.back());
+  ExceptionCatcher guard;
+#pragma omp parallel num_threads(nt)
+  {
+    FoldScratch w;
+#pragma omp for schedule(dynamic, 1)
+    for (Index k = 0; k < K; ++k) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        interrupt::check();
+        Mat& Gk = G[static_cast<size_t>(k)];
+        Gk.setZero(q1, q1);  // SYRK writes the lower triangle
+        fold_blocks<Loss>(pb, st, cols, q1, groups[static_cast<size_t>(k)], w, Gk.data(),
+                          r[static_cast<size_t>(k)]);
+      });
+    }
+  }
+  guard.rethrow();
+  // H at beta_hat (lower triangle), summed in fold order: the same for any thread count
+  Mat H = G[0];
+  for (Index k = 1; k < K; ++k) H += G[static_cast<size_t>(k)];
+  H.diagonal() += pb.pen;
+#pragma omp parallel num_threads(nt)
+  {
+    FoldScratch w;
+#pragma omp for schedule(dynamic, 1)
+    for (Index k = 0; k < K; ++k) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        interrupt::check();
+        w.HS = H - G[static_cast<size_t>(k)];
+        w.r = r[static_cast<size_t>(k)];
+        downdated_step<Loss>(pb, cols, q1, k, groups[static_cast<size_t>(k)],
+                             offset[static_cast<size_t>(k)], st.beta, w, out.predictions,
+                             out.losses);
+      });
+    }
+  }
+  guard.rethrow();
+  return out;
+}
+
 template <class Loss>
 KFoldOutput approx_impl(const Problem& pb, FitState& st, const SampleSets& groups, int n_threads) {
   const Index n = pb.n(), off = pb.intercept ? 1 : 0;
   const auto offset = check_sets(groups, n);
   const Index K = static_cast<Index>(groups.size());
+  if (foldwise_end<Loss>(pb, groups)) return foldwise_impl<Loss>(pb, st, groups, offset, n_threads);
   fresh_factor<Loss>(pb, st, n_threads);
   const Columns cols = st.columns();
   const Index q1 = (cols.all() ? pb.X.p : cols.size) + off;
@@ -319,6 +420,39 @@ KFoldOutput exact_impl(const Problem& pb, const FitState& st, const SampleSets& 
 }
 
 }  // namespace
+
+bool foldwise_end_sizes(bool constant_curvature, bool has_l1, Index p1, const Index* sizes,
+                        Index K) {
+  if (constant_curvature || has_l1 || K < 1) return false;
+  if (double(K) * double(p1) * double(p1) * sizeof(double) > kFoldBlocksBudget) return false;
+  for (Index k = 0; k < K; ++k) {
+    if (sizes[k] < 1 || kfold_use_woodbury(sizes[k], p1)) return false;
+  }
+  return true;
+}
+
+bool foldwise_end_sizes(LossKind loss, bool has_l1, Index p1, const Index* sizes, Index K) {
+  return dispatch_loss(loss, [&](auto L) {
+    return foldwise_end_sizes(decltype(L)::constant_curvature, has_l1, p1, sizes, K);
+  });
+}
+
+bool holdout_foldwise_end(const Problem& pb, LossKind loss, const SampleSets& sets) {
+  return dispatch_loss(loss, [&](auto L) { return foldwise_end<decltype(L)>(pb, sets); });
+}
+
+bool kfold_foldwise_end(const Problem& pb, LossKind loss, const int* fold, Index K) {
+  if (K < 2) return false;
+  for (Index i = 0; i < pb.n(); ++i) {
+    if (fold[i] < 0 || fold[i] >= K) return false;  // kfold_approx reports it
+  }
+  SampleSets sets(static_cast<size_t>(K));
+  for (Index i = 0; i < pb.n(); ++i) sets[static_cast<size_t>(fold[i])].push_back(i);
+  for (const auto& S : sets) {
+    if (S.empty()) return false;
+  }
+  return holdout_foldwise_end(pb, loss, sets);
+}
 
 KFoldOutput holdout_approx(const Problem& pb, LossKind loss, FitState& st, const SampleSets& sets,
                            int n_threads) {

@@ -76,6 +76,7 @@ def kfold(
     l1: _F64 | None = None,
     offset: _F64 | None = None,
 ) -> dict[str, Any]: ...
+def kfold_foldwise_end(loss: _Loss, p1: int, has_l1: bool, sizes: NDArray[np.int64]) -> bool: ...
 def holdout(
     X: _Design,
     y: _F64,

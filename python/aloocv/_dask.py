@@ -1819,8 +1819,14 @@ def kfold(
             check_fold_class_counts(counts["zeros"], counts["ones"])
         except ValueError as e:
             raise ValueError(relabel_folds(str(e), labels)) from None
+    # as in memory: the fit ends on the Hessian at beta, or (the fold-wise end) that
+    # Hessian is summed from the folds' blocks, which the downdates take anyway
+    has_l1 = data.l1 is not None and bool(np.max(data.l1, initial=0.0) > 0.0)
+    foldwise = method == "alo" and _core.kfold_foldwise_end(
+        data.loss.core, data.p1, has_l1, np.bincount(idx, minlength=K).astype(np.int64)
+    )
     t0 = time.perf_counter()
-    st = _solve_fit(data, tol, max_iter, fresh_end=method == "alo")  # as in memory
+    st = _solve_fit(data, tol, max_iter, fresh_end=method == "alo" and not foldwise)
     fitres = _fit_result(data, st)
     from ._fit import _warn_not_converged
 
@@ -1840,9 +1846,15 @@ def kfold(
             for (x, y, w, o), fb in zip(blocks, fblocks)
         ]
         red = _compute(_tree(parts))
+        H = st.H
+        if foldwise:  # the Hessian at beta: the folds' blocks (in fold order) + the penalty
+            H = red["H"][:, :, 0].copy()
+            for k in range(1, K):
+                H += red["H"][:, :, k]
+            H[np.diag_indices_from(H)] += np.concatenate([np.zeros(off1), data.pen])
         B = np.repeat(st.beta[:, None], K, axis=1)  # inactive features stay at zero
         for k in range(K):
-            Hk = st.H - red["H"][:, :, k]
+            Hk = H - red["H"][:, :, k]
             try:
                 Lk = np.linalg.cholesky(Hk)
             except np.linalg.LinAlgError:

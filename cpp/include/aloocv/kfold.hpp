@@ -15,6 +15,12 @@
 //  - p x p: beta~_S = beta_hat + H_{-S}^{-1} X~_S^T g_S, eta~_S = X~_S beta~_S, with H_{-S}
 //    formed by a SYRK of the fold's rows and factored. Cost O(q p^2 + p^3).
 //
+// When every fold takes the p x p form and the folds partition the samples (a smooth
+// problem of a loss whose curvature varies), H itself is summed from the folds' blocks
+// X~_S^T D_S X~_S at beta_hat (the fold-wise end): one pass over the rows gives H and every
+// H_{-S}, so the fit need not end on a fresh Hessian of its own (FitOptions::fresh_end off:
+// holdout_foldwise_end, kfold_foldwise_end), and the fit's factor is not used.
+//
 // Each fold takes the cheaper form (q x q when q^2 p + q^3 / 3 < p^3 / 3, i.e. q below
 // about p / 2): many small folds (leave-q-out, n_folds = n) cost O(n p^2 + n q^2) in
 // all, a few large ones O(n p^2 + K p^3). Both are exact for quadratic objectives.
@@ -52,6 +58,19 @@ using SampleSets = std::vector<std::vector<Index>>;
 
 KFoldOutput holdout_approx(const Problem& pb, LossKind loss, FitState& st, const SampleSets& sets,
                            int n_threads);
+// Whether holdout_approx / kfold_approx take the fold-wise end for these sets: then the fit
+// they are given need not end on the Hessian at beta (FitOptions::fresh_end may be off).
+bool holdout_foldwise_end(const Problem& pb, LossKind loss, const SampleSets& sets);
+// The rule for the K sets of a partition of the samples with these sizes: a loss whose
+// curvature varies (for a constant one the fit's factor is at beta_hat already), no L1
+// term, every set in the p x p form (kfold_use_woodbury false), and the K blocks of
+// p1 x p1 doubles within kFoldBlocksBudget bytes. The dask route (a p x p step per fold
+// from the folds' blocks) asks it too, so that its fit is the in-memory one.
+constexpr double kFoldBlocksBudget = 128.0 * 1024 * 1024;
+bool foldwise_end_sizes(bool constant_curvature, bool has_l1, Index p1, const Index* sizes,
+                        Index K);
+bool foldwise_end_sizes(LossKind loss, bool has_l1, Index p1, const Index* sizes, Index K);
+bool kfold_foldwise_end(const Problem& pb, LossKind loss, const int* fold, Index K);
 KFoldOutput holdout_exact(const Problem& pb, LossKind loss, const FitState& st,
                           const SampleSets& sets, const FitOptions& opt);
 
