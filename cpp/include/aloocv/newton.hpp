@@ -134,7 +134,7 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
           Eigen::Map<Vec> gb(g + i0, m);
           pb.X.with_rows(i0, i1, [&](const auto& M) {
             Eigen::Map<Vec> x(xs.data() + i0, m);
-            x.noalias() = M * theta;
+            if (!block_gemv(M, false, theta.data(), 0.0, x.data())) x.noalias() = M * theta;
             x.array() += b;
             double fsum = 0.0;
             for (Index k = 0; k < m; ++k) {
@@ -152,7 +152,9 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
               gb[k] = w * v.d1;
               d[i] = w * v.d2;
             }
-            acc_theta.noalias() += M.transpose() * gb;
+            if (!block_gemv(M, true, gb.data(), 1.0, acc + off)) {
+              acc_theta.noalias() += M.transpose() * gb;
+            }
             if (off) acc[0] += gb.sum();
             acc[p1] += fsum;
           });
