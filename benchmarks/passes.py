@@ -50,9 +50,15 @@ def breakdown(X: np.ndarray, y: np.ndarray, args: tuple, r: dict, a: argparse.Na
         tv = _cpu(lambda: X @ beta[1:])
         tg = _cpu(lambda: X.T @ g)
         ta = _cpu(lambda: _core.loo(*args, "alo", a.tol, 100, 1, beta, False))
+        tf = _cpu(lambda: _core.fit(*args, a.tol, 100, 1))
     print(f"CPU s, one thread: Hessian pass {th:.4f}  X v {tv:.4f}  X^T g {tg:.4f}")
     lev = ta - th - tv - tg
     print(f"  ALO at the returned coefficients {ta:.4f}: leverage pass about {lev:.4f}")
+    # one O(n p) step of the fit (X~ step, the loss and its derivatives, X~^T g in one
+    # fused pass), derived: the fit's CPU time less its Hessian passes, per O(n p) pass
+    f = _core.fit(*args, a.tol, 100, 1)
+    step = (tf - f["hessian_passes"] * th) / max(1, f["matvec_passes"])
+    print(f"  fit {tf:.4f}: one O(n p) step about {step:.4f} (numpy X v + X^T g {tv + tg:.4f})")
 
 
 def main() -> None:

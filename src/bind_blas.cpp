@@ -33,14 +33,17 @@ void bind_blas(py::module_& m) {
         if (caps.contains("dtrmm")) {
           t.trmm = reinterpret_cast<blas::dtrsm_t*>(capsule_pointer(caps, "dtrmm"));
         }
+        if (caps.contains("dgemv")) {
+          t.gemv = reinterpret_cast<blas::dgemv_t*>(capsule_pointer(caps, "dgemv"));
+        }
         if (caps.contains("ssyrk")) {
           t.ssyrk = reinterpret_cast<blas::ssyrk_t*>(capsule_pointer(caps, "ssyrk"));
         }
         blas::set_table(t);
       },
       py::arg("capsules"),
-      "Registers dsyrk, dtrsm, dgemm (BLAS), dpotrf (LAPACK) and optionally dtrmm and ssyrk "
-      "(float32 designs) from a dict of PyCapsules holding Fortran-ABI function pointers "
+      "Registers dsyrk, dtrsm, dgemm (BLAS), dpotrf (LAPACK) and optionally dtrmm, dgemv and "
+      "ssyrk (float32 designs) from a dict of PyCapsules holding Fortran-ABI function pointers "
       "(scipy.linalg.cython_blas / cython_lapack).");
   m.def("use_blas", &blas::set_enabled, py::arg("enabled"),
         "Switches between the registered BLAS and the built-in Eigen kernels.");

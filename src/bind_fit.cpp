@@ -62,7 +62,7 @@ void bind_fit(py::module_& m) {
 
   m.def(
       "loss_eval",
-      [](const py::object& loss, const py::array& y, const py::array& eta) {
+      [](const py::object& loss, const py::array& y, const py::array& eta, bool fused) {
         const Index n = y.ndim() == 1 ? y.shape(0) : -1;
         const double* yp = vector_ptr(y, n, "y");
         const double* ep = vector_ptr(eta, n, "eta");
@@ -73,9 +73,16 @@ void bind_fit(py::module_& m) {
         dispatch_loss(kind, [&](auto L) {
           using Loss = decltype(L);
           for (Index i = 0; i < n; ++i) {
-            v[i] = Loss::value(yp[i], ep[i], lp);
-            g[i] = Loss::d1(yp[i], ep[i], lp);
-            h[i] = Loss::d2(yp[i], ep[i], lp);
+            if (fused) {
+              const LossEval e = aloocv::detail::loss_eval<Loss>(yp[i], ep[i], lp, true);
+              v[i] = e.value;
+              g[i] = e.d1;
+              h[i] = e.d2;
+            } else {
+              v[i] = Loss::value(yp[i], ep[i], lp);
+              g[i] = Loss::d1(yp[i], ep[i], lp);
+              h[i] = Loss::d2(yp[i], ep[i], lp);
+            }
             h3[i] = Loss::d3(yp[i], ep[i], lp);
             h4[i] = Loss::d4(yp[i], ep[i], lp);
             mu[i] = Loss::mean(ep[i], lp);
@@ -84,8 +91,10 @@ void bind_fit(py::module_& m) {
         return py::make_tuple(to_numpy(v), to_numpy(g), to_numpy(h), to_numpy(h3), to_numpy(h4),
                               to_numpy(mu));
       },
-      py::arg("loss"), py::arg("y"), py::arg("eta"),
-      "Per-sample loss value, its derivatives 1..4 in eta and the mean (inverse link).");
+      py::arg("loss"), py::arg("y"), py::arg("eta"), py::arg("fused") = false,
+      "Per-sample loss value, its derivatives 1..4 in eta and the mean (inverse link). With "
+      "fused, the value and derivatives 1, 2 come from the one evaluation that Newton steps "
+      "use (Loss::eval where the loss has one).");
 
   m.def(
       "loss_valid",

@@ -187,3 +187,84 @@ def test_python_registry_mirrors_the_core(name):
     np.testing.assert_allclose(loss.mean(eta), core_mean, rtol=1e-14)
     with pytest.raises(ValueError, match=f"outside the domain of the {name} loss"):
         loss.check_y(np.array([0.5, np.inf]))
+
+
+def _fused_case(name, rng, m):
+    """(loss, y, reference l', reference l'' as functions of eta) for the fused test."""
+    zeros = rng.gamma(2.0, 1.0, m)
+    zeros[: m // 4] = 0.0
+    positive = rng.gamma(2.0, 1.0, m)
+
+    def tweedie(p, y):
+        def d12(eta):
+            a, b = 1.0 - p, 2.0 - p
+            ya = y * np.exp(a * eta)
+            return -ya + np.exp(b * eta), -a * ya + b * np.exp(b * eta)
+
+        return aloocv.Tweedie(power=p), y, d12
+
+    def sig(eta):
+        return 0.5 * (1.0 + np.tanh(0.5 * eta))
+
+    if name == "logistic":
+        y = rng.integers(0, 2, m).astype(float)
+        return "logistic", y, lambda e: (sig(e) - y, sig(e) * sig(-e))
+    if name == "binomial":
+        y = rng.random(m)
+        return "binomial", y, lambda e: (sig(e) - y, sig(e) * sig(-e))
+    if name == "poisson":
+        y = zeros
+        return "poisson", y, lambda e: (np.exp(e) - y, np.exp(e))
+    if name == "gamma":
+        y = positive
+        return "gamma", y, lambda e: (1.0 - y * np.exp(-e), y * np.exp(-e))
+    if name == "squared":
+        y = rng.standard_normal(m)
+        return "squared", y, lambda e: (e - y, np.ones_like(e))
+    if name == "huber":
+        y = 2.0 * rng.standard_normal(m)
+        return (
+            aloocv.Huber(delta=0.7),
+            y,
+            lambda e: (np.clip(e - y, -0.7, 0.7), (np.abs(y - e) <= 0.7).astype(float)),
+        )
+    p = {"tweedie<2": 1.5, "tweedie>2": 2.6, "tweedie=1": 1.0, "tweedie=2": 2.0}[name]
+    return tweedie(p, zeros if p < 2.0 else positive)
+
+
+FUSED = [
+    "logistic",
+    "binomial",
+    "poisson",
+    "gamma",
+    "squared",
+    "huber",
+    "tweedie<2",
+    "tweedie>2",
+    "tweedie=1",
+    "tweedie=2",
+]
+
+
+@pytest.mark.parametrize("name", FUSED)
+def test_fused_evaluation_equals_the_separate_functions_bitwise(name):
+    # Newton steps evaluate value, l' and l'' of a row at once (Loss::eval: one exp); the
+    # results must be the separate functions' bit for bit (fits unchanged), y = 0 and
+    # linear predictors far out in both tails included.
+    rng = np.random.default_rng(11)
+    m = 200
+    loss, y_bulk, d12 = _fused_case(name, rng, m)
+    core = aloocv.losses.get_loss(loss).core
+    eta_bulk = rng.uniform(-3, 3, m)
+    tails = np.array([-40.0, -700.0, 0.0, 35.0, 700.0])
+    eta = np.r_[eta_bulk, tails]
+    y = np.r_[y_bulk, y_bulk[-5:]]
+    sep = _core.loss_eval(core, y, eta)
+    fus = _core.loss_eval(core, y, eta, fused=True)
+    with np.errstate(invalid="ignore"):
+        for k in range(3):
+            np.testing.assert_array_equal(fus[k], sep[k], err_msg=f"{name}: output {k}")
+    # and the independent formulas of l' and l'' in the bulk
+    g, h = d12(eta_bulk)
+    np.testing.assert_allclose(fus[1][:m], g, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(fus[2][:m], h, rtol=1e-12, atol=1e-12)

@@ -89,6 +89,21 @@ bool trmm_lower(Index n, Index m, const double* T, Index ldt, double* B, Index l
   return true;
 }
 
+bool has_gemv() { return enabled() && g_table.gemv != nullptr; }
+
+bool gemv(bool trans, Index m, Index n, double alpha, const double* A, Index lda, const double* x,
+          double beta, double* y) {
+  if (!has_gemv() || !fits_int(m) || !fits_int(n) || !fits_int(lda) || m == 0 || n == 0 ||
+      lda < m) {
+    return false;
+  }
+  char tr = trans ? 'T' : 'N';
+  int im = static_cast<int>(m), in = static_cast<int>(n), ilda = static_cast<int>(lda), one = 1;
+  g_table.gemv(&tr, &im, &in, &alpha, const_cast<double*>(A), &ilda, const_cast<double*>(x), &one,
+               &beta, y, &one);
+  return true;
+}
+
 void gemm(Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,
           double* C, Index ldc) {
   if (m == 0 || n == 0) return;

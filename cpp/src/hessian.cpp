@@ -23,7 +23,9 @@ void linear_predictor(const Design& X, const double* beta, bool intercept, doubl
       const Index i0 = blk * B, i1 = std::min(X.n, i0 + B);
       Eigen::Map<Vec> out(eta + i0, i1 - i0);
       X.for_row_blocks(i0, i1, [&](const auto& M, Index a) {
-        Eigen::Map<Vec>(eta + a, M.rows()).noalias() = M * theta;
+        if (!block_gemv(M, false, theta.data(), 0.0, eta + a)) {
+          Eigen::Map<Vec>(eta + a, M.rows()).noalias() = M * theta;
+        }
       });
       out.array() += b;
     });
@@ -49,10 +51,12 @@ void gradient(const Design& X, const double* r, bool intercept, double* out, int
       bool first = true;
       X.for_row_blocks(i0, i1, [&](const auto& M, Index a) {
         Eigen::Map<const Vec> rb(r + a, M.rows());
-        if (first) {
-          acc.tail(X.p).noalias() = M.transpose() * rb;
-        } else {
-          acc.tail(X.p).noalias() += M.transpose() * rb;
+        if (!block_gemv(M, true, rb.data(), first ? 0.0 : 1.0, acc.data() + off)) {
+          if (first) {
+            acc.tail(X.p).noalias() = M.transpose() * rb;
+          } else {
+            acc.tail(X.p).noalias() += M.transpose() * rb;
+          }
         }
         first = false;
       });

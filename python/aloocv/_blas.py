@@ -35,6 +35,7 @@ def register() -> bool:
         "dtrsm": cython_blas.__pyx_capi__["dtrsm"],
         "dgemm": cython_blas.__pyx_capi__["dgemm"],
         "dtrmm": cython_blas.__pyx_capi__["dtrmm"],
+        "dgemv": cython_blas.__pyx_capi__["dgemv"],
         "ssyrk": cython_blas.__pyx_capi__["ssyrk"],
         "dpotrf": cython_lapack.__pyx_capi__["dpotrf"],
     }

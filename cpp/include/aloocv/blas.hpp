@@ -15,6 +15,8 @@ using dpotrf_t = void(char*, int*, double*, int*, int*);
 using ssyrk_t = void(char*, char*, int*, int*, float*, float*, int*, float*, float*, int*);
 using dgemm_t = void(char*, char*, int*, int*, int*, double*, double*, int*, double*, int*, double*,
                      double*, int*);
+using dgemv_t = void(char*, int*, int*, double*, double*, int*, double*, int*, double*, double*,
+                     int*);
 
 struct Table {
   dsyrk_t* syrk = nullptr;
@@ -23,6 +25,7 @@ struct Table {
   dgemm_t* gemm = nullptr;
   ssyrk_t* ssyrk = nullptr;  // optional: float32 designs (see syrk_lower_f32)
   dtrsm_t* trmm = nullptr;   // optional: dtrmm (same signature as dtrsm; see trmm_lower)
+  dgemv_t* gemv = nullptr;   // optional: dgemv (see gemv)
 };
 
 void set_table(const Table& t);
@@ -48,6 +51,14 @@ void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index l
 // formed once: DTRMM runs at the speed of DSYRK, DTRSM at less than half of it.
 bool has_trmm();  // registered and enabled
 bool trmm_lower(Index n, Index m, const double* T, Index ldt, double* B, Index ldb);
+
+// y (m or n) = alpha op(A) x + beta y with A m x n column-major (leading dimension lda),
+// op(A) = A or A^T (trans), through the registered DGEMV; false (y untouched) when none
+// is registered or enabled. The row-block products of a Newton step (design.hpp:
+// block_gemv): OpenBLAS's runtime-dispatched GEMV is faster than Eigen's portable one.
+bool has_gemv();  // registered and enabled
+bool gemv(bool trans, Index m, Index n, double alpha, const double* A, Index lda, const double* x,
+          double beta, double* y);
 
 // C (m x n) = A (m x k) B (k x n), all column-major with leading dimensions.
 void gemm(Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,

@@ -5,7 +5,12 @@
 // valid, value, d1, d2, d3, d4, mean, init_intercept; every function takes the runtime
 // LossParams, which parameter-free losses ignore) and add one line to
 // ALOOCV_FOR_EACH_LOSS. A static_assert checks that the struct provides them all;
-// everything else (enum, dispatch, Python names) follows.
+// everything else (enum, dispatch, Python names) follows. A loss whose value, l' and l''
+// share costly terms (an exp) may also provide
+//   static LossEval eval(double y, double eta, const LossParams&, bool with_value)
+// that computes them from one evaluation of those terms, bitwise equal to value, d1 and
+// d2 (the value only when with_value; 0 otherwise); detail::loss_eval falls back to the
+// three calls.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +24,11 @@
 #include "common.hpp"
 
 namespace aloocv {
+
+// The value (when asked for), l' and l'' of a loss at one eta (Loss::eval, loss_eval).
+struct LossEval {
+  double value = 0.0, d1 = 0.0, d2 = 0.0;
+};
 
 // Runtime parameters of the parametrized losses (stored in Problem; the parameter-free
 // losses ignore them).
@@ -79,6 +89,15 @@ struct Logistic {
     const double s = detail::sigmoid(eta);
     return d2(y, eta, lp) * (1.0 - 6.0 * s * (1.0 - s));
   }
+  // one exp(-|eta|) for softplus, sigmoid and s (1 - s)
+  static LossEval eval(double y, double eta, const LossParams&, bool with_value) {
+    const double e = std::exp(-std::abs(eta));
+    LossEval r;
+    if (with_value) r.value = (eta > 0 ? eta : 0.0) + std::log1p(e) - y * eta;
+    r.d1 = (eta >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e)) - y;
+    r.d2 = e / ((1.0 + e) * (1.0 + e));
+    return r;
+  }
   static double mean(double eta, const LossParams&) { return detail::sigmoid(eta); }
   static double init_intercept(double ybar, const LossParams&) {
     const double q = std::min(std::max(ybar, 1e-6), 1.0 - 1e-6);
@@ -107,6 +126,14 @@ struct Poisson {
   static double d2(double, double eta, const LossParams&) { return std::exp(eta); }
   static double d3(double, double eta, const LossParams&) { return std::exp(eta); }
   static double d4(double, double eta, const LossParams&) { return std::exp(eta); }
+  static LossEval eval(double y, double eta, const LossParams&, bool with_value) {
+    const double m = std::exp(eta);
+    LossEval r;
+    if (with_value) r.value = m - y * eta + std::lgamma(y + 1.0);
+    r.d1 = m - y;
+    r.d2 = m;
+    return r;
+  }
   static double mean(double eta, const LossParams&) { return std::exp(eta); }
   static double init_intercept(double ybar, const LossParams&) {
     return std::log(std::max(ybar, detail::kMinLogMean));
@@ -126,6 +153,14 @@ struct Gamma {
   static double d2(double y, double eta, const LossParams&) { return y * std::exp(-eta); }
   static double d3(double y, double eta, const LossParams&) { return -y * std::exp(-eta); }
   static double d4(double y, double eta, const LossParams&) { return y * std::exp(-eta); }
+  static LossEval eval(double y, double eta, const LossParams&, bool with_value) {
+    const double e = std::exp(-eta);
+    LossEval r;
+    if (with_value) r.value = y * e + eta - std::log(y) - 1.0;
+    r.d1 = 1.0 - y * e;
+    r.d2 = y * e;
+    return r;
+  }
   static double mean(double eta, const LossParams&) { return std::exp(eta); }
   static double init_intercept(double ybar, const LossParams&) {
     return std::log(std::max(ybar, detail::kMinLogMean));
@@ -163,6 +198,26 @@ struct Tweedie {
   static double d2(double y, double eta, const LossParams& lp) { return dk(y, eta, lp.power, 2); }
   static double d3(double y, double eta, const LossParams& lp) { return dk(y, eta, lp.power, 3); }
   static double d4(double y, double eta, const LossParams& lp) { return dk(y, eta, lp.power, 4); }
+  // exp(a eta) and exp(b eta) once (dk with k = 1, 2: pow(a, 0) = 1, pow(a, 1) = a exactly)
+  static LossEval eval(double y, double eta, const LossParams& lp, bool with_value) {
+    const double p = lp.power, a = 1.0 - p, b = 2.0 - p;
+    const double ea = std::exp(a * eta), eb = std::exp(b * eta);
+    const double ya = y == 0.0 ? 0.0 : y * ea;
+    LossEval r;
+    if (with_value) {
+      if (p == 1.0) {
+        r.value = (y > 0.0 ? y * (std::log(y) - eta) : 0.0) - y + eb;
+      } else if (p == 2.0) {
+        r.value = eta - std::log(y) + y * ea - 1.0;
+      } else {
+        const double y_term = y > 0.0 ? std::pow(y, b) / (a * b) : 0.0;
+        r.value = y_term - y * ea / a + eb / b;
+      }
+    }
+    r.d1 = -ya + eb;
+    r.d2 = -a * ya + b * eb;
+    return r;
+  }
   static double mean(double eta, const LossParams&) { return std::exp(eta); }
   static double init_intercept(double ybar, const LossParams&) {
     return std::log(std::max(ybar, detail::kMinLogMean));
@@ -193,6 +248,31 @@ struct Huber {
   static double mean(double eta, const LossParams&) { return eta; }
   static double init_intercept(double ybar, const LossParams&) { return ybar; }
 };
+
+namespace detail {
+// Whether Loss provides eval (see the file comment).
+template <class L, class = void>
+struct has_eval : std::false_type {};
+template <class L>
+struct has_eval<L, std::void_t<std::enable_if_t<
+                       std::is_same_v<decltype(L::eval(0.0, 0.0, LossParams{}, true)), LossEval>>>>
+    : std::true_type {};
+
+// value (when with_value), l' and l'' at eta: Loss::eval where the loss has one, else the
+// three functions.
+template <class Loss>
+inline LossEval loss_eval(double y, double eta, const LossParams& lp, bool with_value) {
+  if constexpr (has_eval<Loss>::value) {
+    return Loss::eval(y, eta, lp, with_value);
+  } else {
+    LossEval r;
+    if (with_value) r.value = Loss::value(y, eta, lp);
+    r.d1 = Loss::d1(y, eta, lp);
+    r.d2 = Loss::d2(y, eta, lp);
+    return r;
+  }
+}
+}  // namespace detail
 
 // Compile-time check (detection idiom) that a loss provides the whole concept.
 template <class R, class T>

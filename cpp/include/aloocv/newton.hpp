@@ -35,8 +35,14 @@ void derivatives(const Problem& pb, const double* eta, double* g, double* d, int
 #pragma omp parallel for schedule(static) num_threads(threads_for(n_threads, 16.0 * double(pb.n())))
   for (Index i = 0; i < pb.n(); ++i) {
     const double w = (i == skip) ? 0.0 : pb.weight(i);
-    g[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], eta[i], pb.lp);
-    if (d) d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], eta[i], pb.lp);
+    if (w == 0.0) {
+      g[i] = 0.0;
+      if (d) d[i] = 0.0;
+      continue;
+    }
+    const LossEval v = loss_eval<Loss>(pb.y[i], eta[i], pb.lp, false);
+    g[i] = w * v.d1;
+    if (d) d[i] = w * v.d2;
   }
 }
 
@@ -97,12 +103,13 @@ double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Ve
 }
 
 // The full Newton step in one pass over X: xs = X~ step, eta_new = eta + xs, and, at
-// eta_new, gX = X~^T (w l') and the summed loss (returned). Each row block is read
-// once for both products while it is in cache; fixed chunks make the sums
-// independent of the thread count.
+// eta_new, g = w l', d = w l'' (n each, zero at `skip`), gX = X~^T g and the summed loss
+// (returned). Each row block is read once for both products while it is in cache, and
+// each row's loss is evaluated once (loss_eval: one exp for value, l' and l''); fixed
+// chunks make the sums independent of the thread count.
 template <class Loss>
 double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_new, Vec& xs,
-                  Vec& gX, int n_threads, Index skip = -1) {
+                  Vec& gX, double* g, double* d, int n_threads, Index skip = -1) {
   const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0, p1 = p + off;
   const int nt = threads_for(n_threads, 4.0 * double(n) * double(p1));
   const Partition part{n, reduction_chunks(n, p1 + 1, nt, 1024)};
@@ -115,7 +122,6 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
 #pragma omp parallel num_threads(nt)
   {
     interrupt::Share share(ictx);
-    Vec gb;
 #pragma omp for schedule(dynamic, 1)
     for (Index c = 0; c < part.chunks; ++c) {
       if (guard.failed()) continue;
@@ -125,10 +131,10 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
         Eigen::Map<Vec> acc_theta(acc + off, p);
         for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
           const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
-          gb.resize(m);
+          Eigen::Map<Vec> gb(g + i0, m);
           pb.X.with_rows(i0, i1, [&](const auto& M) {
             Eigen::Map<Vec> x(xs.data() + i0, m);
-            x.noalias() = M * theta;
+            if (!block_gemv(M, false, theta.data(), 0.0, x.data())) x.noalias() = M * theta;
             x.array() += b;
             double fsum = 0.0;
             for (Index k = 0; k < m; ++k) {
@@ -138,12 +144,17 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
               const double w = i == skip ? 0.0 : pb.weight(i);
               if (w == 0.0) {
                 gb[k] = 0.0;
+                d[i] = 0.0;
                 continue;
               }
-              fsum += w * Loss::value(pb.y[i], e, pb.lp);
-              gb[k] = w * Loss::d1(pb.y[i], e, pb.lp);
+              const LossEval v = loss_eval<Loss>(pb.y[i], e, pb.lp, true);
+              fsum += w * v.value;
+              gb[k] = w * v.d1;
+              d[i] = w * v.d2;
             }
-            acc_theta.noalias() += M.transpose() * gb;
+            if (!block_gemv(M, true, gb.data(), 1.0, acc + off)) {
+              acc_theta.noalias() += M.transpose() * gb;
+            }
             if (off) acc[0] += gb.sum();
             acc[p1] += fsum;
           });
@@ -164,12 +175,16 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
 // Moves st along the Newton direction `step` (decrement dec): the full step is tried
 // in one fused pass (the common case); otherwise Armijo backtracking. On success beta,
 // eta, f, the gradient st.grad and the derivatives g, d at the new point are updated
-// and the step length is returned; 0 when no decrease was found (st unchanged).
+// and the step length is returned; 0 when no decrease was found (st, g, d unchanged).
+// eta_try, g_try, d_try (n each) are work space: the full step's point and derivatives.
 template <class Loss>
 double newton_move(const Problem& pb, FitState& st, const Vec& step, double dec, double& f, Vec& xs,
-                   Vec& eta_try, Vec& g, Vec& d, int nt, Index skip = -1) {
+                   Vec& eta_try, Vec& g, Vec& d, Vec& g_try, Vec& d_try, int nt, Index skip = -1) {
   Vec gX;
-  const double floss = fused_step<Loss>(pb, step, st.eta, eta_try, xs, gX, nt, skip);
+  g_try.resize(pb.n());
+  d_try.resize(pb.n());
+  const double floss =
+      fused_step<Loss>(pb, step, st.eta, eta_try, xs, gX, g_try.data(), d_try.data(), nt, skip);
   const Vec b1 = st.beta + step;
   const double f1 = floss + 0.5 * pb.pen.dot(b1.cwiseAbs2());
   if (std::isfinite(f1) && (tiny_decrease(dec, f) || f1 <= f - kArmijo * dec)) {
@@ -182,7 +197,8 @@ double newton_move(const Problem& pb, FitState& st, const Vec& step, double dec,
           "the gradient is not finite (overflow of the loss at extreme linear predictors); "
           "rescale X or increase the penalty");
     }
-    derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt, skip);
+    g.swap(g_try);
+    d.swap(d_try);
     return 1.0;
   }
   double f_try = f;
@@ -281,7 +297,8 @@ class GlmModel {
     if (!(dec > 0.0)) return 0.0;  // a zero gradient (or no descent): nothing to gain
     Vec g0;
     if (secant_.on()) g0 = st_.grad;
-    const double t = newton_move<Loss>(pb_, st_, step, dec, f_, xs_, eta_try_, g_, d_, nt_, skip_);
+    const double t = newton_move<Loss>(pb_, st_, step, dec, f_, xs_, eta_try_, g_, d_, g_try_,
+                                       d_try_, nt_, skip_);
     if (t > 0.0 && secant_.on()) secant_.add(t * step, st_.grad - g0);
     // the fused step reads X once; a backtracked step adds the gradient's pass
     st_.matvec_passes += (t == 1.0) ? 1 : 2;
@@ -331,7 +348,7 @@ class GlmModel {
   bool exact_ = false;
   double f_ = 0.0;
   double last_move_ = std::numeric_limits<double>::infinity();
-  Vec g_, d_, xs_, eta_try_, H_;
+  Vec g_, d_, xs_, eta_try_, g_try_, d_try_, H_;
   SecantChord secant_;
 };
 
