@@ -40,7 +40,18 @@ CASES = {
     ),
 }
 
-CHILD = """
+# The children handle SIGINT as a fresh interpreter does, whatever the disposition or
+# mask they inherit from the test process (an ignored or blocked SIGINT is inherited
+# through fork/exec; Python then never raises KeyboardInterrupt, and interrupt_main
+# does nothing).
+SIGINT_AS_PYTHON = (
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])"
+)
+
+CHILD = (
+    SIGINT_AS_PYTHON
+    + """
 import sys, time
 import numpy as np
 import aloocv
@@ -54,6 +65,7 @@ except KeyboardInterrupt:
     sys.exit(3)
 print("finished", time.time(), flush=True)
 """
+)
 
 
 def run_and_interrupt(setup: str, call: str, delay: float = 0.5) -> tuple[int, float]:
@@ -87,7 +99,7 @@ def test_sigint_raises_keyboard_interrupt_within_a_second(case):
 
 def test_process_usable_after_an_interrupt():
     """A KeyboardInterrupt inside one call leaves the module in a clean state."""
-    code = textwrap.dedent(
+    code = SIGINT_AS_PYTHON + textwrap.dedent(
         """
         import _thread, threading, numpy as np, aloocv
         rng = np.random.default_rng(0)
