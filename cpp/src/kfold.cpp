@@ -88,6 +88,26 @@ struct FoldScratch {
   Cholesky chol;
 };
 
+// body(k, w) for every fold k on nt OpenMP threads, each thread with its own scratch w;
+// the first exception (an interrupt included) stops the other folds and is rethrown here.
+template <class Body>
+void for_each_fold(Index K, int nt, Body&& body) {
+  ExceptionCatcher guard;
+#pragma omp parallel num_threads(nt)
+  {
+    FoldScratch w;
+#pragma omp for schedule(dynamic, 1)
+    for (Index k = 0; k < K; ++k) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        interrupt::check();
+        body(k, w);
+      });
+    }
+  }
+  guard.rethrow();
+}
+
 // q x q (Woodbury) form for the fold S: writes eta~ and the losses of its samples.
 template <class Loss>
 void woodbury_fold(const Problem& pb, const FitState& st, const Columns& cols, Index q1, Index k,
@@ -256,44 +276,22 @@ KFoldOutput foldwise_impl(const Problem& pb, FitState& st, const SampleSets& gro
   KFoldOutput out;
   out.losses.resize(offset.back());
   out.predictions.resize(offset.back());
-  ExceptionCatcher guard;
-#pragma omp parallel num_threads(nt)
-  {
-    FoldScratch w;
-#pragma omp for schedule(dynamic, 1)
-    for (Index k = 0; k < K; ++k) {
-      if (guard.failed()) continue;
-      guard.run([&] {
-        interrupt::check();
-        Mat& Gk = G[static_cast<size_t>(k)];
-        Gk.setZero(q1, q1);  // SYRK writes the lower triangle
-        fold_blocks<Loss>(pb, st, cols, q1, groups[static_cast<size_t>(k)], w, Gk.data(),
-                          r[static_cast<size_t>(k)]);
-      });
-    }
-  }
-  guard.rethrow();
+  for_each_fold(K, nt, [&](Index k, FoldScratch& w) {
+    Mat& Gk = G[static_cast<size_t>(k)];
+    Gk.setZero(q1, q1);  // SYRK writes the lower triangle
+    fold_blocks<Loss>(pb, st, cols, q1, groups[static_cast<size_t>(k)], w, Gk.data(),
+                      r[static_cast<size_t>(k)]);
+  });
   // H at beta_hat (lower triangle), summed in fold order: the same for any thread count
   Mat H = G[0];
   for (Index k = 1; k < K; ++k) H += G[static_cast<size_t>(k)];
   H.diagonal() += pb.pen;
-#pragma omp parallel num_threads(nt)
-  {
-    FoldScratch w;
-#pragma omp for schedule(dynamic, 1)
-    for (Index k = 0; k < K; ++k) {
-      if (guard.failed()) continue;
-      guard.run([&] {
-        interrupt::check();
-        w.HS = H - G[static_cast<size_t>(k)];
-        w.r = r[static_cast<size_t>(k)];
-        downdated_step<Loss>(pb, cols, q1, k, groups[static_cast<size_t>(k)],
-                             offset[static_cast<size_t>(k)], st.beta, w, out.predictions,
-                             out.losses);
-      });
-    }
-  }
-  guard.rethrow();
+  for_each_fold(K, nt, [&](Index k, FoldScratch& w) {
+    w.HS = H - G[static_cast<size_t>(k)];
+    w.r = r[static_cast<size_t>(k)];
+    downdated_step<Loss>(pb, cols, q1, k, groups[static_cast<size_t>(k)],
+                         offset[static_cast<size_t>(k)], st.beta, w, out.predictions, out.losses);
+  });
   return out;
 }
 
@@ -333,26 +331,15 @@ KFoldOutput approx_impl(const Problem& pb, FitState& st, const SampleSets& group
   out.losses.resize(offset.back());
   out.predictions.resize(offset.back());
   const int nt = static_cast<int>(std::min<Index>(threads_for(n_threads, work), K));
-  ExceptionCatcher guard;
-#pragma omp parallel num_threads(nt)
-  {
-    FoldScratch w;
-#pragma omp for schedule(dynamic, 1)
-    for (Index k = 0; k < K; ++k) {
-      if (guard.failed()) continue;
-      guard.run([&] {
-        interrupt::check();
-        const auto& S = groups[static_cast<size_t>(k)];
-        const Index pos = offset[static_cast<size_t>(k)];
-        if (small[static_cast<size_t>(k)]) {
-          woodbury_fold<Loss>(pb, st, cols, q1, k, S, pos, w, out.predictions, out.losses);
-        } else {
-          downdate_fold<Loss>(pb, st, cols, q1, k, S, pos, H, bq, w, out.predictions, out.losses);
-        }
-      });
+  for_each_fold(K, nt, [&](Index k, FoldScratch& w) {
+    const auto& S = groups[static_cast<size_t>(k)];
+    const Index pos = offset[static_cast<size_t>(k)];
+    if (small[static_cast<size_t>(k)]) {
+      woodbury_fold<Loss>(pb, st, cols, q1, k, S, pos, w, out.predictions, out.losses);
+    } else {
+      downdate_fold<Loss>(pb, st, cols, q1, k, S, pos, H, bq, w, out.predictions, out.losses);
     }
-  }
-  guard.rethrow();
+  });
   return out;
 }
 
