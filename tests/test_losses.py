@@ -130,6 +130,20 @@ def test_values_match_independent_formulas(loss):
     np.testing.assert_allclose(v, loss_value(loss, y, eta), rtol=1e-13, atol=1e-13)
 
 
+def test_poisson_log_factorial_table_matches_gammaln():
+    # log(y!) of the Poisson loss comes from a table for integer y below 256 and from
+    # lgamma elsewhere: both sides of the boundary, fractions, 0 and large counts.
+    from scipy.special import gammaln
+
+    y = np.r_[np.arange(0.0, 260.0), 254.5, 255.5, 256.0 - 1e-13, 0.25, 1e-300, 1e6, 3.5e7]
+    eta = np.linspace(-2.0, 2.0, y.size)
+    v = _core.loss_eval("poisson", y, eta)[0]
+    ref = np.exp(eta) - y * eta + gammaln(y + 1.0)
+    np.testing.assert_allclose(v, ref, rtol=1e-14, atol=1e-13)
+    # the fused evaluation of the Newton steps reads the same table
+    np.testing.assert_array_equal(_core.loss_eval("poisson", y, eta, fused=True)[0], v)
+
+
 def test_derivatives_match_finite_differences(loss):
     rng = np.random.default_rng(2)
     y = _y_for(loss, 40, rng)

@@ -46,6 +46,25 @@ void derivatives(const Problem& pb, const double* eta, double* g, double* d, int
   }
 }
 
+// derivatives() and objective() in one O(n) loop (one evaluation of the loss per sample;
+// the same per-sample terms and summation order as objective(), so the same value).
+template <class Loss>
+double derivatives_objective(const Problem& pb, const double* eta, double* g, double* d,
+                             const Vec& beta, int n_threads, Index skip = -1) {
+  const double f = parallel_sum(pb.n(), n_threads, [&](Index i) {
+    const double w = (i == skip) ? 0.0 : pb.weight(i);
+    if (w == 0.0) {
+      g[i] = d[i] = 0.0;
+      return 0.0;
+    }
+    const LossEval v = loss_eval<Loss>(pb.y[i], eta[i], pb.lp, true);
+    g[i] = w * v.d1;
+    d[i] = w * v.d2;
+    return w * v.value;
+  });
+  return f + 0.5 * pb.pen.dot(beta.cwiseAbs2()) + pb.l1_norm(beta);
+}
+
 // grad = X~^T g + pen .* beta
 inline void full_gradient(const Problem& pb, const double* g, const Vec& beta, Vec& grad,
                           int n_threads) {
@@ -253,13 +272,12 @@ class GlmModel {
     d_.resize(n);
     xs_.resize(n);
     eta_try_.resize(n);
-    derivatives<Loss>(pb, st.eta.data(), g_.data(), d_.data(), nt_, skip_);
+    f_ = derivatives_objective<Loss>(pb, st.eta.data(), g_.data(), d_.data(), st.beta, nt_, skip_);
     if (!have_grad) {
       full_gradient(pb, g_.data(), st.beta, st.grad, nt_);
       ++st.matvec_passes;
     }
     st.grad_pen = pb.pen;
-    f_ = detail::objective<Loss>(pb, st.eta.data(), st.beta, nt_, skip_);
   }
 
   double gnorm() const { return st_.grad.cwiseAbs().maxCoeff(); }
