@@ -60,8 +60,8 @@ def main() -> None:
     ours.fit(X, Y)
     t_ours = time.perf_counter() - t
     print(
-        f"ALORidgeCV  {t_ours:8.2f} s   (spectral filters: {sc['rank']} band GEMMs costing "
-        f"{sc['passes']:.1f} full ones, for {a.alphas} alphas)",
+        f"ALORidgeCV  {t_ours:8.2f} s   (spectral filters: {sc.rank} band GEMMs costing "
+        f"{sc.passes:.1f} full ones, for {a.alphas} alphas)",
         flush=True,
     )
     with threadpool_limits(a.threads):

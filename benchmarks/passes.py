@@ -38,13 +38,15 @@ def _cpu(f, k: int = 3) -> float:
     return float(np.median(ts))
 
 
-def breakdown(X: np.ndarray, y: np.ndarray, args: tuple, r: dict, a: argparse.Namespace) -> None:
+def breakdown(
+    X: np.ndarray, y: np.ndarray, args: tuple, r: _core.LooResult, a: argparse.Namespace
+) -> None:
     """Unit costs of the passes (see the module docstring), single-threaded."""
     from threadpoolctl import threadpool_limits
 
-    beta = np.r_[r["intercept"], r["coef"]]
+    beta = np.r_[r.intercept, r.coef]
     with threadpool_limits(1):
-        mu = 1.0 / (1.0 + np.exp(-(X @ r["coef"] + r["intercept"])))
+        mu = 1.0 / (1.0 + np.exp(-(X @ r.coef + r.intercept)))
         d, g = mu * (1.0 - mu), mu - y
         th = _cpu(lambda: _core.hessian(X, d, True, 1))
         tv = _cpu(lambda: X @ beta[1:])
@@ -57,7 +59,7 @@ def breakdown(X: np.ndarray, y: np.ndarray, args: tuple, r: dict, a: argparse.Na
     # one O(n p) step of the fit (X~ step, the loss and its derivatives, X~^T g in one
     # fused pass), derived: the fit's CPU time less its Hessian passes, per O(n p) pass
     f = _core.fit(*args, a.tol, 100, 1)
-    step = (tf - f["hessian_passes"] * th) / max(1, f["matvec_passes"])
+    step = (tf - f.hessian_passes * th) / max(1, f.matvec_passes)
     print(f"  fit {tf:.4f}: one O(n p) step about {step:.4f} (numpy X v + X^T g {tv + tg:.4f})")
 
 
@@ -74,10 +76,10 @@ def main() -> None:
     pen = np.full(a.p, a.lam)
     args = (X, y, None, "logistic", pen, True)
 
-    def fit() -> dict:
+    def fit() -> _core.FitResult:
         return _core.fit(*args, a.tol, 100, a.n_jobs)
 
-    def loo() -> dict:
+    def loo() -> _core.LooResult:
         return _core.loo(*args, "alo", a.tol, 100, a.n_jobs)
 
     fit()  # warm up
@@ -89,15 +91,15 @@ def main() -> None:
     tf, tl = t1 - t0, t2 - t1
     print(f"logistic n={a.n} p={a.p} lam={a.lam:g} tol={a.tol:g} n_jobs={a.n_jobs}")
     print(
-        f"fit : {tf:7.3f} s  n_iter {f['n_iter']:3d}  hessian passes {f['hessian_passes']}"
-        f"  O(np) passes {f['matvec_passes']}"
+        f"fit : {tf:7.3f} s  n_iter {f.n_iter:3d}  hessian passes {f.hessian_passes}"
+        f"  O(np) passes {f.matvec_passes}"
     )
     print(
-        f"loo : {tl:7.3f} s  n_iter {r['n_iter']:3d}  hessian passes {r['hessian_passes']}"
-        f"  O(np) passes {r['matvec_passes']} (+1 leverage pass)"
+        f"loo : {tl:7.3f} s  n_iter {r.n_iter:3d}  hessian passes {r.hessian_passes}"
+        f"  O(np) passes {r.matvec_passes} (+1 leverage pass)"
     )
     print(f"loo incl. fit / fit = {tl / tf:.2f} (target <= 1.2)")
-    print(f"max |coef diff| = {np.max(np.abs(f['coef'] - r['coef'])):.1e}")
+    print(f"max |coef diff| = {np.max(np.abs(f.coef - r.coef)):.1e}")
     if a.breakdown:
         breakdown(X, y, args, r, a)
 
@@ -111,7 +113,7 @@ def main() -> None:
         ts.set_penalty(np.full(a.p, lam))
         out = ts.fit()
         ts.alo(False)
-        rows.append((lam, out["n_iter"], out["hessian_passes"]))
+        rows.append((lam, out.n_iter, out.hessian_passes))
     tp = time.perf_counter() - t0
     print(f"path of {len(lams)} penalties, fit + ALO each: {tp:.3f} s = {tp / tf:.2f} fits")
     for lam, it, hp in rows:

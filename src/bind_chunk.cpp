@@ -6,6 +6,7 @@
 #include "aloocv/enet.hpp"
 #include "arrays.hpp"
 #include "release.hpp"
+#include "results.hpp"
 
 namespace aloocv::bind {
 
@@ -46,12 +47,12 @@ void bind_chunk(py::module_& m) {
         run_released([&] {
           s = chunk_sums(pb, kind, b, hessian, check, n_threads, st ? &*st : nullptr, clip);
         });
-        py::dict out;
-        out["loss"] = s.loss;
-        out["weight"] = s.weight;
-        out["grad"] = to_numpy(s.grad);
-        out["hess"] = hessian ? py::object(square(s.hess, pb.p1())) : py::object(py::none());
-        out["step_max"] = s.step_max;
+        ChunkSumsOut out;
+        out.loss = s.loss;
+        out.weight = s.weight;
+        out.grad = to_numpy(s.grad);
+        if (hessian) out.hess = square(s.hess, pb.p1());
+        out.step_max = py::float_(s.step_max);
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
@@ -75,14 +76,16 @@ void bind_chunk(py::module_& m) {
         const LooMethod meth = loo_method_from_name(method);
         ChunkLoo r;
         run_released([&] { r = chunk_loo(pb, kind, b, Hm, meth, gradient, inv_sw, n_threads); });
-        py::dict out;
-        out["eta"] = to_numpy(r.eta);
-        out["losses"] = to_numpy(r.res.losses);
-        out["predictions"] = to_numpy(r.res.predictions);
-        out["leverages"] = to_numpy(r.res.leverages);
-        out["downdate"] = to_numpy(r.res.den);
-        out["r"] = gradient ? py::object(to_numpy(r.r)) : py::object(py::none());
-        out["S"] = gradient ? py::object(square(r.S, p1)) : py::object(py::none());
+        ChunkLooOut out;
+        out.eta = move_to_numpy(std::move(r.eta));
+        out.losses = move_to_numpy(std::move(r.res.losses));
+        out.predictions = move_to_numpy(std::move(r.res.predictions));
+        out.leverages = move_to_numpy(std::move(r.res.leverages));
+        out.downdate = move_to_numpy(std::move(r.res.den));
+        if (gradient) {
+          out.r = to_numpy(r.r);
+          out.S = square(r.S, p1);
+        }
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
@@ -146,14 +149,14 @@ void bind_chunk(py::module_& m) {
         const int* hc = int32_ptr(hess_cols, m, "hess_cols");
         ChunkRefits r;
         run_released([&] { r = chunk_refits(pb, kind, b, ex, hc, m, n_threads); });
-        py::dict out;
-        out["loss"] = to_numpy(r.loss);
+        ChunkRefitsOut out;
+        out.loss = to_numpy(r.loss);
         py::array_t<double, py::array::f_style> G({p1, B});
         std::copy(r.grad.data(), r.grad.data() + r.grad.size(), G.mutable_data());
-        out["grad"] = G;
+        out.grad = G;
         py::array_t<double, py::array::f_style> H({p1, p1, m});
         std::copy(r.hess.data(), r.hess.data() + r.hess.size(), H.mutable_data());
-        out["hess"] = H;
+        out.hess = H;
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),

@@ -3,24 +3,9 @@
 
 #include "arrays.hpp"
 #include "release.hpp"
+#include "results.hpp"
 
 namespace aloocv::bind {
-
-py::dict state_to_dict(const FitState& st, bool intercept) {
-  py::dict out;
-  const Index off = intercept ? 1 : 0;
-  out["coef"] = to_numpy(st.beta.tail(st.beta.size() - off));
-  out["intercept"] = intercept ? st.beta[0] : 0.0;
-  out["n_iter"] = st.n_iter;
-  out["converged"] = st.converged;
-  out["objective"] = st.objective;
-  out["grad_norm"] = st.grad_norm;
-  out["hessian_passes"] = st.hessian_passes;
-  out["matvec_passes"] = st.matvec_passes;
-  out["fused_end_fallbacks"] = st.fused_end_fallbacks;
-  out["stale_eta"] = st.stale_eta;
-  return out;
-}
 
 void bind_fit(py::module_& m) {
   m.def("loss_names", &loss_names, "Names of the registered losses.");
@@ -39,7 +24,7 @@ void bind_fit(py::module_& m) {
         if (beta0) b0 = to_vec(*beta0, pb.p1(), "beta0");
         FitState st;
         run_released([&] { st = fit(pb, kind, opt, b0 ? &*b0 : nullptr); });
-        return state_to_dict(st, intercept);
+        return fit_out(st, intercept);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"),

@@ -7,10 +7,27 @@
 #include "aloocv/newton.hpp"
 #include "arrays.hpp"
 #include "release.hpp"
+#include "results.hpp"
 
 namespace aloocv::bind {
 
-py::dict state_to_dict(const FitState& st, bool intercept);
+namespace {
+
+// t_fit: wall time of the full fit; t_folds: of the fold downdates or refits.
+KFoldOut kfold_out(const FitState& st, bool intercept, KFoldOutput& res, double t_fit,
+                   double t_folds) {
+  KFoldOut out;
+  fill_fit(out, st, intercept);
+  out.losses = move_to_numpy(std::move(res.losses));
+  out.predictions = move_to_numpy(std::move(res.predictions));
+  out.n_not_converged = res.n_not_converged;
+  out.n_woodbury = res.n_woodbury;
+  out.seconds_fit = t_fit;
+  out.seconds_folds = t_folds;
+  return out;
+}
+
+}  // namespace
 
 void bind_kfold(py::module_& m) {
   m.def(
@@ -43,14 +60,7 @@ void bind_kfold(py::module_& m) {
           t_fit = std::chrono::duration<double>(t1 - t0).count();
           t_folds = std::chrono::duration<double>(clock::now() - t1).count();
         });
-        py::dict out = state_to_dict(st, intercept);
-        out["losses"] = to_numpy(res.losses);
-        out["predictions"] = to_numpy(res.predictions);
-        out["n_not_converged"] = res.n_not_converged;
-        out["n_woodbury"] = res.n_woodbury;
-        out["seconds_fit"] = t_fit;      // wall time of the full fit
-        out["seconds_folds"] = t_folds;  // of the fold downdates or refits
-        return out;
+        return kfold_out(st, intercept, res, t_fit, t_folds);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("folds"), py::arg("n_folds"), py::arg("method"),
@@ -117,14 +127,7 @@ void bind_kfold(py::module_& m) {
           t_fit = std::chrono::duration<double>(t1 - t0).count();
           t_folds = std::chrono::duration<double>(clock::now() - t1).count();
         });
-        py::dict out = state_to_dict(st, intercept);
-        out["losses"] = to_numpy(res.losses);
-        out["predictions"] = to_numpy(res.predictions);
-        out["n_not_converged"] = res.n_not_converged;
-        out["n_woodbury"] = res.n_woodbury;
-        out["seconds_fit"] = t_fit;
-        out["seconds_folds"] = t_folds;
-        return out;
+        return kfold_out(st, intercept, res, t_fit, t_folds);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::arg("fit_intercept"), py::arg("indices"), py::arg("indptr"), py::arg("method"),

@@ -330,9 +330,9 @@ def test_chunk_sums_step_and_clipped_hessian():
     for clip in (False, True):
         out = _core.chunk_sums(X, y, w, loss, True, beta, True, True, 1, off, step, clip)
         dd = np.maximum(d, 0.0) if clip else d
-        close_rel(out["hess"], Xt.T @ (dd[:, None] * Xt), 1e-12)
-        close_rel(out["step_max"], np.max(np.abs(Xt @ step)), 1e-14)
-    assert _core.chunk_sums(X, y, w, loss, True, beta, False, False, 1, off)["step_max"] == 0.0
+        close_rel(out.hess, Xt.T @ (dd[:, None] * Xt), 1e-12)
+        close_rel(out.step_max, np.max(np.abs(Xt @ step)), 1e-14)
+    assert _core.chunk_sums(X, y, w, loss, True, beta, False, False, 1, off).step_max == 0.0
 
 
 def test_indefinite_hessian_takes_the_clipped_one():
@@ -388,18 +388,18 @@ def test_chunk_sums_one_read_kernel_against_numpy(intercept):
     mu = 1.0 / (1.0 + np.exp(-eta))
     loss = np.sum(w * (np.logaddexp(0.0, eta) - y * eta))
     out = _core.chunk_sums(X, y, w, "logistic", intercept, beta, True, True, 1, off, step)
-    close_rel(out["loss"], loss, 1e-13)
-    close_rel(out["weight"], w.sum(), 1e-14)
-    close_rel(out["grad"], Xt.T @ (w * (mu - y)), 1e-12)
-    close_rel(out["hess"], Xt.T @ ((w * mu * (1 - mu))[:, None] * Xt), 1e-12)
-    close_rel(out["step_max"], np.max(np.abs(Xt @ step)), 1e-14)
+    close_rel(out.loss, loss, 1e-13)
+    close_rel(out.weight, w.sum(), 1e-14)
+    close_rel(out.grad, Xt.T @ (w * (mu - y)), 1e-12)
+    close_rel(out.hess, Xt.T @ ((w * mu * (1 - mu))[:, None] * Xt), 1e-12)
+    close_rel(out.step_max, np.max(np.abs(Xt @ step)), 1e-14)
     # the sums do not depend on the number of threads (fixed reduction chunks)
     two = _core.chunk_sums(X, y, w, "logistic", intercept, beta, True, True, 2, off, step)
     for k in ("loss", "grad", "hess", "step_max"):
-        np.testing.assert_array_equal(two[k], out[k])
+        np.testing.assert_array_equal(getattr(two, k), getattr(out, k))
     # an empty chunk: zero sums
     e = _core.chunk_sums(X[:0], y[:0], w[:0], "logistic", intercept, beta, True, False, 1, off[:0])
-    assert e["loss"] == 0.0 and not np.any(e["grad"]) and not np.any(e["hess"])
+    assert e.loss == 0.0 and not np.any(e.grad) and not np.any(e.hess)
 
 
 def test_bad_chunks_report_the_first_bad_row(sync):

@@ -76,12 +76,12 @@ def test_chunk_sums_against_numpy():
         for b in range(K):
             c = w * mu[:, a] * ((a == b) - mu[:, b])
             H[a * p1 : (a + 1) * p1, b * p1 : (b + 1) * p1] = Xt.T @ (c[:, None] * Xt)
-    assert out["loss"] == pytest.approx(loss, rel=1e-13)
-    close_abs(out["grad"], grad, 1e-12)
-    close_abs(out["hess"], H, 1e-12)
-    assert out["weight"] == pytest.approx(w.sum())
+    assert out.loss == pytest.approx(loss, rel=1e-13)
+    close_abs(out.grad, grad, 1e-12)
+    close_abs(out.hess, H, 1e-12)
+    assert out.weight == pytest.approx(w.sum())
     no_h = _core.multinomial_chunk_sums(X, y.astype(float), w, K, np.ones(3), True, beta, False, 1)
-    assert no_h["hess"] is None
+    assert no_h.hess is None
 
 
 def numpy_mn_source(X, y, w, K, calls):

@@ -364,7 +364,7 @@ def test_minibatch_after_l1_refit_uses_hessian_at_beta():
         core_design(X), y, None, "logistic", np.full(p, lam), True, 1e-3, 100, 1, np.full(p, 2.0)
     )
     f = state.fit()
-    b = np.r_[f["intercept"], f["coef"]]
+    b = np.r_[f.intercept, f.coef]
     acv, _, _ = state.sample_gradient(np.arange(n))
     A = np.r_[0, np.flatnonzero(b[1:]) + 1]
     Xa = np.column_stack([np.ones(n), X])[:, A]

@@ -108,8 +108,8 @@ def test_alo_is_the_downdated_newton_step_for_mixed_fold_sizes(loss):
         out = _core.kfold(
             X, y, w, loss, lam, True, folds.astype(np.int32), 5, "alo", 1e-12, 100, 1, None
         )
-    assert out["n_woodbury"] == 3
-    np.testing.assert_array_equal(out["predictions"], res.predictions)
+    assert out.n_woodbury == 3
+    np.testing.assert_array_equal(out.predictions, res.predictions)
 
 
 @pytest.mark.parametrize("loss", ["logistic", "poisson"])
@@ -163,8 +163,8 @@ def test_foldwise_end_is_the_downdated_newton_step_at_the_plain_fit(loss):
         out = _core.holdout(
             *args, np.concatenate(sets).astype(np.int32), ptr, "alo", 1e-9, 100, 1, None, off
         )
-    np.testing.assert_allclose(out["predictions"], ref[np.concatenate(sets)], rtol=1e-10)
-    assert out["hessian_passes"] == plain.hessian_passes_
+    np.testing.assert_allclose(out.predictions, ref[np.concatenate(sets)], rtol=1e-10)
+    assert out.hessian_passes == plain.hessian_passes_
     # overlapping sets (not a partition): the fit ends on its own Hessian at beta
     with _blas.single_threaded_blas():
         ov = _core.holdout(
@@ -178,7 +178,7 @@ def test_foldwise_end_is_the_downdated_newton_step_at_the_plain_fit(loss):
             None,
             off,
         )
-    np.testing.assert_allclose(ov["predictions"][:120], ref[np.r_[sets[0], sets[1]]], rtol=1e-6)
+    np.testing.assert_allclose(ov.predictions[:120], ref[np.r_[sets[0], sets[1]]], rtol=1e-6)
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2])

@@ -53,7 +53,7 @@ import math
 import operator
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -82,6 +82,9 @@ from ._validation import (
     n_threads,
     require_dask,
 )
+
+if TYPE_CHECKING:
+    from .tuning.objective import StateOutput
 
 __all__ = ["DaskTuneState", "fit", "is_dask_collection", "kfold", "loo"]
 
@@ -355,11 +358,11 @@ def _sums_task(
     offsum = float(0.0 if off is None else (off.sum() if w is None else off @ w))
     yrange = (float(y.min()), float(y.max())) if check and y.size else (np.inf, -np.inf)
     return {
-        "loss": out["loss"],
-        "weight": out["weight"],
-        "grad": out["grad"],
-        "hess": out["hess"],
-        "step_max": out["step_max"],
+        "loss": out.loss,
+        "weight": out.weight,
+        "grad": out.grad,
+        "hess": out.hess,
+        "step_max": out.step_max,
         "ysum": ysum,
         "offsum": offsum,
         "ymin": yrange[0],
@@ -798,18 +801,18 @@ def _solve_fit(
 
 
 def _fit_result(data: Data, st: _State):
-    from ._fit import _result
+    from ._fit import FitFields, _result
 
     off = int(data.fit_intercept)
-    out = {
-        "coef": st.beta[off:].copy(),
-        "intercept": float(st.beta[0]) if off else 0.0,
-        "n_iter": st.n_iter,
-        "converged": st.converged,
-        "objective": st.f,
-        "grad_norm": st.grad_norm,
-        "hessian_passes": st.hessian_passes,
-    }
+    out = FitFields(
+        coef=st.beta[off:].copy(),
+        intercept=float(st.beta[0]) if off else 0.0,
+        n_iter=st.n_iter,
+        converged=st.converged,
+        objective=st.f,
+        grad_norm=st.grad_norm,
+        hessian_passes=st.hessian_passes,
+    )
     return _result(out, data.loss, data.penalty, data.fit_intercept)
 
 
@@ -870,7 +873,17 @@ def _loo_task(x, y, w, off, loss, intercept, beta, H, method, gradient, inv_sw, 
     out = _core.chunk_loo(
         x, y, w, loss, intercept, beta, H, method, gradient, inv_sw, nt, offset=off
     )
-    return out
+    return _chunk_record(out)
+
+
+def _chunk_record(out: _core.ChunkLooResult) -> dict[str, Any]:
+    """A chunk's leave-one-out values (``_core.chunk_loo`` or
+    ``_core.multinomial_chunk_loo``) as the task's record: a dict, which the tasks
+    exchange (pickled between worker processes)."""
+    return {
+        k: getattr(out, k)
+        for k in ("eta", "losses", "predictions", "leverages", "downdate", "r", "S")
+    }
 
 
 def _loo_sums(out: dict, y, w, margin: bool) -> dict:
@@ -1294,7 +1307,7 @@ def _refits_task(x, y, w, off, loss, intercept, B, exclude, hess_cols, nt):
     B = np.asfortranarray(B, dtype=np.float64)
     if not B.flags.aligned:
         B = B.copy(order="F")
-    return _core.chunk_refits(
+    out = _core.chunk_refits(
         x,
         y,
         w,
@@ -1306,6 +1319,7 @@ def _refits_task(x, y, w, off, loss, intercept, B, exclude, hess_cols, nt):
         nt,
         offset=off,
     )
+    return {"loss": out.loss, "grad": out.grad, "hess": out.hess}  # a record that pickles
 
 
 def _refits_pass(data: Data, B: np.ndarray, rows: np.ndarray, hess_cols: list) -> dict:
@@ -1951,7 +1965,9 @@ class DaskTuneState:
             self._prev = self._st
             self.beta = self._st.beta.copy()
 
-    def alo(self, gradient: bool = True, kind: str = "exact") -> dict[str, Any]:
+    def alo(self, gradient: bool = True, kind: str = "exact") -> StateOutput:
+        from .tuning.objective import StateOutput
+
         if kind != "exact":
             raise ValueError("dask input has the exact hypergradient only (gradient='exact')")
         self.fit()
@@ -1961,27 +1977,26 @@ class DaskTuneState:
         keep = "persist" if _client() is not None else "lazy"
         outs, stats, hgrad, _ = _alo(self.data, beta, st.H, "alo", gradient, st.sw, keep, cols)
         off = int(self.data.fit_intercept)
-        out: dict[str, Any] = {
+        return StateOutput(
             # per sample: dask arrays with X's row chunks (held by the workers on a
             # distributed client, lazy without one); the mean and its standard error are
             # reduced on the workers
-            "losses": _per_sample(outs, self.data, "losses"),
-            "predictions": _per_sample(outs, self.data, "predictions"),
-            "leverages": _per_sample(outs, self.data, "leverages"),
-            "acv": float(stats[1]),
-            "stderr": _stderr(stats, self.data.n),
-            "coef": st.beta[off:].copy(),
-            "intercept": float(st.beta[0]) if off else 0.0,
-            "n_iter": st.n_iter,
-            "converged": st.converged,
-            "objective": st.f,
-            "grad_norm": st.grad_norm,
-        }
-        if hgrad is not None:
-            out["grad_l2"], out["grad_l1"] = hgrad
-        return out
+            losses=_per_sample(outs, self.data, "losses"),
+            predictions=_per_sample(outs, self.data, "predictions"),
+            leverages=_per_sample(outs, self.data, "leverages"),
+            acv=float(stats[1]),
+            stderr=_stderr(stats, self.data.n),
+            coef=st.beta[off:].copy(),
+            intercept=float(st.beta[0]) if off else 0.0,
+            n_iter=st.n_iter,
+            converged=st.converged,
+            objective=st.f,
+            grad_norm=st.grad_norm,
+            grad_l2=None if hgrad is None else hgrad[0],
+            grad_l1=None if hgrad is None else hgrad[1],
+        )
 
-    def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> dict[str, Any]:
+    def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> StateOutput:
         """Second derivatives by central differences of the exact gradient (as the
         multinomial state), along each parameter's direction ``(J2[:, k], J1[:, k])`` of
         the per-feature (l2, l1) weights, with a step of TANGENT_LOG_STEP in the log of the
@@ -2003,15 +2018,13 @@ class DaskTuneState:
                 self.set_penalty(pen + s * h * J2[:, k], l1 + s * h * J1[:, k])
                 self.set_beta(at)
                 o = self.alo(True)
-                g.append((o["grad_l2"], o["grad_l1"]))
+                g.append((o.grad_l2, o.grad_l1))
             T2[:, k] = (g[0][0] - g[1][0]) / (2.0 * h)
             T1[:, k] = (g[0][1] - g[1][1]) / (2.0 * h)
         self.set_penalty(pen, l1)
         self.set_beta(at)
         self.fit()
-        out["tangent_l2"] = T2
-        out["tangent_l1"] = T1
-        return out
+        return dataclasses.replace(out, tangent_l2=T2, tangent_l1=T1)
 
     def sample_gradient(self, *args: Any, **kwargs: Any) -> Any:
         raise ValueError("method='sgd' is not available for dask input; use 'gd' or 'auto'")

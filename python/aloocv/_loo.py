@@ -210,7 +210,7 @@ def _exact_subset(pb: dict[str, Any], beta: np.ndarray, idx: np.ndarray) -> tupl
             out = _core.dual(*args, True, beta, subset=idx, offset=pb["offset"])
         else:
             out = _core.loo(*args, beta, False, pb["l1"], False, subset=idx, offset=pb["offset"])
-    return out["losses"], int(out["n_not_converged"])
+    return out.losses, int(out.n_not_converged)
 
 
 def loo(
@@ -429,11 +429,11 @@ def loo(
             )
     check_finite_result(
         f"loo(method={method!r})",
-        coef=out["coef"],
-        intercept=out["intercept"],
-        losses=out["losses"],
-        predictions=out["predictions"],
-        leverages=out["leverages"],
+        coef=out.coef,
+        intercept=out.intercept,
+        losses=out.losses,
+        predictions=out.predictions,
+        leverages=out.leverages,
     )
     fitres = _result(out, loss, penalty, bool(fit_intercept))
     if loss == "logistic":
@@ -444,19 +444,19 @@ def loo(
         _warn_not_converged(fitres, tol, max_iter)
     else:
         _warn_given_coef(fitres.gradient_norm_, tol, stacklevel=2)
-    if out["n_not_converged"]:
+    if out.n_not_converged:
         warnings.warn(
-            f"exact LOO: {out['n_not_converged']} of {X.shape[0]} refits did not reach tol={tol:g}",
+            f"exact LOO: {out.n_not_converged} of {X.shape[0]} refits did not reach tol={tol:g}",
             ConvergenceWarning,
             stacklevel=2,
         )
     grad = None
     if return_gradient:
-        grad = penalty.chain(out["grad_l1"], out["grad_l2"])
-    downdate = out.get("downdate")
+        grad = penalty.chain(out.grad_l1, out.grad_l2)
+    downdate = out.downdate
     unreliable = unreliable_mask(downdate)
     warn_unreliable(unreliable, loss, l1 is not None and bool(np.any(l1 > 0)), stacklevel=2)
-    rcond = out.get("rcond") if method != "exact" else None
+    rcond = out.rcond if isinstance(out, _core.LooResult) and method != "exact" else None
     warn_ill_conditioned(rcond, stacklevel=2)
     problem = {
         "X": X,
@@ -474,9 +474,9 @@ def loo(
     }
     return LOOResult(
         gradient=grad,
-        losses=out["losses"],
-        predictions=out["predictions"],
-        leverages=out["leverages"],
+        losses=out.losses,
+        predictions=out.predictions,
+        leverages=out.leverages,
         method=method,
         fit=fitres,
         sample_weight=w,

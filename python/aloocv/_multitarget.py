@@ -207,7 +207,7 @@ def loo(
     with _blas.single_threaded_blas():
         sol = mr.solve(np.full(T, lam), True, n_threads(n_jobs))
         h = mr.leverages(lam)
-    pred = sol["predictions"]
+    pred = sol.predictions
     ww = np.ones(X.shape[0]) if w is None else w
     wh = (ww * h)[:, None]
     if method in ("alo", "exact"):
@@ -220,16 +220,14 @@ def loo(
             losses = 0.5 * (Y - pred) ** 2
         else:  # lemma3: l + l' w l' h / (1 - w h)
             losses = 0.5 * res**2 + res**2 * wh / (1.0 - wh)
-    check_finite_result(
-        f"loo(method={method!r})", coef=sol["coef"], losses=losses, predictions=pred
-    )
+    check_finite_result(f"loo(method={method!r})", coef=sol.coef, losses=losses, predictions=pred)
     return MultiTargetLOOResult(
         losses=losses,
         predictions=pred,
         leverages=None if method == "exact" else h,
         method=method,
-        coef=np.ascontiguousarray(sol["coef"].T),
-        intercept=sol["intercept"],
+        coef=np.ascontiguousarray(sol.coef.T),
+        intercept=sol.intercept,
         sample_weight=w,
     )
 
@@ -286,7 +284,7 @@ def kfold(
                     sol = mk.solve(np.full(T, lam), False, nt)
                 except ValueError as e:
                     raise ValueError(f"fold {_label(labels, k)}: {e}") from None
-                pred[out] = design_dot(X[out], sol["coef"]) + sol["intercept"]
+                pred[out] = design_dot(X[out], sol.coef) + sol.intercept
     losses = 0.5 * (Y - pred) ** 2
     check_finite_result(f"kfold(method={method!r})", losses=losses, predictions=pred)
     fold_means = np.stack([ww[idx == k] @ losses[idx == k] for k in range(K)]) / wsum[:, None]
@@ -302,8 +300,8 @@ def kfold(
         mean=mean,
         stderr=stderr,
         method=method,
-        coef=np.ascontiguousarray(full["coef"].T),
-        intercept=full["intercept"],
+        coef=np.ascontiguousarray(full.coef.T),
+        intercept=full.intercept,
         sample_weight=w,
         timings={"fit": t1 - t0, "folds": time.perf_counter() - t1},
     )
