@@ -54,7 +54,9 @@ def main() -> None:
         flush=True,
     )
     with _blas.single_threaded_blas():
-        sc = _core.MultiRidge(X, Y[:, :1], None, True, None, 1).scores(alphas, 1)
+        sc = _core.MultiRidge(
+            X, Y[:, :1], None, fit_intercept=True, penalty=None, n_threads=1
+        ).scores(alphas, 1)
     t = time.perf_counter()
     ours = aloocv.ALORidgeCV(alphas=alphas, alpha_per_target=True, n_jobs=a.threads)
     ours.fit(X, Y)

@@ -55,7 +55,7 @@ void bind_chunk(py::module_& m) {
         out.step_max = py::float_(s.step_max);
         return out;
       },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta"), py::arg("hessian"), py::arg("check"),
       py::arg("n_threads"), py::arg("offset") = py::none(), py::arg("step") = py::none(),
       py::arg("clip") = false,
@@ -88,7 +88,7 @@ void bind_chunk(py::module_& m) {
         }
         return out;
       },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta"), py::arg("H"), py::arg("method"),
       py::arg("gradient"), py::arg("inv_sw"), py::arg("n_threads"), py::arg("offset") = py::none(),
       "One chunk's closed-form leave-one-out values from the full penalized Hessian H at beta; "
@@ -107,7 +107,7 @@ void bind_chunk(py::module_& m) {
         run_released([&] { s = chunk_adjoint(pb, kind, b, Mm, n_threads); });
         return to_numpy(s);
       },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta"), py::arg("M"), py::arg("n_threads"),
       py::arg("offset") = py::none(),
       "One chunk's X~^T (w l''' q) with q_j = x~_j^T M x~_j (second hypergradient pass).");
@@ -130,7 +130,7 @@ void bind_chunk(py::module_& m) {
         std::copy(r.grad.data(), r.grad.data() + r.grad.size(), G.mutable_data());
         return py::make_tuple(H, G);
       },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta"), py::arg("fold"), py::arg("n_folds"),
       py::arg("n_threads"), py::arg("offset") = py::none(),
       "One chunk's per-fold X~_S^T D_S X~_S (p1, p1, K) and X~_S^T g_S (p1, K).");
@@ -159,7 +159,7 @@ void bind_chunk(py::module_& m) {
         out.hess = H;
         return out;
       },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta"), py::arg("exclude"), py::arg("hess_cols"),
       py::arg("n_threads"), py::arg("offset") = py::none(),
       "One chunk's sums for B leave-one-out refits at the columns of beta (p1, B), each without "

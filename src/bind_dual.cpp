@@ -73,9 +73,10 @@ void bind_dual(py::module_& m) {
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("n_threads"), py::arg("want_loo") = true, py::arg("beta") = py::none(),
-      py::arg("subset") = py::none(), py::arg("gradient") = false, py::arg("offset") = py::none(),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("method"), py::arg("tol"),
+      py::arg("max_iter"), py::arg("n_threads"), py::arg("want_loo") = true,
+      py::arg("beta") = py::none(), py::arg("subset") = py::none(), py::arg("gradient") = false,
+      py::arg("offset") = py::none(),
       "Fit (and LOO) through the n x n dual system: K = X P^{-1} X^T once, O(n^3) per step; "
       "a given beta is taken as the fit.");
 
@@ -110,7 +111,7 @@ void bind_dual(py::module_& m) {
         });
         return dual_out(r, LooMethod::ALO, true);
       },
-      py::arg("K"), py::arg("y"), py::arg("sample_weight"), py::arg("lam"),
+      py::arg("K"), py::arg("y"), py::arg("sample_weight"), py::arg("lam"), py::kw_only(),
       py::arg("fit_intercept"), "Exact LOO of kernel ridge regression from a kernel matrix.");
 }
 

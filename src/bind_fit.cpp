@@ -27,8 +27,9 @@ void bind_fit(py::module_& m) {
         return fit_out(st, intercept);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"),
-      py::arg("beta0") = py::none(), py::arg("l1") = py::none(), py::arg("offset") = py::none(),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"),
+      py::arg("n_threads"), py::arg("beta0") = py::none(), py::arg("l1") = py::none(),
+      py::arg("offset") = py::none(),
       "Damped Newton fit of an L2-penalized GLM; proximal Newton with an L1 term.");
 
   m.def(
@@ -42,7 +43,7 @@ void bind_fit(py::module_& m) {
         run_released([&] { hessian(v, dp, intercept, out, n_threads); });
         return H;
       },
-      py::arg("X"), py::arg("d"), py::arg("fit_intercept"), py::arg("n_threads"),
+      py::arg("X"), py::arg("d"), py::kw_only(), py::arg("fit_intercept"), py::arg("n_threads"),
       "X~^T diag(d) X~ accumulated in parallel row blocks (d of any sign).");
 
   m.def(
@@ -76,7 +77,7 @@ void bind_fit(py::module_& m) {
         return py::make_tuple(to_numpy(v), to_numpy(g), to_numpy(h), to_numpy(h3), to_numpy(h4),
                               to_numpy(mu));
       },
-      py::arg("loss"), py::arg("y"), py::arg("eta"), py::arg("fused") = false,
+      py::arg("loss"), py::arg("y"), py::arg("eta"), py::kw_only(), py::arg("fused") = false,
       "Per-sample loss value, its derivatives 1..4 in eta and the mean (inverse link). With "
       "fused, the value and derivatives 1, 2 come from the one evaluation that Newton steps "
       "use (Loss::eval where the loss has one).");

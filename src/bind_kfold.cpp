@@ -63,9 +63,9 @@ void bind_kfold(py::module_& m) {
         return kfold_out(st, intercept, res, t_fit, t_folds);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::arg("fit_intercept"), py::arg("folds"), py::arg("n_folds"), py::arg("method"),
-      py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"), py::arg("l1") = py::none(),
-      py::arg("offset") = py::none(),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("folds"), py::arg("n_folds"),
+      py::arg("method"), py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"),
+      py::arg("l1") = py::none(), py::arg("offset") = py::none(),
       "K-fold CV: one Newton step per fold on the exact fold-out Hessian, in the cheaper of "
       "the q x q Woodbury and p x p forms ('alo'), or refits ('exact').");
 
@@ -81,7 +81,7 @@ void bind_kfold(py::module_& m) {
         for (Index k = 0; k < K; ++k) sz[static_cast<size_t>(k)] = a.at(k);
         return foldwise_end_sizes(kind, has_l1, p1, sz.data(), K);
       },
-      py::arg("loss"), py::arg("p1"), py::arg("has_l1"), py::arg("sizes"),
+      py::arg("loss"), py::arg("p1"), py::kw_only(), py::arg("has_l1"), py::arg("sizes"),
       "Whether approximate K-fold with folds of these sizes (a partition of the samples) sums "
       "the Hessian at the fit from the folds' blocks, its fit then a plain one (no fresh "
       "Hessian at its end): the dask route asks, so that its fit is the in-memory one.");
@@ -130,9 +130,9 @@ void bind_kfold(py::module_& m) {
         return kfold_out(st, intercept, res, t_fit, t_folds);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::arg("fit_intercept"), py::arg("indices"), py::arg("indptr"), py::arg("method"),
-      py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"), py::arg("l1") = py::none(),
-      py::arg("offset") = py::none(),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("indices"), py::arg("indptr"),
+      py::arg("method"), py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"),
+      py::arg("l1") = py::none(), py::arg("offset") = py::none(),
       "Held-out sets (CSR: set k is indices[indptr[k]:indptr[k+1]]; they may overlap and need "
       "not cover the samples), each left out on its own as one K-fold fold; outputs are "
       "concatenated set after set.");

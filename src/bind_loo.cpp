@@ -41,7 +41,7 @@ void bind_loo(py::module_& m) {
         out.mu = to_numpy(sp.mu);
         return out;
       },
-      py::arg("X"), py::arg("Z"), py::arg("fit_intercept"), py::arg("n_threads"),
+      py::arg("X"), py::arg("Z"), py::kw_only(), py::arg("fit_intercept"), py::arg("n_threads"),
       "Eigendecomposition of X_c^T X_c and V^T X_c^T Z: ridge for many responses at once.");
 
   m.def(
@@ -63,7 +63,7 @@ void bind_loo(py::module_& m) {
         out.intercept = to_numpy(path.intercept);
         return out;
       },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("lambdas"),
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("lambdas"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("n_threads"),
       "Exact ridge LOO along a grid of scalar lambdas from one eigendecomposition.");
 
@@ -123,10 +123,11 @@ void bind_loo(py::module_& m) {
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false,
-      py::arg("l1") = py::none(), py::arg("gradient") = false, py::arg("gradient_kind") = "exact",
-      py::arg("subset") = py::none(), py::arg("offset") = py::none(),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("method"), py::arg("tol"),
+      py::arg("max_iter"), py::arg("n_threads"), py::arg("beta") = py::none(),
+      py::arg("refit") = false, py::arg("l1") = py::none(), py::arg("gradient") = false,
+      py::arg("gradient_kind") = "exact", py::arg("subset") = py::none(),
+      py::arg("offset") = py::none(),
       "Leave-one-out losses and predictions ('alo', 'if', 'lemma3', 'exact').");
 }
 

@@ -49,8 +49,8 @@ void bind_multi(py::module_& m) {
              run_released([&] { h->mr = multi_ridge(d, wp, intercept, yv, pp, n_threads); });
              return h;
            }),
-           py::arg("X"), py::arg("Y"), py::arg("sample_weight"), py::arg("fit_intercept"),
-           py::arg("penalty"), py::arg("n_threads"))
+           py::arg("X"), py::arg("Y"), py::arg("sample_weight"), py::kw_only(),
+           py::arg("fit_intercept"), py::arg("penalty"), py::arg("n_threads"))
       .def_property_readonly("n_targets", [](const MultiRidgeHandle& h) { return h.mr.T; })
       .def(
           "scores",
@@ -80,7 +80,7 @@ void bind_multi(py::module_& m) {
             if (predictions) out.predictions = move_to_numpy(std::move(sol.predictions));
             return out;
           },
-          py::arg("lambdas"), py::arg("predictions"), py::arg("n_threads"),
+          py::arg("lambdas"), py::kw_only(), py::arg("predictions"), py::arg("n_threads"),
           "Coefficients (p x T), intercepts and leave-one-out predictions (n x T) at one "
           "lambda per response.")
       .def(

@@ -72,8 +72,8 @@ void bind_multinomial(py::module_& m) {
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
-      py::arg("penalty"), py::arg("fit_intercept"), py::arg("beta"), py::arg("hessian"),
-      py::arg("n_threads"),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("beta"),
+      py::arg("hessian"), py::arg("n_threads"),
       "Sums of one row chunk of a multinomial problem at beta (class-major): loss, "
       "gradient and (with hessian) the unpenalized K p1 x K p1 Hessian; penalty is unused.");
 
@@ -120,7 +120,7 @@ void bind_multinomial(py::module_& m) {
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
-      py::arg("penalty"), py::arg("fit_intercept"), py::arg("beta"), py::arg("H"),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("H"),
       py::arg("method"), py::arg("n_threads"), py::arg("gradient") = false,
       py::arg("weight_sum") = 1.0,
       "Multinomial leave-one-out (alo, if or lemma3) of one row chunk given beta and the "
@@ -144,8 +144,8 @@ void bind_multinomial(py::module_& m) {
         return to_numpy(rho);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
-      py::arg("penalty"), py::arg("fit_intercept"), py::arg("beta"), py::arg("H"), py::arg("M"),
-      py::arg("weight_sum"), py::arg("n_threads"),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("H"),
+      py::arg("M"), py::arg("weight_sum"), py::arg("n_threads"),
       "The multinomial hypergradient's second accumulation over one row chunk: X~^T gamma "
       "given M = H^{-1} S H^{-1} (S summed over the chunks).");
 
@@ -165,8 +165,8 @@ void bind_multinomial(py::module_& m) {
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
-      py::arg("penalty"), py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("n_threads"), py::arg("beta0") = py::none(),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("tol"),
+      py::arg("max_iter"), py::arg("n_threads"), py::arg("beta0") = py::none(),
       "Damped Newton fit of an L2-penalized multinomial logistic regression.");
 
   m.def(
@@ -229,8 +229,8 @@ void bind_multinomial(py::module_& m) {
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
-      py::arg("penalty"), py::arg("fit_intercept"), py::arg("method"), py::arg("tol"),
-      py::arg("max_iter"), py::arg("n_threads"), py::arg("beta0") = py::none(),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("method"),
+      py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"), py::arg("beta0") = py::none(),
       py::arg("refit") = true, py::arg("return_gradient") = false, py::arg("subset") = py::none(),
       "Multinomial leave-one-out (alo, if, lemma3 or exact) with a K x K block per sample; "
       "refit=False evaluates at beta0 (bring your own fit); subset= (exact only): the "

@@ -110,9 +110,9 @@ void bind_sums(py::module_& m) {
         run_released([&] { r = sums_fit(src, kind, lam, intercept, b0, opt); });
         return r;
       },
-      py::arg("source"), py::arg("loss"), py::arg("penalty"), py::arg("fit_intercept"),
-      py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("fresh_end") = false, py::arg("previous_hessian") = py::none(),
+      py::arg("source"), py::arg("loss"), py::arg("penalty"), py::kw_only(),
+      py::arg("fit_intercept"), py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"),
+      py::arg("max_iter"), py::arg("fresh_end") = false, py::arg("previous_hessian") = py::none(),
       py::arg("secant") = false,
       "Damped Newton (the core's one driver) on a problem reached through its sums: "
       "source(beta, step, hessian, clip) returns (sum w l, X~^T (w l'), X~^T D X~ or None, "
@@ -137,9 +137,9 @@ void bind_sums(py::module_& m) {
         run_released([&] { r = mn_sums_fit(src, n_classes, lam, intercept, b0, opt); });
         return r;
       },
-      py::arg("source"), py::arg("n_classes"), py::arg("penalty"), py::arg("fit_intercept"),
-      py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("fresh_end") = false,
+      py::arg("source"), py::arg("n_classes"), py::arg("penalty"), py::kw_only(),
+      py::arg("fit_intercept"), py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"),
+      py::arg("max_iter"), py::arg("fresh_end") = false,
       "The multinomial fit (mn_fit's penalty with the gauge term, policy and stopping rule) "
       "on a problem reached through its sums (class-major beta of K p1 entries); the "
       "source is as sums_fit's (step and clip are not asked for).");
@@ -191,7 +191,7 @@ void bind_sums(py::module_& m) {
             [&] { r = enet_sums_fit(src, kind, lam, l1v, intercept, b0, weight_sum, opt); });
         return r;
       },
-      py::arg("source"), py::arg("loss"), py::arg("penalty"), py::arg("l1"),
+      py::arg("source"), py::arg("loss"), py::arg("penalty"), py::arg("l1"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"),
       py::arg("max_iter"),
       "The elastic-net fit (enet_fit's working-set proximal Newton, enet_drive) on a problem "

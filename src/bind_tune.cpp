@@ -151,16 +151,17 @@ void bind_tune(py::module_& m) {
                     const py::array&, bool, double, Index, int, const std::optional<py::array>&,
                     const std::optional<py::array>&, std::optional<py::array>>(),
            py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
-           py::arg("penalty"), py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"),
-           py::arg("n_threads"), py::arg("l1") = py::none(), py::arg("beta0") = py::none(),
-           py::arg("offset") = py::none())
+           py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("tol"),
+           py::arg("max_iter"), py::arg("n_threads"), py::arg("l1") = py::none(),
+           py::arg("beta0") = py::none(), py::arg("offset") = py::none())
       .def("set_penalty", &TuneState::set_penalty, py::arg("penalty"), py::arg("l1") = py::none())
       .def("set_beta", &TuneState::set_beta, py::arg("beta"),
            "Start the next fit from these coefficients (intercept first when fitted).")
       .def("fit", &TuneState::fit, "Fit to tol, warm-started from the current coefficients.")
-      .def("step", &TuneState::step, py::arg("refresh"),
+      .def("step", &TuneState::step, py::kw_only(), py::arg("refresh"),
            "One damped Newton step (stale factor unless refresh); returns the step length.")
-      .def("alo", &TuneState::alo, py::arg("gradient") = true, py::arg("gradient_kind") = "exact",
+      .def("alo", &TuneState::alo, py::kw_only(), py::arg("gradient") = true,
+           py::arg("gradient_kind") = "exact",
            "ALO at the current state, with the hypergradient ('exact' or the paper's).")
       .def("alo_tangents", &TuneState::alo_tangents, py::arg("d_l2"), py::arg("d_l1"),
            "ALO, its exact gradient and the gradient's directional derivatives.")

@@ -71,7 +71,17 @@ FIT_SCALARS = {
 def test_fit_result_is_the_sklearn_fit():
     X, y = make_data("logistic", 60, 4, seed=1)
     lam = 0.7
-    r = _core.fit(X, y, None, "logistic", np.full(4, lam), True, TOL, 100, 1)
+    r = _core.fit(
+        X,
+        y,
+        None,
+        "logistic",
+        np.full(4, lam),
+        fit_intercept=True,
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+    )
     _check_class(r, _core.FitResult, FIT_SCALARS, {"coef": (4,)})
     with threadpool_limits(1):
         coef, b = sklearn_glm("logistic", X, y, lam)
@@ -82,14 +92,35 @@ def test_fit_result_is_the_sklearn_fit():
     ref_obj = np.sum(loss_value("logistic", y, eta)) + 0.5 * lam * np.sum(r.coef**2)
     assert r.objective == pytest.approx(ref_obj, rel=1e-12)
     # no intercept: 0.0
-    r0 = _core.fit(X, y, None, "logistic", np.full(4, lam), False, TOL, 100, 1)
+    r0 = _core.fit(
+        X,
+        y,
+        None,
+        "logistic",
+        np.full(4, lam),
+        fit_intercept=False,
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+    )
     assert r0.intercept == 0.0
 
 
 def test_loo_result_exact_is_the_brute_force_refits():
     X, y = make_data("logistic", 30, 3, seed=2)
     lam = 1.0
-    r = _core.loo(X, y, None, "logistic", np.full(3, lam), True, "exact", TOL, 100, 1)
+    r = _core.loo(
+        X,
+        y,
+        None,
+        "logistic",
+        np.full(3, lam),
+        fit_intercept=True,
+        method="exact",
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+    )
     _check_class(
         r,
         _core.LooResult,
@@ -109,7 +140,19 @@ def test_loo_result_alo_is_press_for_ridge():
     # squared loss + L2: ALO is exact leave-one-out (Corollary 2), h_i the hat diagonal
     X, y = make_data("squared", 30, 3, seed=3)
     lam = np.array([0.5, 1.0, 2.0])
-    r = _core.loo(X, y, None, "squared", lam, True, "alo", TOL, 100, 1, gradient=True)
+    r = _core.loo(
+        X,
+        y,
+        None,
+        "squared",
+        lam,
+        fit_intercept=True,
+        method="alo",
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+        gradient=True,
+    )
     _check_class(
         r,
         _core.LooResult,
@@ -153,7 +196,9 @@ def test_loo_result_alo_is_press_for_ridge():
 def test_tune_state_results():
     X, y = make_data("logistic", 40, 3, seed=4)
     lam = np.full(3, 0.8)
-    ts = _core.TuneState(X, y, None, "logistic", lam, True, TOL, 100, 1)
+    ts = _core.TuneState(
+        X, y, None, "logistic", lam, fit_intercept=True, tol=TOL, max_iter=100, n_threads=1
+    )
     f = ts.fit()
     _check_class(f, _core.FitResult, FIT_SCALARS, {"coef": (3,)})
     with threadpool_limits(1):
@@ -162,7 +207,7 @@ def test_tune_state_results():
     s = ts.state()
     assert type(s) is _core.FitResult
     np.testing.assert_array_equal(s.coef, f.coef)
-    a = ts.alo(False)
+    a = ts.alo(gradient=False)
     _check_class(
         a,
         _core.LooResult,
@@ -170,7 +215,18 @@ def test_tune_state_results():
         {"losses": (40,), "predictions": (40,), "leverages": (40,), "downdate": (40,)},
         absent=("grad_l2", "grad_l1"),
     )
-    ref = _core.loo(X, y, None, "logistic", lam, True, "alo", TOL, 100, 1)
+    ref = _core.loo(
+        X,
+        y,
+        None,
+        "logistic",
+        lam,
+        fit_intercept=True,
+        method="alo",
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+    )
     np.testing.assert_allclose(a.predictions, ref.predictions, rtol=1e-9)
     # the tangents: directional derivatives of the exact gradient, against central
     # differences of the gradient along each direction
@@ -194,7 +250,17 @@ def test_tune_state_results():
 
     def grad_l2(pen):
         return _core.loo(
-            X, y, None, "logistic", pen, True, "alo", TOL, 100, 1, gradient=True
+            X,
+            y,
+            None,
+            "logistic",
+            pen,
+            fit_intercept=True,
+            method="alo",
+            tol=TOL,
+            max_iter=100,
+            n_threads=1,
+            gradient=True,
         ).grad_l2
 
     for k in range(2):
@@ -206,7 +272,20 @@ def test_kfold_and_holdout_results_are_the_fold_refits():
     X, y = make_data("squared", 36, 3, seed=5)
     lam = np.full(3, 1.5)
     folds = np.arange(36, dtype=np.int32) % 4
-    r = _core.kfold(X, y, None, "squared", lam, True, folds, 4, "exact", TOL, 100, 1)
+    r = _core.kfold(
+        X,
+        y,
+        None,
+        "squared",
+        lam,
+        fit_intercept=True,
+        folds=folds,
+        n_folds=4,
+        method="exact",
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+    )
     scalars = {
         **FIT_SCALARS,
         "n_not_converged": int,
@@ -226,13 +305,39 @@ def test_kfold_and_holdout_results_are_the_fold_refits():
     assert r.seconds_fit >= 0.0 and r.seconds_folds >= 0.0
     # one step on the exact fold-out Hessian is exact for ridge; folds of 9 samples,
     # p1 = 4: the p x p form
-    a = _core.kfold(X, y, None, "squared", lam, True, folds, 4, "alo", TOL, 100, 1)
+    a = _core.kfold(
+        X,
+        y,
+        None,
+        "squared",
+        lam,
+        fit_intercept=True,
+        folds=folds,
+        n_folds=4,
+        method="alo",
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+    )
     np.testing.assert_allclose(a.predictions, ref, rtol=RTOL)
     # held-out sets (CSR): set 0 = fold 0, set 1 = samples 0..4 (overlapping it)
     sets = [np.flatnonzero(folds == 0), np.arange(5)]
     idx = np.concatenate(sets).astype(np.int32)
     ptr = np.array([0, sets[0].size, idx.size], dtype=np.int32)
-    h = _core.holdout(X, y, None, "squared", lam, True, idx, ptr, "exact", TOL, 100, 1)
+    h = _core.holdout(
+        X,
+        y,
+        None,
+        "squared",
+        lam,
+        fit_intercept=True,
+        indices=idx,
+        indptr=ptr,
+        method="exact",
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+    )
     _check_class(h, _core.KFoldResult, scalars, {"losses": (idx.size,), "predictions": (idx.size,)})
     with threadpool_limits(1):
         keep = np.ones(36, bool)
@@ -246,7 +351,18 @@ def test_dual_result_and_kernel_ridge():
     # n < p: the dual route; squared loss + L2, exact leave-one-out in closed form
     X, y = make_data("squared", 12, 20, seed=6)
     lam = np.full(20, 2.0)
-    r = _core.dual(X, y, None, "squared", lam, True, "alo", TOL, 100, 1)
+    r = _core.dual(
+        X,
+        y,
+        None,
+        "squared",
+        lam,
+        fit_intercept=True,
+        method="alo",
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+    )
     scalars = {
         "intercept": float,
         "n_iter": int,
@@ -270,7 +386,19 @@ def test_dual_result_and_kernel_ridge():
     np.testing.assert_allclose(np.r_[r.intercept, r.coef], beta, rtol=RTOL, atol=1e-12)
     np.testing.assert_allclose(r.predictions, ref, rtol=RTOL, atol=1e-12)
     # the fit only: no leave-one-out fields
-    f = _core.dual(X, y, None, "squared", lam, True, "alo", TOL, 100, 1, False)
+    f = _core.dual(
+        X,
+        y,
+        None,
+        "squared",
+        lam,
+        fit_intercept=True,
+        method="alo",
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+        want_loo=False,
+    )
     _check_class(
         f,
         _core.DualResult,
@@ -280,7 +408,7 @@ def test_dual_result_and_kernel_ridge():
     )
     np.testing.assert_array_equal(f.coef, r.coef)
     # kernel ridge from the linear kernel: the same leave-one-out predictions
-    k = _core.kernel_ridge_loo(X @ X.T, y, None, 2.0, True)
+    k = _core.kernel_ridge_loo(X @ X.T, y, None, 2.0, fit_intercept=True)
     _check_class(k, _core.DualResult, scalars, {"alpha": (12,), "predictions": (12,)})
     np.testing.assert_allclose(k.predictions, ref, rtol=RTOL, atol=1e-12)
     np.testing.assert_allclose(X.T @ k.alpha / 2.0, beta[1:], rtol=RTOL, atol=1e-12)
@@ -289,7 +417,7 @@ def test_dual_result_and_kernel_ridge():
 def test_ridge_path_and_spectrum_results():
     X, y = make_data("squared", 25, 3, seed=7)
     lams = np.array([0.1, 3.0])
-    r = _core.ridge_path(X, y, None, lams, True, 1)
+    r = _core.ridge_path(X, y, None, lams, fit_intercept=True, n_threads=1)
     shapes = {"losses": (25, 2), "predictions": (25, 2), "coef": (3, 2), "intercept": (2,)}
     _check_class(r, _core.RidgePathResult, {}, shapes)
     for j, lam in enumerate(lams):
@@ -301,7 +429,7 @@ def test_ridge_path_and_spectrum_results():
         np.testing.assert_allclose(r.predictions[:, j], ref, rtol=RTOL)
         np.testing.assert_allclose(r.losses[:, j], loss_value("squared", y, ref), rtol=1e-7)
     Z = np.column_stack([y, y[::-1]])
-    s = _core.ridge_spectrum(X, Z, True, 1)
+    s = _core.ridge_spectrum(X, Z, fit_intercept=True, n_threads=1)
     _check_class(
         s, _core.RidgeSpectrumResult, {}, {"s": (3,), "V": (3, 3), "C": (3, 2), "mu": (3,)}
     )
@@ -316,7 +444,7 @@ def test_multi_ridge_results():
     rng = np.random.default_rng(8)
     X = rng.standard_normal((30, 3))
     Y = X @ rng.standard_normal((3, 2)) + rng.standard_normal((30, 2))
-    mr = _core.MultiRidge(X, Y, None, True, None, 1)
+    mr = _core.MultiRidge(X, Y, None, fit_intercept=True, penalty=None, n_threads=1)
     lams = np.array([0.5, 4.0])
     sc = mr.scores(lams, 1)
     _check_class(sc, _core.MultiRidgeScores, {"rank": int, "passes": float}, {"s2": (2, 2)})
@@ -327,7 +455,7 @@ def test_multi_ridge_results():
                 e = Y[:, t] - ridge_exact_loo(X, Y[:, t], lam)
             assert sc.s2[j, t] == pytest.approx(np.sum(e**2), rel=1e-9)
             assert sc.s4[j, t] == pytest.approx(np.sum(e**4), rel=1e-9)
-    sol = mr.solve(np.array([0.5, 4.0]), True, 1)
+    sol = mr.solve(np.array([0.5, 4.0]), predictions=True, n_threads=1)
     shapes = {"coef": (3, 2), "intercept": (2,), "predictions": (30, 2)}
     _check_class(sol, _core.MultiRidgeSolution, {}, shapes)
     for t, lam in enumerate([0.5, 4.0]):
@@ -338,7 +466,7 @@ def test_multi_ridge_results():
         assert sol.intercept[t] == pytest.approx(beta[0], rel=RTOL)
         np.testing.assert_allclose(sol.predictions[:, t], ref, rtol=RTOL)
     _check_class(
-        mr.solve(lams, False, 1),
+        mr.solve(lams, predictions=False, n_threads=1),
         _core.MultiRidgeSolution,
         {},
         {"coef": (3, 2)},
@@ -375,14 +503,27 @@ def test_multinomial_results():
         "hessian_passes": int,
         "hessian_products": int,
     }
-    f = _core.multinomial_fit(X, y, None, K, np.full(2, lam), True, TOL, 100, 1)
+    f = _core.multinomial_fit(
+        X, y, None, K, np.full(2, lam), fit_intercept=True, tol=TOL, max_iter=100, n_threads=1
+    )
     _check_class(f, _core.MultinomialFitResult, mn_scalars, {"coef": (K, 2), "intercept": (K,)})
     sk = _sk_multinomial(X, y, lam)
     np.testing.assert_allclose(f.coef, sk.coef_, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(
         _softmax(X @ f.coef.T + f.intercept), sk.predict_proba(X), rtol=1e-7, atol=1e-9
     )
-    r = _core.multinomial_loo(X, y, None, K, np.full(2, lam), True, "exact", TOL, 100, 1)
+    r = _core.multinomial_loo(
+        X,
+        y,
+        None,
+        K,
+        np.full(2, lam),
+        fit_intercept=True,
+        method="exact",
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+    )
     _check_class(
         r,
         _core.MultinomialLooResult,
@@ -399,7 +540,19 @@ def test_multinomial_results():
     yi = y.astype(int)
     np.testing.assert_allclose(r.losses, -np.log(ref[np.arange(30), yi]), rtol=1e-6)
     a = _core.multinomial_loo(
-        X, y, None, K, np.full(2, lam), True, "alo", TOL, 100, 1, None, True, True
+        X,
+        y,
+        None,
+        K,
+        np.full(2, lam),
+        fit_intercept=True,
+        method="alo",
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+        beta0=None,
+        refit=True,
+        return_gradient=True,
     )
     _check_class(
         a,
@@ -415,7 +568,19 @@ def test_chunk_sums_results():
     w = np.random.default_rng(0).uniform(0.5, 2.0, 20)
     beta = np.array([0.2, -0.3, 0.1, 0.4])
     step = np.array([0.1, 0.2, -0.1, 0.05])
-    c = _core.chunk_sums(X, y, w, "logistic", True, beta, True, True, 1, None, step)
+    c = _core.chunk_sums(
+        X,
+        y,
+        w,
+        "logistic",
+        fit_intercept=True,
+        beta=beta,
+        hessian=True,
+        check=True,
+        n_threads=1,
+        offset=None,
+        step=step,
+    )
     _check_class(
         c,
         _core.ChunkSumsResult,
@@ -431,12 +596,16 @@ def test_chunk_sums_results():
     H = Xt.T @ ((w * mu * (1 - mu))[:, None] * Xt)
     np.testing.assert_allclose(c.hess, H, rtol=1e-12, atol=1e-13)
     assert c.step_max == pytest.approx(np.max(np.abs(Xt @ step)), rel=1e-14)
-    no_h = _core.chunk_sums(X, y, w, "logistic", True, beta, False, False, 1)
+    no_h = _core.chunk_sums(
+        X, y, w, "logistic", fit_intercept=True, beta=beta, hessian=False, check=False, n_threads=1
+    )
     _check_class(no_h, _core.ChunkSumsResult, {"step_max": float}, {"grad": (4,)}, ("hess",))
     # the multinomial chunk sums: no step_max
     Xm, ym = _mn_data(n=20)
     bm = np.linspace(-0.3, 0.3, 9)
-    m = _core.multinomial_chunk_sums(Xm, ym, None, 3, np.ones(2), True, bm, False, 1)
+    m = _core.multinomial_chunk_sums(
+        Xm, ym, None, 3, np.ones(2), fit_intercept=True, beta=bm, hessian=False, n_threads=1
+    )
     _check_class(
         m,
         _core.ChunkSumsResult,
@@ -458,19 +627,57 @@ def test_chunk_loo_results_are_press_for_ridge():
         ref = ridge_exact_loo(X, y, lam)
     H = np.asfortranarray(Xt.T @ Xt + np.diag([0.0, lam, lam, lam]))
     half = slice(0, 12)  # one chunk of the problem, given the whole problem's H
-    c = _core.chunk_loo(X[half], y[half], None, "squared", True, beta, H, "alo", False, 1 / 24, 1)
+    c = _core.chunk_loo(
+        X[half],
+        y[half],
+        None,
+        "squared",
+        fit_intercept=True,
+        beta=beta,
+        H=H,
+        method="alo",
+        gradient=False,
+        inv_sw=1 / 24,
+        n_threads=1,
+    )
     shapes = dict.fromkeys(("eta", "losses", "predictions", "leverages", "downdate"), (12,))
     _check_class(c, _core.ChunkLooResult, {}, shapes, absent=("r", "S"))
     np.testing.assert_allclose(c.predictions, ref[half], rtol=RTOL)
     np.testing.assert_allclose(c.eta, Xt[half] @ beta, rtol=1e-12)
-    g = _core.chunk_loo(X[half], y[half], None, "squared", True, beta, H, "alo", True, 1 / 24, 1)
+    g = _core.chunk_loo(
+        X[half],
+        y[half],
+        None,
+        "squared",
+        fit_intercept=True,
+        beta=beta,
+        H=H,
+        method="alo",
+        gradient=True,
+        inv_sw=1 / 24,
+        n_threads=1,
+    )
     _check_class(g, _core.ChunkLooResult, {}, {"r": (4,), "S": (4, 4)})
     # the multinomial chunk: leverages are K x K blocks, no r
     Xm, ym = _mn_data(n=20)
-    fm = _core.multinomial_fit(Xm, ym, None, 3, np.ones(2), True, TOL, 100, 1)
+    fm = _core.multinomial_fit(
+        Xm, ym, None, 3, np.ones(2), fit_intercept=True, tol=TOL, max_iter=100, n_threads=1
+    )
     bm = np.column_stack([fm.intercept, fm.coef]).ravel()
     Hm = np.eye(9)  # any SPD matrix: the fields' shapes only
-    m = _core.multinomial_chunk_loo(Xm, ym, None, 3, np.ones(2), True, bm, Hm, "alo", 1, True)
+    m = _core.multinomial_chunk_loo(
+        Xm,
+        ym,
+        None,
+        3,
+        np.ones(2),
+        fit_intercept=True,
+        beta=bm,
+        H=Hm,
+        method="alo",
+        n_threads=1,
+        gradient=True,
+    )
     _check_class(
         m,
         _core.ChunkLooResult,
@@ -486,7 +693,17 @@ def test_chunk_refits_results():
     B = np.asfortranarray(np.array([[0.1, 0.0], [0.2, -0.1], [-0.3, 0.05]]))  # (p1, 2)
     exclude = np.array([3, -1], dtype=np.int32)
     hess_cols = np.array([1], dtype=np.int32)
-    r = _core.chunk_refits(X, y, None, "poisson", True, B, exclude, hess_cols, 1)
+    r = _core.chunk_refits(
+        X,
+        y,
+        None,
+        "poisson",
+        fit_intercept=True,
+        beta=B,
+        exclude=exclude,
+        hess_cols=hess_cols,
+        n_threads=1,
+    )
     _check_class(r, _core.ChunkRefitsResult, {}, {"loss": (2,), "grad": (3, 2), "hess": (3, 3, 1)})
     Xt = _intercept_design(X)
     for j in range(2):

@@ -43,7 +43,16 @@ def _sklearn(loss, X, y, lam):
 def _core_fit(loss, X, y, lam, tol=1e-12, beta0=None):
     p = X.shape[1]
     out = _core.fit(
-        core_design(X), y, None, get_loss(loss).core, np.full(p, lam), True, tol, 100, 1, beta0
+        core_design(X),
+        y,
+        None,
+        get_loss(loss).core,
+        np.full(p, lam),
+        fit_intercept=True,
+        tol=tol,
+        max_iter=100,
+        n_threads=1,
+        beta0=beta0,
     )
     return out
 
@@ -51,7 +60,16 @@ def _core_fit(loss, X, y, lam, tol=1e-12, beta0=None):
 def _tune_state(loss, X, y, lam, tol=1e-12):
     p = X.shape[1]
     return _core.TuneState(
-        core_design(X), y, None, get_loss(loss).core, np.full(p, lam), True, tol, 100, 1, None
+        core_design(X),
+        y,
+        None,
+        get_loss(loss).core,
+        np.full(p, lam),
+        fit_intercept=True,
+        tol=tol,
+        max_iter=100,
+        n_threads=1,
+        l1=None,
     )
 
 
@@ -79,7 +97,7 @@ def test_every_route_reaches_the_sklearn_optimum(loss):
     ts.fit()
     ts.set_penalty(np.full(X.shape[1], lam))
     for k in range(30):
-        assert ts.step(k % 3 == 0) > 0.0
+        assert ts.step(refresh=k % 3 == 0) > 0.0
         if ts.state().grad_norm < 1e-13:
             break
     np.testing.assert_allclose(_beta(ts.state()), plain, rtol=1e-8, atol=1e-10)
@@ -115,7 +133,16 @@ def test_warm_and_cold_multinomial_agree():
     # from a far point (a wrong sign): fresh Hessians, then chord steps on the last one
     beta0 = np.r_[0.0, -3.0 * np.ones(5), 0.0, np.ones(5), 0.0, 2.0 * np.ones(5)]
     out = _core.multinomial_fit(
-        core_design(X), y * 1.0, None, 3, np.full(5, 0.3), True, 1e-12, 100, 1, beta0
+        core_design(X),
+        y * 1.0,
+        None,
+        3,
+        np.full(5, 0.3),
+        fit_intercept=True,
+        tol=1e-12,
+        max_iter=100,
+        n_threads=1,
+        beta0=beta0,
     )
     assert out.converged
     np.testing.assert_allclose(np.asarray(out.coef), cold.coef_, rtol=1e-8, atol=1e-10)
@@ -173,9 +200,11 @@ def test_rounding_floor_stops_every_route(route):
         out = ts.fit()
         ref = _core_fit("logistic", X, y, 1.0)
     else:
-        args = (core_design(X), y, None, 2, np.full(p, 1.0), True)
-        out = _core.multinomial_fit(*args, 1e-300, 100, 1)
-        ref = _core.multinomial_fit(*args, 1e-12, 100, 1)
+        args = (core_design(X), y, None, 2, np.full(p, 1.0))
+        out = _core.multinomial_fit(
+            *args, fit_intercept=True, tol=1e-300, max_iter=100, n_threads=1
+        )
+        ref = _core.multinomial_fit(*args, fit_intercept=True, tol=1e-12, max_iter=100, n_threads=1)
         np.testing.assert_allclose(out.coef, ref.coef, rtol=1e-8, atol=1e-10)
         assert not out.converged and out.n_iter < 40
         return
@@ -203,8 +232,8 @@ def test_multinomial_newton_cg_route():
     n, p, K, lam = 200, 50, 6, 3.0
     X = rng.standard_normal((n, p))
     y = np.argmax(X[:, :K] + 0.7 * rng.standard_normal((n, K)), axis=1)
-    args = (core_design(X), y * 1.0, None, K, np.full(p, lam), True)
-    out = _core.multinomial_fit(*args, 1e-12, 100, 1)
+    args = (core_design(X), y * 1.0, None, K, np.full(p, lam))
+    out = _core.multinomial_fit(*args, fit_intercept=True, tol=1e-12, max_iter=100, n_threads=1)
     assert out.converged and out.hessian_products > 0
     assert out.hessian_passes <= 1  # the preconditioner's single SYRK pass
     with threadpool_limits(1):
@@ -257,7 +286,17 @@ def test_multinomial_memory_orders_agree(p):
     wide[:, ::2] = X
     views = [X, np.asfortranarray(X), wide[:, ::2]]
     outs = [
-        _core.multinomial_fit(core_design(v), y, None, K, np.full(p, 0.5), True, 1e-12, 100, 1)
+        _core.multinomial_fit(
+            core_design(v),
+            y,
+            None,
+            K,
+            np.full(p, 0.5),
+            fit_intercept=True,
+            tol=1e-12,
+            max_iter=100,
+            n_threads=1,
+        )
         for v in views
     ]
     for out in outs[1:]:

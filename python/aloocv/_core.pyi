@@ -240,7 +240,7 @@ class ChunkRefitsResult:
     def hess(self) -> _F64: ...  # (p1, p1, m)
 
 def set_blas(capsules: dict[str, Any]) -> None: ...
-def use_blas(enabled: bool) -> None: ...
+def use_blas(*, enabled: bool) -> None: ...
 def blas_enabled() -> bool: ...
 def max_threads() -> int: ...
 def loss_names() -> list[str]: ...
@@ -250,6 +250,7 @@ def fit(
     sample_weight: _F64 | None,
     loss: _Loss,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     tol: float,
     max_iter: int,
@@ -258,9 +259,9 @@ def fit(
     l1: _F64 | None = None,
     offset: _F64 | None = None,
 ) -> FitResult: ...
-def hessian(X: _Design, d: _F64, fit_intercept: bool, n_threads: int) -> _F64: ...
+def hessian(X: _Design, d: _F64, *, fit_intercept: bool, n_threads: int) -> _F64: ...
 def loss_eval(
-    loss: _Loss, y: _F64, eta: _F64, fused: bool = ...
+    loss: _Loss, y: _F64, eta: _F64, *, fused: bool = False
 ) -> tuple[_F64, _F64, _F64, _F64, _F64, _F64]: ...
 def loss_valid(loss: _Loss, y: _F64, index0: int = 0) -> None: ...
 def loo(
@@ -269,6 +270,7 @@ def loo(
     sample_weight: _F64 | None,
     loss: _Loss,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     method: str,
     tol: float,
@@ -287,6 +289,7 @@ def ridge_path(
     y: _F64,
     sample_weight: _F64 | None,
     lambdas: _F64,
+    *,
     fit_intercept: bool,
     n_threads: int,
 ) -> RidgePathResult: ...
@@ -296,6 +299,7 @@ def kfold(
     sample_weight: _F64 | None,
     loss: _Loss,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     folds: NDArray[np.int32],
     n_folds: int,
@@ -306,13 +310,14 @@ def kfold(
     l1: _F64 | None = None,
     offset: _F64 | None = None,
 ) -> KFoldResult: ...
-def kfold_foldwise_end(loss: _Loss, p1: int, has_l1: bool, sizes: NDArray[np.int64]) -> bool: ...
+def kfold_foldwise_end(loss: _Loss, p1: int, *, has_l1: bool, sizes: NDArray[np.int64]) -> bool: ...
 def holdout(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     indices: NDArray[np.int32],
     indptr: NDArray[np.int32],
@@ -329,6 +334,7 @@ def dual(
     sample_weight: _F64 | None,
     loss: _Loss,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     method: str,
     tol: float,
@@ -341,10 +347,10 @@ def dual(
     offset: _F64 | None = None,
 ) -> DualResult: ...
 def kernel_ridge_loo(
-    K: _F64, y: _F64, sample_weight: _F64 | None, lam: float, fit_intercept: bool
+    K: _F64, y: _F64, sample_weight: _F64 | None, lam: float, *, fit_intercept: bool
 ) -> DualResult: ...
 def ridge_spectrum(
-    X: _Design, Z: _F64, fit_intercept: bool, n_threads: int
+    X: _Design, Z: _F64, *, fit_intercept: bool, n_threads: int
 ) -> RidgeSpectrumResult: ...
 
 class TuneState:
@@ -355,6 +361,7 @@ class TuneState:
         sample_weight: _F64 | None,
         loss: _Loss,
         penalty: _F64,
+        *,
         fit_intercept: bool,
         tol: float,
         max_iter: int,
@@ -366,8 +373,8 @@ class TuneState:
     def set_penalty(self, penalty: _F64, l1: _F64 | None = None) -> None: ...
     def set_beta(self, beta: _F64) -> None: ...
     def fit(self) -> FitResult: ...
-    def step(self, refresh: bool) -> float: ...
-    def alo(self, gradient: bool = True, gradient_kind: str = "exact") -> LooResult: ...
+    def step(self, *, refresh: bool) -> float: ...
+    def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> LooResult: ...
     def alo_tangents(self, d_l2: _F64, d_l1: _F64) -> AloTangentsResult: ...
     def sample_gradient(self, indices: NDArray[np.int64]) -> tuple[float, _F64, _F64]: ...
     def state(self) -> FitResult: ...
@@ -378,6 +385,7 @@ def multinomial_fit(
     sample_weight: _F64 | None,
     n_classes: int,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     tol: float,
     max_iter: int,
@@ -390,6 +398,7 @@ def multinomial_loo(
     sample_weight: _F64 | None,
     n_classes: int,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     method: str,
     tol: float,
@@ -406,6 +415,7 @@ def multinomial_chunk_sums(
     sample_weight: _F64 | None,
     n_classes: int,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     beta: _F64,
     hessian: bool,
@@ -417,6 +427,7 @@ def multinomial_chunk_loo(
     sample_weight: _F64 | None,
     n_classes: int,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     beta: _F64,
     H: _F64,
@@ -431,6 +442,7 @@ def multinomial_chunk_adjoint(
     sample_weight: _F64 | None,
     n_classes: int,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     beta: _F64,
     H: _F64,
@@ -449,6 +461,7 @@ class MultiRidge:
         X: _Design,
         Y: _F64,
         sample_weight: _F64 | None,
+        *,
         fit_intercept: bool,
         penalty: _F64 | None,
         n_threads: int,
@@ -456,7 +469,7 @@ class MultiRidge:
     @property
     def n_targets(self) -> int: ...
     def scores(self, lambdas: _F64, n_threads: int) -> MultiRidgeScores: ...
-    def solve(self, lambdas: _F64, predictions: bool, n_threads: int) -> MultiRidgeSolution: ...
+    def solve(self, lambdas: _F64, *, predictions: bool, n_threads: int) -> MultiRidgeSolution: ...
     def leverages(self, lam: float) -> _F64: ...
     def folds(self, lam: float, folds: NDArray[np.int32], n_folds: int, n_threads: int) -> _F64: ...
 
@@ -465,6 +478,7 @@ def chunk_sums(
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
+    *,
     fit_intercept: bool,
     beta: _F64,
     hessian: bool,
@@ -479,6 +493,7 @@ def chunk_loo(
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
+    *,
     fit_intercept: bool,
     beta: _F64,
     H: _F64,
@@ -493,6 +508,7 @@ def chunk_adjoint(
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
+    *,
     fit_intercept: bool,
     beta: _F64,
     M: _F64,
@@ -504,6 +520,7 @@ def chunk_folds(
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
+    *,
     fit_intercept: bool,
     beta: _F64,
     fold: NDArray[np.int32],
@@ -516,6 +533,7 @@ def chunk_refits(
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
+    *,
     fit_intercept: bool,
     beta: _F64,
     exclude: NDArray[np.int32],
@@ -559,6 +577,7 @@ def sums_fit(
     source: _SumsSource,
     loss: _Loss,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     beta0: _F64,
     weight_sum: float,
@@ -572,6 +591,7 @@ def multinomial_sums_fit(
     source: _SumsSource,
     n_classes: int,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     beta0: _F64,
     weight_sum: float,
@@ -607,6 +627,7 @@ def enet_sums_fit(
     loss: _Loss,
     penalty: _F64,
     l1: _F64,
+    *,
     fit_intercept: bool,
     beta0: _F64,
     weight_sum: float,

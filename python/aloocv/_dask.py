@@ -348,7 +348,18 @@ def _sums_task(
         beta = _vec(beta)
         step = None if step is None else _vec(step)
         out = _core.chunk_sums(
-            x, y, w, loss, intercept, beta, hessian, check, nt, offset=off, step=step, clip=clip
+            x,
+            y,
+            w,
+            loss,
+            fit_intercept=intercept,
+            beta=beta,
+            hessian=hessian,
+            check=check,
+            n_threads=nt,
+            offset=off,
+            step=step,
+            clip=clip,
         )
     except (ValueError, TypeError) as e:
         if not check:
@@ -672,11 +683,11 @@ def newton(
         _sums_source(data),
         data.loss.core,
         data.pen,
-        data.fit_intercept,
-        np.ascontiguousarray(beta),
-        sw,
-        tol,
-        max_iter,
+        fit_intercept=data.fit_intercept,
+        beta0=np.ascontiguousarray(beta),
+        weight_sum=sw,
+        tol=tol,
+        max_iter=max_iter,
         fresh_end=fresh_end,
         previous_hessian=None if previous is None else previous.hx,
         secant=secant,
@@ -761,11 +772,11 @@ def enet_newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None 
         data.loss.core,
         data.pen,
         data.l1,
-        data.fit_intercept,
-        np.ascontiguousarray(beta),
-        sw,
-        tol,
-        max_iter,
+        fit_intercept=data.fit_intercept,
+        beta0=np.ascontiguousarray(beta),
+        weight_sum=sw,
+        tol=tol,
+        max_iter=max_iter,
     )
     return _State(
         r.beta,
@@ -871,7 +882,18 @@ def _loo_task(x, y, w, off, loss, intercept, beta, H, method, gradient, inv_sw, 
         x = np.ascontiguousarray(x[:, cols])
     beta, H = _vec(beta), np.array(H, dtype=np.float64, order="F")
     out = _core.chunk_loo(
-        x, y, w, loss, intercept, beta, H, method, gradient, inv_sw, nt, offset=off
+        x,
+        y,
+        w,
+        loss,
+        fit_intercept=intercept,
+        beta=beta,
+        H=H,
+        method=method,
+        gradient=gradient,
+        inv_sw=inv_sw,
+        n_threads=nt,
+        offset=off,
     )
     return _chunk_record(out)
 
@@ -906,7 +928,11 @@ def _adjoint_task(x, y, w, off, loss, intercept, beta, M, nt, cols=None):
     if cols is not None:  # the active columns (an L1 fit; beta, M are on them)
         x = np.ascontiguousarray(x[:, cols])
     beta, M = _vec(beta), np.array(M, dtype=np.float64, order="F")
-    return {"s": _core.chunk_adjoint(x, y, w, loss, intercept, beta, M, nt, offset=off)}
+    return {
+        "s": _core.chunk_adjoint(
+            x, y, w, loss, fit_intercept=intercept, beta=beta, M=M, n_threads=nt, offset=off
+        )
+    }
 
 
 _PER_SAMPLE = ("losses", "predictions", "leverages", "downdate")
@@ -1312,11 +1338,11 @@ def _refits_task(x, y, w, off, loss, intercept, B, exclude, hess_cols, nt):
         y,
         w,
         loss,
-        intercept,
-        B,
-        np.array(exclude, dtype=np.int32),
-        np.array(hess_cols, dtype=np.int32),
-        nt,
+        fit_intercept=intercept,
+        beta=B,
+        exclude=np.array(exclude, dtype=np.int32),
+        hess_cols=np.array(hess_cols, dtype=np.int32),
+        n_threads=nt,
         offset=off,
     )
     return {"loss": out.loss, "grad": out.grad, "hess": out.hess}  # a record that pickles
@@ -1729,7 +1755,18 @@ def _folds_task(x, y, w, off, fold, loss, intercept, beta, K, nt, cols=None):
         x = np.ascontiguousarray(x[:, cols])
     fold = np.array(fold, dtype=np.int32)
     beta = _vec(beta)
-    H, G = _core.chunk_folds(x, y, w, loss, intercept, beta, fold, K, nt, offset=off)
+    H, G = _core.chunk_folds(
+        x,
+        y,
+        w,
+        loss,
+        fit_intercept=intercept,
+        beta=beta,
+        fold=fold,
+        n_folds=K,
+        n_threads=nt,
+        offset=off,
+    )
     return {"H": H, "G": G}
 
 
@@ -1837,7 +1874,7 @@ def kfold(
     # Hessian is summed from the folds' blocks, which the downdates take anyway
     has_l1 = data.l1 is not None and bool(np.max(data.l1, initial=0.0) > 0.0)
     foldwise = method == "alo" and _core.kfold_foldwise_end(
-        data.loss.core, data.p1, has_l1, np.bincount(idx, minlength=K).astype(np.int64)
+        data.loss.core, data.p1, has_l1=has_l1, sizes=np.bincount(idx, minlength=K).astype(np.int64)
     )
     t0 = time.perf_counter()
     st = _solve_fit(data, tol, max_iter, fresh_end=method == "alo" and not foldwise)
@@ -1965,10 +2002,10 @@ class DaskTuneState:
             self._prev = self._st
             self.beta = self._st.beta.copy()
 
-    def alo(self, gradient: bool = True, kind: str = "exact") -> StateOutput:
+    def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> StateOutput:
         from .tuning.objective import StateOutput
 
-        if kind != "exact":
+        if gradient_kind != "exact":
             raise ValueError("dask input has the exact hypergradient only (gradient='exact')")
         self.fit()
         st = self._st
@@ -2003,7 +2040,7 @@ class DaskTuneState:
         parameter: used only to propose Newton steps of the searches."""
         from ._multinomial import TANGENT_LOG_STEP
 
-        out = self.alo(True)
+        out = self.alo(gradient=True)
         at, pen = self.beta, self.data.pen.copy()
         l1 = np.zeros(self.data.p) if self.data.l1 is None else self.data.l1.copy()
         T2 = np.empty((self.data.p, J2.shape[1]))
@@ -2017,7 +2054,7 @@ class DaskTuneState:
             for s in (1.0, -1.0):
                 self.set_penalty(pen + s * h * J2[:, k], l1 + s * h * J1[:, k])
                 self.set_beta(at)
-                o = self.alo(True)
+                o = self.alo(gradient=True)
                 g.append((o.grad_l2, o.grad_l1))
             T2[:, k] = (g[0][0] - g[1][0]) / (2.0 * h)
             T1[:, k] = (g[0][1] - g[1][1]) / (2.0 * h)

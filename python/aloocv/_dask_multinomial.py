@@ -184,7 +184,17 @@ def first_pass(data: Data) -> dict:
 @_single_blas
 def _sums_task(x, y, w, K, pen, intercept, beta, hessian, check, nt):
     x, y, w, _ = _chunk_arrays(x, y, w, None, check)
-    out = _core.multinomial_chunk_sums(x, y, w, K, _vec(pen), intercept, _vec(beta), hessian, nt)
+    out = _core.multinomial_chunk_sums(
+        x,
+        y,
+        w,
+        K,
+        _vec(pen),
+        fit_intercept=intercept,
+        beta=_vec(beta),
+        hessian=hessian,
+        n_threads=nt,
+    )
     return {"loss": out.loss, "weight": out.weight, "grad": out.grad, "hess": out.hess}
 
 
@@ -241,11 +251,11 @@ def newton(
         _source(data, K),
         K,
         data.pen,
-        data.fit_intercept,
-        np.ascontiguousarray(beta),
-        first["weight"],
-        tol,
-        max_iter,
+        fit_intercept=data.fit_intercept,
+        beta0=np.ascontiguousarray(beta),
+        weight_sum=first["weight"],
+        tol=tol,
+        max_iter=max_iter,
         fresh_end=fresh_end,
     )
     return _State(
@@ -311,11 +321,11 @@ def _loo_task(x, y, w, K, pen, intercept, beta, H, method, nt, gradient=False, s
         w,
         K,
         _vec(pen),
-        intercept,
-        _vec(beta),
-        np.asfortranarray(H),
-        method,
-        nt,
+        fit_intercept=intercept,
+        beta=_vec(beta),
+        H=np.asfortranarray(H),
+        method=method,
+        n_threads=nt,
         gradient=gradient,
         weight_sum=sw,
     )
@@ -331,12 +341,12 @@ def _adjoint_task(x, y, w, K, pen, intercept, beta, H, M, sw, nt):
         w,
         K,
         _vec(pen),
-        intercept,
-        _vec(beta),
-        np.asfortranarray(H),
-        np.asfortranarray(M),
-        sw,
-        nt,
+        fit_intercept=intercept,
+        beta=_vec(beta),
+        H=np.asfortranarray(H),
+        M=np.asfortranarray(M),
+        weight_sum=sw,
+        n_threads=nt,
     )
     return {"rho": rho}
 
@@ -779,7 +789,7 @@ class DaskMultinomialTuneState:
     def fit(self) -> None:
         """Nothing: :meth:`alo` fits and evaluates (as the in-memory state)."""
 
-    def alo(self, gradient: bool = True, kind: str = "exact") -> StateOutput:
+    def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> StateOutput:
         from .tuning.objective import StateOutput
 
         data, K = self.data, self.K
@@ -811,7 +821,7 @@ class DaskMultinomialTuneState:
         TANGENT_LOG_STEP in the log of each parameter, both fits from the current one."""
         from ._multinomial import TANGENT_LOG_STEP
 
-        out = self.alo(True)
+        out = self.alo(gradient=True)
         at, pen = self.beta, self.data.pen.copy()
         T2 = np.empty((self.data.p, J2.shape[1]))
         for k in range(J2.shape[1]):
@@ -821,7 +831,7 @@ class DaskMultinomialTuneState:
             for sgn in (1.0, -1.0):
                 self.set_penalty(pen + sgn * d)
                 self.beta = at
-                g.append(self.alo(True).grad_l2)
+                g.append(self.alo(gradient=True).grad_l2)
             T2[:, k] = (g[0] - g[1]) / (2.0 * scale)
         self.set_penalty(pen)
         self.beta = at

@@ -65,7 +65,7 @@ def kernel_ridge_loo(
     y = check_vector(y, n, "y")
     w = check_sample_weight(sample_weight, n)
     with _blas.single_threaded_blas():
-        out = _core.kernel_ridge_loo(Km, y, w, lam, bool(fit_intercept))
+        out = _core.kernel_ridge_loo(Km, y, w, lam, fit_intercept=bool(fit_intercept))
     check_finite_result(
         "kernel_ridge_loo",
         alpha=out.alpha,

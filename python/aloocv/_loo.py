@@ -192,24 +192,22 @@ class LOOResult:
 
 def _exact_subset(pb: dict[str, Any], beta: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, int]:
     """Exact leave-one-out losses of the samples idx (refits warm-started at beta)."""
-    args = (
-        core_design(pb["X"]),
-        pb["y"],
-        pb["w"],
-        pb["loss"].core,
-        pb["pen"],
-        pb["fit_intercept"],
-        "exact",
-        pb["tol"],
-        pb["max_iter"],
-        pb["n_threads"],
-    )
-    beta = np.ascontiguousarray(beta, dtype=np.float64)
+    args = (core_design(pb["X"]), pb["y"], pb["w"], pb["loss"].core, pb["pen"])
+    opts = {
+        "fit_intercept": pb["fit_intercept"],
+        "method": "exact",
+        "tol": pb["tol"],
+        "max_iter": pb["max_iter"],
+        "n_threads": pb["n_threads"],
+        "beta": np.ascontiguousarray(beta, dtype=np.float64),
+        "subset": idx,
+        "offset": pb["offset"],
+    }
     with _blas.single_threaded_blas():
         if pb["dual"]:
-            out = _core.dual(*args, True, beta, subset=idx, offset=pb["offset"])
+            out = _core.dual(*args, want_loo=True, **opts)
         else:
-            out = _core.loo(*args, beta, False, pb["l1"], False, subset=idx, offset=pb["offset"])
+            out = _core.loo(*args, refit=False, l1=pb["l1"], gradient=False, **opts)
     return out.losses, int(out.n_not_converged)
 
 
@@ -398,13 +396,13 @@ def loo(
                 w,
                 loss.core,
                 pen,
-                bool(fit_intercept),
-                method,
-                tol,
-                max_iter,
-                n_threads(n_jobs),
-                True,
-                beta,
+                fit_intercept=bool(fit_intercept),
+                method=method,
+                tol=tol,
+                max_iter=max_iter,
+                n_threads=n_threads(n_jobs),
+                want_loo=True,
+                beta=beta,
                 gradient=bool(return_gradient),
                 offset=off,
             )
@@ -415,15 +413,15 @@ def loo(
                 w,
                 loss.core,
                 pen,
-                bool(fit_intercept),
-                method,
-                tol,
-                max_iter,
-                n_threads(n_jobs),
-                beta,
-                False,
-                l1,
-                bool(return_gradient),
+                fit_intercept=bool(fit_intercept),
+                method=method,
+                tol=tol,
+                max_iter=max_iter,
+                n_threads=n_threads(n_jobs),
+                beta=beta,
+                refit=False,
+                l1=l1,
+                gradient=bool(return_gradient),
                 gradient_kind=gradient,
                 offset=off,
             )

@@ -143,11 +143,11 @@ def fit(
             w,
             K,
             pen,
-            bool(fit_intercept),
-            tol,
-            max_iter,
-            n_threads(n_jobs),
-            beta0,
+            fit_intercept=bool(fit_intercept),
+            tol=tol,
+            max_iter=max_iter,
+            n_threads=n_threads(n_jobs),
+            beta0=beta0,
         )
     check_finite_result("fit", coef=out.coef, intercept=out.intercept)
     res = _result(out, penalty, bool(fit_intercept))
@@ -198,14 +198,14 @@ def loo(
             w,
             K,
             pen,
-            bool(fit_intercept),
-            method,
-            tol,
-            max_iter,
-            n_threads(n_jobs),
-            beta,
-            beta is None,
-            return_gradient,
+            fit_intercept=bool(fit_intercept),
+            method=method,
+            tol=tol,
+            max_iter=max_iter,
+            n_threads=n_threads(n_jobs),
+            beta0=beta,
+            refit=beta is None,
+            return_gradient=return_gradient,
         )
     check_finite_result(
         f"loo(method={method!r})",
@@ -268,13 +268,13 @@ def exact_subset(pb: dict[str, Any], beta: np.ndarray, idx: np.ndarray) -> tuple
             pb["w"],
             pb["n_classes"],
             pb["pen"],
-            pb["fit_intercept"],
-            "exact",
-            pb["tol"],
-            pb["max_iter"],
-            pb["n_threads"],
-            np.ascontiguousarray(beta, dtype=np.float64).ravel(),
-            False,
+            fit_intercept=pb["fit_intercept"],
+            method="exact",
+            tol=pb["tol"],
+            max_iter=pb["max_iter"],
+            n_threads=pb["n_threads"],
+            beta0=np.ascontiguousarray(beta, dtype=np.float64).ravel(),
+            refit=False,
             subset=np.ascontiguousarray(idx, dtype=np.int64),
         )
     return out.losses, int(out.n_not_converged)
@@ -330,14 +330,14 @@ class MultinomialTuneState:
             self.w,
             self.K,
             pen,
-            self.intercept,
-            "alo",
-            self.tol,
-            self.max_iter,
-            self.nt,
-            self.beta,
-            True,
-            gradient,
+            fit_intercept=self.intercept,
+            method="alo",
+            tol=self.tol,
+            max_iter=self.max_iter,
+            n_threads=self.nt,
+            beta0=self.beta,
+            refit=True,
+            return_gradient=gradient,
         )
         B = np.column_stack([out.intercept, out.coef]) if self.intercept else out.coef
         return StateOutput(
@@ -357,19 +357,19 @@ class MultinomialTuneState:
             beta=np.ascontiguousarray(B.ravel()),
         )
 
-    def alo(self, gradient: bool = True, kind: str = "exact") -> StateOutput:
+    def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> StateOutput:
         out = self._call(self.pen, gradient)
         self.beta = out.beta
         return out
 
     def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> StateOutput:
-        out = self.alo(True)
+        out = self.alo(gradient=True)
         at, pen = self.beta, self.pen
         T2 = np.empty((self.p, J2.shape[1]))
         for k in range(J2.shape[1]):
             d = J2[:, k] * pen * TANGENT_LOG_STEP  # a step in log of the parameter
             scale = float(np.max(J2[:, k] * pen)) * TANGENT_LOG_STEP
-            g = [self._call(pen + s * d, True).grad_l2 for s in (1.0, -1.0)]
+            g = [self._call(pen + s * d, gradient=True).grad_l2 for s in (1.0, -1.0)]
             self.beta = at
             T2[:, k] = (g[0] - g[1]) / (2.0 * scale)
         return dataclasses.replace(out, tangent_l2=T2, tangent_l1=np.zeros_like(T2))
@@ -430,7 +430,18 @@ def kfold(
     design, nt, icpt = core_design(X), n_threads(n_jobs), bool(fit_intercept)
     t0 = time.perf_counter()
     with _blas.single_threaded_blas():
-        full = _core.multinomial_fit(design, y, w, K, pen, icpt, tol, max_iter, nt, None)
+        full = _core.multinomial_fit(
+            design,
+            y,
+            w,
+            K,
+            pen,
+            fit_intercept=icpt,
+            tol=tol,
+            max_iter=max_iter,
+            n_threads=nt,
+            beta0=None,
+        )
     fitres = _result(full, penalty, icpt)
     _warn_not_converged(fitres, tol, max_iter)
     beta = _beta(full.coef, full.intercept, K, X.shape[1], icpt)
@@ -440,7 +451,16 @@ def kfold(
     for wk, te in parts:
         with _blas.single_threaded_blas():
             r = _core.multinomial_fit(
-                design, y, wk, K, pen, icpt, tol, 1 if method == "alo" else max_iter, nt, beta
+                design,
+                y,
+                wk,
+                K,
+                pen,
+                fit_intercept=icpt,
+                tol=tol,
+                max_iter=1 if method == "alo" else max_iter,
+                n_threads=nt,
+                beta0=beta,
             )
         failed += method == "exact" and not r.converged
         pred_tests.append(design_dot(X[te], r.coef.T) + r.intercept)

@@ -182,7 +182,14 @@ def decompose(
     penalty = as_penalty(penalty)
     lam, shape = multi_target_penalty(penalty, p)
     with _blas.single_threaded_blas():
-        mr = _core.MultiRidge(core_design(X), Y, w, bool(fit_intercept), shape, n_threads(n_jobs))
+        mr = _core.MultiRidge(
+            core_design(X),
+            Y,
+            w,
+            fit_intercept=bool(fit_intercept),
+            penalty=shape,
+            n_threads=n_threads(n_jobs),
+        )
     return X, mr, Y, w, lam, penalty
 
 
@@ -205,7 +212,7 @@ def loo(
     check_loo_samples(X.shape[0])
     T = Y.shape[1]
     with _blas.single_threaded_blas():
-        sol = mr.solve(np.full(T, lam), True, n_threads(n_jobs))
+        sol = mr.solve(np.full(T, lam), predictions=True, n_threads=n_threads(n_jobs))
         h = mr.leverages(lam)
     pred = sol.predictions
     ww = np.ones(X.shape[0]) if w is None else w
@@ -267,7 +274,7 @@ def kfold(
         raise ValueError(f"fold {_label(labels, bad)} has zero total sample weight")
     nt = n_threads(n_jobs)
     with _blas.single_threaded_blas():
-        full = mr.solve(np.full(T, lam), False, nt)
+        full = mr.solve(np.full(T, lam), predictions=False, n_threads=nt)
     t1 = time.perf_counter()
     _, shape = multi_target_penalty(penalty, X.shape[1])
     with _blas.single_threaded_blas():
@@ -280,8 +287,15 @@ def kfold(
                 wk = ww.copy()
                 wk[out] = 0.0
                 try:
-                    mk = _core.MultiRidge(core_design(X), Y, wk, bool(fit_intercept), shape, nt)
-                    sol = mk.solve(np.full(T, lam), False, nt)
+                    mk = _core.MultiRidge(
+                        core_design(X),
+                        Y,
+                        wk,
+                        fit_intercept=bool(fit_intercept),
+                        penalty=shape,
+                        n_threads=nt,
+                    )
+                    sol = mk.solve(np.full(T, lam), predictions=False, n_threads=nt)
                 except ValueError as e:
                     raise ValueError(f"fold {_label(labels, k)}: {e}") from None
                 pred[out] = design_dot(X[out], sol.coef) + sol.intercept

@@ -411,11 +411,11 @@ def tune(
             w,
             loss.core,
             pen,
-            bool(fit_intercept),
-            fit_tol,
-            fit_max_iter,
-            n_threads(n_jobs),
-            l1,
+            fit_intercept=bool(fit_intercept),
+            tol=fit_tol,
+            max_iter=fit_max_iter,
+            n_threads=n_threads(n_jobs),
+            l1=l1,
             offset=off,
         )
     obj = Objective(state, penalty, w, p, gradient, fit_intercept=bool(fit_intercept))
@@ -436,8 +436,8 @@ def tune(
                     y,
                     w,
                     np.array([v[0] for v in points]),
-                    intercept,
-                    n_threads(n_jobs),
+                    fit_intercept=intercept,
+                    n_threads=n_threads(n_jobs),
                 )
             return _ridge_grid(obj, points, path, selection, loss, intercept)
         return _grid(obj, points, selection, verbose, callback, loss, intercept)
@@ -939,8 +939,8 @@ def _sgd(
             with _blas.single_threaded_blas():
                 if has_l1:
                     state.fit()  # proximal Newton, warm-started (working set stays small)
-                elif state.step(False) == 0.0:  # one warm-started Newton step
-                    state.step(True)
+                elif state.step(refresh=False) == 0.0:  # one warm-started Newton step
+                    state.step(refresh=True)
         except ValueError as exc:
             message = f"the fit failed at iteration {it}: {exc}"
             break

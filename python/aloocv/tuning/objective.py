@@ -197,7 +197,7 @@ class Objective:
                 J1, J2 = self._jac()
                 out = self.state.alo_tangents(np.asfortranarray(J2), np.asfortranarray(J1))
             else:
-                out = self.state.alo(order >= 1, self.gradient_kind)
+                out = self.state.alo(gradient=order >= 1, gradient_kind=self.gradient_kind)
         self._remember(u, out)
         if isinstance(out, StateOutput) and out.acv is not None:
             acv = float(out.acv)  # reduced where the per-sample values live (dask input)
