@@ -213,6 +213,44 @@ void bind_results(py::module_& m) {
       .def_readonly("hess", &ChunkRefitsOut::hess,
                     "(p1, p1, m) X~^T D X~ of the refits hess_cols.");
   add_repr(cr, {});
+
+  py::class_<SumsFitOut> sf(m, "SumsFitResult",
+                            "A Newton fit over a sums source (cpp/include/aloocv/sums_model.hpp).");
+  sf.def_readonly("beta", &SumsFitOut::beta, "(p1,) coefficients, intercept first.")
+      .def_readonly("grad", &SumsFitOut::grad, "(p1,) penalized gradient at beta.")
+      .def_readonly("hessian", &SumsFitOut::hessian, "The penalized Hessian of the held factor.")
+      .def_readonly("unpenalized_hessian", &SumsFitOut::unpenalized_hessian,
+                    "Its unpenalized part X~^T D X~.")
+      .def_readonly("hessian_at_point", &SumsFitOut::hessian_at_point,
+                    "Whether the held factor is the Hessian at beta.")
+      .def_readonly("objective", &SumsFitOut::objective, "The penalized objective at beta.")
+      .def_readonly("n_iter", &SumsFitOut::n_iter, "Newton iterations.")
+      .def_readonly("hessian_passes", &SumsFitOut::hessian_passes, "Hessians factored.")
+      .def_readonly("n_evals", &SumsFitOut::n_evals, "Evaluations of the source.")
+      .def_readonly("converged", &SumsFitOut::converged, "Whether the fit reached tol.")
+      .def_readonly("stalled", &SumsFitOut::stalled, "Whether rounding stalled the fit.")
+      .def_readonly("grad_norm", &SumsFitOut::grad_norm, "max |gradient| / weight_sum.");
+  add_repr(sf, {"hessian_at_point", "objective", "n_iter", "hessian_passes", "n_evals", "converged",
+                "stalled", "grad_norm"});
+
+  py::class_<EnetSumsFitOut> ef(
+      m, "EnetSumsFitResult",
+      "An elastic-net fit over a sums source (cpp/include/aloocv/enet.hpp).");
+  ef.def_readonly("beta", &EnetSumsFitOut::beta, "(p1,) coefficients, intercept first.")
+      .def_readonly("grad", &EnetSumsFitOut::grad, "Gradient of the smooth part at beta.")
+      .def_readonly("hessian", &EnetSumsFitOut::hessian,
+                    "The penalized Hessian at beta on the intercept (first, if fitted) and the "
+                    "active columns.")
+      .def_readonly("active", &EnetSumsFitOut::active,
+                    "Feature indices of the nonzero coefficients.")
+      .def_readonly("objective", &EnetSumsFitOut::objective, "Loss + L2 + L1 at beta.")
+      .def_readonly("n_iter", &EnetSumsFitOut::n_iter, "Iterations.")
+      .def_readonly("hessian_passes", &EnetSumsFitOut::hessian_passes,
+                    "Evaluations with a Hessian.")
+      .def_readonly("n_evals", &EnetSumsFitOut::n_evals, "Evaluations of the source.")
+      .def_readonly("converged", &EnetSumsFitOut::converged, "Whether the fit reached tol.")
+      .def_readonly("grad_norm", &EnetSumsFitOut::grad_norm, "KKT violation / weight_sum.");
+  add_repr(ef, {"objective", "n_iter", "hessian_passes", "n_evals", "converged", "grad_norm"});
 }
 
 }  // namespace aloocv::bind

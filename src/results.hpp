@@ -156,6 +156,36 @@ struct ChunkRefitsOut {
   py::object hess = py::none();  // (p1, p1, m)
 };
 
+// A Newton fit over a sums source (sums_model.hpp): aloocv._core.SumsFitResult.
+struct SumsFitOut {
+  py::object beta = py::none();                 // (p1,) intercept first
+  py::object grad = py::none();                 // (p1,) penalized gradient
+  py::object hessian = py::none();              // (p1, p1) penalized Hessian of the factor
+  py::object unpenalized_hessian = py::none();  // (p1, p1) X~^T D X~
+  bool hessian_at_point = false;
+  double objective = 0.0;
+  Index n_iter = 0;
+  Index hessian_passes = 0;
+  Index n_evals = 0;
+  bool converged = false;
+  bool stalled = false;
+  double grad_norm = 0.0;
+};
+
+// An elastic-net fit over a sums source (enet.hpp): aloocv._core.EnetSumsFitResult.
+struct EnetSumsFitOut {
+  py::object beta = py::none();     // (p1,)
+  py::object grad = py::none();     // (p1,) gradient of the smooth part
+  py::object hessian = py::none();  // on the intercept and the active columns
+  py::object active = py::none();   // int64 feature indices of the nonzero coefficients
+  double objective = 0.0;
+  Index n_iter = 0;
+  Index hessian_passes = 0;
+  Index n_evals = 0;
+  bool converged = false;
+  double grad_norm = 0.0;
+};
+
 // The fields of a FitState (coef without the intercept).
 inline void fill_fit(FitOut& out, const FitState& st, bool intercept) {
   const Index off = intercept ? 1 : 0;

@@ -717,3 +717,98 @@ def test_chunk_refits_results():
     np.testing.assert_allclose(
         r.hess[:, :, 0], Xt.T @ (np.exp(eta)[:, None] * Xt), rtol=1e-12, atol=1e-13
     )
+
+
+def _numpy_source(X, y, loss):
+    """A sums source over (X, y) written with numpy: (sum l, X~^T l', X~^T D X~ or None,
+    max |X~ step|); with cols= (beta zero elsewhere) the gradient and Hessian on those
+    coordinates only."""
+    Xt = _intercept_design(X)
+
+    def source(beta, step, hessian, clip, cols=None):
+        Xc = Xt if cols is None else Xt[:, cols]
+        eta = Xt @ beta
+        if loss == "logistic":
+            mu = 1.0 / (1.0 + np.exp(-eta))
+            d1, d2 = mu - y, mu * (1.0 - mu)
+        else:
+            d1, d2 = eta - y, np.ones_like(eta)
+        hess = np.asfortranarray(Xc.T @ (d2[:, None] * Xc)) if hessian else None
+        smax = 0.0 if step is None else float(np.max(np.abs(Xt @ step)))
+        return float(loss_value(loss, y, eta).sum()), Xc.T @ d1, hess, smax
+
+    return source
+
+
+def test_sums_fit_results():
+    X, y = make_data("logistic", 50, 3, seed=13)
+    lam = 0.9
+    r = _core.sums_fit(
+        _numpy_source(X, y, "logistic"),
+        "logistic",
+        np.full(3, lam),
+        fit_intercept=True,
+        beta0=np.zeros(4),
+        weight_sum=50.0,
+        tol=TOL,
+        max_iter=100,
+        fresh_end=True,
+    )
+    scalars = {
+        "hessian_at_point": bool,
+        "objective": float,
+        "n_iter": int,
+        "hessian_passes": int,
+        "n_evals": int,
+        "converged": bool,
+        "stalled": bool,
+        "grad_norm": float,
+    }
+    shapes = {"beta": (4,), "grad": (4,), "hessian": (4, 4), "unpenalized_hessian": (4, 4)}
+    _check_class(r, _core.SumsFitResult, scalars, shapes)
+    with threadpool_limits(1):
+        coef, b = sklearn_glm("logistic", X, y, lam)
+    np.testing.assert_allclose(r.beta, np.r_[b, coef], rtol=1e-7, atol=1e-9)
+    Xt = _intercept_design(X)
+    mu = 1.0 / (1.0 + np.exp(-(Xt @ r.beta)))
+    Hx = Xt.T @ ((mu * (1.0 - mu))[:, None] * Xt)
+    assert r.hessian_at_point
+    np.testing.assert_allclose(r.unpenalized_hessian, Hx, rtol=1e-8)
+    np.testing.assert_allclose(r.hessian, Hx + np.diag([0.0, lam, lam, lam]), rtol=1e-8)
+
+
+def test_enet_sums_fit_result_is_the_lasso():
+    X, y = make_data("squared", 60, 4, seed=14)
+    y = y + 2.0 * X[:, 0]
+    l1 = 12.0
+    r = _core.enet_sums_fit(
+        _numpy_source(X, y, "squared"),
+        "squared",
+        np.zeros(4),
+        np.full(4, l1),
+        fit_intercept=True,
+        beta0=np.zeros(5),
+        weight_sum=60.0,
+        tol=TOL,
+        max_iter=100,
+    )
+    scalars = {
+        "objective": float,
+        "n_iter": int,
+        "hessian_passes": int,
+        "n_evals": int,
+        "converged": bool,
+        "grad_norm": float,
+    }
+    _check_class(r, _core.EnetSumsFitResult, scalars, {"beta": (5,), "grad": (5,)})
+    assert r.active.dtype == np.int64
+    from sklearn.linear_model import Lasso
+
+    with threadpool_limits(1):  # (1 / 2n) ||y - X w||^2 + alpha ||w||_1, alpha = l1 / n
+        sk = Lasso(alpha=l1 / 60.0, tol=1e-14, max_iter=100000).fit(X, y)
+    np.testing.assert_allclose(r.beta, np.r_[sk.intercept_, sk.coef_], rtol=1e-6, atol=1e-8)
+    np.testing.assert_array_equal(r.active, np.flatnonzero(sk.coef_))
+    m = 1 + r.active.size
+    assert r.hessian.shape == (m, m)
+    Xa = _intercept_design(X)[:, np.r_[0, r.active + 1]]
+    np.testing.assert_allclose(r.hessian, Xa.T @ Xa, rtol=1e-10)

@@ -548,6 +548,8 @@ def quadratic_cd(H: _F64, g: _F64, beta: _F64, l1: _F64, tol: float) -> _F64: ..
 _SumsSource = Callable[[_F64, _F64 | None, bool, bool], tuple[float, _F64, _F64 | None, float]]
 
 class SumsFitResult:
+    """A Newton fit over a sums source."""
+
     @property
     def beta(self) -> _F64: ...
     @property
@@ -601,6 +603,8 @@ def multinomial_sums_fit(
 ) -> SumsFitResult: ...
 
 class EnetSumsFitResult:
+    """An elastic-net fit over a sums source."""
+
     @property
     def beta(self) -> _F64: ...
     @property
