@@ -226,7 +226,7 @@ def bench_hessian(q: bool, rep: int) -> None:
 
     def ours() -> np.ndarray:
         with _blas.single_threaded_blas():
-            return _core.hessian(X, d, False, nt)
+            return _core.hessian(X, d, fit_intercept=False, n_threads=nt)
 
     def syrk() -> np.ndarray:
         return dsyrk(1.0, X * np.sqrt(d)[:, None], trans=1)

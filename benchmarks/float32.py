@@ -92,7 +92,7 @@ def _hessian(X, d, n_jobs):
     from aloocv import _blas, _core
 
     with _blas.single_threaded_blas():  # as inside fit: the row blocks are the parallelism
-        return _core.hessian(X, d, True, n_jobs)
+        return _core.hessian(X, d, fit_intercept=True, n_threads=n_jobs)
 
 
 def memory_table(n: int, ps: list[int], n_jobs: int) -> None:

@@ -76,10 +76,22 @@ def _lower_bound(X, y, est, reps: int = 3) -> tuple[float, float]:
     th, tl = [], []
     for _ in range(reps):
         t0 = time.process_time()
-        _core.hessian(Xd, pr * (1 - pr), True, 1)
+        _core.hessian(Xd, pr * (1 - pr), fit_intercept=True, n_threads=1)
         th.append(time.process_time() - t0)
         t0 = time.process_time()
-        _core.loo(Xd, y, None, "logistic", pen, True, "alo", 1e-8, 100, 1, beta=beta)
+        _core.loo(
+            Xd,
+            y,
+            None,
+            "logistic",
+            pen,
+            fit_intercept=True,
+            method="alo",
+            tol=1e-8,
+            max_iter=100,
+            n_threads=1,
+            beta=beta,
+        )
         tl.append(time.process_time() - t0)
     # loo at given coefficients: one Hessian pass, two O(n p) passes, the leverage pass
     t_mv = min(_time(lambda: X @ est.coef_[0]) for _ in range(reps))

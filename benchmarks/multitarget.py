@@ -54,14 +54,16 @@ def main() -> None:
         flush=True,
     )
     with _blas.single_threaded_blas():
-        sc = _core.MultiRidge(X, Y[:, :1], None, True, None, 1).scores(alphas, 1)
+        sc = _core.MultiRidge(
+            X, Y[:, :1], None, fit_intercept=True, penalty=None, n_threads=1
+        ).scores(alphas, 1)
     t = time.perf_counter()
     ours = aloocv.ALORidgeCV(alphas=alphas, alpha_per_target=True, n_jobs=a.threads)
     ours.fit(X, Y)
     t_ours = time.perf_counter() - t
     print(
-        f"ALORidgeCV  {t_ours:8.2f} s   (spectral filters: {sc['rank']} band GEMMs costing "
-        f"{sc['passes']:.1f} full ones, for {a.alphas} alphas)",
+        f"ALORidgeCV  {t_ours:8.2f} s   (spectral filters: {sc.rank} band GEMMs costing "
+        f"{sc.passes:.1f} full ones, for {a.alphas} alphas)",
         flush=True,
     )
     with threadpool_limits(a.threads):

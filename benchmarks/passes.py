@@ -38,26 +38,40 @@ def _cpu(f, k: int = 3) -> float:
     return float(np.median(ts))
 
 
-def breakdown(X: np.ndarray, y: np.ndarray, args: tuple, r: dict, a: argparse.Namespace) -> None:
+def breakdown(
+    X: np.ndarray, y: np.ndarray, args: tuple, r: _core.LooResult, a: argparse.Namespace
+) -> None:
     """Unit costs of the passes (see the module docstring), single-threaded."""
     from threadpoolctl import threadpool_limits
 
-    beta = np.r_[r["intercept"], r["coef"]]
+    beta = np.r_[r.intercept, r.coef]
     with threadpool_limits(1):
-        mu = 1.0 / (1.0 + np.exp(-(X @ r["coef"] + r["intercept"])))
+        mu = 1.0 / (1.0 + np.exp(-(X @ r.coef + r.intercept)))
         d, g = mu * (1.0 - mu), mu - y
-        th = _cpu(lambda: _core.hessian(X, d, True, 1))
+        th = _cpu(lambda: _core.hessian(X, d, fit_intercept=True, n_threads=1))
         tv = _cpu(lambda: X @ beta[1:])
         tg = _cpu(lambda: X.T @ g)
-        ta = _cpu(lambda: _core.loo(*args, "alo", a.tol, 100, 1, beta, False))
-        tf = _cpu(lambda: _core.fit(*args, a.tol, 100, 1))
+        ta = _cpu(
+            lambda: _core.loo(
+                *args,
+                fit_intercept=True,
+                method="alo",
+                tol=a.tol,
+                max_iter=100,
+                n_threads=1,
+                beta=beta,
+            )
+        )
+        tf = _cpu(
+            lambda: _core.fit(*args, fit_intercept=True, tol=a.tol, max_iter=100, n_threads=1)
+        )
     print(f"CPU s, one thread: Hessian pass {th:.4f}  X v {tv:.4f}  X^T g {tg:.4f}")
     lev = ta - th - tv - tg
     print(f"  ALO at the returned coefficients {ta:.4f}: leverage pass about {lev:.4f}")
     # one O(n p) step of the fit (X~ step, the loss and its derivatives, X~^T g in one
     # fused pass), derived: the fit's CPU time less its Hessian passes, per O(n p) pass
-    f = _core.fit(*args, a.tol, 100, 1)
-    step = (tf - f["hessian_passes"] * th) / max(1, f["matvec_passes"])
+    f = _core.fit(*args, fit_intercept=True, tol=a.tol, max_iter=100, n_threads=1)
+    step = (tf - f.hessian_passes * th) / max(1, f.matvec_passes)
     print(f"  fit {tf:.4f}: one O(n p) step about {step:.4f} (numpy X v + X^T g {tv + tg:.4f})")
 
 
@@ -72,13 +86,15 @@ def main() -> None:
     a = ap.parse_args()
     X, y = logistic_data(a.n, a.p)
     pen = np.full(a.p, a.lam)
-    args = (X, y, None, "logistic", pen, True)
+    args = (X, y, None, "logistic", pen)
 
-    def fit() -> dict:
-        return _core.fit(*args, a.tol, 100, a.n_jobs)
+    def fit() -> _core.FitResult:
+        return _core.fit(*args, fit_intercept=True, tol=a.tol, max_iter=100, n_threads=a.n_jobs)
 
-    def loo() -> dict:
-        return _core.loo(*args, "alo", a.tol, 100, a.n_jobs)
+    def loo() -> _core.LooResult:
+        return _core.loo(
+            *args, fit_intercept=True, method="alo", tol=a.tol, max_iter=100, n_threads=a.n_jobs
+        )
 
     fit()  # warm up
     t0 = time.perf_counter()
@@ -89,29 +105,39 @@ def main() -> None:
     tf, tl = t1 - t0, t2 - t1
     print(f"logistic n={a.n} p={a.p} lam={a.lam:g} tol={a.tol:g} n_jobs={a.n_jobs}")
     print(
-        f"fit : {tf:7.3f} s  n_iter {f['n_iter']:3d}  hessian passes {f['hessian_passes']}"
-        f"  O(np) passes {f['matvec_passes']}"
+        f"fit : {tf:7.3f} s  n_iter {f.n_iter:3d}  hessian passes {f.hessian_passes}"
+        f"  O(np) passes {f.matvec_passes}"
     )
     print(
-        f"loo : {tl:7.3f} s  n_iter {r['n_iter']:3d}  hessian passes {r['hessian_passes']}"
-        f"  O(np) passes {r['matvec_passes']} (+1 leverage pass)"
+        f"loo : {tl:7.3f} s  n_iter {r.n_iter:3d}  hessian passes {r.hessian_passes}"
+        f"  O(np) passes {r.matvec_passes} (+1 leverage pass)"
     )
     print(f"loo incl. fit / fit = {tl / tf:.2f} (target <= 1.2)")
-    print(f"max |coef diff| = {np.max(np.abs(f['coef'] - r['coef'])):.1e}")
+    print(f"max |coef diff| = {np.max(np.abs(f.coef - r.coef)):.1e}")
     if a.breakdown:
         breakdown(X, y, args, r, a)
 
     # a 10-point grid of penalties (descending lambda, as the estimators walk it), each
     # point warm-started from the previous one's state (path_fit) and followed by ALO
     lams = np.logspace(2, -2, 10)
-    ts = _core.TuneState(X, y, None, "logistic", np.full(a.p, lams[0]), True, a.tol, 100, a.n_jobs)
+    ts = _core.TuneState(
+        X,
+        y,
+        None,
+        "logistic",
+        np.full(a.p, lams[0]),
+        fit_intercept=True,
+        tol=a.tol,
+        max_iter=100,
+        n_threads=a.n_jobs,
+    )
     rows = []
     t0 = time.perf_counter()
     for lam in lams:
         ts.set_penalty(np.full(a.p, lam))
         out = ts.fit()
-        ts.alo(False)
-        rows.append((lam, out["n_iter"], out["hessian_passes"]))
+        ts.alo(gradient=False)
+        rows.append((lam, out.n_iter, out.hessian_passes))
     tp = time.perf_counter() - t0
     print(f"path of {len(lams)} penalties, fit + ALO each: {tp:.3f} s = {tp / tf:.2f} fits")
     for lam, it, hp in rows:

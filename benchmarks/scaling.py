@@ -70,7 +70,7 @@ def measure(X: np.ndarray, y: np.ndarray, d: np.ndarray, t: int, repeat: int) ->
 
         def hess() -> np.ndarray:
             with _blas.single_threaded_blas():
-                return _core.hessian(X, d, False, t)
+                return _core.hessian(X, d, fit_intercept=False, n_threads=t)
 
         out["hessian"] = timeit(hess, repeat)
         out["numpy"] = timeit(lambda: (X * d[:, None]).T @ X, repeat)

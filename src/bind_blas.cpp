@@ -45,7 +45,7 @@ void bind_blas(py::module_& m) {
       "Registers dsyrk, dtrsm, dgemm (BLAS), dpotrf (LAPACK) and optionally dtrmm, dgemv and "
       "ssyrk (float32 designs) from a dict of PyCapsules holding Fortran-ABI function pointers "
       "(scipy.linalg.cython_blas / cython_lapack).");
-  m.def("use_blas", &blas::set_enabled, py::arg("enabled"),
+  m.def("use_blas", &blas::set_enabled, py::kw_only(), py::arg("enabled"),
         "Switches between the registered BLAS and the built-in Eigen kernels.");
   m.def("blas_enabled", &blas::enabled, "True when registered BLAS routines are in use.");
   m.def("max_threads", &max_threads,

@@ -6,6 +6,7 @@
 #include "aloocv/enet.hpp"
 #include "arrays.hpp"
 #include "release.hpp"
+#include "results.hpp"
 
 namespace aloocv::bind {
 
@@ -46,15 +47,15 @@ void bind_chunk(py::module_& m) {
         run_released([&] {
           s = chunk_sums(pb, kind, b, hessian, check, n_threads, st ? &*st : nullptr, clip);
         });
-        py::dict out;
-        out["loss"] = s.loss;
-        out["weight"] = s.weight;
-        out["grad"] = to_numpy(s.grad);
-        out["hess"] = hessian ? py::object(square(s.hess, pb.p1())) : py::object(py::none());
-        out["step_max"] = s.step_max;
+        ChunkSumsOut out;
+        out.loss = s.loss;
+        out.weight = s.weight;
+        out.grad = to_numpy(s.grad);
+        if (hessian) out.hess = square(s.hess, pb.p1());
+        out.step_max = py::float_(s.step_max);
         return out;
       },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta"), py::arg("hessian"), py::arg("check"),
       py::arg("n_threads"), py::arg("offset") = py::none(), py::arg("step") = py::none(),
       py::arg("clip") = false,
@@ -75,17 +76,19 @@ void bind_chunk(py::module_& m) {
         const LooMethod meth = loo_method_from_name(method);
         ChunkLoo r;
         run_released([&] { r = chunk_loo(pb, kind, b, Hm, meth, gradient, inv_sw, n_threads); });
-        py::dict out;
-        out["eta"] = to_numpy(r.eta);
-        out["losses"] = to_numpy(r.res.losses);
-        out["predictions"] = to_numpy(r.res.predictions);
-        out["leverages"] = to_numpy(r.res.leverages);
-        out["downdate"] = to_numpy(r.res.den);
-        out["r"] = gradient ? py::object(to_numpy(r.r)) : py::object(py::none());
-        out["S"] = gradient ? py::object(square(r.S, p1)) : py::object(py::none());
+        ChunkLooOut out;
+        out.eta = move_to_numpy(std::move(r.eta));
+        out.losses = move_to_numpy(std::move(r.res.losses));
+        out.predictions = move_to_numpy(std::move(r.res.predictions));
+        out.leverages = move_to_numpy(std::move(r.res.leverages));
+        out.downdate = move_to_numpy(std::move(r.res.den));
+        if (gradient) {
+          out.r = to_numpy(r.r);
+          out.S = square(r.S, p1);
+        }
         return out;
       },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta"), py::arg("H"), py::arg("method"),
       py::arg("gradient"), py::arg("inv_sw"), py::arg("n_threads"), py::arg("offset") = py::none(),
       "One chunk's closed-form leave-one-out values from the full penalized Hessian H at beta; "
@@ -104,7 +107,7 @@ void bind_chunk(py::module_& m) {
         run_released([&] { s = chunk_adjoint(pb, kind, b, Mm, n_threads); });
         return to_numpy(s);
       },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta"), py::arg("M"), py::arg("n_threads"),
       py::arg("offset") = py::none(),
       "One chunk's X~^T (w l''' q) with q_j = x~_j^T M x~_j (second hypergradient pass).");
@@ -127,7 +130,7 @@ void bind_chunk(py::module_& m) {
         std::copy(r.grad.data(), r.grad.data() + r.grad.size(), G.mutable_data());
         return py::make_tuple(H, G);
       },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta"), py::arg("fold"), py::arg("n_folds"),
       py::arg("n_threads"), py::arg("offset") = py::none(),
       "One chunk's per-fold X~_S^T D_S X~_S (p1, p1, K) and X~_S^T g_S (p1, K).");
@@ -146,17 +149,17 @@ void bind_chunk(py::module_& m) {
         const int* hc = int32_ptr(hess_cols, m, "hess_cols");
         ChunkRefits r;
         run_released([&] { r = chunk_refits(pb, kind, b, ex, hc, m, n_threads); });
-        py::dict out;
-        out["loss"] = to_numpy(r.loss);
+        ChunkRefitsOut out;
+        out.loss = to_numpy(r.loss);
         py::array_t<double, py::array::f_style> G({p1, B});
         std::copy(r.grad.data(), r.grad.data() + r.grad.size(), G.mutable_data());
-        out["grad"] = G;
+        out.grad = G;
         py::array_t<double, py::array::f_style> H({p1, p1, m});
         std::copy(r.hess.data(), r.hess.data() + r.hess.size(), H.mutable_data());
-        out["hess"] = H;
+        out.hess = H;
         return out;
       },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta"), py::arg("exclude"), py::arg("hess_cols"),
       py::arg("n_threads"), py::arg("offset") = py::none(),
       "One chunk's sums for B leave-one-out refits at the columns of beta (p1, B), each without "

@@ -5,27 +5,29 @@
 #include "aloocv/hypergrad.hpp"
 #include "arrays.hpp"
 #include "release.hpp"
+#include "results.hpp"
 
 namespace aloocv::bind {
 
 namespace {
-py::dict result_to_dict(const DualResult& r, LooMethod method, bool want_loo) {
-  py::dict out;
-  out["coef"] = to_numpy(r.coef);
-  out["intercept"] = r.st.b;
-  out["n_iter"] = r.st.n_iter;
-  out["converged"] = r.st.converged;
-  out["objective"] = r.st.objective;
-  out["grad_norm"] = r.st.grad_norm;
-  out["alpha"] = to_numpy(r.st.alpha);
+// r's per-sample vectors are moved into the result.
+DualOut dual_out(DualResult& r, LooMethod method, bool want_loo) {
+  DualOut out;
+  out.coef = to_numpy(r.coef);
+  out.intercept = r.st.b;
+  out.n_iter = r.st.n_iter;
+  out.converged = r.st.converged;
+  out.objective = r.st.objective;
+  out.grad_norm = r.st.grad_norm;
+  out.alpha = to_numpy(r.st.alpha);
   if (want_loo) {
-    out["losses"] = to_numpy(r.loo.losses);
-    out["predictions"] = to_numpy(r.loo.predictions);
-    out["leverages"] =
-        method == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(r.loo.leverages));
-    out["downdate"] =
-        method == LooMethod::Exact ? py::object(py::none()) : py::object(to_numpy(r.loo.den));
-    out["n_not_converged"] = r.loo.n_not_converged;
+    out.losses = move_to_numpy(std::move(r.loo.losses));
+    out.predictions = move_to_numpy(std::move(r.loo.predictions));
+    if (method != LooMethod::Exact) {
+      out.leverages = move_to_numpy(std::move(r.loo.leverages));
+      out.downdate = move_to_numpy(std::move(r.loo.den));
+    }
+    out.n_not_converged = py::int_(r.loo.n_not_converged);
   }
   return out;
 }
@@ -63,17 +65,18 @@ void bind_dual(py::module_& m) {
           r = dual_loo(pb, kind, K, meth, opt, want_loo, b ? &*b : nullptr, set);
           if (gradient) hg = dual_gradient(pb, kind, K, r.st.eta, r.coef, n_threads);
         });
-        py::dict out = result_to_dict(r, meth, want_loo);
+        DualOut out = dual_out(r, meth, want_loo);
         if (gradient) {
-          out["grad_l2"] = to_numpy(hg.l2);
-          out["grad_l1"] = to_numpy(hg.l1);
+          out.grad_l2 = to_numpy(hg.l2);
+          out.grad_l1 = to_numpy(hg.l1);
         }
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("n_threads"), py::arg("want_loo") = true, py::arg("beta") = py::none(),
-      py::arg("subset") = py::none(), py::arg("gradient") = false, py::arg("offset") = py::none(),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("method"), py::arg("tol"),
+      py::arg("max_iter"), py::arg("n_threads"), py::arg("want_loo") = true,
+      py::arg("beta") = py::none(), py::arg("subset") = py::none(), py::arg("gradient") = false,
+      py::arg("offset") = py::none(),
       "Fit (and LOO) through the n x n dual system: K = X P^{-1} X^T once, O(n^3) per step; "
       "a given beta is taken as the fit.");
 
@@ -106,9 +109,9 @@ void bind_dual(py::module_& m) {
         run_released([&] {
           r = dual_loo(pb, LossKind::Squared, Km, LooMethod::ALO, FitOptions{1e-12, 10, 0}, true);
         });
-        return result_to_dict(r, LooMethod::ALO, true);
+        return dual_out(r, LooMethod::ALO, true);
       },
-      py::arg("K"), py::arg("y"), py::arg("sample_weight"), py::arg("lam"),
+      py::arg("K"), py::arg("y"), py::arg("sample_weight"), py::arg("lam"), py::kw_only(),
       py::arg("fit_intercept"), "Exact LOO of kernel ridge regression from a kernel matrix.");
 }
 

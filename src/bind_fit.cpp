@@ -3,24 +3,9 @@
 
 #include "arrays.hpp"
 #include "release.hpp"
+#include "results.hpp"
 
 namespace aloocv::bind {
-
-py::dict state_to_dict(const FitState& st, bool intercept) {
-  py::dict out;
-  const Index off = intercept ? 1 : 0;
-  out["coef"] = to_numpy(st.beta.tail(st.beta.size() - off));
-  out["intercept"] = intercept ? st.beta[0] : 0.0;
-  out["n_iter"] = st.n_iter;
-  out["converged"] = st.converged;
-  out["objective"] = st.objective;
-  out["grad_norm"] = st.grad_norm;
-  out["hessian_passes"] = st.hessian_passes;
-  out["matvec_passes"] = st.matvec_passes;
-  out["fused_end_fallbacks"] = st.fused_end_fallbacks;
-  out["stale_eta"] = st.stale_eta;
-  return out;
-}
 
 void bind_fit(py::module_& m) {
   m.def("loss_names", &loss_names, "Names of the registered losses.");
@@ -39,11 +24,12 @@ void bind_fit(py::module_& m) {
         if (beta0) b0 = to_vec(*beta0, pb.p1(), "beta0");
         FitState st;
         run_released([&] { st = fit(pb, kind, opt, b0 ? &*b0 : nullptr); });
-        return state_to_dict(st, intercept);
+        return fit_out(st, intercept);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"),
-      py::arg("beta0") = py::none(), py::arg("l1") = py::none(), py::arg("offset") = py::none(),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"),
+      py::arg("n_threads"), py::arg("beta0") = py::none(), py::arg("l1") = py::none(),
+      py::arg("offset") = py::none(),
       "Damped Newton fit of an L2-penalized GLM; proximal Newton with an L1 term.");
 
   m.def(
@@ -57,7 +43,7 @@ void bind_fit(py::module_& m) {
         run_released([&] { hessian(v, dp, intercept, out, n_threads); });
         return H;
       },
-      py::arg("X"), py::arg("d"), py::arg("fit_intercept"), py::arg("n_threads"),
+      py::arg("X"), py::arg("d"), py::kw_only(), py::arg("fit_intercept"), py::arg("n_threads"),
       "X~^T diag(d) X~ accumulated in parallel row blocks (d of any sign).");
 
   m.def(
@@ -91,7 +77,7 @@ void bind_fit(py::module_& m) {
         return py::make_tuple(to_numpy(v), to_numpy(g), to_numpy(h), to_numpy(h3), to_numpy(h4),
                               to_numpy(mu));
       },
-      py::arg("loss"), py::arg("y"), py::arg("eta"), py::arg("fused") = false,
+      py::arg("loss"), py::arg("y"), py::arg("eta"), py::kw_only(), py::arg("fused") = false,
       "Per-sample loss value, its derivatives 1..4 in eta and the mean (inverse link). With "
       "fused, the value and derivatives 1, 2 come from the one evaluation that Newton steps "
       "use (Loss::eval where the loss has one).");

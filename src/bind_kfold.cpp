@@ -7,10 +7,27 @@
 #include "aloocv/newton.hpp"
 #include "arrays.hpp"
 #include "release.hpp"
+#include "results.hpp"
 
 namespace aloocv::bind {
 
-py::dict state_to_dict(const FitState& st, bool intercept);
+namespace {
+
+// t_fit: wall time of the full fit; t_folds: of the fold downdates or refits.
+KFoldOut kfold_out(const FitState& st, bool intercept, KFoldOutput& res, double t_fit,
+                   double t_folds) {
+  KFoldOut out;
+  fill_fit(out, st, intercept);
+  out.losses = move_to_numpy(std::move(res.losses));
+  out.predictions = move_to_numpy(std::move(res.predictions));
+  out.n_not_converged = res.n_not_converged;
+  out.n_woodbury = res.n_woodbury;
+  out.seconds_fit = t_fit;
+  out.seconds_folds = t_folds;
+  return out;
+}
+
+}  // namespace
 
 void bind_kfold(py::module_& m) {
   m.def(
@@ -43,19 +60,12 @@ void bind_kfold(py::module_& m) {
           t_fit = std::chrono::duration<double>(t1 - t0).count();
           t_folds = std::chrono::duration<double>(clock::now() - t1).count();
         });
-        py::dict out = state_to_dict(st, intercept);
-        out["losses"] = to_numpy(res.losses);
-        out["predictions"] = to_numpy(res.predictions);
-        out["n_not_converged"] = res.n_not_converged;
-        out["n_woodbury"] = res.n_woodbury;
-        out["seconds_fit"] = t_fit;      // wall time of the full fit
-        out["seconds_folds"] = t_folds;  // of the fold downdates or refits
-        return out;
+        return kfold_out(st, intercept, res, t_fit, t_folds);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::arg("fit_intercept"), py::arg("folds"), py::arg("n_folds"), py::arg("method"),
-      py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"), py::arg("l1") = py::none(),
-      py::arg("offset") = py::none(),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("folds"), py::arg("n_folds"),
+      py::arg("method"), py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"),
+      py::arg("l1") = py::none(), py::arg("offset") = py::none(),
       "K-fold CV: one Newton step per fold on the exact fold-out Hessian, in the cheaper of "
       "the q x q Woodbury and p x p forms ('alo'), or refits ('exact').");
 
@@ -71,7 +81,7 @@ void bind_kfold(py::module_& m) {
         for (Index k = 0; k < K; ++k) sz[static_cast<size_t>(k)] = a.at(k);
         return foldwise_end_sizes(kind, has_l1, p1, sz.data(), K);
       },
-      py::arg("loss"), py::arg("p1"), py::arg("has_l1"), py::arg("sizes"),
+      py::arg("loss"), py::arg("p1"), py::kw_only(), py::arg("has_l1"), py::arg("sizes"),
       "Whether approximate K-fold with folds of these sizes (a partition of the samples) sums "
       "the Hessian at the fit from the folds' blocks, its fit then a plain one (no fresh "
       "Hessian at its end): the dask route asks, so that its fit is the in-memory one.");
@@ -117,19 +127,12 @@ void bind_kfold(py::module_& m) {
           t_fit = std::chrono::duration<double>(t1 - t0).count();
           t_folds = std::chrono::duration<double>(clock::now() - t1).count();
         });
-        py::dict out = state_to_dict(st, intercept);
-        out["losses"] = to_numpy(res.losses);
-        out["predictions"] = to_numpy(res.predictions);
-        out["n_not_converged"] = res.n_not_converged;
-        out["n_woodbury"] = res.n_woodbury;
-        out["seconds_fit"] = t_fit;
-        out["seconds_folds"] = t_folds;
-        return out;
+        return kfold_out(st, intercept, res, t_fit, t_folds);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::arg("fit_intercept"), py::arg("indices"), py::arg("indptr"), py::arg("method"),
-      py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"), py::arg("l1") = py::none(),
-      py::arg("offset") = py::none(),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("indices"), py::arg("indptr"),
+      py::arg("method"), py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"),
+      py::arg("l1") = py::none(), py::arg("offset") = py::none(),
       "Held-out sets (CSR: set k is indices[indptr[k]:indptr[k+1]]; they may overlap and need "
       "not cover the samples), each left out on its own as one K-fold fold; outputs are "
       "concatenated set after set.");

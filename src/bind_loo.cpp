@@ -5,10 +5,9 @@
 #include "aloocv/ridge_path.hpp"
 #include "arrays.hpp"
 #include "release.hpp"
+#include "results.hpp"
 
 namespace aloocv::bind {
-
-py::dict state_to_dict(const FitState& st, bool intercept);
 
 void bind_loo(py::module_& m) {
   m.def(
@@ -35,14 +34,14 @@ void bind_loo(py::module_& m) {
                                   intercept);
         RidgeSpectrum sp;
         run_released([&] { sp = ridge_spectrum(pb, Zc.data(), mcols, n_threads); });
-        py::dict out;
-        out["s"] = to_numpy(sp.s);
-        out["V"] = mat_to_numpy(sp.V);
-        out["C"] = mat_to_numpy(sp.C);
-        out["mu"] = to_numpy(sp.mu);
+        RidgeSpectrumOut out;
+        out.s = to_numpy(sp.s);
+        out.V = mat_to_numpy(sp.V);
+        out.C = mat_to_numpy(sp.C);
+        out.mu = to_numpy(sp.mu);
         return out;
       },
-      py::arg("X"), py::arg("Z"), py::arg("fit_intercept"), py::arg("n_threads"),
+      py::arg("X"), py::arg("Z"), py::kw_only(), py::arg("fit_intercept"), py::arg("n_threads"),
       "Eigendecomposition of X_c^T X_c and V^T X_c^T Z: ridge for many responses at once.");
 
   m.def(
@@ -57,14 +56,14 @@ void bind_loo(py::module_& m) {
         Problem pb = make_problem(X, y, w, zeros, intercept);
         RidgePath path;
         run_released([&] { path = ridge_path(pb, lp, k, n_threads); });
-        py::dict out;
-        out["losses"] = mat_to_numpy(path.losses);
-        out["predictions"] = mat_to_numpy(path.predictions);
-        out["coef"] = mat_to_numpy(path.coef);
-        out["intercept"] = to_numpy(path.intercept);
+        RidgePathOut out;
+        out.losses = mat_to_numpy(path.losses);
+        out.predictions = mat_to_numpy(path.predictions);
+        out.coef = mat_to_numpy(path.coef);
+        out.intercept = to_numpy(path.intercept);
         return out;
       },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("lambdas"),
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("lambdas"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("n_threads"),
       "Exact ridge LOO along a grid of scalar lambdas from one eigendecomposition.");
 
@@ -107,28 +106,28 @@ void bind_loo(py::module_& m) {
           res = gradient ? loo_gradient(pb, kind, st, opt.n_threads, hg, gkind)
                          : loo(pb, kind, meth, st, opt, set);
         });
-        py::dict out = state_to_dict(st, intercept);
-        out["losses"] = move_to_numpy(std::move(res.losses));
-        out["predictions"] = move_to_numpy(std::move(res.predictions));
-        out["leverages"] = meth == LooMethod::Exact
-                               ? py::object(py::none())
-                               : py::object(move_to_numpy(std::move(res.leverages)));
-        out["downdate"] = meth == LooMethod::Exact ? py::object(py::none())
-                                                   : py::object(move_to_numpy(std::move(res.den)));
-        out["rcond"] =
-            st.chol.empty() ? py::object(py::none()) : py::object(py::float_(st.chol.rcond()));
-        out["n_not_converged"] = res.n_not_converged;
+        LooOut out;
+        fill_fit(out, st, intercept);
+        out.losses = move_to_numpy(std::move(res.losses));
+        out.predictions = move_to_numpy(std::move(res.predictions));
+        if (meth != LooMethod::Exact) {
+          out.leverages = move_to_numpy(std::move(res.leverages));
+          out.downdate = move_to_numpy(std::move(res.den));
+        }
+        if (!st.chol.empty()) out.rcond = py::float_(st.chol.rcond());
+        out.n_not_converged = res.n_not_converged;
         if (gradient) {
-          out["grad_l2"] = to_numpy(hg.l2);
-          out["grad_l1"] = to_numpy(hg.l1);
+          out.grad_l2 = to_numpy(hg.l2);
+          out.grad_l1 = to_numpy(hg.l1);
         }
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::arg("fit_intercept"), py::arg("method"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("n_threads"), py::arg("beta") = py::none(), py::arg("refit") = false,
-      py::arg("l1") = py::none(), py::arg("gradient") = false, py::arg("gradient_kind") = "exact",
-      py::arg("subset") = py::none(), py::arg("offset") = py::none(),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("method"), py::arg("tol"),
+      py::arg("max_iter"), py::arg("n_threads"), py::arg("beta") = py::none(),
+      py::arg("refit") = false, py::arg("l1") = py::none(), py::arg("gradient") = false,
+      py::arg("gradient_kind") = "exact", py::arg("subset") = py::none(),
+      py::arg("offset") = py::none(),
       "Leave-one-out losses and predictions ('alo', 'if', 'lemma3', 'exact').");
 }
 

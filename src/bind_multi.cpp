@@ -6,6 +6,7 @@
 #include "aloocv/multi_ridge.hpp"
 #include "arrays.hpp"
 #include "release.hpp"
+#include "results.hpp"
 
 namespace aloocv::bind {
 
@@ -48,8 +49,8 @@ void bind_multi(py::module_& m) {
              run_released([&] { h->mr = multi_ridge(d, wp, intercept, yv, pp, n_threads); });
              return h;
            }),
-           py::arg("X"), py::arg("Y"), py::arg("sample_weight"), py::arg("fit_intercept"),
-           py::arg("penalty"), py::arg("n_threads"))
+           py::arg("X"), py::arg("Y"), py::arg("sample_weight"), py::kw_only(),
+           py::arg("fit_intercept"), py::arg("penalty"), py::arg("n_threads"))
       .def_property_readonly("n_targets", [](const MultiRidgeHandle& h) { return h.mr.T; })
       .def(
           "scores",
@@ -58,11 +59,11 @@ void bind_multi(py::module_& m) {
             const double* lp = vector_ptr(lams, k, "lambdas");
             MultiRidgeScores sc;
             run_released([&] { sc = multi_ridge_scores(h.mr, lp, k, n_threads); });
-            py::dict out;
-            out["s2"] = move_to_numpy(std::move(sc.s2));
-            out["s4"] = move_to_numpy(std::move(sc.s4));
-            out["rank"] = sc.rank;
-            out["passes"] = sc.passes;
+            MultiRidgeScoresOut out;
+            out.s2 = move_to_numpy(std::move(sc.s2));
+            out.s4 = move_to_numpy(std::move(sc.s4));
+            out.rank = sc.rank;
+            out.passes = sc.passes;
             return out;
           },
           py::arg("lambdas"), py::arg("n_threads"),
@@ -73,14 +74,13 @@ void bind_multi(py::module_& m) {
             const double* lp = vector_ptr(lams, h.mr.T, "lambdas");
             MultiRidgeSolution sol;
             run_released([&] { sol = multi_ridge_solve(h.mr, lp, predictions, n_threads); });
-            py::dict out;
-            out["coef"] = move_to_numpy(std::move(sol.coef));
-            out["intercept"] = to_numpy(sol.intercept);
-            out["predictions"] = predictions ? py::object(move_to_numpy(std::move(sol.predictions)))
-                                             : py::object(py::none());
+            MultiRidgeSolutionOut out;
+            out.coef = move_to_numpy(std::move(sol.coef));
+            out.intercept = to_numpy(sol.intercept);
+            if (predictions) out.predictions = move_to_numpy(std::move(sol.predictions));
             return out;
           },
-          py::arg("lambdas"), py::arg("predictions"), py::arg("n_threads"),
+          py::arg("lambdas"), py::kw_only(), py::arg("predictions"), py::arg("n_threads"),
           "Coefficients (p x T), intercepts and leave-one-out predictions (n x T) at one "
           "lambda per response.")
       .def(

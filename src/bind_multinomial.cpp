@@ -4,6 +4,7 @@
 #include "aloocv/multinomial.hpp"
 #include "arrays.hpp"
 #include "release.hpp"
+#include "results.hpp"
 
 namespace aloocv::bind {
 
@@ -25,7 +26,7 @@ MnProblem make_mn_problem(const py::object& X, const py::array& y,
   return pb;
 }
 
-py::dict mn_state_to_dict(const MnProblem& pb, const MnState& st) {
+void fill_mn_fit(MnFitOut& out, const MnProblem& pb, const MnState& st) {
   const Index K = pb.K, p1 = pb.p1(), p = pb.X.p, off = pb.intercept ? 1 : 0;
   py::array_t<double> coef({K, p});
   py::array_t<double> icpt(K);
@@ -33,16 +34,14 @@ py::dict mn_state_to_dict(const MnProblem& pb, const MnState& st) {
     icpt.mutable_data()[a] = off ? st.beta[a * p1] : 0.0;
     for (Index j = 0; j < p; ++j) coef.mutable_data()[a * p + j] = st.beta[a * p1 + off + j];
   }
-  py::dict out;
-  out["coef"] = coef;
-  out["intercept"] = icpt;
-  out["n_iter"] = st.n_iter;
-  out["converged"] = st.converged;
-  out["objective"] = st.objective;
-  out["grad_norm"] = st.grad_norm;
-  out["hessian_passes"] = st.hessian_passes;
-  out["hessian_products"] = st.hessian_products;
-  return out;
+  out.coef = coef;
+  out.intercept = icpt;
+  out.n_iter = st.n_iter;
+  out.converged = st.converged;
+  out.objective = st.objective;
+  out.grad_norm = st.grad_norm;
+  out.hessian_passes = st.hessian_passes;
+  out.hessian_products = st.hessian_products;
 }
 
 }  // namespace
@@ -61,22 +60,20 @@ void bind_multinomial(py::module_& m) {
         run_released([&] {
           loss = mn_chunk_sums(pb, b, grad.data(), hessian ? hess.data() : nullptr, n_threads);
         });
-        py::dict out;
-        out["loss"] = loss;
-        out["weight"] = pb.weight_sum();
-        out["grad"] = to_numpy(grad);
+        ChunkSumsOut out;
+        out.loss = loss;
+        out.weight = pb.weight_sum();
+        out.grad = to_numpy(grad);
         if (hessian) {
           py::array_t<double, py::array::f_style> H({dim, dim});
           std::copy(hess.data(), hess.data() + hess.size(), H.mutable_data());
-          out["hess"] = H;
-        } else {
-          out["hess"] = py::none();
+          out.hess = H;
         }
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
-      py::arg("penalty"), py::arg("fit_intercept"), py::arg("beta"), py::arg("hessian"),
-      py::arg("n_threads"),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("beta"),
+      py::arg("hessian"), py::arg("n_threads"),
       "Sums of one row chunk of a multinomial problem at beta (class-major): loss, "
       "gradient and (with hessian) the unpenalized K p1 x K p1 Hessian; penalty is unused.");
 
@@ -109,23 +106,21 @@ void bind_multinomial(py::module_& m) {
           mn_chunk_loo(pb, b, Hm, code, pp, ploss, pl, pd, pe, n_threads, weight_sum,
                        want_grad ? S.data() : nullptr);
         });
-        py::dict out;
+        ChunkLooOut out;
         if (want_grad) {
           py::array_t<double, py::array::f_style> Sa({dim, dim});
           std::copy(S.data(), S.data() + S.size(), Sa.mutable_data());
-          out["S"] = Sa;
-        } else {
-          out["S"] = py::none();
+          out.S = Sa;
         }
-        out["predictions"] = pred;
-        out["losses"] = loss;
-        out["leverages"] = lev;
-        out["downdate"] = det;
-        out["eta"] = eta;
+        out.predictions = pred;
+        out.losses = loss;
+        out.leverages = lev;
+        out.downdate = det;
+        out.eta = eta;
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
-      py::arg("penalty"), py::arg("fit_intercept"), py::arg("beta"), py::arg("H"),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("H"),
       py::arg("method"), py::arg("n_threads"), py::arg("gradient") = false,
       py::arg("weight_sum") = 1.0,
       "Multinomial leave-one-out (alo, if or lemma3) of one row chunk given beta and the "
@@ -149,8 +144,8 @@ void bind_multinomial(py::module_& m) {
         return to_numpy(rho);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
-      py::arg("penalty"), py::arg("fit_intercept"), py::arg("beta"), py::arg("H"), py::arg("M"),
-      py::arg("weight_sum"), py::arg("n_threads"),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("H"),
+      py::arg("M"), py::arg("weight_sum"), py::arg("n_threads"),
       "The multinomial hypergradient's second accumulation over one row chunk: X~^T gamma "
       "given M = H^{-1} S H^{-1} (S summed over the chunks).");
 
@@ -165,11 +160,13 @@ void bind_multinomial(py::module_& m) {
         const FitOptions opt{tol, max_iter, n_threads};
         MnState st;
         run_released([&] { st = mn_fit(pb, opt, b0 ? &*b0 : nullptr, false); });
-        return mn_state_to_dict(pb, st);
+        MnFitOut out;
+        fill_mn_fit(out, pb, st);
+        return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
-      py::arg("penalty"), py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("n_threads"), py::arg("beta0") = py::none(),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("tol"),
+      py::arg("max_iter"), py::arg("n_threads"), py::arg("beta0") = py::none(),
       "Damped Newton fit of an L2-penalized multinomial logistic regression.");
 
   m.def(
@@ -215,24 +212,25 @@ void bind_multinomial(py::module_& m) {
             failed = mn_exact(pb, st, ex, pred.data(), loss.data(), set);
           }
         });
-        py::dict out = mn_state_to_dict(pb, st);
+        MnLooOut out;
+        fill_mn_fit(out, pb, st);
         py::array_t<double> p2({n, K});
         std::copy(pred.data(), pred.data() + pred.size(), p2.mutable_data());
-        out["predictions"] = p2;
-        out["losses"] = to_numpy(loss);
-        out["n_not_converged"] = failed;
+        out.predictions = p2;
+        out.losses = move_to_numpy(std::move(loss));
+        out.n_not_converged = failed;
         if (code < 3) {
           py::array_t<double> l3({n, K, K});
           std::copy(lev.data(), lev.data() + lev.size(), l3.mutable_data());
-          out["leverages"] = l3;
-          out["det"] = to_numpy(det);
+          out.leverages = l3;
+          out.det = move_to_numpy(std::move(det));
         }
-        if (return_gradient) out["gradient"] = to_numpy(grad);
+        if (return_gradient) out.gradient = to_numpy(grad);
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
-      py::arg("penalty"), py::arg("fit_intercept"), py::arg("method"), py::arg("tol"),
-      py::arg("max_iter"), py::arg("n_threads"), py::arg("beta0") = py::none(),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("method"),
+      py::arg("tol"), py::arg("max_iter"), py::arg("n_threads"), py::arg("beta0") = py::none(),
       py::arg("refit") = true, py::arg("return_gradient") = false, py::arg("subset") = py::none(),
       "Multinomial leave-one-out (alo, if, lemma3 or exact) with a K x K block per sample; "
       "refit=False evaluates at beta0 (bring your own fit); subset= (exact only): the "

@@ -8,6 +8,7 @@
 #include "aloocv/sums_model.hpp"
 #include "arrays.hpp"
 #include "release.hpp"
+#include "results.hpp"
 
 namespace aloocv::bind {
 
@@ -58,28 +59,44 @@ py::array_t<double> square(const Vec& v, Index p1) {
   return out;
 }
 
+SumsFitOut sums_fit_out(const SumsFit& r) {
+  const Index p1 = r.beta.size();
+  SumsFitOut out;
+  out.beta = to_numpy(r.beta);
+  out.grad = to_numpy(r.grad);
+  out.hessian = square(r.hessian, p1);
+  out.unpenalized_hessian = square(r.hx, p1);
+  out.hessian_at_point = r.hessian_at_point;
+  out.objective = r.objective;
+  out.n_iter = r.n_iter;
+  out.hessian_passes = r.hessian_passes;
+  out.n_evals = r.n_evals;
+  out.converged = r.converged;
+  out.stalled = r.stalled;
+  out.grad_norm = r.grad_norm;
+  return out;
+}
+
+EnetSumsFitOut enet_sums_fit_out(const EnetSumsFit& r) {
+  EnetSumsFitOut out;
+  out.beta = to_numpy(r.beta);
+  out.grad = to_numpy(r.grad);
+  out.hessian = mat_to_numpy(r.hessian);
+  py::array_t<Index> a(static_cast<py::ssize_t>(r.active.size()));
+  std::copy(r.active.begin(), r.active.end(), a.mutable_data());
+  out.active = a;
+  out.objective = r.objective;
+  out.n_iter = r.n_iter;
+  out.hessian_passes = r.hessian_passes;
+  out.n_evals = r.n_evals;
+  out.converged = r.converged;
+  out.grad_norm = r.grad_norm;
+  return out;
+}
+
 }  // namespace
 
 void bind_sums(py::module_& m) {
-  py::class_<SumsFit>(m, "SumsFitResult",
-                      "A Newton fit over a sums source (cpp/include/aloocv/sums_model.hpp).")
-      .def_property_readonly("beta", [](const SumsFit& r) { return to_numpy(r.beta); })
-      .def_property_readonly("grad", [](const SumsFit& r) { return to_numpy(r.grad); })
-      .def_property_readonly(
-          "hessian", [](const SumsFit& r) { return square(r.hessian, r.beta.size()); },
-          "The penalized Hessian of the held factor.")
-      .def_property_readonly(
-          "unpenalized_hessian", [](const SumsFit& r) { return square(r.hx, r.beta.size()); },
-          "Its unpenalized part X~^T D X~.")
-      .def_readonly("hessian_at_point", &SumsFit::hessian_at_point)
-      .def_readonly("objective", &SumsFit::objective)
-      .def_readonly("n_iter", &SumsFit::n_iter)
-      .def_readonly("hessian_passes", &SumsFit::hessian_passes)
-      .def_readonly("n_evals", &SumsFit::n_evals)
-      .def_readonly("converged", &SumsFit::converged)
-      .def_readonly("stalled", &SumsFit::stalled)
-      .def_readonly("grad_norm", &SumsFit::grad_norm);
-
   m.def(
       "sums_fit",
       [](const py::object& source, const py::object& loss, const py::array& penalty, bool intercept,
@@ -108,11 +125,11 @@ void bind_sums(py::module_& m) {
         PySource src(source, p1);
         SumsFit r;
         run_released([&] { r = sums_fit(src, kind, lam, intercept, b0, opt); });
-        return r;
+        return sums_fit_out(r);
       },
-      py::arg("source"), py::arg("loss"), py::arg("penalty"), py::arg("fit_intercept"),
-      py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("fresh_end") = false, py::arg("previous_hessian") = py::none(),
+      py::arg("source"), py::arg("loss"), py::arg("penalty"), py::kw_only(),
+      py::arg("fit_intercept"), py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"),
+      py::arg("max_iter"), py::arg("fresh_end") = false, py::arg("previous_hessian") = py::none(),
       py::arg("secant") = false,
       "Damped Newton (the core's one driver) on a problem reached through its sums: "
       "source(beta, step, hessian, clip) returns (sum w l, X~^T (w l'), X~^T D X~ or None, "
@@ -135,39 +152,14 @@ void bind_sums(py::module_& m) {
         PySource src(source, dim);
         SumsFit r;
         run_released([&] { r = mn_sums_fit(src, n_classes, lam, intercept, b0, opt); });
-        return r;
+        return sums_fit_out(r);
       },
-      py::arg("source"), py::arg("n_classes"), py::arg("penalty"), py::arg("fit_intercept"),
-      py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"), py::arg("max_iter"),
-      py::arg("fresh_end") = false,
+      py::arg("source"), py::arg("n_classes"), py::arg("penalty"), py::kw_only(),
+      py::arg("fit_intercept"), py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"),
+      py::arg("max_iter"), py::arg("fresh_end") = false,
       "The multinomial fit (mn_fit's penalty with the gauge term, policy and stopping rule) "
       "on a problem reached through its sums (class-major beta of K p1 entries); the "
       "source is as sums_fit's (step and clip are not asked for).");
-
-  py::class_<EnetSumsFit>(m, "EnetSumsFitResult",
-                          "An elastic-net fit over a sums source (cpp/include/aloocv/enet.hpp).")
-      .def_property_readonly("beta", [](const EnetSumsFit& r) { return to_numpy(r.beta); })
-      .def_property_readonly("grad", [](const EnetSumsFit& r) { return to_numpy(r.grad); })
-      .def_property_readonly(
-          "hessian",
-          [](const EnetSumsFit& r) {
-            return square(Eigen::Map<const Vec>(r.hessian.data(), r.hessian.size()),
-                          r.hessian.rows());
-          },
-          "The penalized Hessian at beta on the intercept (first, if fitted) and the active "
-          "columns.")
-      .def_property_readonly("active",
-                             [](const EnetSumsFit& r) {
-                               py::array_t<Index> a(static_cast<py::ssize_t>(r.active.size()));
-                               std::copy(r.active.begin(), r.active.end(), a.mutable_data());
-                               return a;
-                             })
-      .def_readonly("objective", &EnetSumsFit::objective)
-      .def_readonly("n_iter", &EnetSumsFit::n_iter)
-      .def_readonly("hessian_passes", &EnetSumsFit::hessian_passes)
-      .def_readonly("n_evals", &EnetSumsFit::n_evals)
-      .def_readonly("converged", &EnetSumsFit::converged)
-      .def_readonly("grad_norm", &EnetSumsFit::grad_norm);
 
   m.def(
       "enet_sums_fit",
@@ -189,9 +181,9 @@ void bind_sums(py::module_& m) {
         EnetSumsFit r;
         run_released(
             [&] { r = enet_sums_fit(src, kind, lam, l1v, intercept, b0, weight_sum, opt); });
-        return r;
+        return enet_sums_fit_out(r);
       },
-      py::arg("source"), py::arg("loss"), py::arg("penalty"), py::arg("l1"),
+      py::arg("source"), py::arg("loss"), py::arg("penalty"), py::arg("l1"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"),
       py::arg("max_iter"),
       "The elastic-net fit (enet_fit's working-set proximal Newton, enet_drive) on a problem "

@@ -6,10 +6,9 @@
 #include "aloocv/hypergrad.hpp"
 #include "arrays.hpp"
 #include "release.hpp"
+#include "results.hpp"
 
 namespace aloocv::bind {
-
-py::dict state_to_dict(const FitState& st, bool intercept);
 
 namespace {
 
@@ -47,7 +46,7 @@ class TuneState {
     fitted_ = false;
   }
 
-  py::dict fit() {
+  FitOut fit() {
     run_released([&] {
       const bool warm = st_.beta.size() == pb_.p1();
       const Vec b0 = st_.beta;
@@ -55,7 +54,7 @@ class TuneState {
                     : aloocv::fit(pb_, kind_, opt_, warm ? &b0 : nullptr);
     });
     fitted_ = true;
-    return state_to_dict(st_, pb_.intercept);
+    return fit_out(st_, pb_.intercept);
   }
 
   double step(bool refresh) {
@@ -65,7 +64,7 @@ class TuneState {
     return t;
   }
 
-  py::dict alo(bool gradient, const std::string& gradient_kind) {
+  LooOut alo(bool gradient, const std::string& gradient_kind) {
     require_fit();
     const GradientKind gkind = gradient_kind_from_name(gradient_kind);
     LooResult res;
@@ -74,17 +73,18 @@ class TuneState {
       res = gradient ? loo_gradient(pb_, kind_, st_, opt_.n_threads, hg, gkind)
                      : loo(pb_, kind_, LooMethod::ALO, st_, opt_);
     });
-    py::dict out = alo_dict(res);
+    LooOut out;
+    fill_alo(out, res);
     if (gradient) {
-      out["grad_l1"] = to_numpy(hg.l1);
-      out["grad_l2"] = to_numpy(hg.l2);
+      out.grad_l1 = to_numpy(hg.l1);
+      out.grad_l2 = to_numpy(hg.l2);
     }
     return out;
   }
 
   // ALO, its exact gradient and the gradient's derivatives along the columns of the
   // per-feature direction matrices d_l2, d_l1 (p x m).
-  py::dict alo_tangents(const py::array& d_l2, const py::array& d_l1) {
+  AloTangentsOut alo_tangents(const py::array& d_l2, const py::array& d_l1) {
     require_fit();
     const Mat D2 = to_mat(d_l2, pb_.X.p, "d_l2"), D1 = to_mat(d_l1, pb_.X.p, "d_l1");
     LooResult res;
@@ -92,11 +92,12 @@ class TuneState {
     HyperTangents tg;
     run_released(
         [&] { res = loo_gradient_tangents(pb_, kind_, st_, opt_.n_threads, hg, D2, D1, tg); });
-    py::dict out = alo_dict(res);
-    out["grad_l1"] = to_numpy(hg.l1);
-    out["grad_l2"] = to_numpy(hg.l2);
-    out["tangent_l1"] = mat_to_numpy(tg.l1);
-    out["tangent_l2"] = mat_to_numpy(tg.l2);
+    AloTangentsOut out;
+    fill_alo(out, res);
+    out.grad_l1 = to_numpy(hg.l1);
+    out.grad_l2 = to_numpy(hg.l2);
+    out.tangent_l1 = mat_to_numpy(tg.l1);
+    out.tangent_l2 = mat_to_numpy(tg.l2);
     return out;
   }
 
@@ -109,17 +110,20 @@ class TuneState {
     return py::make_tuple(acv, to_numpy(hg.l1), to_numpy(hg.l2));
   }
 
-  py::dict alo_dict(const LooResult& res) const {
-    py::dict out = state_to_dict(st_, pb_.intercept);
-    out["losses"] = to_numpy(res.losses);
-    out["predictions"] = to_numpy(res.predictions);
-    out["leverages"] = to_numpy(res.leverages);
-    return out;
+  // The fit and the per-sample ALO values (res is spent).
+  void fill_alo(LooOut& out, LooResult& res) const {
+    fill_fit(out, st_, pb_.intercept);
+    out.losses = move_to_numpy(std::move(res.losses));
+    out.predictions = move_to_numpy(std::move(res.predictions));
+    out.leverages = move_to_numpy(std::move(res.leverages));
+    out.downdate = move_to_numpy(std::move(res.den));
+    if (!st_.chol.empty()) out.rcond = py::float_(st_.chol.rcond());
+    out.n_not_converged = res.n_not_converged;
   }
 
-  py::dict state() const {
+  FitOut state() const {
     if (!fitted_) throw py::value_error("no fit yet");
-    return state_to_dict(st_, pb_.intercept);
+    return fit_out(st_, pb_.intercept);
   }
 
  private:
@@ -147,16 +151,17 @@ void bind_tune(py::module_& m) {
                     const py::array&, bool, double, Index, int, const std::optional<py::array>&,
                     const std::optional<py::array>&, std::optional<py::array>>(),
            py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
-           py::arg("penalty"), py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"),
-           py::arg("n_threads"), py::arg("l1") = py::none(), py::arg("beta0") = py::none(),
-           py::arg("offset") = py::none())
+           py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("tol"),
+           py::arg("max_iter"), py::arg("n_threads"), py::arg("l1") = py::none(),
+           py::arg("beta0") = py::none(), py::arg("offset") = py::none())
       .def("set_penalty", &TuneState::set_penalty, py::arg("penalty"), py::arg("l1") = py::none())
       .def("set_beta", &TuneState::set_beta, py::arg("beta"),
            "Start the next fit from these coefficients (intercept first when fitted).")
       .def("fit", &TuneState::fit, "Fit to tol, warm-started from the current coefficients.")
-      .def("step", &TuneState::step, py::arg("refresh"),
+      .def("step", &TuneState::step, py::kw_only(), py::arg("refresh"),
            "One damped Newton step (stale factor unless refresh); returns the step length.")
-      .def("alo", &TuneState::alo, py::arg("gradient") = true, py::arg("gradient_kind") = "exact",
+      .def("alo", &TuneState::alo, py::kw_only(), py::arg("gradient") = true,
+           py::arg("gradient_kind") = "exact",
            "ALO at the current state, with the hypergradient ('exact' or the paper's).")
       .def("alo_tangents", &TuneState::alo_tangents, py::arg("d_l2"), py::arg("d_l1"),
            "ALO, its exact gradient and the gradient's directional derivatives.")

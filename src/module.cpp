@@ -4,6 +4,7 @@
 namespace py = pybind11;
 
 namespace aloocv::bind {
+void bind_results(py::module_& m);
 void bind_blas(py::module_& m);
 void bind_fit(py::module_& m);
 void bind_loo(py::module_& m);
@@ -19,6 +20,7 @@ void bind_sums(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "aloocv C++ core: Newton fits, Hessian kernels and leave-one-out estimators";
+  aloocv::bind::bind_results(m);  // first: the classes the functions return
   aloocv::bind::bind_blas(m);
   aloocv::bind::bind_fit(m);
   aloocv::bind::bind_loo(m);

@@ -497,11 +497,11 @@ def test_l1_tangents_match_core(sync):
         None,
         check_loss("poisson").core,
         pen.l2_vector(6),
-        True,
-        TOL,
-        100,
-        1,
-        pen.l1_vector(6),
+        fit_intercept=True,
+        tol=TOL,
+        max_iter=100,
+        n_threads=1,
+        l1=pen.l1_vector(6),
     )
     hc = Objective(core, pen, None, 6).evaluate(u, order=2)
     close(hd.grad, hc.grad)

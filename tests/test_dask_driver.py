@@ -88,11 +88,11 @@ def test_numpy_source_takes_newton_fits_iterates(fresh_end):
             numpy_source(X, y, w, off, calls),
             "logistic",
             lam,
-            True,
-            b0,
-            float(w.sum()),
-            1e-8,
-            100,
+            fit_intercept=True,
+            beta0=b0,
+            weight_sum=float(w.sum()),
+            tol=1e-8,
+            max_iter=100,
             fresh_end=fresh_end,
         )
     kw = dict(loss="logistic", penalty=aloocv.L2(lam), sample_weight=w, offset=off)
@@ -153,11 +153,11 @@ def test_numpy_source_takes_enet_fits_iterates():
             "logistic",
             lam,
             l1,
-            True,
-            b0,
-            float(w.sum()),
-            1e-8,
-            100,
+            fit_intercept=True,
+            beta0=b0,
+            weight_sum=float(w.sum()),
+            tol=1e-8,
+            max_iter=100,
         )
         pen = aloocv.ElasticNet(l1=l1, l2=lam)
         ref = aloocv.loo(X, y, loss="logistic", penalty=pen, sample_weight=w, offset=off)
@@ -211,7 +211,16 @@ def test_source_errors_propagate():
 
 def test_bad_sources_are_clear_errors():
     with pytest.raises(TypeError, match="callable"):
-        _core.sums_fit(3, "logistic", np.ones(3), True, np.zeros(4), 1.0, 1e-8, 10)
+        _core.sums_fit(
+            3,
+            "logistic",
+            np.ones(3),
+            fit_intercept=True,
+            beta0=np.zeros(4),
+            weight_sum=1.0,
+            tol=1e-8,
+            max_iter=10,
+        )
     with pytest.raises(TypeError, match="tuple"):
         call(lambda b, s, h, c: 1.0)
     with pytest.raises(ValueError, match="grad"):
@@ -328,11 +337,38 @@ def test_chunk_sums_step_and_clipped_hessian():
     assert d.min() < 0 < d.max()
     loss = aloocv.Tweedie(3.0).core
     for clip in (False, True):
-        out = _core.chunk_sums(X, y, w, loss, True, beta, True, True, 1, off, step, clip)
+        out = _core.chunk_sums(
+            X,
+            y,
+            w,
+            loss,
+            fit_intercept=True,
+            beta=beta,
+            hessian=True,
+            check=True,
+            n_threads=1,
+            offset=off,
+            step=step,
+            clip=clip,
+        )
         dd = np.maximum(d, 0.0) if clip else d
-        close_rel(out["hess"], Xt.T @ (dd[:, None] * Xt), 1e-12)
-        close_rel(out["step_max"], np.max(np.abs(Xt @ step)), 1e-14)
-    assert _core.chunk_sums(X, y, w, loss, True, beta, False, False, 1, off)["step_max"] == 0.0
+        close_rel(out.hess, Xt.T @ (dd[:, None] * Xt), 1e-12)
+        close_rel(out.step_max, np.max(np.abs(Xt @ step)), 1e-14)
+    assert (
+        _core.chunk_sums(
+            X,
+            y,
+            w,
+            loss,
+            fit_intercept=True,
+            beta=beta,
+            hessian=False,
+            check=False,
+            n_threads=1,
+            offset=off,
+        ).step_max
+        == 0.0
+    )
 
 
 def test_indefinite_hessian_takes_the_clipped_one():
@@ -349,24 +385,43 @@ def test_indefinite_hessian_takes_the_clipped_one():
             H = np.eye(3, order="F") if clip else -np.eye(3, order="F")
         return 0.5 * float((beta - c) @ (beta - c)), beta - c, H, 0.0
 
-    r = _core.sums_fit(source, "poisson", lam, True, np.zeros(3), 1.0, 1e-10, 20)
+    r = _core.sums_fit(
+        source,
+        "poisson",
+        lam,
+        fit_intercept=True,
+        beta0=np.zeros(3),
+        weight_sum=1.0,
+        tol=1e-10,
+        max_iter=20,
+    )
     close_rel(r.beta, c / np.r_[1.0, 1.0 + lam], 1e-14)
     assert (True, True) in asked and r.converged
     assert not r.hessian_at_point  # a clipped factor is not the Hessian at beta
     # where the Hessian at beta is needed (fresh_end, as newton_fit), the error says so
     with pytest.raises(ValueError, match="not numerically positive definite"):
-        _core.sums_fit(source, "poisson", lam, True, np.zeros(3), 1.0, 1e-10, 20, fresh_end=True)
+        _core.sums_fit(
+            source,
+            "poisson",
+            lam,
+            fit_intercept=True,
+            beta0=np.zeros(3),
+            weight_sum=1.0,
+            tol=1e-10,
+            max_iter=20,
+            fresh_end=True,
+        )
     # and so where the clipped one is not positive definite either
     with pytest.raises(ValueError, match="not numerically positive definite"):
         _core.sums_fit(
             lambda b, s, h, cl: (0.0, b - c, -np.eye(3, order="F") if h else None, 0.0),
             "poisson",
             lam,
-            True,
-            np.zeros(3),
-            1.0,
-            1e-10,
-            20,
+            fit_intercept=True,
+            beta0=np.zeros(3),
+            weight_sum=1.0,
+            tol=1e-10,
+            max_iter=20,
         )
 
 
@@ -387,19 +442,54 @@ def test_chunk_sums_one_read_kernel_against_numpy(intercept):
     eta = Xt @ beta + off
     mu = 1.0 / (1.0 + np.exp(-eta))
     loss = np.sum(w * (np.logaddexp(0.0, eta) - y * eta))
-    out = _core.chunk_sums(X, y, w, "logistic", intercept, beta, True, True, 1, off, step)
-    close_rel(out["loss"], loss, 1e-13)
-    close_rel(out["weight"], w.sum(), 1e-14)
-    close_rel(out["grad"], Xt.T @ (w * (mu - y)), 1e-12)
-    close_rel(out["hess"], Xt.T @ ((w * mu * (1 - mu))[:, None] * Xt), 1e-12)
-    close_rel(out["step_max"], np.max(np.abs(Xt @ step)), 1e-14)
+    out = _core.chunk_sums(
+        X,
+        y,
+        w,
+        "logistic",
+        fit_intercept=intercept,
+        beta=beta,
+        hessian=True,
+        check=True,
+        n_threads=1,
+        offset=off,
+        step=step,
+    )
+    close_rel(out.loss, loss, 1e-13)
+    close_rel(out.weight, w.sum(), 1e-14)
+    close_rel(out.grad, Xt.T @ (w * (mu - y)), 1e-12)
+    close_rel(out.hess, Xt.T @ ((w * mu * (1 - mu))[:, None] * Xt), 1e-12)
+    close_rel(out.step_max, np.max(np.abs(Xt @ step)), 1e-14)
     # the sums do not depend on the number of threads (fixed reduction chunks)
-    two = _core.chunk_sums(X, y, w, "logistic", intercept, beta, True, True, 2, off, step)
+    two = _core.chunk_sums(
+        X,
+        y,
+        w,
+        "logistic",
+        fit_intercept=intercept,
+        beta=beta,
+        hessian=True,
+        check=True,
+        n_threads=2,
+        offset=off,
+        step=step,
+    )
     for k in ("loss", "grad", "hess", "step_max"):
-        np.testing.assert_array_equal(two[k], out[k])
+        np.testing.assert_array_equal(getattr(two, k), getattr(out, k))
     # an empty chunk: zero sums
-    e = _core.chunk_sums(X[:0], y[:0], w[:0], "logistic", intercept, beta, True, False, 1, off[:0])
-    assert e["loss"] == 0.0 and not np.any(e["grad"]) and not np.any(e["hess"])
+    e = _core.chunk_sums(
+        X[:0],
+        y[:0],
+        w[:0],
+        "logistic",
+        fit_intercept=intercept,
+        beta=beta,
+        hessian=True,
+        check=False,
+        n_threads=1,
+        offset=off[:0],
+    )
+    assert e.loss == 0.0 and not np.any(e.grad) and not np.any(e.hess)
 
 
 def test_bad_chunks_report_the_first_bad_row(sync):

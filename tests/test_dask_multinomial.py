@@ -62,7 +62,17 @@ def test_chunk_sums_against_numpy():
     K, p1 = 3, 4
     rng = np.random.default_rng(1)
     beta = rng.standard_normal(K * p1) * 0.3
-    out = _core.multinomial_chunk_sums(X, y.astype(float), w, K, np.ones(3), True, beta, True, 1)
+    out = _core.multinomial_chunk_sums(
+        X,
+        y.astype(float),
+        w,
+        K,
+        np.ones(3),
+        fit_intercept=True,
+        beta=beta,
+        hessian=True,
+        n_threads=1,
+    )
     Xt = np.column_stack([np.ones(len(y)), X])
     B = beta.reshape(K, p1)
     eta = Xt @ B.T
@@ -76,12 +86,22 @@ def test_chunk_sums_against_numpy():
         for b in range(K):
             c = w * mu[:, a] * ((a == b) - mu[:, b])
             H[a * p1 : (a + 1) * p1, b * p1 : (b + 1) * p1] = Xt.T @ (c[:, None] * Xt)
-    assert out["loss"] == pytest.approx(loss, rel=1e-13)
-    close_abs(out["grad"], grad, 1e-12)
-    close_abs(out["hess"], H, 1e-12)
-    assert out["weight"] == pytest.approx(w.sum())
-    no_h = _core.multinomial_chunk_sums(X, y.astype(float), w, K, np.ones(3), True, beta, False, 1)
-    assert no_h["hess"] is None
+    assert out.loss == pytest.approx(loss, rel=1e-13)
+    close_abs(out.grad, grad, 1e-12)
+    close_abs(out.hess, H, 1e-12)
+    assert out.weight == pytest.approx(w.sum())
+    no_h = _core.multinomial_chunk_sums(
+        X,
+        y.astype(float),
+        w,
+        K,
+        np.ones(3),
+        fit_intercept=True,
+        beta=beta,
+        hessian=False,
+        n_threads=1,
+    )
+    assert no_h.hess is None
 
 
 def numpy_mn_source(X, y, w, K, calls):
@@ -126,11 +146,11 @@ def test_sums_fit_on_numpy_source(fresh_end):
         numpy_mn_source(X, y, w, K, calls),
         K,
         np.full(3, 0.5),
-        True,
-        b0.ravel(),
-        w.sum(),
-        1e-8,
-        100,
+        fit_intercept=True,
+        beta0=b0.ravel(),
+        weight_sum=w.sum(),
+        tol=1e-8,
+        max_iter=100,
         fresh_end=fresh_end,
     )
     B = r.beta.reshape(K, p1)

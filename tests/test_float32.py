@@ -206,7 +206,7 @@ def test_hessian_float32_against_numpy(layout):
     Xt = np.column_stack([np.ones(3000), X32.astype(np.float64)])
     ref = (Xt * d[:, None]).T @ Xt
     with _blas.single_threaded_blas():
-        H = _core.hessian(_layouts(X32)[layout], d, True, 1)
+        H = _core.hessian(_layouts(X32)[layout], d, fit_intercept=True, n_threads=1)
     _close(H, ref, layout)
     np.testing.assert_array_equal(H, H.T)
 

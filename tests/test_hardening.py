@@ -164,10 +164,30 @@ def test_core_rejects_what_validation_would():
     pen = np.ones(5)
     with pytest.raises(ValueError, match="out of range"):
         _core.fit(
-            (A.data, A.indices, A.indptr, 40, 5), y, None, "squared", pen, True, 1e-8, 10, 1, None
+            (A.data, A.indices, A.indptr, 40, 5),
+            y,
+            None,
+            "squared",
+            pen,
+            fit_intercept=True,
+            tol=1e-8,
+            max_iter=10,
+            n_threads=1,
+            beta0=None,
         )
     with pytest.raises(TypeError, match="numpy array"):
-        _core.fit(X0.tolist(), y, None, "squared", pen, True, 1e-8, 10, 1, None)
+        _core.fit(
+            X0.tolist(),
+            y,
+            None,
+            "squared",
+            pen,
+            fit_intercept=True,
+            tol=1e-8,
+            max_iter=10,
+            n_threads=1,
+            beta0=None,
+        )
 
 
 # ------------------------------------------------------------------ 5. kernel strides
@@ -191,7 +211,7 @@ def test_kernel_odd_strides():
     got = aloocv.kernel_ridge_loo(_odd_strides(K), y, 0.5)
     np.testing.assert_array_equal(got.losses, ref.losses)
     with pytest.raises(ValueError, match="strides"):
-        _core.kernel_ridge_loo(_odd_strides(K), y, None, 0.5, False)
+        _core.kernel_ridge_loo(_odd_strides(K), y, None, 0.5, fit_intercept=False)
 
 
 # ------------------------------------------------------------------ 6. BLAS threads
@@ -410,7 +430,10 @@ def test_hessian_bitwise_above_64_threads():
     np.testing.assert_array_equal(one.coef_, three.coef_)
     with _blas.single_threaded_blas():
         d = np.linspace(0.5, 1.5, X.shape[0])
-        np.testing.assert_array_equal(_core.hessian(X, d, True, 1), _core.hessian(X, d, True, 65))
+        np.testing.assert_array_equal(
+            _core.hessian(X, d, fit_intercept=True, n_threads=1),
+            _core.hessian(X, d, fit_intercept=True, n_threads=65),
+        )
 
 
 def test_prediction_and_grid_inputs_are_validated():

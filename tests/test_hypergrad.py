@@ -160,11 +160,11 @@ def _objective(X, y, loss, pen, w=None, intercept=True):
         w,
         loss,
         pen.l2_vector(p),
-        intercept,
-        FIT_TOL,
-        500,
-        1,
-        pen.l1_vector(p),
+        fit_intercept=intercept,
+        tol=FIT_TOL,
+        max_iter=500,
+        n_threads=1,
+        l1=pen.l1_vector(p),
     )
     return Objective(state, pen, w, p, fit_intercept=intercept)
 
@@ -361,10 +361,19 @@ def test_minibatch_after_l1_refit_uses_hessian_at_beta():
     X, y = make_data("logistic", 40, 10, seed=2)
     n, p, lam = 40, 10, 0.1
     state = _core.TuneState(
-        core_design(X), y, None, "logistic", np.full(p, lam), True, 1e-3, 100, 1, np.full(p, 2.0)
+        core_design(X),
+        y,
+        None,
+        "logistic",
+        np.full(p, lam),
+        fit_intercept=True,
+        tol=1e-3,
+        max_iter=100,
+        n_threads=1,
+        l1=np.full(p, 2.0),
     )
     f = state.fit()
-    b = np.r_[f["intercept"], f["coef"]]
+    b = np.r_[f.intercept, f.coef]
     acv, _, _ = state.sample_gradient(np.arange(n))
     A = np.r_[0, np.flatnonzero(b[1:]) + 1]
     Xa = np.column_stack([np.ones(n), X])[:, A]

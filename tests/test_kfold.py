@@ -106,10 +106,22 @@ def test_alo_is_the_downdated_newton_step_for_mixed_fold_sizes(loss):
     # both forms were used
     with _blas.single_threaded_blas():
         out = _core.kfold(
-            X, y, w, loss, lam, True, folds.astype(np.int32), 5, "alo", 1e-12, 100, 1, None
+            X,
+            y,
+            w,
+            loss,
+            lam,
+            fit_intercept=True,
+            folds=folds.astype(np.int32),
+            n_folds=5,
+            method="alo",
+            tol=1e-12,
+            max_iter=100,
+            n_threads=1,
+            l1=None,
         )
-    assert out["n_woodbury"] == 3
-    np.testing.assert_array_equal(out["predictions"], res.predictions)
+    assert out.n_woodbury == 3
+    np.testing.assert_array_equal(out.predictions, res.predictions)
 
 
 @pytest.mark.parametrize("loss", ["logistic", "poisson"])
@@ -127,11 +139,11 @@ def test_foldwise_end_is_the_downdated_newton_step_at_the_plain_fit(loss):
     folds = rng.permutation(np.arange(n) % 4)
     kw = dict(loss=loss, penalty=aloocv.L2(lam), sample_weight=w, offset=off, tol=1e-9)
     sizes = np.bincount(folds).astype(np.int64)
-    assert _core.kfold_foldwise_end(loss, p + 1, False, sizes)
+    assert _core.kfold_foldwise_end(loss, p + 1, has_l1=False, sizes=sizes)
     # not for an L1 term, a constant curvature or folds in the q x q form
-    assert not _core.kfold_foldwise_end(loss, p + 1, True, sizes)
-    assert not _core.kfold_foldwise_end("squared", p + 1, False, sizes)
-    assert not _core.kfold_foldwise_end(loss, p + 1, False, np.r_[sizes, 3])
+    assert not _core.kfold_foldwise_end(loss, p + 1, has_l1=True, sizes=sizes)
+    assert not _core.kfold_foldwise_end("squared", p + 1, has_l1=False, sizes=sizes)
+    assert not _core.kfold_foldwise_end(loss, p + 1, has_l1=False, sizes=np.r_[sizes, 3])
     res = aloocv.kfold(X, y, folds=folds, **kw)
     plain = aloocv.fit(X, y, **kw)
     np.testing.assert_array_equal(res.fit.coef_, plain.coef_)
@@ -158,27 +170,28 @@ def test_foldwise_end_is_the_downdated_newton_step_at_the_plain_fit(loss):
     # the held-out sets of _core.holdout (a partition, in fold order): the same values
     sets = [np.flatnonzero(folds == k) for k in range(4)]
     ptr = np.r_[0, np.cumsum([len(S) for S in sets])].astype(np.int32)
-    args = (X, y, w, loss, lam, True)
+    args = (X, y, w, loss, lam)
+    opts = dict(method="alo", tol=1e-9, max_iter=100, n_threads=1, offset=off)
     with _blas.single_threaded_blas():
         out = _core.holdout(
-            *args, np.concatenate(sets).astype(np.int32), ptr, "alo", 1e-9, 100, 1, None, off
+            *args,
+            fit_intercept=True,
+            indices=np.concatenate(sets).astype(np.int32),
+            indptr=ptr,
+            **opts,
         )
-    np.testing.assert_allclose(out["predictions"], ref[np.concatenate(sets)], rtol=1e-10)
-    assert out["hessian_passes"] == plain.hessian_passes_
+    np.testing.assert_allclose(out.predictions, ref[np.concatenate(sets)], rtol=1e-10)
+    assert out.hessian_passes == plain.hessian_passes_
     # overlapping sets (not a partition): the fit ends on its own Hessian at beta
     with _blas.single_threaded_blas():
         ov = _core.holdout(
             *args,
-            np.r_[sets[0], sets[1], sets[1]].astype(np.int32),
-            np.array([0, 60, 120, 180], np.int32),
-            "alo",
-            1e-9,
-            100,
-            1,
-            None,
-            off,
+            fit_intercept=True,
+            indices=np.r_[sets[0], sets[1], sets[1]].astype(np.int32),
+            indptr=np.array([0, 60, 120, 180], np.int32),
+            **opts,
         )
-    np.testing.assert_allclose(ov["predictions"][:120], ref[np.r_[sets[0], sets[1]]], rtol=1e-6)
+    np.testing.assert_allclose(ov.predictions[:120], ref[np.r_[sets[0], sets[1]]], rtol=1e-6)
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2])

@@ -76,7 +76,7 @@ def test_hessian_kernel_matches_numpy():
         ref = Xt.T @ (Xt * d[:, None])
         for Xv in _variants(X).values():
             with _blas.single_threaded_blas():
-                H = _core.hessian(Xv, d, intercept, 2)
+                H = _core.hessian(Xv, d, fit_intercept=intercept, n_threads=2)
             np.testing.assert_allclose(H, ref, rtol=1e-12, atol=1e-10)
             np.testing.assert_array_equal(H, H.T)
 

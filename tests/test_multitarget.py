@@ -77,12 +77,12 @@ def test_compressed_filters_are_exact(wide):
     Y = X @ rng.standard_normal((p, T)) / 5 + rng.standard_normal((n, T))
     alphas = np.logspace(-1, 5, 20)
     with _blas.single_threaded_blas():
-        mr = _core.MultiRidge(X, Y, None, True, None, 1)
+        mr = _core.MultiRidge(X, Y, None, fit_intercept=True, penalty=None, n_threads=1)
         grid = mr.scores(alphas, 1)
-        one = np.vstack([mr.scores(alphas[j : j + 1], 1)["s2"] for j in range(alphas.size)])
+        one = np.vstack([mr.scores(alphas[j : j + 1], 1).s2 for j in range(alphas.size)])
     # a narrow spectrum compresses; a wide one may run every alpha directly
-    assert (grid["passes"] <= alphas.size) if wide else (grid["passes"] < alphas.size - 2)
-    _close(grid["s2"], one, 1e-12)
+    assert (grid.passes <= alphas.size) if wide else (grid.passes < alphas.size - 2)
+    _close(grid.s2, one, 1e-12)
     ours = aloocv.ALORidgeCV(alphas=alphas, alpha_per_target=True).fit(X, Y)
     with threadpool_limits(1):
         ref = RidgeCV(alphas=alphas, alpha_per_target=True).fit(X, Y)

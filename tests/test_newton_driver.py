@@ -43,7 +43,16 @@ def _sklearn(loss, X, y, lam):
 def _core_fit(loss, X, y, lam, tol=1e-12, beta0=None):
     p = X.shape[1]
     out = _core.fit(
-        core_design(X), y, None, get_loss(loss).core, np.full(p, lam), True, tol, 100, 1, beta0
+        core_design(X),
+        y,
+        None,
+        get_loss(loss).core,
+        np.full(p, lam),
+        fit_intercept=True,
+        tol=tol,
+        max_iter=100,
+        n_threads=1,
+        beta0=beta0,
     )
     return out
 
@@ -51,12 +60,21 @@ def _core_fit(loss, X, y, lam, tol=1e-12, beta0=None):
 def _tune_state(loss, X, y, lam, tol=1e-12):
     p = X.shape[1]
     return _core.TuneState(
-        core_design(X), y, None, get_loss(loss).core, np.full(p, lam), True, tol, 100, 1, None
+        core_design(X),
+        y,
+        None,
+        get_loss(loss).core,
+        np.full(p, lam),
+        fit_intercept=True,
+        tol=tol,
+        max_iter=100,
+        n_threads=1,
+        l1=None,
     )
 
 
 def _beta(out):
-    return np.r_[out["intercept"], out["coef"]]
+    return np.r_[out.intercept, out.coef]
 
 
 @pytest.mark.parametrize("loss", ["logistic", "poisson"])
@@ -79,8 +97,8 @@ def test_every_route_reaches_the_sklearn_optimum(loss):
     ts.fit()
     ts.set_penalty(np.full(X.shape[1], lam))
     for k in range(30):
-        assert ts.step(k % 3 == 0) > 0.0
-        if ts.state()["grad_norm"] < 1e-13:
+        assert ts.step(refresh=k % 3 == 0) > 0.0
+        if ts.state().grad_norm < 1e-13:
             break
     np.testing.assert_allclose(_beta(ts.state()), plain, rtol=1e-8, atol=1e-10)
 
@@ -100,7 +118,7 @@ def test_exact_refits_equal_brute_force_fits(loss):
         keep = np.arange(len(y)) != i
         f = _core_fit(loss, X[keep], y[keep], lam)
         np.testing.assert_allclose(
-            res.predictions[i], f["intercept"] + X[i] @ f["coef"], rtol=1e-9, atol=1e-10
+            res.predictions[i], f.intercept + X[i] @ f.coef, rtol=1e-9, atol=1e-10
         )
 
 
@@ -115,12 +133,21 @@ def test_warm_and_cold_multinomial_agree():
     # from a far point (a wrong sign): fresh Hessians, then chord steps on the last one
     beta0 = np.r_[0.0, -3.0 * np.ones(5), 0.0, np.ones(5), 0.0, 2.0 * np.ones(5)]
     out = _core.multinomial_fit(
-        core_design(X), y * 1.0, None, 3, np.full(5, 0.3), True, 1e-12, 100, 1, beta0
+        core_design(X),
+        y * 1.0,
+        None,
+        3,
+        np.full(5, 0.3),
+        fit_intercept=True,
+        tol=1e-12,
+        max_iter=100,
+        n_threads=1,
+        beta0=beta0,
     )
-    assert out["converged"]
-    np.testing.assert_allclose(np.asarray(out["coef"]), cold.coef_, rtol=1e-8, atol=1e-10)
+    assert out.converged
+    np.testing.assert_allclose(np.asarray(out.coef), cold.coef_, rtol=1e-8, atol=1e-10)
     # chord steps: fewer Hessian passes than iterations
-    assert out["hessian_passes"] < out["n_iter"]
+    assert out.hessian_passes < out.n_iter
 
 
 @pytest.mark.parametrize("loss", ["logistic", "poisson", "gamma"])
@@ -129,20 +156,20 @@ def test_hessian_pass_economy(loss):
     p = X.shape[1]
     # a plain fit: at most one Hessian pass per Newton iteration
     f = _core_fit(loss, X, y, 1.0, tol=1e-10)
-    assert f["converged"] and f["hessian_passes"] <= f["n_iter"]
+    assert f.converged and f.hessian_passes <= f.n_iter
     # a path point near the previous one: one pass (the fresh Hessian at its solution)
     ts = _tune_state(loss, X, y, 1.0, tol=1e-8)
     ts.fit()
     ts.set_penalty(np.full(p, 0.8))
     out = ts.fit()
-    assert out["converged"] and out["hessian_passes"] == 1
+    assert out.converged and out.hessian_passes == 1
     # ... and that factor is the Hessian at the returned point: ALO equals ALO computed
     # from scratch at those coefficients
     alo = ts.alo(gradient=False)
     ref = aloocv.loo(
-        X, y, loss=loss, penalty=aloocv.L2(0.8), coef=out["coef"], intercept=out["intercept"]
+        X, y, loss=loss, penalty=aloocv.L2(0.8), coef=out.coef, intercept=out.intercept
     )
-    np.testing.assert_allclose(alo["predictions"], ref.predictions, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(alo.predictions, ref.predictions, rtol=1e-10, atol=1e-12)
 
 
 def test_squared_path_needs_no_hessian_pass():
@@ -152,7 +179,7 @@ def test_squared_path_needs_no_hessian_pass():
     ts.fit()
     ts.set_penalty(np.full(5, 0.1))
     out = ts.fit()
-    assert out["hessian_passes"] == 0
+    assert out.hessian_passes == 0
     ref = _core_fit("squared", X, y, 0.1)
     np.testing.assert_allclose(_beta(out), _beta(ref), rtol=1e-10, atol=1e-12)
 
@@ -173,14 +200,16 @@ def test_rounding_floor_stops_every_route(route):
         out = ts.fit()
         ref = _core_fit("logistic", X, y, 1.0)
     else:
-        args = (core_design(X), y, None, 2, np.full(p, 1.0), True)
-        out = _core.multinomial_fit(*args, 1e-300, 100, 1)
-        ref = _core.multinomial_fit(*args, 1e-12, 100, 1)
-        np.testing.assert_allclose(out["coef"], ref["coef"], rtol=1e-8, atol=1e-10)
-        assert not out["converged"] and out["n_iter"] < 40
+        args = (core_design(X), y, None, 2, np.full(p, 1.0))
+        out = _core.multinomial_fit(
+            *args, fit_intercept=True, tol=1e-300, max_iter=100, n_threads=1
+        )
+        ref = _core.multinomial_fit(*args, fit_intercept=True, tol=1e-12, max_iter=100, n_threads=1)
+        np.testing.assert_allclose(out.coef, ref.coef, rtol=1e-8, atol=1e-10)
+        assert not out.converged and out.n_iter < 40
         return
-    assert not out["converged"]
-    assert out["n_iter"] < 40
+    assert not out.converged
+    assert out.n_iter < 40
     np.testing.assert_allclose(_beta(out), _beta(ref), rtol=1e-8, atol=1e-10)
 
 
@@ -203,17 +232,17 @@ def test_multinomial_newton_cg_route():
     n, p, K, lam = 200, 50, 6, 3.0
     X = rng.standard_normal((n, p))
     y = np.argmax(X[:, :K] + 0.7 * rng.standard_normal((n, K)), axis=1)
-    args = (core_design(X), y * 1.0, None, K, np.full(p, lam), True)
-    out = _core.multinomial_fit(*args, 1e-12, 100, 1)
-    assert out["converged"] and out["hessian_products"] > 0
-    assert out["hessian_passes"] <= 1  # the preconditioner's single SYRK pass
+    args = (core_design(X), y * 1.0, None, K, np.full(p, lam))
+    out = _core.multinomial_fit(*args, fit_intercept=True, tol=1e-12, max_iter=100, n_threads=1)
+    assert out.converged and out.hessian_products > 0
+    assert out.hessian_passes <= 1  # the preconditioner's single SYRK pass
     with threadpool_limits(1):
         sk = LogisticRegression(C=1.0 / lam, solver="newton-cholesky", tol=1e-12).fit(X, y)
-    np.testing.assert_allclose(np.asarray(out["coef"]), sk.coef_, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(out.coef), sk.coef_, rtol=1e-6, atol=1e-7)
     # ALO after a Newton-CG fit needs the Hessian at the returned point: IF = eta + K_i g_i
     # checked against numpy's dense Hessian
     res = aloocv.loo(X, y, loss="multinomial", penalty=aloocv.L2(lam), method="if", tol=1e-12)
-    B = np.c_[np.asarray(out["intercept"]), np.asarray(out["coef"])]  # (K, p1)
+    B = np.c_[np.asarray(out.intercept), np.asarray(out.coef)]  # (K, p1)
     B -= B[:, :1].mean() * np.eye(1, p + 1, 0)
     Xt = np.c_[np.ones(n), X]
     E = Xt @ B.T
@@ -257,12 +286,22 @@ def test_multinomial_memory_orders_agree(p):
     wide[:, ::2] = X
     views = [X, np.asfortranarray(X), wide[:, ::2]]
     outs = [
-        _core.multinomial_fit(core_design(v), y, None, K, np.full(p, 0.5), True, 1e-12, 100, 1)
+        _core.multinomial_fit(
+            core_design(v),
+            y,
+            None,
+            K,
+            np.full(p, 0.5),
+            fit_intercept=True,
+            tol=1e-12,
+            max_iter=100,
+            n_threads=1,
+        )
         for v in views
     ]
     for out in outs[1:]:
-        assert out["converged"]
-        np.testing.assert_allclose(out["coef"], outs[0]["coef"], rtol=1e-10, atol=1e-12)
+        assert out.converged
+        np.testing.assert_allclose(out.coef, outs[0].coef, rtol=1e-10, atol=1e-12)
     with threadpool_limits(1):
         sk = LogisticRegression(C=2.0, solver="newton-cholesky", tol=1e-12).fit(views[0], y)
-    np.testing.assert_allclose(outs[1]["coef"], sk.coef_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(outs[1].coef, sk.coef_, rtol=1e-7, atol=1e-9)

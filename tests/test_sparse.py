@@ -60,7 +60,9 @@ def test_sparse_hessian_kernel():
         Xt = np.hstack([np.ones((3000, 1)), D]) if intercept else D
         ref = Xt.T @ (Xt * d[:, None])
         with _blas.single_threaded_blas():
-            H = _core.hessian((A.data, A.indices, A.indptr, 3000, 40), d, intercept, 2)
+            H = _core.hessian(
+                (A.data, A.indices, A.indptr, 3000, 40), d, fit_intercept=intercept, n_threads=2
+            )
         np.testing.assert_allclose(H, ref, rtol=1e-12, atol=1e-12)
 
 

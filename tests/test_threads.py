@@ -32,12 +32,12 @@ def test_threadpool_info_lists_the_core():
 
 
 def _spy_fit(monkeypatch):
-    """Record the n_threads the core's fit is asked for (its 9th argument)."""
+    """Record the n_threads the core's fit is asked for (a keyword argument)."""
     asked = []
     real = _core.fit
 
     def spy(*args, **kw):
-        asked.append(args[8])
+        asked.append(kw["n_threads"])
         return real(*args, **kw)
 
     monkeypatch.setattr(_core, "fit", spy)

@@ -50,7 +50,7 @@ class Hessian:
 
     def _hessian(self) -> np.ndarray:
         with _blas.single_threaded_blas():
-            return _core.hessian(self.X, self.d, True, 0)
+            return _core.hessian(self.X, self.d, fit_intercept=True, n_threads=0)
 
     def time_hessian(self, n: int, p: int, order: str, kernel: str) -> None:
         self._hessian()

@@ -45,7 +45,7 @@ def register() -> bool:
 
 def use_blas(enabled: bool) -> None:
     """Switch between scipy's BLAS (True) and the core's Eigen kernels (False)."""
-    _core.use_blas(bool(enabled))
+    _core.use_blas(enabled=bool(enabled))
 
 
 def _controller():

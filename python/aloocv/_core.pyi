@@ -12,8 +12,235 @@ _Design = _F64 | tuple[_F64, NDArray[np.int32], NDArray[np.int32], int, int]
 # loss: a registered name or (name, tweedie_power, huber_delta)
 _Loss = str | tuple[str, float, float]
 
+# ---------------------------------------------------------------- result classes
+# Read-only; arrays are built once per result (a property returns the same array).
+
+class FitResult:
+    """A fitted GLM (the core's Newton or elastic-net fit)."""
+
+    @property
+    def coef(self) -> _F64: ...
+    @property
+    def intercept(self) -> float: ...
+    @property
+    def n_iter(self) -> int: ...
+    @property
+    def converged(self) -> bool: ...
+    @property
+    def objective(self) -> float: ...
+    @property
+    def grad_norm(self) -> float: ...
+    @property
+    def hessian_passes(self) -> int: ...
+    @property
+    def matvec_passes(self) -> int: ...
+    @property
+    def fused_end_fallbacks(self) -> int: ...
+    @property
+    def stale_eta(self) -> float: ...
+
+class LooResult(FitResult):
+    """A fit and its leave-one-out values."""
+
+    @property
+    def losses(self) -> _F64: ...
+    @property
+    def predictions(self) -> _F64: ...
+    @property
+    def leverages(self) -> _F64 | None: ...
+    @property
+    def downdate(self) -> _F64 | None: ...
+    @property
+    def rcond(self) -> float | None: ...
+    @property
+    def n_not_converged(self) -> int: ...
+    @property
+    def grad_l2(self) -> _F64 | None: ...
+    @property
+    def grad_l1(self) -> _F64 | None: ...
+
+class AloTangentsResult(LooResult):
+    """ALO, its exact gradient and the gradient's directional derivatives."""
+
+    @property
+    def tangent_l2(self) -> _F64: ...
+    @property
+    def tangent_l1(self) -> _F64: ...
+
+class KFoldResult(FitResult):
+    """The full fit and the held-out values of K-fold or held-out sets."""
+
+    @property
+    def losses(self) -> _F64: ...
+    @property
+    def predictions(self) -> _F64: ...
+    @property
+    def n_not_converged(self) -> int: ...
+    @property
+    def n_woodbury(self) -> int: ...
+    @property
+    def seconds_fit(self) -> float: ...
+    @property
+    def seconds_folds(self) -> float: ...
+
+class DualResult:
+    """A fit through the n x n dual system, with its leave-one-out values when asked for."""
+
+    @property
+    def coef(self) -> _F64: ...
+    @property
+    def intercept(self) -> float: ...
+    @property
+    def n_iter(self) -> int: ...
+    @property
+    def converged(self) -> bool: ...
+    @property
+    def objective(self) -> float: ...
+    @property
+    def grad_norm(self) -> float: ...
+    @property
+    def alpha(self) -> _F64: ...
+    @property
+    def losses(self) -> _F64 | None: ...
+    @property
+    def predictions(self) -> _F64 | None: ...
+    @property
+    def leverages(self) -> _F64 | None: ...
+    @property
+    def downdate(self) -> _F64 | None: ...
+    @property
+    def n_not_converged(self) -> int | None: ...
+    @property
+    def grad_l2(self) -> _F64 | None: ...
+    @property
+    def grad_l1(self) -> _F64 | None: ...
+
+class RidgePathResult:
+    """Exact ridge leave-one-out along a grid of k lambdas."""
+
+    @property
+    def losses(self) -> _F64: ...  # (n, k)
+    @property
+    def predictions(self) -> _F64: ...  # (n, k)
+    @property
+    def coef(self) -> _F64: ...  # (p, k)
+    @property
+    def intercept(self) -> _F64: ...  # (k,)
+
+class RidgeSpectrumResult:
+    """X_c^T X_c = V diag(s) V^T and C = V^T X_c^T Z."""
+
+    @property
+    def s(self) -> _F64: ...
+    @property
+    def V(self) -> _F64: ...
+    @property
+    def C(self) -> _F64: ...
+    @property
+    def mu(self) -> _F64: ...
+
+class MultiRidgeScores:
+    """Leave-one-out residual sums of many responses along a grid of k lambdas."""
+
+    @property
+    def s2(self) -> _F64: ...  # (k, T) sum_i w_i e_it^2
+    @property
+    def s4(self) -> _F64: ...  # (k, T) sum_i w_i e_it^4
+    @property
+    def rank(self) -> int: ...  # filter GEMMs
+    @property
+    def passes(self) -> float: ...  # their cost in full GEMMs of inner dimension p
+
+class MultiRidgeSolution:
+    """Ridge coefficients of many responses, one lambda each."""
+
+    @property
+    def coef(self) -> _F64: ...  # (p, T)
+    @property
+    def intercept(self) -> _F64: ...  # (T,)
+    @property
+    def predictions(self) -> _F64 | None: ...  # (n, T) LOO predictions
+
+class MultinomialFitResult:
+    """A multinomial logistic fit."""
+
+    @property
+    def coef(self) -> _F64: ...  # (K, p)
+    @property
+    def intercept(self) -> _F64: ...  # (K,)
+    @property
+    def n_iter(self) -> int: ...
+    @property
+    def converged(self) -> bool: ...
+    @property
+    def objective(self) -> float: ...
+    @property
+    def grad_norm(self) -> float: ...
+    @property
+    def hessian_passes(self) -> int: ...
+    @property
+    def hessian_products(self) -> int: ...
+
+class MultinomialLooResult(MultinomialFitResult):
+    """A multinomial fit and its leave-one-out values."""
+
+    @property
+    def predictions(self) -> _F64: ...  # (n, K)
+    @property
+    def losses(self) -> _F64: ...
+    @property
+    def n_not_converged(self) -> int: ...
+    @property
+    def leverages(self) -> _F64 | None: ...  # (n, K, K)
+    @property
+    def det(self) -> _F64 | None: ...
+    @property
+    def gradient(self) -> _F64 | None: ...
+
+class ChunkSumsResult:
+    """One row chunk's sums at beta."""
+
+    @property
+    def loss(self) -> float: ...
+    @property
+    def weight(self) -> float: ...
+    @property
+    def grad(self) -> _F64: ...
+    @property
+    def hess(self) -> _F64 | None: ...
+    @property
+    def step_max(self) -> float | None: ...
+
+class ChunkLooResult:
+    """One row chunk's leave-one-out values."""
+
+    @property
+    def eta(self) -> _F64: ...
+    @property
+    def losses(self) -> _F64: ...
+    @property
+    def predictions(self) -> _F64: ...
+    @property
+    def leverages(self) -> _F64: ...
+    @property
+    def downdate(self) -> _F64: ...
+    @property
+    def r(self) -> _F64 | None: ...
+    @property
+    def S(self) -> _F64 | None: ...
+
+class ChunkRefitsResult:
+    """One row chunk's sums for a batch of B leave-one-out refits."""
+
+    @property
+    def loss(self) -> _F64: ...  # (B,)
+    @property
+    def grad(self) -> _F64: ...  # (p1, B)
+    @property
+    def hess(self) -> _F64: ...  # (p1, p1, m)
+
 def set_blas(capsules: dict[str, Any]) -> None: ...
-def use_blas(enabled: bool) -> None: ...
+def use_blas(*, enabled: bool) -> None: ...
 def blas_enabled() -> bool: ...
 def max_threads() -> int: ...
 def loss_names() -> list[str]: ...
@@ -23,6 +250,7 @@ def fit(
     sample_weight: _F64 | None,
     loss: _Loss,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     tol: float,
     max_iter: int,
@@ -30,10 +258,10 @@ def fit(
     beta0: _F64 | None = None,
     l1: _F64 | None = None,
     offset: _F64 | None = None,
-) -> dict[str, Any]: ...
-def hessian(X: _Design, d: _F64, fit_intercept: bool, n_threads: int) -> _F64: ...
+) -> FitResult: ...
+def hessian(X: _Design, d: _F64, *, fit_intercept: bool, n_threads: int) -> _F64: ...
 def loss_eval(
-    loss: _Loss, y: _F64, eta: _F64, fused: bool = ...
+    loss: _Loss, y: _F64, eta: _F64, *, fused: bool = False
 ) -> tuple[_F64, _F64, _F64, _F64, _F64, _F64]: ...
 def loss_valid(loss: _Loss, y: _F64, index0: int = 0) -> None: ...
 def loo(
@@ -42,6 +270,7 @@ def loo(
     sample_weight: _F64 | None,
     loss: _Loss,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     method: str,
     tol: float,
@@ -51,23 +280,26 @@ def loo(
     refit: bool = False,
     l1: _F64 | None = None,
     gradient: bool = False,
+    gradient_kind: str = "exact",
     subset: NDArray[np.int64] | None = None,
     offset: _F64 | None = None,
-) -> dict[str, Any]: ...
+) -> LooResult: ...
 def ridge_path(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
     lambdas: _F64,
+    *,
     fit_intercept: bool,
     n_threads: int,
-) -> dict[str, Any]: ...
+) -> RidgePathResult: ...
 def kfold(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     folds: NDArray[np.int32],
     n_folds: int,
@@ -77,14 +309,15 @@ def kfold(
     n_threads: int,
     l1: _F64 | None = None,
     offset: _F64 | None = None,
-) -> dict[str, Any]: ...
-def kfold_foldwise_end(loss: _Loss, p1: int, has_l1: bool, sizes: NDArray[np.int64]) -> bool: ...
+) -> KFoldResult: ...
+def kfold_foldwise_end(loss: _Loss, p1: int, *, has_l1: bool, sizes: NDArray[np.int64]) -> bool: ...
 def holdout(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     indices: NDArray[np.int32],
     indptr: NDArray[np.int32],
@@ -94,13 +327,14 @@ def holdout(
     n_threads: int,
     l1: _F64 | None = None,
     offset: _F64 | None = None,
-) -> dict[str, Any]: ...
+) -> KFoldResult: ...
 def dual(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     method: str,
     tol: float,
@@ -111,11 +345,13 @@ def dual(
     subset: NDArray[np.int64] | None = None,
     gradient: bool = False,
     offset: _F64 | None = None,
-) -> dict[str, Any]: ...
+) -> DualResult: ...
 def kernel_ridge_loo(
-    K: _F64, y: _F64, sample_weight: _F64 | None, lam: float, fit_intercept: bool
-) -> dict[str, Any]: ...
-def ridge_spectrum(X: _Design, Z: _F64, fit_intercept: bool, n_threads: int) -> dict[str, Any]: ...
+    K: _F64, y: _F64, sample_weight: _F64 | None, lam: float, *, fit_intercept: bool
+) -> DualResult: ...
+def ridge_spectrum(
+    X: _Design, Z: _F64, *, fit_intercept: bool, n_threads: int
+) -> RidgeSpectrumResult: ...
 
 class TuneState:
     def __init__(
@@ -125,6 +361,7 @@ class TuneState:
         sample_weight: _F64 | None,
         loss: _Loss,
         penalty: _F64,
+        *,
         fit_intercept: bool,
         tol: float,
         max_iter: int,
@@ -134,11 +371,13 @@ class TuneState:
         offset: _F64 | None = None,
     ) -> None: ...
     def set_penalty(self, penalty: _F64, l1: _F64 | None = None) -> None: ...
-    def fit(self) -> dict[str, Any]: ...
-    def step(self, refresh: bool) -> float: ...
-    def alo(self, gradient: bool = True) -> dict[str, Any]: ...
+    def set_beta(self, beta: _F64) -> None: ...
+    def fit(self) -> FitResult: ...
+    def step(self, *, refresh: bool) -> float: ...
+    def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> LooResult: ...
+    def alo_tangents(self, d_l2: _F64, d_l1: _F64) -> AloTangentsResult: ...
     def sample_gradient(self, indices: NDArray[np.int64]) -> tuple[float, _F64, _F64]: ...
-    def state(self) -> dict[str, Any]: ...
+    def state(self) -> FitResult: ...
 
 def multinomial_fit(
     X: _Design,
@@ -146,18 +385,20 @@ def multinomial_fit(
     sample_weight: _F64 | None,
     n_classes: int,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     tol: float,
     max_iter: int,
     n_threads: int,
     beta0: _F64 | None = None,
-) -> dict[str, Any]: ...
+) -> MultinomialFitResult: ...
 def multinomial_loo(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
     n_classes: int,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     method: str,
     tol: float,
@@ -167,24 +408,26 @@ def multinomial_loo(
     refit: bool = True,
     return_gradient: bool = False,
     subset: NDArray[np.int64] | None = None,
-) -> dict[str, Any]: ...
+) -> MultinomialLooResult: ...
 def multinomial_chunk_sums(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
     n_classes: int,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     beta: _F64,
     hessian: bool,
     n_threads: int,
-) -> dict[str, Any]: ...
+) -> ChunkSumsResult: ...
 def multinomial_chunk_loo(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
     n_classes: int,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     beta: _F64,
     H: _F64,
@@ -192,13 +435,14 @@ def multinomial_chunk_loo(
     n_threads: int,
     gradient: bool = False,
     weight_sum: float = 1.0,
-) -> dict[str, Any]: ...
+) -> ChunkLooResult: ...
 def multinomial_chunk_adjoint(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
     n_classes: int,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     beta: _F64,
     H: _F64,
@@ -217,17 +461,15 @@ class MultiRidge:
         X: _Design,
         Y: _F64,
         sample_weight: _F64 | None,
+        *,
         fit_intercept: bool,
         penalty: _F64 | None,
         n_threads: int,
     ) -> None: ...
     @property
     def n_targets(self) -> int: ...
-    # {"s2": (k, T) sum_i w_i e_it^2, "s4": (k, T) sum_i w_i e_it^4, "rank": filter GEMMs,
-    #  "passes": their cost in full GEMMs of inner dimension p}
-    def scores(self, lambdas: _F64, n_threads: int) -> dict[str, Any]: ...
-    # {"coef": (p, T), "intercept": (T,), "predictions": (n, T) LOO predictions or None}
-    def solve(self, lambdas: _F64, predictions: bool, n_threads: int) -> dict[str, Any]: ...
+    def scores(self, lambdas: _F64, n_threads: int) -> MultiRidgeScores: ...
+    def solve(self, lambdas: _F64, *, predictions: bool, n_threads: int) -> MultiRidgeSolution: ...
     def leverages(self, lam: float) -> _F64: ...
     def folds(self, lam: float, folds: NDArray[np.int32], n_folds: int, n_threads: int) -> _F64: ...
 
@@ -236,6 +478,7 @@ def chunk_sums(
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
+    *,
     fit_intercept: bool,
     beta: _F64,
     hessian: bool,
@@ -244,12 +487,13 @@ def chunk_sums(
     offset: _F64 | None = None,
     step: _F64 | None = None,
     clip: bool = False,
-) -> dict[str, Any]: ...
+) -> ChunkSumsResult: ...
 def chunk_loo(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
+    *,
     fit_intercept: bool,
     beta: _F64,
     H: _F64,
@@ -258,12 +502,13 @@ def chunk_loo(
     inv_sw: float,
     n_threads: int,
     offset: _F64 | None = None,
-) -> dict[str, Any]: ...
+) -> ChunkLooResult: ...
 def chunk_adjoint(
     X: _Design,
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
+    *,
     fit_intercept: bool,
     beta: _F64,
     M: _F64,
@@ -275,6 +520,7 @@ def chunk_folds(
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
+    *,
     fit_intercept: bool,
     beta: _F64,
     fold: NDArray[np.int32],
@@ -287,13 +533,14 @@ def chunk_refits(
     y: _F64,
     sample_weight: _F64 | None,
     loss: _Loss,
+    *,
     fit_intercept: bool,
     beta: _F64,
     exclude: NDArray[np.int32],
     hess_cols: NDArray[np.int32],
     n_threads: int,
     offset: _F64 | None = None,
-) -> dict[str, Any]: ...
+) -> ChunkRefitsResult: ...
 def quadratic_cd(H: _F64, g: _F64, beta: _F64, l1: _F64, tol: float) -> _F64: ...
 
 # source(beta, step, hessian, clip) -> (sum w l, X~^T (w l') (p1,), X~^T D X~ (p1, p1) or
@@ -301,6 +548,8 @@ def quadratic_cd(H: _F64, g: _F64, beta: _F64, l1: _F64, tol: float) -> _F64: ..
 _SumsSource = Callable[[_F64, _F64 | None, bool, bool], tuple[float, _F64, _F64 | None, float]]
 
 class SumsFitResult:
+    """A Newton fit over a sums source."""
+
     @property
     def beta(self) -> _F64: ...
     @property
@@ -330,6 +579,7 @@ def sums_fit(
     source: _SumsSource,
     loss: _Loss,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     beta0: _F64,
     weight_sum: float,
@@ -343,6 +593,7 @@ def multinomial_sums_fit(
     source: _SumsSource,
     n_classes: int,
     penalty: _F64,
+    *,
     fit_intercept: bool,
     beta0: _F64,
     weight_sum: float,
@@ -352,6 +603,8 @@ def multinomial_sums_fit(
 ) -> SumsFitResult: ...
 
 class EnetSumsFitResult:
+    """An elastic-net fit over a sums source."""
+
     @property
     def beta(self) -> _F64: ...
     @property
@@ -378,6 +631,7 @@ def enet_sums_fit(
     loss: _Loss,
     penalty: _F64,
     l1: _F64,
+    *,
     fit_intercept: bool,
     beta0: _F64,
     weight_sum: float,

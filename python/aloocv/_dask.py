@@ -53,7 +53,7 @@ import math
 import operator
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -82,6 +82,9 @@ from ._validation import (
     n_threads,
     require_dask,
 )
+
+if TYPE_CHECKING:
+    from .tuning.objective import StateOutput
 
 __all__ = ["DaskTuneState", "fit", "is_dask_collection", "kfold", "loo"]
 
@@ -345,7 +348,18 @@ def _sums_task(
         beta = _vec(beta)
         step = None if step is None else _vec(step)
         out = _core.chunk_sums(
-            x, y, w, loss, intercept, beta, hessian, check, nt, offset=off, step=step, clip=clip
+            x,
+            y,
+            w,
+            loss,
+            fit_intercept=intercept,
+            beta=beta,
+            hessian=hessian,
+            check=check,
+            n_threads=nt,
+            offset=off,
+            step=step,
+            clip=clip,
         )
     except (ValueError, TypeError) as e:
         if not check:
@@ -355,11 +369,11 @@ def _sums_task(
     offsum = float(0.0 if off is None else (off.sum() if w is None else off @ w))
     yrange = (float(y.min()), float(y.max())) if check and y.size else (np.inf, -np.inf)
     return {
-        "loss": out["loss"],
-        "weight": out["weight"],
-        "grad": out["grad"],
-        "hess": out["hess"],
-        "step_max": out["step_max"],
+        "loss": out.loss,
+        "weight": out.weight,
+        "grad": out.grad,
+        "hess": out.hess,
+        "step_max": out.step_max,
         "ysum": ysum,
         "offsum": offsum,
         "ymin": yrange[0],
@@ -669,11 +683,11 @@ def newton(
         _sums_source(data),
         data.loss.core,
         data.pen,
-        data.fit_intercept,
-        np.ascontiguousarray(beta),
-        sw,
-        tol,
-        max_iter,
+        fit_intercept=data.fit_intercept,
+        beta0=np.ascontiguousarray(beta),
+        weight_sum=sw,
+        tol=tol,
+        max_iter=max_iter,
         fresh_end=fresh_end,
         previous_hessian=None if previous is None else previous.hx,
         secant=secant,
@@ -758,11 +772,11 @@ def enet_newton(data: Data, tol: float, max_iter: int, beta0: np.ndarray | None 
         data.loss.core,
         data.pen,
         data.l1,
-        data.fit_intercept,
-        np.ascontiguousarray(beta),
-        sw,
-        tol,
-        max_iter,
+        fit_intercept=data.fit_intercept,
+        beta0=np.ascontiguousarray(beta),
+        weight_sum=sw,
+        tol=tol,
+        max_iter=max_iter,
     )
     return _State(
         r.beta,
@@ -798,18 +812,18 @@ def _solve_fit(
 
 
 def _fit_result(data: Data, st: _State):
-    from ._fit import _result
+    from ._fit import FitFields, _result
 
     off = int(data.fit_intercept)
-    out = {
-        "coef": st.beta[off:].copy(),
-        "intercept": float(st.beta[0]) if off else 0.0,
-        "n_iter": st.n_iter,
-        "converged": st.converged,
-        "objective": st.f,
-        "grad_norm": st.grad_norm,
-        "hessian_passes": st.hessian_passes,
-    }
+    out = FitFields(
+        coef=st.beta[off:].copy(),
+        intercept=float(st.beta[0]) if off else 0.0,
+        n_iter=st.n_iter,
+        converged=st.converged,
+        objective=st.f,
+        grad_norm=st.grad_norm,
+        hessian_passes=st.hessian_passes,
+    )
     return _result(out, data.loss, data.penalty, data.fit_intercept)
 
 
@@ -868,9 +882,30 @@ def _loo_task(x, y, w, off, loss, intercept, beta, H, method, gradient, inv_sw, 
         x = np.ascontiguousarray(x[:, cols])
     beta, H = _vec(beta), np.array(H, dtype=np.float64, order="F")
     out = _core.chunk_loo(
-        x, y, w, loss, intercept, beta, H, method, gradient, inv_sw, nt, offset=off
+        x,
+        y,
+        w,
+        loss,
+        fit_intercept=intercept,
+        beta=beta,
+        H=H,
+        method=method,
+        gradient=gradient,
+        inv_sw=inv_sw,
+        n_threads=nt,
+        offset=off,
     )
-    return out
+    return _chunk_record(out)
+
+
+def _chunk_record(out: _core.ChunkLooResult) -> dict[str, Any]:
+    """A chunk's leave-one-out values (``_core.chunk_loo`` or
+    ``_core.multinomial_chunk_loo``) as the task's record: a dict, which the tasks
+    exchange (pickled between worker processes)."""
+    return {
+        k: getattr(out, k)
+        for k in ("eta", "losses", "predictions", "leverages", "downdate", "r", "S")
+    }
 
 
 def _loo_sums(out: dict, y, w, margin: bool) -> dict:
@@ -893,7 +928,11 @@ def _adjoint_task(x, y, w, off, loss, intercept, beta, M, nt, cols=None):
     if cols is not None:  # the active columns (an L1 fit; beta, M are on them)
         x = np.ascontiguousarray(x[:, cols])
     beta, M = _vec(beta), np.array(M, dtype=np.float64, order="F")
-    return {"s": _core.chunk_adjoint(x, y, w, loss, intercept, beta, M, nt, offset=off)}
+    return {
+        "s": _core.chunk_adjoint(
+            x, y, w, loss, fit_intercept=intercept, beta=beta, M=M, n_threads=nt, offset=off
+        )
+    }
 
 
 _PER_SAMPLE = ("losses", "predictions", "leverages", "downdate")
@@ -1294,18 +1333,19 @@ def _refits_task(x, y, w, off, loss, intercept, B, exclude, hess_cols, nt):
     B = np.asfortranarray(B, dtype=np.float64)
     if not B.flags.aligned:
         B = B.copy(order="F")
-    return _core.chunk_refits(
+    out = _core.chunk_refits(
         x,
         y,
         w,
         loss,
-        intercept,
-        B,
-        np.array(exclude, dtype=np.int32),
-        np.array(hess_cols, dtype=np.int32),
-        nt,
+        fit_intercept=intercept,
+        beta=B,
+        exclude=np.array(exclude, dtype=np.int32),
+        hess_cols=np.array(hess_cols, dtype=np.int32),
+        n_threads=nt,
         offset=off,
     )
+    return {"loss": out.loss, "grad": out.grad, "hess": out.hess}  # a record that pickles
 
 
 def _refits_pass(data: Data, B: np.ndarray, rows: np.ndarray, hess_cols: list) -> dict:
@@ -1715,7 +1755,18 @@ def _folds_task(x, y, w, off, fold, loss, intercept, beta, K, nt, cols=None):
         x = np.ascontiguousarray(x[:, cols])
     fold = np.array(fold, dtype=np.int32)
     beta = _vec(beta)
-    H, G = _core.chunk_folds(x, y, w, loss, intercept, beta, fold, K, nt, offset=off)
+    H, G = _core.chunk_folds(
+        x,
+        y,
+        w,
+        loss,
+        fit_intercept=intercept,
+        beta=beta,
+        fold=fold,
+        n_folds=K,
+        n_threads=nt,
+        offset=off,
+    )
     return {"H": H, "G": G}
 
 
@@ -1823,7 +1874,7 @@ def kfold(
     # Hessian is summed from the folds' blocks, which the downdates take anyway
     has_l1 = data.l1 is not None and bool(np.max(data.l1, initial=0.0) > 0.0)
     foldwise = method == "alo" and _core.kfold_foldwise_end(
-        data.loss.core, data.p1, has_l1, np.bincount(idx, minlength=K).astype(np.int64)
+        data.loss.core, data.p1, has_l1=has_l1, sizes=np.bincount(idx, minlength=K).astype(np.int64)
     )
     t0 = time.perf_counter()
     st = _solve_fit(data, tol, max_iter, fresh_end=method == "alo" and not foldwise)
@@ -1951,8 +2002,10 @@ class DaskTuneState:
             self._prev = self._st
             self.beta = self._st.beta.copy()
 
-    def alo(self, gradient: bool = True, kind: str = "exact") -> dict[str, Any]:
-        if kind != "exact":
+    def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> StateOutput:
+        from .tuning.objective import StateOutput
+
+        if gradient_kind != "exact":
             raise ValueError("dask input has the exact hypergradient only (gradient='exact')")
         self.fit()
         st = self._st
@@ -1961,34 +2014,33 @@ class DaskTuneState:
         keep = "persist" if _client() is not None else "lazy"
         outs, stats, hgrad, _ = _alo(self.data, beta, st.H, "alo", gradient, st.sw, keep, cols)
         off = int(self.data.fit_intercept)
-        out: dict[str, Any] = {
+        return StateOutput(
             # per sample: dask arrays with X's row chunks (held by the workers on a
             # distributed client, lazy without one); the mean and its standard error are
             # reduced on the workers
-            "losses": _per_sample(outs, self.data, "losses"),
-            "predictions": _per_sample(outs, self.data, "predictions"),
-            "leverages": _per_sample(outs, self.data, "leverages"),
-            "acv": float(stats[1]),
-            "stderr": _stderr(stats, self.data.n),
-            "coef": st.beta[off:].copy(),
-            "intercept": float(st.beta[0]) if off else 0.0,
-            "n_iter": st.n_iter,
-            "converged": st.converged,
-            "objective": st.f,
-            "grad_norm": st.grad_norm,
-        }
-        if hgrad is not None:
-            out["grad_l2"], out["grad_l1"] = hgrad
-        return out
+            losses=_per_sample(outs, self.data, "losses"),
+            predictions=_per_sample(outs, self.data, "predictions"),
+            leverages=_per_sample(outs, self.data, "leverages"),
+            acv=float(stats[1]),
+            stderr=_stderr(stats, self.data.n),
+            coef=st.beta[off:].copy(),
+            intercept=float(st.beta[0]) if off else 0.0,
+            n_iter=st.n_iter,
+            converged=st.converged,
+            objective=st.f,
+            grad_norm=st.grad_norm,
+            grad_l2=None if hgrad is None else hgrad[0],
+            grad_l1=None if hgrad is None else hgrad[1],
+        )
 
-    def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> dict[str, Any]:
+    def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> StateOutput:
         """Second derivatives by central differences of the exact gradient (as the
         multinomial state), along each parameter's direction ``(J2[:, k], J1[:, k])`` of
         the per-feature (l2, l1) weights, with a step of TANGENT_LOG_STEP in the log of the
         parameter: used only to propose Newton steps of the searches."""
         from ._multinomial import TANGENT_LOG_STEP
 
-        out = self.alo(True)
+        out = self.alo(gradient=True)
         at, pen = self.beta, self.data.pen.copy()
         l1 = np.zeros(self.data.p) if self.data.l1 is None else self.data.l1.copy()
         T2 = np.empty((self.data.p, J2.shape[1]))
@@ -2002,16 +2054,14 @@ class DaskTuneState:
             for s in (1.0, -1.0):
                 self.set_penalty(pen + s * h * J2[:, k], l1 + s * h * J1[:, k])
                 self.set_beta(at)
-                o = self.alo(True)
-                g.append((o["grad_l2"], o["grad_l1"]))
+                o = self.alo(gradient=True)
+                g.append((o.grad_l2, o.grad_l1))
             T2[:, k] = (g[0][0] - g[1][0]) / (2.0 * h)
             T1[:, k] = (g[0][1] - g[1][1]) / (2.0 * h)
         self.set_penalty(pen, l1)
         self.set_beta(at)
         self.fit()
-        out["tangent_l2"] = T2
-        out["tangent_l1"] = T1
-        return out
+        return dataclasses.replace(out, tangent_l2=T2, tangent_l1=T1)
 
     def sample_gradient(self, *args: Any, **kwargs: Any) -> Any:
         raise ValueError("method='sgd' is not available for dask input; use 'gd' or 'auto'")

@@ -20,9 +20,10 @@ X is never concatenated and never reaches the client.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -35,6 +36,7 @@ from ._dask import (
     _as_dask_vector,
     _cho,
     _chunk_arrays,
+    _chunk_record,
     _client,
     _compute,
     _single_blas,
@@ -62,6 +64,9 @@ from ._validation import (
     n_threads,
     require_dask,
 )
+
+if TYPE_CHECKING:
+    from .tuning.objective import StateOutput
 
 __all__ = ["DaskMultinomialTuneState", "fit", "kfold", "loo", "prepare", "tune_state"]
 
@@ -179,7 +184,18 @@ def first_pass(data: Data) -> dict:
 @_single_blas
 def _sums_task(x, y, w, K, pen, intercept, beta, hessian, check, nt):
     x, y, w, _ = _chunk_arrays(x, y, w, None, check)
-    return _core.multinomial_chunk_sums(x, y, w, K, _vec(pen), intercept, _vec(beta), hessian, nt)
+    out = _core.multinomial_chunk_sums(
+        x,
+        y,
+        w,
+        K,
+        _vec(pen),
+        fit_intercept=intercept,
+        beta=_vec(beta),
+        hessian=hessian,
+        n_threads=nt,
+    )
+    return {"loss": out.loss, "weight": out.weight, "grad": out.grad, "hess": out.hess}
 
 
 def _source(data: Data, K: int):
@@ -235,11 +251,11 @@ def newton(
         _source(data, K),
         K,
         data.pen,
-        data.fit_intercept,
-        np.ascontiguousarray(beta),
-        first["weight"],
-        tol,
-        max_iter,
+        fit_intercept=data.fit_intercept,
+        beta0=np.ascontiguousarray(beta),
+        weight_sum=first["weight"],
+        tol=tol,
+        max_iter=max_iter,
         fresh_end=fresh_end,
     )
     return _State(
@@ -258,18 +274,19 @@ def newton(
 
 
 def _fit_result(data: Data, st: _State, K: int):
+    from ._fit import FitFields
     from ._multinomial import _result
 
     B = st.beta.reshape(K, data.p1)
     off = int(data.fit_intercept)
-    out = {
-        "coef": B[:, off:].copy(),
-        "intercept": B[:, 0].copy() if off else np.zeros(K),
-        "n_iter": st.n_iter,
-        "converged": st.converged,
-        "objective": st.f,
-        "grad_norm": st.grad_norm,
-    }
+    out = FitFields(
+        coef=B[:, off:].copy(),
+        intercept=B[:, 0].copy() if off else np.zeros(K),
+        n_iter=st.n_iter,
+        converged=st.converged,
+        objective=st.f,
+        grad_norm=st.grad_norm,
+    )
     return _result(out, data.penalty, data.fit_intercept)
 
 
@@ -298,20 +315,21 @@ def fit(X, y, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, warm
 @_single_blas
 def _loo_task(x, y, w, K, pen, intercept, beta, H, method, nt, gradient=False, sw=1.0):
     x, y, w, _ = _chunk_arrays(x, y, w, None, False)
-    return _core.multinomial_chunk_loo(
+    out = _core.multinomial_chunk_loo(
         x,
         y,
         w,
         K,
         _vec(pen),
-        intercept,
-        _vec(beta),
-        np.asfortranarray(H),
-        method,
-        nt,
+        fit_intercept=intercept,
+        beta=_vec(beta),
+        H=np.asfortranarray(H),
+        method=method,
+        n_threads=nt,
         gradient=gradient,
         weight_sum=sw,
     )
+    return _chunk_record(out)
 
 
 @_single_blas
@@ -323,12 +341,12 @@ def _adjoint_task(x, y, w, K, pen, intercept, beta, H, M, sw, nt):
         w,
         K,
         _vec(pen),
-        intercept,
-        _vec(beta),
-        np.asfortranarray(H),
-        np.asfortranarray(M),
-        sw,
-        nt,
+        fit_intercept=intercept,
+        beta=_vec(beta),
+        H=np.asfortranarray(H),
+        M=np.asfortranarray(M),
+        weight_sum=sw,
+        n_threads=nt,
     )
     return {"rho": rho}
 
@@ -771,7 +789,9 @@ class DaskMultinomialTuneState:
     def fit(self) -> None:
         """Nothing: :meth:`alo` fits and evaluates (as the in-memory state)."""
 
-    def alo(self, gradient: bool = True, kind: str = "exact") -> dict[str, Any]:
+    def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> StateOutput:
+        from .tuning.objective import StateOutput
+
         data, K = self.data, self.K
         st = newton(data, self.first, self.tol, self.max_iter, self.beta, fresh_end=True)
         self.beta = st.beta.copy()
@@ -780,28 +800,28 @@ class DaskMultinomialTuneState:
         grad = _hypergradient(data, st, K, red["S"]) if gradient else np.zeros(data.p)
         B = st.beta.reshape(K, data.p1)
         off = int(data.fit_intercept)
-        return {
-            "losses": np.concatenate([o["losses"] for o in per]),
-            "predictions": np.concatenate([o["predictions"] for o in per]),
-            "leverages": np.concatenate([o["leverages"] for o in per]),
-            "det": np.concatenate([o["downdate"] for o in per]),
-            "coef": B[:, off:].copy(),
-            "intercept": B[:, 0].copy() if off else np.zeros(K),
-            "beta": st.beta.copy(),
-            "n_iter": st.n_iter,
-            "converged": st.converged,
-            "objective": st.f,
-            "grad_norm": st.grad_norm,
-            "grad_l2": grad,
-            "grad_l1": np.zeros(data.p),
-        }
+        return StateOutput(
+            losses=np.concatenate([o["losses"] for o in per]),
+            predictions=np.concatenate([o["predictions"] for o in per]),
+            leverages=np.concatenate([o["leverages"] for o in per]),
+            det=np.concatenate([o["downdate"] for o in per]),
+            coef=B[:, off:].copy(),
+            intercept=B[:, 0].copy() if off else np.zeros(K),
+            beta=st.beta.copy(),
+            n_iter=st.n_iter,
+            converged=st.converged,
+            objective=st.f,
+            grad_norm=st.grad_norm,
+            grad_l2=grad,
+            grad_l1=np.zeros(data.p),
+        )
 
-    def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> dict[str, Any]:
+    def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> StateOutput:
         """As the in-memory state: central differences of the exact gradient, step
         TANGENT_LOG_STEP in the log of each parameter, both fits from the current one."""
         from ._multinomial import TANGENT_LOG_STEP
 
-        out = self.alo(True)
+        out = self.alo(gradient=True)
         at, pen = self.beta, self.data.pen.copy()
         T2 = np.empty((self.data.p, J2.shape[1]))
         for k in range(J2.shape[1]):
@@ -811,13 +831,11 @@ class DaskMultinomialTuneState:
             for sgn in (1.0, -1.0):
                 self.set_penalty(pen + sgn * d)
                 self.beta = at
-                g.append(self.alo(True)["grad_l2"])
+                g.append(self.alo(gradient=True).grad_l2)
             T2[:, k] = (g[0] - g[1]) / (2.0 * scale)
         self.set_penalty(pen)
         self.beta = at
-        out["tangent_l2"] = T2
-        out["tangent_l1"] = np.zeros_like(T2)
-        return out
+        return dataclasses.replace(out, tangent_l2=T2, tangent_l1=np.zeros_like(T2))
 
 
 def tune_state(X, y, penalty, sample_weight, fit_intercept, offset, n_jobs, tol, max_iter):

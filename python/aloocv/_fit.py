@@ -107,20 +107,49 @@ class FitResult:
         return self.coef_.copy()
 
 
-def _result(out: dict[str, Any], loss: Loss, penalty: Penalty, fit_intercept: bool) -> FitResult:
+@dataclass(frozen=True, eq=False)
+class FitFields:
+    """A fit made in Python (dask input, the tuning states written in Python) with the
+    fields of ``_core.FitResult`` that :func:`_result` reads; the pass counts are None
+    where not counted."""
+
+    coef: Any
+    intercept: Any
+    n_iter: int
+    converged: bool
+    objective: float
+    grad_norm: float
+    hessian_passes: int | None = None
+    matvec_passes: int | None = None
+    fused_end_fallbacks: int | None = None
+
+
+def _count(out: Any, name: str) -> int:
+    """A pass count of a fit's output; 0 where not counted (None or no such field: the
+    dual route)."""
+    v = getattr(out, name, None)
+    return 0 if v is None else int(v)
+
+
+def _result(
+    out: _core.FitResult | _core.DualResult | FitFields,
+    loss: Loss,
+    penalty: Penalty,
+    fit_intercept: bool,
+) -> FitResult:
     return FitResult(
-        coef_=out["coef"],
-        intercept_=float(out["intercept"]),
-        n_iter_=int(out["n_iter"]),
-        converged_=bool(out["converged"]),
-        objective_=float(out["objective"]),
+        coef_=out.coef,
+        intercept_=float(out.intercept),
+        n_iter_=int(out.n_iter),
+        converged_=bool(out.converged),
+        objective_=float(out.objective),
         loss=loss,
         penalty=penalty,
         fit_intercept=fit_intercept,
-        gradient_norm_=float(out["grad_norm"]),
-        hessian_passes_=int(out.get("hessian_passes", 0)),
-        matvec_passes_=int(out.get("matvec_passes", 0)),
-        fused_end_fallbacks_=int(out.get("fused_end_fallbacks", 0)),
+        gradient_norm_=float(out.grad_norm),
+        hessian_passes_=_count(out, "hessian_passes"),
+        matvec_passes_=_count(out, "matvec_passes"),
+        fused_end_fallbacks_=_count(out, "fused_end_fallbacks"),
     )
 
 
@@ -304,15 +333,15 @@ def fit(
                 w,
                 loss.core,
                 pen,
-                bool(fit_intercept),
-                "alo",
-                tol,
-                max_iter,
-                n_threads(n_jobs),
-                False,
+                fit_intercept=bool(fit_intercept),
+                method="alo",
+                tol=tol,
+                max_iter=max_iter,
+                n_threads=n_threads(n_jobs),
+                want_loo=False,
                 offset=off,
             )
-        check_finite_result("fit", coef=out["coef"], intercept=out["intercept"])
+        check_finite_result("fit", coef=out.coef, intercept=out.intercept)
         res = _result(out, loss, penalty, bool(fit_intercept))
         _check_fit(res, X, y, w, pen, l1, tol, max_iter, off)
         return res
@@ -323,15 +352,15 @@ def fit(
             w,
             loss.core,
             pen,
-            bool(fit_intercept),
-            tol,
-            max_iter,
-            n_threads(n_jobs),
-            beta0,
-            l1,
+            fit_intercept=bool(fit_intercept),
+            tol=tol,
+            max_iter=max_iter,
+            n_threads=n_threads(n_jobs),
+            beta0=beta0,
+            l1=l1,
             offset=off,
         )
-    check_finite_result("fit", coef=out["coef"], intercept=out["intercept"])
+    check_finite_result("fit", coef=out.coef, intercept=out.intercept)
     res = _result(out, loss, penalty, bool(fit_intercept))
     _check_fit(res, X, y, w, pen, l1, tol, max_iter, off)
     return res

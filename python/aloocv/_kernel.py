@@ -65,31 +65,31 @@ def kernel_ridge_loo(
     y = check_vector(y, n, "y")
     w = check_sample_weight(sample_weight, n)
     with _blas.single_threaded_blas():
-        out = _core.kernel_ridge_loo(Km, y, w, lam, bool(fit_intercept))
+        out = _core.kernel_ridge_loo(Km, y, w, lam, fit_intercept=bool(fit_intercept))
     check_finite_result(
         "kernel_ridge_loo",
-        alpha=out["alpha"],
-        intercept=out["intercept"],
-        losses=out["losses"],
-        predictions=out["predictions"],
-        leverages=out["leverages"],
+        alpha=out.alpha,
+        intercept=out.intercept,
+        losses=out.losses,
+        predictions=out.predictions,
+        leverages=out.leverages,
     )
     fit = FitResult(
-        coef_=out["alpha"] / lam,
-        intercept_=float(out["intercept"]),
-        n_iter_=int(out["n_iter"]),
-        converged_=bool(out["converged"]),
-        objective_=float(out["objective"]),
+        coef_=out.alpha / lam,
+        intercept_=float(out.intercept),
+        n_iter_=int(out.n_iter),
+        converged_=bool(out.converged),
+        objective_=float(out.objective),
         loss="squared",
         penalty=L2(lam),
         fit_intercept=bool(fit_intercept),
     )
     return LOOResult(
-        losses=out["losses"],
-        predictions=out["predictions"],
-        leverages=out["leverages"],
-        downdate=out["downdate"],
-        unreliable=unreliable_mask(out["downdate"]),
+        losses=out.losses,
+        predictions=out.predictions,
+        leverages=out.leverages,
+        downdate=out.downdate,
+        unreliable=unreliable_mask(out.downdate),
         method="alo",
         fit=fit,
         sample_weight=w,

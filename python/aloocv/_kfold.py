@@ -564,14 +564,14 @@ def kfold(
                 w,
                 loss.core,
                 pen,
-                bool(fit_intercept),
-                idx,
-                K,
-                method,
-                tol,
-                max_iter,
-                n_threads(n_jobs),
-                l1,
+                fit_intercept=bool(fit_intercept),
+                folds=idx,
+                n_folds=K,
+                method=method,
+                tol=tol,
+                max_iter=max_iter,
+                n_threads=n_threads(n_jobs),
+                l1=l1,
                 offset=off,
             )
     except ValueError as e:
@@ -582,8 +582,8 @@ def kfold(
         raise ValueError(relabel_folds(str(e), labels)) from None
     fitres = _checked_core_result(out, method, loss, penalty, fit_intercept, tol, max_iter, K)
     return fold_result(
-        out["losses"],
-        out["predictions"],
+        out.losses,
+        out.predictions,
         idx,
         labels,
         ww,
@@ -591,26 +591,27 @@ def kfold(
         method,
         fitres,
         w,
-        {"fit": float(out["seconds_fit"]), "folds": float(out["seconds_folds"])},
+        {"fit": float(out.seconds_fit), "folds": float(out.seconds_folds)},
     )
 
 
-def _checked_core_result(out, method, loss, penalty, fit_intercept, tol, max_iter, n_refits):
+def _checked_core_result(
+    out: _core.KFoldResult, method, loss, penalty, fit_intercept, tol, max_iter, n_refits
+):
     """The full fit of a core K-fold / held-out run, after checking its outputs are finite
     and warning about unconverged fits and refits."""
     check_finite_result(
         f"kfold(method={method!r})",
-        coef=out["coef"],
-        intercept=out["intercept"],
-        losses=out["losses"],
-        predictions=out["predictions"],
+        coef=out.coef,
+        intercept=out.intercept,
+        losses=out.losses,
+        predictions=out.predictions,
     )
     fitres = _result(out, loss, penalty, bool(fit_intercept))
     _warn_not_converged(fitres, tol, max_iter)
-    if out["n_not_converged"]:
+    if out.n_not_converged:
         warnings.warn(
-            f"exact K-fold: {out['n_not_converged']} of {n_refits} refits did not reach "
-            f"tol={tol:g}",
+            f"exact K-fold: {out.n_not_converged} of {n_refits} refits did not reach tol={tol:g}",
             ConvergenceWarning,
             stacklevel=4,
         )
@@ -645,14 +646,14 @@ def _kfold_splits(
                 w,
                 loss.core,
                 pen,
-                bool(fit_intercept),
-                indices,
-                indptr,
-                method,
-                tol,
-                max_iter,
-                n_threads(n_jobs),
-                l1,
+                fit_intercept=bool(fit_intercept),
+                indices=indices,
+                indptr=indptr,
+                method=method,
+                tol=tol,
+                max_iter=max_iter,
+                n_threads=n_threads(n_jobs),
+                l1=l1,
                 offset=off,
             )
     except ValueError as e:
@@ -664,8 +665,8 @@ def _kfold_splits(
     pred_tests, loss_tests = [], []
     for k, (_, te) in enumerate(splits):
         pos = indptr[k] + np.searchsorted(removed[k], te)  # test is inside the removed set
-        pred_tests.append(out["predictions"][pos])
-        loss_tests.append(out["losses"][pos])
+        pred_tests.append(out.predictions[pos])
+        loss_tests.append(out.losses[pos])
     return split_result(
         splits,
         pred_tests,
@@ -675,7 +676,7 @@ def _kfold_splits(
         method,
         fitres,
         w,
-        {"fit": float(out["seconds_fit"]), "folds": float(out["seconds_folds"])},
+        {"fit": float(out.seconds_fit), "folds": float(out.seconds_folds)},
     )
 
 

@@ -192,25 +192,23 @@ class LOOResult:
 
 def _exact_subset(pb: dict[str, Any], beta: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, int]:
     """Exact leave-one-out losses of the samples idx (refits warm-started at beta)."""
-    args = (
-        core_design(pb["X"]),
-        pb["y"],
-        pb["w"],
-        pb["loss"].core,
-        pb["pen"],
-        pb["fit_intercept"],
-        "exact",
-        pb["tol"],
-        pb["max_iter"],
-        pb["n_threads"],
-    )
-    beta = np.ascontiguousarray(beta, dtype=np.float64)
+    args = (core_design(pb["X"]), pb["y"], pb["w"], pb["loss"].core, pb["pen"])
+    opts = {
+        "fit_intercept": pb["fit_intercept"],
+        "method": "exact",
+        "tol": pb["tol"],
+        "max_iter": pb["max_iter"],
+        "n_threads": pb["n_threads"],
+        "beta": np.ascontiguousarray(beta, dtype=np.float64),
+        "subset": idx,
+        "offset": pb["offset"],
+    }
     with _blas.single_threaded_blas():
         if pb["dual"]:
-            out = _core.dual(*args, True, beta, subset=idx, offset=pb["offset"])
+            out = _core.dual(*args, want_loo=True, **opts)
         else:
-            out = _core.loo(*args, beta, False, pb["l1"], False, subset=idx, offset=pb["offset"])
-    return out["losses"], int(out["n_not_converged"])
+            out = _core.loo(*args, refit=False, l1=pb["l1"], gradient=False, **opts)
+    return out.losses, int(out.n_not_converged)
 
 
 def loo(
@@ -398,13 +396,13 @@ def loo(
                 w,
                 loss.core,
                 pen,
-                bool(fit_intercept),
-                method,
-                tol,
-                max_iter,
-                n_threads(n_jobs),
-                True,
-                beta,
+                fit_intercept=bool(fit_intercept),
+                method=method,
+                tol=tol,
+                max_iter=max_iter,
+                n_threads=n_threads(n_jobs),
+                want_loo=True,
+                beta=beta,
                 gradient=bool(return_gradient),
                 offset=off,
             )
@@ -415,25 +413,25 @@ def loo(
                 w,
                 loss.core,
                 pen,
-                bool(fit_intercept),
-                method,
-                tol,
-                max_iter,
-                n_threads(n_jobs),
-                beta,
-                False,
-                l1,
-                bool(return_gradient),
+                fit_intercept=bool(fit_intercept),
+                method=method,
+                tol=tol,
+                max_iter=max_iter,
+                n_threads=n_threads(n_jobs),
+                beta=beta,
+                refit=False,
+                l1=l1,
+                gradient=bool(return_gradient),
                 gradient_kind=gradient,
                 offset=off,
             )
     check_finite_result(
         f"loo(method={method!r})",
-        coef=out["coef"],
-        intercept=out["intercept"],
-        losses=out["losses"],
-        predictions=out["predictions"],
-        leverages=out["leverages"],
+        coef=out.coef,
+        intercept=out.intercept,
+        losses=out.losses,
+        predictions=out.predictions,
+        leverages=out.leverages,
     )
     fitres = _result(out, loss, penalty, bool(fit_intercept))
     if loss == "logistic":
@@ -444,19 +442,19 @@ def loo(
         _warn_not_converged(fitres, tol, max_iter)
     else:
         _warn_given_coef(fitres.gradient_norm_, tol, stacklevel=2)
-    if out["n_not_converged"]:
+    if out.n_not_converged:
         warnings.warn(
-            f"exact LOO: {out['n_not_converged']} of {X.shape[0]} refits did not reach tol={tol:g}",
+            f"exact LOO: {out.n_not_converged} of {X.shape[0]} refits did not reach tol={tol:g}",
             ConvergenceWarning,
             stacklevel=2,
         )
     grad = None
     if return_gradient:
-        grad = penalty.chain(out["grad_l1"], out["grad_l2"])
-    downdate = out.get("downdate")
+        grad = penalty.chain(out.grad_l1, out.grad_l2)
+    downdate = out.downdate
     unreliable = unreliable_mask(downdate)
     warn_unreliable(unreliable, loss, l1 is not None and bool(np.any(l1 > 0)), stacklevel=2)
-    rcond = out.get("rcond") if method != "exact" else None
+    rcond = out.rcond if isinstance(out, _core.LooResult) and method != "exact" else None
     warn_ill_conditioned(rcond, stacklevel=2)
     problem = {
         "X": X,
@@ -474,9 +472,9 @@ def loo(
     }
     return LOOResult(
         gradient=grad,
-        losses=out["losses"],
-        predictions=out["predictions"],
-        leverages=out["leverages"],
+        losses=out.losses,
+        predictions=out.predictions,
+        leverages=out.leverages,
         method=method,
         fit=fitres,
         sample_weight=w,

@@ -15,9 +15,10 @@ the work; this module validates, dispatches and wraps results.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -25,7 +26,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from . import _blas, _core
 from ._diagnostics import ALO_UNRELIABLE_DH, warn_unreliable
-from ._fit import FitResult, _warn_given_coef, _warn_not_converged
+from ._fit import FitFields, FitResult, _warn_given_coef, _warn_not_converged
 from ._validation import (
     MULTINOMIAL,
     as_penalty,
@@ -40,6 +41,9 @@ from ._validation import (
     n_threads,
 )
 from .penalties import Penalty
+
+if TYPE_CHECKING:
+    from .tuning.objective import StateOutput
 
 __all__ = ["MultinomialFitResult", "fit", "loo"]
 
@@ -79,17 +83,19 @@ def softmax(eta: np.ndarray) -> np.ndarray:
     return z / z.sum(axis=1, keepdims=True)
 
 
-def _result(out: dict[str, Any], penalty: Penalty, fit_intercept: bool) -> MultinomialFitResult:
+def _result(
+    out: _core.MultinomialFitResult | FitFields, penalty: Penalty, fit_intercept: bool
+) -> MultinomialFitResult:
     return MultinomialFitResult(
-        coef_=out["coef"],
-        intercept_=np.asarray(out["intercept"]),
-        n_iter_=int(out["n_iter"]),
-        converged_=bool(out["converged"]),
-        objective_=float(out["objective"]),
+        coef_=out.coef,
+        intercept_=np.asarray(out.intercept),
+        n_iter_=int(out.n_iter),
+        converged_=bool(out.converged),
+        objective_=float(out.objective),
         loss=MULTINOMIAL,
         penalty=penalty,
         fit_intercept=fit_intercept,
-        gradient_norm_=float(out["grad_norm"]),
+        gradient_norm_=float(out.grad_norm),
     )
 
 
@@ -137,13 +143,13 @@ def fit(
             w,
             K,
             pen,
-            bool(fit_intercept),
-            tol,
-            max_iter,
-            n_threads(n_jobs),
-            beta0,
+            fit_intercept=bool(fit_intercept),
+            tol=tol,
+            max_iter=max_iter,
+            n_threads=n_threads(n_jobs),
+            beta0=beta0,
         )
-    check_finite_result("fit", coef=out["coef"], intercept=out["intercept"])
+    check_finite_result("fit", coef=out.coef, intercept=out.intercept)
     res = _result(out, penalty, bool(fit_intercept))
     _warn_not_converged(res, tol, max_iter)
     return res
@@ -192,40 +198,40 @@ def loo(
             w,
             K,
             pen,
-            bool(fit_intercept),
-            method,
-            tol,
-            max_iter,
-            n_threads(n_jobs),
-            beta,
-            beta is None,
-            return_gradient,
+            fit_intercept=bool(fit_intercept),
+            method=method,
+            tol=tol,
+            max_iter=max_iter,
+            n_threads=n_threads(n_jobs),
+            beta0=beta,
+            refit=beta is None,
+            return_gradient=return_gradient,
         )
     check_finite_result(
         f"loo(method={method!r})",
-        coef=out["coef"],
-        losses=out["losses"],
-        predictions=out["predictions"],
-        leverages=out.get("leverages"),
-        gradient=out.get("gradient"),
+        coef=out.coef,
+        losses=out.losses,
+        predictions=out.predictions,
+        leverages=out.leverages,
+        gradient=out.gradient,
     )
     fitres = _result(out, penalty, bool(fit_intercept))
     if beta is None:
         _warn_not_converged(fitres, tol, max_iter)
     else:
         _warn_given_coef(fitres.gradient_norm_, tol, stacklevel=3)
-    if out["n_not_converged"]:
+    if out.n_not_converged:
         warnings.warn(
-            f"exact LOO: {out['n_not_converged']} of {X.shape[0]} refits did not reach tol={tol:g}",
+            f"exact LOO: {out.n_not_converged} of {X.shape[0]} refits did not reach tol={tol:g}",
             ConvergenceWarning,
             stacklevel=3,
         )
-    downdate = out.get("det")
+    downdate = out.det
     unreliable = None if downdate is None else downdate < 1.0 - ALO_UNRELIABLE_DH
     warn_unreliable(unreliable, MULTINOMIAL, False, stacklevel=3)
     grad = None
     if return_gradient:
-        grad = penalty.chain(np.zeros(X.shape[1]), out["gradient"])
+        grad = penalty.chain(np.zeros(X.shape[1]), out.gradient)
     problem = {
         "X": X,
         "y": y,
@@ -238,9 +244,9 @@ def loo(
         "n_threads": n_threads(n_jobs),
     }
     return LOOResult(
-        losses=out["losses"],
-        predictions=out["predictions"],
-        leverages=out.get("leverages"),
+        losses=out.losses,
+        predictions=out.predictions,
+        leverages=out.leverages,
         method=method,
         fit=fitres,
         sample_weight=w,
@@ -262,16 +268,16 @@ def exact_subset(pb: dict[str, Any], beta: np.ndarray, idx: np.ndarray) -> tuple
             pb["w"],
             pb["n_classes"],
             pb["pen"],
-            pb["fit_intercept"],
-            "exact",
-            pb["tol"],
-            pb["max_iter"],
-            pb["n_threads"],
-            np.ascontiguousarray(beta, dtype=np.float64).ravel(),
-            False,
+            fit_intercept=pb["fit_intercept"],
+            method="exact",
+            tol=pb["tol"],
+            max_iter=pb["max_iter"],
+            n_threads=pb["n_threads"],
+            beta0=np.ascontiguousarray(beta, dtype=np.float64).ravel(),
+            refit=False,
             subset=np.ascontiguousarray(idx, dtype=np.int64),
         )
-    return out["losses"], int(out["n_not_converged"])
+    return out.losses, int(out.n_not_converged)
 
 
 def cross_entropy(eta: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -315,46 +321,58 @@ class MultinomialTuneState:
     def fit(self) -> None:
         """Nothing: :meth:`alo` fits and evaluates in one core call."""
 
-    def _call(self, pen: np.ndarray, gradient: bool) -> dict[str, Any]:
+    def _call(self, pen: np.ndarray, gradient: bool) -> StateOutput:
+        from .tuning.objective import StateOutput
+
         out = _core.multinomial_loo(
             self.design,
             self.y,
             self.w,
             self.K,
             pen,
-            self.intercept,
-            "alo",
-            self.tol,
-            self.max_iter,
-            self.nt,
-            self.beta,
-            True,
-            gradient,
+            fit_intercept=self.intercept,
+            method="alo",
+            tol=self.tol,
+            max_iter=self.max_iter,
+            n_threads=self.nt,
+            beta0=self.beta,
+            refit=True,
+            return_gradient=gradient,
         )
-        B = np.column_stack([out["intercept"], out["coef"]]) if self.intercept else out["coef"]
-        out["beta"] = np.ascontiguousarray(B.ravel())
-        out["grad_l2"] = out.get("gradient", np.zeros(self.p))
-        out["grad_l1"] = np.zeros(self.p)
-        return out
+        B = np.column_stack([out.intercept, out.coef]) if self.intercept else out.coef
+        return StateOutput(
+            coef=out.coef,
+            intercept=out.intercept,
+            n_iter=out.n_iter,
+            converged=out.converged,
+            objective=out.objective,
+            grad_norm=out.grad_norm,
+            hessian_passes=out.hessian_passes,
+            losses=out.losses,
+            predictions=out.predictions,
+            leverages=out.leverages,
+            det=out.det,
+            grad_l2=np.zeros(self.p) if out.gradient is None else out.gradient,
+            grad_l1=np.zeros(self.p),
+            beta=np.ascontiguousarray(B.ravel()),
+        )
 
-    def alo(self, gradient: bool = True, kind: str = "exact") -> dict[str, Any]:
+    def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> StateOutput:
         out = self._call(self.pen, gradient)
-        self.beta = out["beta"]
+        self.beta = out.beta
         return out
 
-    def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> dict[str, Any]:
-        out = self.alo(True)
+    def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> StateOutput:
+        out = self.alo(gradient=True)
         at, pen = self.beta, self.pen
         T2 = np.empty((self.p, J2.shape[1]))
         for k in range(J2.shape[1]):
             d = J2[:, k] * pen * TANGENT_LOG_STEP  # a step in log of the parameter
             scale = float(np.max(J2[:, k] * pen)) * TANGENT_LOG_STEP
-            g = [self._call(pen + s * d, True)["grad_l2"] for s in (1.0, -1.0)]
+            g = [self._call(pen + s * d, gradient=True).grad_l2 for s in (1.0, -1.0)]
             self.beta = at
             T2[:, k] = (g[0] - g[1]) / (2.0 * scale)
-        out["tangent_l2"] = T2
-        out["tangent_l1"] = np.zeros_like(T2)
-        return out
+        return dataclasses.replace(out, tangent_l2=T2, tangent_l1=np.zeros_like(T2))
 
 
 def kfold(
@@ -412,23 +430,43 @@ def kfold(
     design, nt, icpt = core_design(X), n_threads(n_jobs), bool(fit_intercept)
     t0 = time.perf_counter()
     with _blas.single_threaded_blas():
-        full = _core.multinomial_fit(design, y, w, K, pen, icpt, tol, max_iter, nt, None)
+        full = _core.multinomial_fit(
+            design,
+            y,
+            w,
+            K,
+            pen,
+            fit_intercept=icpt,
+            tol=tol,
+            max_iter=max_iter,
+            n_threads=nt,
+            beta0=None,
+        )
     fitres = _result(full, penalty, icpt)
     _warn_not_converged(fitres, tol, max_iter)
-    beta = _beta(full["coef"], full["intercept"], K, X.shape[1], icpt)
+    beta = _beta(full.coef, full.intercept, K, X.shape[1], icpt)
     t1 = time.perf_counter()
     pred_tests = []
     failed = 0
     for wk, te in parts:
         with _blas.single_threaded_blas():
             r = _core.multinomial_fit(
-                design, y, wk, K, pen, icpt, tol, 1 if method == "alo" else max_iter, nt, beta
+                design,
+                y,
+                wk,
+                K,
+                pen,
+                fit_intercept=icpt,
+                tol=tol,
+                max_iter=1 if method == "alo" else max_iter,
+                n_threads=nt,
+                beta0=beta,
             )
-        failed += method == "exact" and not r["converged"]
-        pred_tests.append(design_dot(X[te], r["coef"].T) + r["intercept"])
+        failed += method == "exact" and not r.converged
+        pred_tests.append(design_dot(X[te], r.coef.T) + r.intercept)
     t2 = time.perf_counter()
     check_finite_result(
-        f"kfold(method={method!r})", coef=full["coef"], predictions=np.concatenate(pred_tests)
+        f"kfold(method={method!r})", coef=full.coef, predictions=np.concatenate(pred_tests)
     )
     if failed:
         warnings.warn(

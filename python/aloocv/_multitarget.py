@@ -182,7 +182,14 @@ def decompose(
     penalty = as_penalty(penalty)
     lam, shape = multi_target_penalty(penalty, p)
     with _blas.single_threaded_blas():
-        mr = _core.MultiRidge(core_design(X), Y, w, bool(fit_intercept), shape, n_threads(n_jobs))
+        mr = _core.MultiRidge(
+            core_design(X),
+            Y,
+            w,
+            fit_intercept=bool(fit_intercept),
+            penalty=shape,
+            n_threads=n_threads(n_jobs),
+        )
     return X, mr, Y, w, lam, penalty
 
 
@@ -205,9 +212,9 @@ def loo(
     check_loo_samples(X.shape[0])
     T = Y.shape[1]
     with _blas.single_threaded_blas():
-        sol = mr.solve(np.full(T, lam), True, n_threads(n_jobs))
+        sol = mr.solve(np.full(T, lam), predictions=True, n_threads=n_threads(n_jobs))
         h = mr.leverages(lam)
-    pred = sol["predictions"]
+    pred = sol.predictions
     ww = np.ones(X.shape[0]) if w is None else w
     wh = (ww * h)[:, None]
     if method in ("alo", "exact"):
@@ -220,16 +227,14 @@ def loo(
             losses = 0.5 * (Y - pred) ** 2
         else:  # lemma3: l + l' w l' h / (1 - w h)
             losses = 0.5 * res**2 + res**2 * wh / (1.0 - wh)
-    check_finite_result(
-        f"loo(method={method!r})", coef=sol["coef"], losses=losses, predictions=pred
-    )
+    check_finite_result(f"loo(method={method!r})", coef=sol.coef, losses=losses, predictions=pred)
     return MultiTargetLOOResult(
         losses=losses,
         predictions=pred,
         leverages=None if method == "exact" else h,
         method=method,
-        coef=np.ascontiguousarray(sol["coef"].T),
-        intercept=sol["intercept"],
+        coef=np.ascontiguousarray(sol.coef.T),
+        intercept=sol.intercept,
         sample_weight=w,
     )
 
@@ -269,7 +274,7 @@ def kfold(
         raise ValueError(f"fold {_label(labels, bad)} has zero total sample weight")
     nt = n_threads(n_jobs)
     with _blas.single_threaded_blas():
-        full = mr.solve(np.full(T, lam), False, nt)
+        full = mr.solve(np.full(T, lam), predictions=False, n_threads=nt)
     t1 = time.perf_counter()
     _, shape = multi_target_penalty(penalty, X.shape[1])
     with _blas.single_threaded_blas():
@@ -282,11 +287,18 @@ def kfold(
                 wk = ww.copy()
                 wk[out] = 0.0
                 try:
-                    mk = _core.MultiRidge(core_design(X), Y, wk, bool(fit_intercept), shape, nt)
-                    sol = mk.solve(np.full(T, lam), False, nt)
+                    mk = _core.MultiRidge(
+                        core_design(X),
+                        Y,
+                        wk,
+                        fit_intercept=bool(fit_intercept),
+                        penalty=shape,
+                        n_threads=nt,
+                    )
+                    sol = mk.solve(np.full(T, lam), predictions=False, n_threads=nt)
                 except ValueError as e:
                     raise ValueError(f"fold {_label(labels, k)}: {e}") from None
-                pred[out] = design_dot(X[out], sol["coef"]) + sol["intercept"]
+                pred[out] = design_dot(X[out], sol.coef) + sol.intercept
     losses = 0.5 * (Y - pred) ** 2
     check_finite_result(f"kfold(method={method!r})", losses=losses, predictions=pred)
     fold_means = np.stack([ww[idx == k] @ losses[idx == k] for k in range(K)]) / wsum[:, None]
@@ -302,8 +314,8 @@ def kfold(
         mean=mean,
         stderr=stderr,
         method=method,
-        coef=np.ascontiguousarray(full["coef"].T),
-        intercept=full["intercept"],
+        coef=np.ascontiguousarray(full.coef.T),
+        intercept=full.intercept,
         sample_weight=w,
         timings={"fit": t1 - t0, "folds": time.perf_counter() - t1},
     )

@@ -78,10 +78,10 @@ class BKKCriterion:
         for t in range(1, int(T) + 1):
             Z[:, t] = y[rng.permutation(n)]
         with _blas.single_threaded_blas():
-            out = _core.ridge_spectrum(core_design(X), Z, fit_intercept, nt)
-        check_finite_result("BKK", eigenvalues=out["s"], projections=out["C"], mean=out["mu"])
+            out = _core.ridge_spectrum(core_design(X), Z, fit_intercept=fit_intercept, n_threads=nt)
+        check_finite_result("BKK", eigenvalues=out.s, projections=out.C, mean=out.mu)
         Zc = Z - Z.mean(axis=0) if fit_intercept else Z
-        return cls(s=out["s"], C=out["C"], zz=np.sum(Zc**2, axis=0), n=n, V=out["V"], mu=out["mu"])
+        return cls(s=out.s, C=out.C, zz=np.sum(Zc**2, axis=0), n=n, V=out.V, mu=out.mu)
 
     def norms(self, lam: float) -> tuple[np.ndarray, np.ndarray]:
         """RMS residual norms of the T + 1 ridge fits and their d/d lambda."""

@@ -739,7 +739,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         nt = n_threads(self.n_jobs)
         with _blas.single_threaded_blas():
             sc = mr.scores(alphas, nt)
-        s2, s4 = sc["s2"], sc["s4"]
+        s2, s4 = sc.s2, sc.s4
         sw = float(n if w is None else w.sum())
         mean = s2 / (2.0 * sw)  # weighted mean of 1/2 e^2, (n_alphas, T)
         var = (s4 / 4.0 - sw * mean**2) / max(sw - 1.0, 1e-300)
@@ -753,7 +753,9 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
             preds = np.empty((n, T, alphas.size))
             with _blas.single_threaded_blas():
                 for k, a in enumerate(alphas):
-                    preds[:, :, k] = mr.solve(np.full(T, float(a)), True, nt)["predictions"]
+                    preds[:, :, k] = mr.solve(
+                        np.full(T, float(a)), predictions=True, n_threads=nt
+                    ).predictions
         if scorer is not None:
             # as RidgeCV: each target scored on its own with alpha_per_target, else the
             # scorer sees all targets at once (one score per alpha, shared by the targets)
@@ -777,11 +779,11 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
             best = np.full(T, int(np.argmin(s2.sum(axis=1))))
         lam = alphas[best]
         with _blas.single_threaded_blas():
-            sol = mr.solve(np.ascontiguousarray(lam), False, nt)
+            sol = mr.solve(np.ascontiguousarray(lam), predictions=False, n_threads=nt)
         self.alpha_ = lam.copy() if per_target else float(lam[0])
-        self.coef_ = np.ascontiguousarray(sol["coef"].T)
+        self.coef_ = np.ascontiguousarray(sol.coef.T)
         # as RidgeCV: per target, or 0.0 without an intercept
-        self.intercept_ = sol["intercept"] if self.fit_intercept else 0.0
+        self.intercept_ = sol.intercept if self.fit_intercept else 0.0
         chosen = score[best, cols]
         self.best_score_ = chosen if per_target else float(np.mean(chosen))
         self.best_stderr_ = stderr[best, cols]

@@ -411,11 +411,11 @@ def tune(
             w,
             loss.core,
             pen,
-            bool(fit_intercept),
-            fit_tol,
-            fit_max_iter,
-            n_threads(n_jobs),
-            l1,
+            fit_intercept=bool(fit_intercept),
+            tol=fit_tol,
+            max_iter=fit_max_iter,
+            n_threads=n_threads(n_jobs),
+            l1=l1,
             offset=off,
         )
     obj = Objective(state, penalty, w, p, gradient, fit_intercept=bool(fit_intercept))
@@ -436,8 +436,8 @@ def tune(
                     y,
                     w,
                     np.array([v[0] for v in points]),
-                    intercept,
-                    n_threads(n_jobs),
+                    fit_intercept=intercept,
+                    n_threads=n_threads(n_jobs),
                 )
             return _ridge_grid(obj, points, path, selection, loss, intercept)
         return _grid(obj, points, selection, verbose, callback, loss, intercept)
@@ -594,10 +594,10 @@ def _bracket(obj, points, hist, callback, losses, coefs, icpts, iters):
             error = exc  # e.g. singular as lambda -> 0: the bracket ends before
             continue
         hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
-        losses.append(ev.out["losses"])
-        coefs.append(np.array(ev.out["coef"], dtype=np.float64))
-        icpts.append(np.array(ev.out["intercept"], dtype=np.float64))
-        iters.append(int(ev.out["n_iter"]))
+        losses.append(ev.out.losses)
+        coefs.append(np.array(ev.out.coef, dtype=np.float64))
+        icpts.append(np.array(ev.out.intercept, dtype=np.float64))
+        iters.append(int(ev.out.n_iter))
         if callback is not None:
             callback(k, obj.penalty_at(u), ev.acv)
         if ev.acv < best_acv:
@@ -730,12 +730,12 @@ def _finish(
 ) -> TuneResult:
     ev = obj.evaluate(u, 0)
     out = ev.out
-    on_dask = is_dask_collection(out["losses"])  # per-sample arrays stay on the workers
+    on_dask = is_dask_collection(out.losses)  # per-sample arrays stay on the workers
     check_finite_result(
         "tune",
-        coef=out["coef"],
-        intercept=out["intercept"],
-        losses=None if on_dask else out["losses"],
+        coef=out.coef,
+        intercept=out.intercept,
+        losses=None if on_dask else out.losses,
         acv=ev.acv,
         stderr=ev.stderr if on_dask else None,
     )
@@ -750,9 +750,9 @@ def _finish(
         from .._dask import DaskLOOResult
 
         res_loo: Any = DaskLOOResult(
-            out["losses"],
-            out["predictions"],
-            out["leverages"],
+            out.losses,
+            out.predictions,
+            out.leverages,
             "alo",
             fitres,
             ev.acv,
@@ -761,9 +761,9 @@ def _finish(
         )
     else:
         res_loo = LOOResult(
-            losses=out["losses"],
-            predictions=out["predictions"],
-            leverages=out["leverages"],
+            losses=out.losses,
+            predictions=out.predictions,
+            leverages=out.leverages,
             method="alo",
             fit=fitres,
             sample_weight=obj.w,
@@ -813,17 +813,23 @@ def _select(h: dict[str, np.ndarray], selection: str) -> int:
     return best
 
 
-def _ridge_grid(obj, points, path, selection, loss, intercept) -> TuneResult:
+def _passes(out: Any, name: str) -> float:
+    """A pass count of an evaluation's fit; NaN where the state does not count them."""
+    v = getattr(out, name, None)
+    return np.nan if v is None else float(v)
+
+
+def _ridge_grid(obj, points, path: _core.RidgePathResult, selection, loss, intercept) -> TuneResult:
     # squared loss + scalar L2: the whole grid from one eigendecomposition (exact LOO)
     hist = _History(1)
-    losses = path["losses"]
+    losses = path.losses
     for k, v in enumerate(points):
         acv = float(np.average(losses[:, k], weights=obj.w))
         hist.add(v, acv, weighted_stderr(losses[:, k], obj.w), np.full(1, np.nan), 0)
     arrays = {
-        "path_predictions": np.asarray(path["predictions"]),
-        "path_coefs": np.asarray(path["coef"]).T.copy(),
-        "path_intercepts": np.asarray(path["intercept"]).copy(),
+        "path_predictions": np.asarray(path.predictions),
+        "path_coefs": np.asarray(path.coef).T.copy(),
+        "path_intercepts": np.asarray(path.intercept).copy(),
         "path_n_iter": np.zeros(len(points), dtype=np.int64),
         "path_hessian_passes": np.full(len(points), np.nan),
         "path_matvec_passes": np.full(len(points), np.nan),
@@ -861,13 +867,13 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
         ev = obj.evaluate(np.log(v), 0)
         if best is None or ev.acv < best.acv:
             best = ev
-        all_losses.append(ev.out["losses"])
-        preds.append(_samples(ev.out["predictions"]))
-        coefs.append(np.array(ev.out["coef"], dtype=np.float64))
-        icpts.append(np.array(ev.out["intercept"], dtype=np.float64))
-        iters.append(int(ev.out["n_iter"]))
-        hpasses.append(float(ev.out.get("hessian_passes", np.nan)))
-        mpasses.append(float(ev.out.get("matvec_passes", np.nan)))
+        all_losses.append(ev.out.losses)
+        preds.append(_samples(ev.out.predictions))
+        coefs.append(np.array(ev.out.coef, dtype=np.float64))
+        icpts.append(np.array(ev.out.intercept, dtype=np.float64))
+        iters.append(int(ev.out.n_iter))
+        hpasses.append(_passes(ev.out, "hessian_passes"))
+        mpasses.append(_passes(ev.out, "matvec_passes"))
         hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
         if callback is not None:
             callback(k, obj.penalty_at(np.log(v)), ev.acv)
@@ -933,8 +939,8 @@ def _sgd(
             with _blas.single_threaded_blas():
                 if has_l1:
                     state.fit()  # proximal Newton, warm-started (working set stays small)
-                elif state.step(False) == 0.0:  # one warm-started Newton step
-                    state.step(True)
+                elif state.step(refresh=False) == 0.0:  # one warm-started Newton step
+                    state.step(refresh=True)
         except ValueError as exc:
             message = f"the fit failed at iteration {it}: {exc}"
             break

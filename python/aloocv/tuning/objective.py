@@ -17,18 +17,60 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
-from .. import _blas
+from .. import _blas, _core
+from .._fit import FitFields
 from ..penalties import Penalty
 
-__all__ = ["Evaluation", "Objective"]
+__all__ = ["Evaluation", "Objective", "StateOutput"]
 
 CACHE_SIZE = 4  # evaluations kept (each holds per-sample arrays: keep few)
 START_POINTS = 64  # fitted coefficients kept as warm starts (p + 1 numbers each)
 RESTART_GAIN = 1.0  # restart from a kept point that is this much nearer (in log lambda)
+
+
+@dataclass(frozen=True, eq=False)
+class StateOutput(FitFields):
+    """ALO at the fit of a tuning state written in Python (dask input, the multinomial
+    loss): the fields of ``_core.LooResult`` / ``_core.AloTangentsResult`` that the tuning
+    package reads, and what those states add.
+
+    Attributes
+    ----------
+    losses, predictions, leverages : array or dask array
+        Per-sample ALO values (dask arrays aligned with X's row chunks on dask input;
+        (n, K) scores and (n, K, K) blocks for the multinomial loss).
+    grad_l2, grad_l1 : ndarray of shape (p,) or None
+        ``d acv / d`` per-feature l2 / l1 weights.
+    tangent_l2, tangent_l1 : ndarray of shape (p, m) or None
+        Their derivatives along the columns of the Jacobians (``alo_tangents``).
+    det : ndarray of shape (n,) or None
+        ``det(I - D_i K_i)`` (multinomial).
+    beta : ndarray or None
+        The coefficients in the state's own layout (multinomial: class-major (K, p1)),
+        for warm starts.
+    acv, stderr : float or None
+        The ALO mean and its standard error where reduced by the state (dask input).
+    """
+
+    losses: Any = None
+    predictions: Any = None
+    leverages: Any = None
+    grad_l2: np.ndarray | None = None
+    grad_l1: np.ndarray | None = None
+    tangent_l2: np.ndarray | None = None
+    tangent_l1: np.ndarray | None = None
+    det: np.ndarray | None = None
+    beta: np.ndarray | None = None
+    acv: float | None = None
+    stderr: float | None = None
+
+
+#: What a tuning state's ``alo`` / ``alo_tangents`` return.
+AloOutput = Union[_core.LooResult, StateOutput]
 
 
 @dataclass(eq=False)
@@ -44,23 +86,25 @@ class Evaluation:
         ``d acv / d u`` (exact).
     hess : ndarray of shape (m, m) or None
         ``d^2 acv / du du^T`` (exact).
-    out : dict
-        The core's fit and per-sample leave-one-out arrays.
+    out : aloocv._core.LooResult or StateOutput
+        The state's fit and per-sample leave-one-out arrays.
     """
 
     u: np.ndarray
     acv: float
     grad: np.ndarray | None
     hess: np.ndarray | None
-    out: dict[str, Any]
+    out: AloOutput
     weights: np.ndarray | None = None
 
     @property
     def stderr(self) -> float:
         """Standard error of :attr:`acv` (computed on first use)."""
-        se = self.__dict__.get("_stderr", self.out.get("stderr"))  # reduced (dask input)
+        se = self.__dict__.get("_stderr")
+        if se is None and isinstance(self.out, StateOutput):
+            se = self.out.stderr  # reduced (dask input)
         if se is None:
-            se = self.__dict__["_stderr"] = weighted_stderr(self.out["losses"], self.weights)
+            se = self.__dict__["_stderr"] = weighted_stderr(self.out.losses, self.weights)
         return se
 
     @property
@@ -153,21 +197,21 @@ class Objective:
                 J1, J2 = self._jac()
                 out = self.state.alo_tangents(np.asfortranarray(J2), np.asfortranarray(J1))
             else:
-                out = self.state.alo(order >= 1, self.gradient_kind)
+                out = self.state.alo(gradient=order >= 1, gradient_kind=self.gradient_kind)
         self._remember(u, out)
-        if "acv" in out:  # reduced where the per-sample values live (dask input)
-            acv = float(out["acv"])
+        if isinstance(out, StateOutput) and out.acv is not None:
+            acv = float(out.acv)  # reduced where the per-sample values live (dask input)
         else:
-            losses = out["losses"]
+            losses = out.losses
             acv = float(losses.mean() if self.w is None else losses @ self.w / self.w.sum())
         x = np.exp(u)
         grad = hess = None
         if order >= 1:
-            g = pen.chain(out["grad_l1"], out["grad_l2"])
+            g = pen.chain(out.grad_l1, out.grad_l2)
             grad = g * x
             if order >= 2:
                 J1, J2 = self._jac()
-                Hp = J1.T @ out["tangent_l1"] + J2.T @ out["tangent_l2"]
+                Hp = J1.T @ out.tangent_l1 + J2.T @ out.tangent_l2
                 Hp = 0.5 * (Hp + Hp.T)
                 hess = Hp * np.outer(x, x) + np.diag(grad)
         ev = Evaluation(u, acv, grad, hess, out, self.w)
@@ -200,12 +244,12 @@ class Objective:
         if du[k] + RESTART_GAIN < here:
             self.state.set_beta(self._starts[k][1])
 
-    def _remember(self, u: np.ndarray, out: dict[str, Any]) -> None:
-        if "beta" in out:  # states that give their coefficients' layout (multinomial)
-            beta = out["beta"]
+    def _remember(self, u: np.ndarray, out: AloOutput) -> None:
+        if isinstance(out, StateOutput) and out.beta is not None:
+            beta = out.beta  # states that give their coefficients' layout (multinomial)
         else:
-            coef = np.asarray(out["coef"], dtype=np.float64).ravel()
-            beta = np.concatenate([[float(out["intercept"])], coef]) if self.intercept else coef
+            coef = np.asarray(out.coef, dtype=np.float64).ravel()
+            beta = np.concatenate([[float(out.intercept)], coef]) if self.intercept else coef
         self._starts.append((u.copy(), beta))
         del self._starts[:-START_POINTS]
         self._at = u.copy()
