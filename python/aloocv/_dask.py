@@ -811,19 +811,23 @@ def _solve_fit(
     return newton(data, tol, max_iter, beta0, fresh_end=fresh_end, previous=previous, secant=secant)
 
 
+def _state_fields(data: Data, st: _State) -> dict[str, Any]:
+    """The fit fields (``_core.FitResult``'s names) of a state of the dask fit."""
+    off = int(data.fit_intercept)
+    return {
+        "coef": st.beta[off:].copy(),
+        "intercept": float(st.beta[0]) if off else 0.0,
+        "n_iter": st.n_iter,
+        "converged": st.converged,
+        "objective": st.f,
+        "grad_norm": st.grad_norm,
+    }
+
+
 def _fit_result(data: Data, st: _State):
     from ._fit import FitFields, _result
 
-    off = int(data.fit_intercept)
-    out = FitFields(
-        coef=st.beta[off:].copy(),
-        intercept=float(st.beta[0]) if off else 0.0,
-        n_iter=st.n_iter,
-        converged=st.converged,
-        objective=st.f,
-        grad_norm=st.grad_norm,
-        hessian_passes=st.hessian_passes,
-    )
+    out = FitFields(**_state_fields(data, st), hessian_passes=st.hessian_passes)
     return _result(out, data.loss, data.penalty, data.fit_intercept)
 
 
@@ -2013,7 +2017,6 @@ class DaskTuneState:
         beta, cols = _on_active(self.data, st)
         keep = "persist" if _client() is not None else "lazy"
         outs, stats, hgrad, _ = _alo(self.data, beta, st.H, "alo", gradient, st.sw, keep, cols)
-        off = int(self.data.fit_intercept)
         return StateOutput(
             # per sample: dask arrays with X's row chunks (held by the workers on a
             # distributed client, lazy without one); the mean and its standard error are
@@ -2023,12 +2026,7 @@ class DaskTuneState:
             leverages=_per_sample(outs, self.data, "leverages"),
             acv=float(stats[1]),
             stderr=_stderr(stats, self.data.n),
-            coef=st.beta[off:].copy(),
-            intercept=float(st.beta[0]) if off else 0.0,
-            n_iter=st.n_iter,
-            converged=st.converged,
-            objective=st.f,
-            grad_norm=st.grad_norm,
+            **_state_fields(self.data, st),
             grad_l2=None if hgrad is None else hgrad[0],
             grad_l1=None if hgrad is None else hgrad[1],
         )
