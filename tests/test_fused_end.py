@@ -1,6 +1,7 @@
 """ALO including its fit: the fit ends on the Hessian at the returned coefficients, at
-the cost of at most one Hessian pass more than the plain fit; the counts are exposed as
-``FitResult.hessian_passes_`` (issue 13, item 1)."""
+the cost of at most one Hessian pass more than a Newton fit (a fresh Hessian every step,
+computed in numpy here); the counts are exposed as ``FitResult.hessian_passes_`` (issue 13,
+item 1). The plain fit ends on chord steps, with fewer Hessians than steps."""
 
 from __future__ import annotations
 
@@ -62,14 +63,62 @@ def test_alo_factor_is_the_hessian_at_the_returned_beta(loss, lam, scale, seed):
     np.testing.assert_allclose(r.predictions, eta + g * h / (1.0 - d * h), rtol=1e-10, atol=1e-12)
 
 
+def _newton_steps(X: np.ndarray, y: np.ndarray, loss: str, lam: float, tol: float) -> int:
+    """Damped Newton in numpy with a fresh Hessian every step (Armijo backtracking) from
+    the core's start (zero slopes, the intercept at the link of mean(y)): the number of
+    steps to max|grad| / n <= tol, each one Hessian."""
+    n = X.shape[0]
+    Xt = np.hstack([np.ones((n, 1)), X])
+    pen = np.r_[0.0, np.full(X.shape[1], lam)]
+    ybar = y.mean()
+    b = np.zeros(Xt.shape[1])
+    b[0] = np.log(ybar) if loss == "poisson" else np.log(ybar / (1.0 - ybar))
+
+    def parts(b):
+        eta = Xt @ b
+        if loss == "poisson":
+            mu = np.exp(eta)
+            f = np.sum(mu - y * eta)
+            g, d = mu - y, mu
+        else:
+            mu = 1.0 / (1.0 + np.exp(-eta))
+            f = np.sum(np.logaddexp(0.0, eta) - y * eta)
+            g, d = mu - y, mu * (1.0 - mu)
+        return f + 0.5 * pen @ (b * b), Xt.T @ g + pen * b, d
+
+    with threadpool_limits(1):
+        f, grad, d = parts(b)
+        for k in range(100):
+            if np.max(np.abs(grad)) / n <= tol:
+                return k
+            H = Xt.T @ (Xt * d[:, None]) + np.diag(pen)
+            step = -np.linalg.solve(H, grad)
+            t = 1.0
+            while parts(b + t * step)[0] > f + 1e-4 * t * (grad @ step):
+                t *= 0.5
+            b = b + t * step
+            f, grad, d = parts(b)
+    raise AssertionError("the numpy Newton reference did not converge")
+
+
 @pytest.mark.parametrize(("loss", "lam", "scale", "seed"), CASES)
-def test_alo_fit_takes_at_most_one_hessian_pass_more_than_the_fit(loss, lam, scale, seed):
+def test_alo_fit_takes_at_most_one_hessian_pass_more_than_newton(loss, lam, scale, seed):
     X, y = _data(loss, scale, seed)
     pen = aloocv.L2(lam)
+    newton = _newton_steps(X, y, loss, lam, 1e-8)
     f = aloocv.fit(X, y, loss=loss, penalty=pen, n_jobs=1)
     r = aloocv.loo(X, y, loss=loss, penalty=pen, n_jobs=1)
-    assert f.hessian_passes_ == f.n_iter_  # a plain fit: one Hessian per Newton step
-    assert 1 <= r.fit.hessian_passes_ <= f.hessian_passes_ + 1
+    # a plain fit: fresh Hessians far from the optimum, chord steps on the last factor near
+    # it, to tol (checked in numpy: converged_ means the stopping test passed)
+    assert f.converged_
+    assert f.hessian_passes_ < f.n_iter_
+    assert f.hessian_passes_ <= newton
+    eta = X @ f.coef_ + f.intercept_
+    mu = np.exp(eta) if loss == "poisson" else 1.0 / (1.0 + np.exp(-eta))
+    grad = np.r_[np.sum(mu - y), X.T @ (mu - y) + lam * f.coef_]
+    assert np.max(np.abs(grad)) / X.shape[0] <= 1e-8
+    # ALO's fit: at most a Newton fit's Hessians plus the one at the returned point
+    assert 1 <= r.fit.hessian_passes_ <= newton + 1
     # the optimum (the ALO fit is converged to 0.01 tol; the reference far below)
     ref = aloocv.fit(X, y, loss=loss, penalty=pen, tol=1e-13, n_jobs=1)
     np.testing.assert_allclose(r.fit.coef_, ref.coef_, rtol=0, atol=1e-8)
@@ -86,14 +135,14 @@ def _numpy_leverages(X: np.ndarray, coef: np.ndarray, intercept: float, lam: flo
 
 
 @pytest.mark.parametrize(("lam", "scale", "seed"), [(1.0, 2.0, 0), (0.1, 4.0, 1), (10.0, 1.0, 2)])
-def test_fused_end_takes_no_more_hessian_passes_than_the_fit(lam, scale, seed):
-    # the common case: the one Hessian of the end replaces the plain fit's last one
+def test_fused_end_takes_no_more_hessian_passes_than_newton(lam, scale, seed):
+    # the common case: the one Hessian of the end replaces a Newton fit's last one
     X, y = _logistic(400, 20, scale, seed)
     pen = aloocv.L2(lam)
     f = aloocv.fit(X, y, penalty=pen, n_jobs=1)
     r = aloocv.loo(X, y, penalty=pen, n_jobs=1)
     assert r.fit.fused_end_fallbacks_ == 0
-    assert r.fit.hessian_passes_ <= f.hessian_passes_
+    assert r.fit.hessian_passes_ <= _newton_steps(X, y, "logistic", lam, 1e-8)
     # a plain fit from the default start (zero slopes: eta without a pass over X): the
     # starting gradient, one fused pass per step
     assert f.matvec_passes_ == f.n_iter_ + 1
@@ -147,7 +196,7 @@ def test_fused_guard_rides_on_the_leverage_pass(lam, scale, seed):
 
 
 @pytest.mark.parametrize("sparse", [False, True])
-@pytest.mark.parametrize(("seed", "n", "p", "lam"), [(2, 40, 120, 1e-2), (7, 60, 30, 1e-3)])
+@pytest.mark.parametrize(("seed", "n", "p", "lam"), [(1, 40, 120, 1e-2), (7, 60, 30, 1e-3)])
 def test_fused_guard_fails_in_the_leverage_pass_and_falls_back(seed, n, p, lam, sparse):
     # nearly separable: the end Hessian's Newton step still moves some eta_i by more than
     # kFusedEndEta. The probe in the leverage pass finds it; the fit then takes that step
@@ -192,7 +241,7 @@ def test_fused_guard_of_the_gradient_route_probes_in_a_pass_of_its_own():
     # loo(return_gradient=True) forms its leverages in the hypergradient's own pass: the
     # deferred guard is settled before it (fresh_factor), by one probe pass, with the
     # same fallback as loo()'s
-    X, y = _separable(2, 40, 120)
+    X, y = _separable(1, 40, 120)
     lam = 1e-2
     kw = dict(penalty=aloocv.L2(lam), solver="primal", tol=1e-6, n_jobs=1)
     r = aloocv.loo(X, y, return_gradient=True, **kw)

@@ -1304,6 +1304,16 @@ def _fit_for_loo(data: Data, coef, intercept, tol, max_iter, fresh_end: bool = T
             raise ValueError("intercept= requires coef=")
         st = _solve_fit(data, tol, max_iter, fresh_end=fresh_end)
         _warn_not_converged(_fit_result(data, st), tol, max_iter)
+        if not st.hessian_at_point and st.active is None:
+            # a plain fit ends on the factor of an earlier point: the exact refits start
+            # on the Hessian at beta (in memory: fresh_factor), one pass
+            pen1 = np.concatenate([np.zeros(int(data.fit_intercept)), data.pen])
+            H = _hess_on(data, st.beta, list(range(data.p1)), pen1)
+            hx = H.copy()
+            hx[np.diag_indices_from(hx)] -= pen1
+            st = dataclasses.replace(
+                st, H=H, hx=hx, hessian_at_point=True, hessian_passes=st.hessian_passes + 1
+            )
         return st
     beta = _given_beta(data, coef, intercept)
     active = None

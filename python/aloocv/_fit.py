@@ -42,7 +42,8 @@ class FitResult:
     intercept_ : float
         0.0 when ``fit_intercept=False``.
     n_iter_ : int
-        Newton iterations taken (each one pass over X for the Hessian).
+        Newton steps taken: on a fresh Hessian far from the optimum, chord steps on the
+        last factor (no Hessian pass) near it; see ``hessian_passes_``.
     converged_ : bool
         Whether ``max|gradient| / sum(sample_weight) <= tol`` was reached.
     objective_ : float
@@ -50,9 +51,9 @@ class FitResult:
     hessian_passes_ : int
         Passes over X that formed a Hessian ``X^T diag(d) X`` (the costly passes; chord
         steps on a held factor form none). A fit for ALO ends on the Hessian at the
-        returned coefficients, taken after chord steps in the common case (no more
-        passes than the plain fit; one more where the end falls back to a fresh Newton
-        step, see ``fused_end_fallbacks_``).
+        returned coefficients, taken after chord steps converged 100x below tol (at most
+        one pass more than a fresh Hessian every step would take; one more where the
+        end falls back to a fresh Newton step, see ``fused_end_fallbacks_``).
     matvec_passes_ : int
         Matrix-vector passes over X (``X v`` and ``X^T v``, ``O(n p)`` each; a full
         Newton or chord step reads X once for both) of the smooth Newton fits; 0 where

@@ -1,5 +1,6 @@
-// Newton / IRLS fits of smooth L2-penalized GLMs. One Hessian pass per iteration;
-// the factor of the last Hessian is kept for the leave-one-out step.
+// Newton / IRLS fits of smooth L2-penalized GLMs: fresh Hessians far from the optimum,
+// secant-corrected chord steps on the last factor near it (fit_policy); the factor of the
+// last Hessian is kept for the leave-one-out step.
 #pragma once
 
 #include <algorithm>
@@ -371,8 +372,8 @@ class GlmModel {
 };
 
 // The most chord steps predicted to the target for a fit to end on them
-// (RefreshPolicy::rechord_max_steps) or to go on with them (chord_max_steps): about as many
-// as cost one Hessian pass (chord_steps_per_hessian). The most chord steps after the target
+// (RefreshPolicy::rechord_max_steps) or to go on with them (chord_max_steps), at the least
+// (end_chord_steps). The most chord steps after the target
 // is reached (RefreshPolicy::polish), and the largest Newton step (max_i |change of
 // eta_i|) that a fused end leaves untaken (settle_fused_end): d_i = w_i l''(eta_i) moves by
 // about that much relative, and so do the leverages, amplified by 1 / (1 - d_i h_i).
@@ -393,11 +394,21 @@ constexpr Index kSecantChordSteps = 20;
 // one chord step (X s, the loss and its derivatives, X^T g) about 2 w at memory speed plus
 // the loss evaluation, w the mean number of stored entries per row (p for dense X). Measured
 // (logistic, n=1e5, one thread): about 7 chord steps per Hessian pass at w = 200, so
-// w / kChordCostWidth, at least kEndChordSteps (narrow rows: the loss evaluation
-// dominates) and at most kSecantChordSteps.
+// w / kChordCostWidth chord steps per Hessian pass.
 constexpr double kChordCostWidth = 30.0;
-inline Index chord_steps_per_hessian(double width) {
-  const double k = width / kChordCostWidth;
+inline double chord_steps_per_hessian(double width) { return width / kChordCostWidth; }
+// The most chord steps a fresh-end drive predicts (RefreshPolicy::rechord_max_steps,
+// chord_max_steps): kChordPrediction times the steps one Hessian pass costs, at least
+// kEndChordSteps (narrow rows: the loss evaluation dominates a chord step) and at most
+// kSecantChordSteps. The prediction counts steps at twice the fresh step's rate, while the
+// secant-corrected steps contract faster than that. Measured (logistic, one thread,
+// n=1e5, p=200, three lambdas, iso / AR(1) / unequal scales): 3 times the cost ratio (20
+// at p=200) takes 3-4 Hessian passes instead of 4-5 and 2-10% less time than the cost
+// ratio itself (6); at p <= 40 and on sparse one-hot rows (width 5) the bound
+// kEndChordSteps holds either way, and 20 there was up to 15% slower.
+constexpr double kChordPrediction = 3.0;
+inline Index end_chord_steps(double width) {
+  const double k = kChordPrediction * chord_steps_per_hessian(width);
   if (!(k > double(kEndChordSteps))) return kEndChordSteps;
   if (k >= double(kSecantChordSteps)) return kSecantChordSteps;
   return static_cast<Index>(k);
@@ -406,9 +417,9 @@ inline double row_width(const Problem& pb) {
   return double(pb.X.nnz()) / double(std::max<Index>(1, pb.n()));
 }
 
-// The drive of a smooth fit with options opt: a fresh Hessian every step, or, with
-// opt.fresh_end (the LOO formulas need the Hessian at beta), chord steps on the last
-// factor near the optimum, converged 100x below tol, and a fresh factor at the end.
+// The drive of a smooth fit with options opt: to tol, or, with opt.fresh_end (the LOO
+// formulas need the Hessian at beta), 100x below tol and a fresh factor at the end (chord
+// steps on the last factor near the optimum either way; fit_policy).
 inline DriveOptions drive_options(const FitOptions& opt, double scale, bool fresh_end) {
   DriveOptions o;
   o.tol = opt.tol;
@@ -418,7 +429,7 @@ inline DriveOptions drive_options(const FitOptions& opt, double scale, bool fres
   o.factor_end = fresh_end;
   return o;
 }
-// `chord_steps`: chord_steps_per_hessian of the design.
+// `chord_steps`: end_chord_steps of the design.
 inline RefreshPolicy fresh_end_policy(Index chord_steps) {
   RefreshPolicy pol;
   pol.chord_ratio = 0.3;  // refresh when a chord step cuts max|grad| by less
@@ -449,7 +460,28 @@ inline RefreshPolicy secant_policy() {
 // The policy of a fresh-end drive (path_fit, newton_fit and the dask sums_fit with
 // fresh_end) on rows of mean width `width`.
 inline RefreshPolicy end_policy(const FitOptions& opt, double width) {
-  return opt.secant ? secant_policy() : fresh_end_policy(chord_steps_per_hessian(width));
+  return opt.secant ? secant_policy() : fresh_end_policy(end_chord_steps(width));
+}
+// The policy of a plain fit (no fresh end) of a loss whose curvature changes: a fresh
+// Hessian, then the secant-corrected chord steps of a fresh-end drive whenever at most
+// kSecantChordSteps of them are predicted to reach tol (whatever the width: the prediction
+// is at twice the fresh step's rate, and the secant pairs make the steps contract faster
+// than that), no polish. A Newton step on a fresh Hessian before the last one, where the
+// gradient is already within a few decades of tol, buys nothing that O(n p) steps do not.
+// Measured (logistic, one thread, n=1e5, p=200, three lambdas, iso / AR(1) / unequal
+// scales): 2 Hessian passes and 4-7 chord steps instead of 5 Hessians, 0.37-0.43 s instead
+// of 0.67-0.75 s; the same or better at p = 20, 50, 600 and on sparse one-hot rows.
+inline RefreshPolicy plain_policy() {
+  RefreshPolicy pol = fresh_end_policy(kSecantChordSteps);
+  pol.polish = 0;
+  return pol;
+}
+// The policy of newton_fit's drive and of the dask sums_fit (not on a path): the
+// fresh-end policy, the plain chord policy, or a fresh Hessian every step for a constant
+// curvature (one exact Newton step).
+inline RefreshPolicy fit_policy(const FitOptions& opt, double width, bool constant_curvature) {
+  if (constant_curvature) return RefreshPolicy{};
+  return opt.fresh_end ? end_policy(opt, width) : plain_policy();
 }
 
 // The guard of a fused end (settle_end in newton_driver.hpp) with its counters. With
@@ -536,9 +568,9 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   // A plain fit always takes a step (and so holds a factor); one that ends on a fresh
   // factor may stop at once.
   o.check_first = fresh_end;
-  if (fresh_end) m.use_secant(detail::kSecantMemory);
-  const DriveResult r = newton_drive(
-      m, o, fresh_end ? detail::end_policy(opt, detail::row_width(pb)) : RefreshPolicy{});
+  if (!Loss::constant_curvature) m.use_secant(detail::kSecantMemory);
+  const DriveResult r =
+      newton_drive(m, o, detail::fit_policy(opt, detail::row_width(pb), Loss::constant_curvature));
   detail::settle_fused_end(st, m, r, fresh_end && opt.defer_end_guard, opt.tol);
   m.finish(r, sw);
   if (fresh_end && st.stale_eta > 0.0) detail::exact_end_factor<Loss>(pb, st, nt);

@@ -151,8 +151,8 @@ class SumsModel {
     if (!(dec > 0.0)) return 0.0;
     // The Hessian at the new point is asked for with the trial points when the next step
     // will likely refactor: after a step on a fresh Hessian (the next one refreshes unless
-    // a chord phase starts) and after a chord step that is expected to end the run (the
-    // final factor at the returned point).
+    // a chord phase starts) and after a chord step that is expected to end a run with
+    // factor_end (the final factor at the returned point).
     // With chord_always (the multinomial) the steps after a fresh Hessian are mostly chord
     // steps and a Hessian costs K (K + 1) / 2 SYRK passes: no Hessian is asked for ahead
     // (a refresh then costs one more pass).
@@ -170,7 +170,7 @@ class SumsModel {
       if (fresh_step_) {
         const double r2 = rate_ * rate_;
         rq.hessian = !(rechord_max_ > 0 && chords_reach(g0 * r2, 2.0 * r2, target_, rechord_max_));
-      } else if (g0 * rate_ <= target_) {
+      } else if (end_factor_ && g0 * rate_ <= target_) {
         rq.hessian = !(polish_move_ > 0.0) || !(rate_ < 1.0) ||
                      last_move_ * rate_ * rate_ / (1.0 - rate_) <= kEndGuessSlack * polish_move_;
       }
@@ -203,11 +203,13 @@ class SumsModel {
     rate_ = g0 > 0.0 ? gnorm() / g0 : 1.0;
     return t;
   }
-  // The drive's RefreshPolicy::rechord_max_steps and polish_move (0: none), used only to
-  // foresee which evaluations should bring the Hessian along (see move).
-  void set_end_hints(Index rechord_max_steps, double polish_move) {
+  // The drive's RefreshPolicy::rechord_max_steps, polish_move (0: none) and
+  // DriveOptions::factor_end, used only to foresee which evaluations should bring the
+  // Hessian along (see move; a run without factor_end ends without one).
+  void set_end_hints(Index rechord_max_steps, double polish_move, bool factor_end) {
     rechord_max_ = rechord_max_steps;
     polish_move_ = polish_move;
+    end_factor_ = factor_end;
   }
   // max_i |change of x~_i^T beta| in the last step (tracked models; GlmModel::last_move).
   double last_move() const { return last_move_; }
@@ -367,6 +369,7 @@ class SumsModel {
   double last_move_ = std::numeric_limits<double>::infinity();
   Index rechord_max_ = 0;
   double polish_move_ = 0.0;
+  bool end_factor_ = true;
   bool exact_ = false, pending_at_point_ = false, fresh_step_ = false;
   Index n_evals_ = 0;
   SecantChord secant_;
@@ -375,9 +378,9 @@ class SumsModel {
 }  // namespace detail
 
 // Damped Newton on a sums problem with the one driver (newton_drive) and the options of
-// the in-memory fit: newton_fit's (fresh Hessian every step; with fit.fresh_end chord
-// steps near the optimum and a fresh factor at the returned beta), or path_fit's when
-// previous_hx is given. lam: (p) the L2 weights of the features; beta0: (p1) the start
+// the in-memory fit: newton_fit's (chord steps near the optimum, detail::fit_policy; with
+// fit.fresh_end converged 100x below tol with a fresh factor at the returned beta), or path_fit's
+// when previous_hx is given. lam: (p) the L2 weights of the features; beta0: (p1) the start
 // (intercept first when `intercept`).
 SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool intercept,
                  const Vec& beta0, const SumsFitOptions& opt);
