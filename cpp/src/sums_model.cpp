@@ -21,22 +21,16 @@ SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool interce
   // the options of path_fit (path) or newton_fit (newton.hpp), step for step
   const bool fresh_end = path || (opt.fit.fresh_end && !cc);
   DriveOptions o = detail::drive_options(opt.fit, sw, fresh_end);
-  // the policy of the in-memory fit (path_fit, newton_fit), on dense rows of width p (a
-  // source does not say how sparse its chunks are)
-  const double width = double(lam.size());
-  RefreshPolicy pol =
-      path ? detail::end_policy(opt.fit, width) : detail::fit_policy(opt.fit, width, cc);
+  // the policy of the in-memory fit (path_fit, newton_fit)
+  RefreshPolicy pol = path ? detail::path_policy(opt.fit) : detail::fit_policy(opt.fit, cc);
+  if (!path) o.check_first = fresh_end;
   const bool chords = fresh_end || !cc;  // chord steps with their secant pairs
-  if (path) {
-    pol.start_factored = true;
-    pol.accept_slow = true;
-  } else {
-    o.check_first = fresh_end;
-  }
   detail::SumsModel m(source, pen, beta0, cc, chords, !path, o.target * sw);
-  if (chords) m.use_secant(detail::kSecantMemory);
-  if (chords)
-    m.set_end_hints(pol.rechord_max_steps, pol.polish ? pol.polish_move : 0.0, o.factor_end);
+  if (chords) {
+    m.use_secant(detail::kSecantMemory);
+    m.set_end_hints(pol.rechord_max_steps, (pol.rechord_to_tol ? o.tol : o.target) * sw,
+                    pol.polish ? pol.polish_move : 0.0, o.factor_end);
+  }
   if (path) {
     m.adopt(*opt.previous_hx);
   } else if (!std::isfinite(m.objective())) {

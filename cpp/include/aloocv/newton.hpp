@@ -333,16 +333,25 @@ class GlmModel {
     ++st_.matvec_passes;
     return eta_move(pb_, step, xs_, nt_);
   }
-  // The point (with its factor) and its return to it (settle_end): the derivatives and
-  // the objective from st.eta again (O(n), no pass over X); the pass counts stay.
-  FitState save() const { return st_; }
-  void restore(FitState&& keep) {
+  // The point (with its factor and chord state) and the return to it (settle_end, the
+  // drive's trial steps): the derivatives and the objective from st.eta again (O(n), no
+  // pass over X); the pass counts stay.
+  struct Saved {
+    FitState st;
+    bool exact;
+    double f, last_move;
+    SecantChord secant;
+  };
+  Saved save() const { return Saved{st_, exact_, f_, last_move_, secant_}; }
+  void restore(Saved&& keep) {
     const Index passes = st_.matvec_passes;
-    st_ = std::move(keep);
+    st_ = std::move(keep.st);
     st_.matvec_passes = passes;
     derivatives<Loss>(pb_, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
-    f_ = detail::objective<Loss>(pb_, st_.eta.data(), st_.beta, nt_, skip_);
-    exact_ = true;
+    f_ = keep.f;
+    exact_ = keep.exact;
+    last_move_ = keep.last_move;
+    secant_ = std::move(keep.secant);
   }
   // The factor held in st was set by the caller: the Hessian at the point (true) or not.
   void adopt_factor(bool exact) {
@@ -371,13 +380,10 @@ class GlmModel {
   SecantChord secant_;
 };
 
-// The most chord steps predicted to the target for a fit to end on them
-// (RefreshPolicy::rechord_max_steps) or to go on with them (chord_max_steps), at the least
-// (end_chord_steps). The most chord steps after the target
-// is reached (RefreshPolicy::polish), and the largest Newton step (max_i |change of
-// eta_i|) that a fused end leaves untaken (settle_fused_end): d_i = w_i l''(eta_i) moves by
-// about that much relative, and so do the leverages, amplified by 1 / (1 - d_i h_i).
-constexpr Index kEndChordSteps = 4;
+// The most chord steps after the target is reached (RefreshPolicy::polish), and the largest
+// Newton step (max_i |change of eta_i|) that a fused end leaves untaken (settle_fused_end):
+// d_i = w_i l''(eta_i) moves by about that much relative, and so do the leverages,
+// amplified by 1 / (1 - d_i h_i).
 constexpr Index kPolishSteps = 6;
 constexpr double kFusedEndEta = 1e-12;
 // Chord steps of a fresh-end drive carry the secant correction of the pairs of the last
@@ -387,35 +393,18 @@ constexpr double kFusedEndEta = 1e-12;
 // p = 100 and 300, three lambdas): 5-22% less work than plain chord steps, no guard
 // fallback; loo's fit at n=1e5, p=200 takes 4 Hessian passes instead of 5.
 constexpr Index kSecantMemory = 5;
-// The most chord steps in a row that a fresh-end drive predicts (secant_policy: a tuning
-// path's several-fold lambda steps).
-constexpr Index kSecantChordSteps = 20;
-// One Hessian pass costs about w^2 / 2 multiply-adds per row at a matrix product's rate,
-// one chord step (X s, the loss and its derivatives, X^T g) about 2 w at memory speed plus
-// the loss evaluation, w the mean number of stored entries per row (p for dense X). Measured
-// (logistic, n=1e5, one thread): about 7 chord steps per Hessian pass at w = 200, so
-// w / kChordCostWidth chord steps per Hessian pass.
-constexpr double kChordCostWidth = 30.0;
-inline double chord_steps_per_hessian(double width) { return width / kChordCostWidth; }
-// The most chord steps a fresh-end drive predicts (RefreshPolicy::rechord_max_steps,
-// chord_max_steps): kChordPrediction times the steps one Hessian pass costs, at least
-// kEndChordSteps (narrow rows: the loss evaluation dominates a chord step) and at most
-// kSecantChordSteps. The prediction counts steps at twice the fresh step's rate, while the
-// secant-corrected steps contract faster than that. Measured (logistic, one thread,
-// n=1e5, p=200, three lambdas, iso / AR(1) / unequal scales): 3 times the cost ratio (20
-// at p=200) takes 3-4 Hessian passes instead of 4-5 and 2-10% less time than the cost
-// ratio itself (6); at p <= 40 and on sparse one-hot rows (width 5) the bound
-// kEndChordSteps holds either way, and 20 there was up to 15% slower.
-constexpr double kChordPrediction = 3.0;
-inline Index end_chord_steps(double width) {
-  const double k = kChordPrediction * chord_steps_per_hessian(width);
-  if (!(k > double(kEndChordSteps))) return kEndChordSteps;
-  if (k >= double(kSecantChordSteps)) return kSecantChordSteps;
-  return static_cast<Index>(k);
-}
-inline double row_width(const Problem& pb) {
-  return double(pb.X.nnz()) / double(std::max<Index>(1, pb.n()));
-}
+// The most chord steps that a drive predicts to tol after a fresh Newton step for it to go
+// on with them (RefreshPolicy::rechord_max_steps), and the most further steps at the last
+// chord step's rate before a refresh (chord_max_steps). The prediction takes each step to
+// contract at twice the fresh step's rate, while the secant-corrected steps contract faster
+// than that (superlinearly as their pairs accumulate). Measured (logistic, one thread,
+// n=1e5, p=200, three lambdas, iso / AR(1) / unequal scales): a plain fit takes 2 Hessian
+// passes and 4-7 chord steps instead of 5 Hessians (0.37-0.43 s instead of 0.67-0.75 s), and
+// ALO's fit (rechord_to_tol) the plain fit's 2 plus the end's one instead of 4-5. A bound
+// scaled to the cost of a Hessian pass (4 or 8 steps where rows are narrow) took as long
+// within the timing noise at p = 20, 50 and on sparse one-hot rows (width 5), where a chord
+// step costs about as much as a Hessian pass, and 15-40% longer at p = 600 (n = 2e4).
+constexpr Index kChordSteps = 20;
 
 // The drive of a smooth fit with options opt: to tol, or, with opt.fresh_end (the LOO
 // formulas need the Hessian at beta), 100x below tol and a fresh factor at the end (chord
@@ -429,17 +418,24 @@ inline DriveOptions drive_options(const FitOptions& opt, double scale, bool fres
   o.factor_end = fresh_end;
   return o;
 }
-// `chord_steps`: end_chord_steps of the design.
-inline RefreshPolicy fresh_end_policy(Index chord_steps) {
+// The chord policy of every smooth drive of a loss whose curvature changes: a fresh
+// Hessian far from the optimum; after a full step on it, secant-corrected chord steps on
+// its factor whenever at most kChordSteps of them are predicted to reach tol, refreshed
+// when a step cuts max|grad| by less than chord_ratio or more than kChordSteps further
+// steps are predicted. A plain fit stops at tol (a Newton step on a fresh Hessian where
+// the gradient is within a few decades of tol buys nothing that O(n p) steps do not); a
+// fresh-end drive (factor_end) takes the same decisions up to tol (rechord_to_tol), goes on
+// with chord steps to its target and polishes to the rounding level, so that the one
+// Hessian of its end is at the returned point (issue 13: ALO including its fit = the plain
+// fit + chord steps + one Hessian pass + one leverage pass).
+inline RefreshPolicy chord_policy() {
   RefreshPolicy pol;
   pol.chord_ratio = 0.3;  // refresh when a chord step cuts max|grad| by less
   pol.rechord = true;
-  // a fresh step after which a few chord steps reach the target: finish on them, so that
-  // the one Hessian of the end (factor_end) replaces the fresh one a plain fit takes
-  // before its last step (issue 13: ALO including its fit = the fit + one leverage pass)
-  pol.rechord_max_steps = chord_steps;
-  pol.chord_max_steps = chord_steps;
-  pol.polish = kPolishSteps;
+  pol.rechord_max_steps = kChordSteps;
+  pol.rechord_to_tol = true;
+  pol.chord_max_steps = kChordSteps;
+  pol.polish = kPolishSteps;  // with factor_end only
   pol.polish_move = 0.1 * kFusedEndEta;
   return pol;
 }
@@ -447,41 +443,29 @@ inline RefreshPolicy fresh_end_policy(Index chord_steps) {
 // The policy of a tuning path (FitOptions::secant): its first chord steps, on the factor of
 // a point several-fold away in lambda, may contract slowly without calling for a fresh
 // Hessian: it goes on while each step cuts max|grad| to kSecantChordRatio of the last, and
-// unless more than kSecantChordSteps further steps are predicted at the last step's rate
-// (also the most predicted after a fresh step for the fit to continue on chord steps).
+// unless more than kChordSteps further steps are predicted at the last step's rate.
 // Measured on ALOLogisticRegressionCV's 8-decade grid (n=50000, p=200, logistic): 11
 // Hessian passes for 10 candidates instead of 16-17, about as many O(n p) passes.
 constexpr double kSecantChordRatio = 0.6;
-inline RefreshPolicy secant_policy() {
-  RefreshPolicy pol = fresh_end_policy(kSecantChordSteps);
-  pol.chord_ratio = kSecantChordRatio;
+inline RefreshPolicy smooth_policy(const FitOptions& opt) {
+  RefreshPolicy pol = chord_policy();
+  if (opt.secant) pol.chord_ratio = kSecantChordRatio;
   return pol;
 }
-// The policy of a fresh-end drive (path_fit, newton_fit and the dask sums_fit with
-// fresh_end) on rows of mean width `width`.
-inline RefreshPolicy end_policy(const FitOptions& opt, double width) {
-  return opt.secant ? secant_policy() : fresh_end_policy(end_chord_steps(width));
-}
-// The policy of a plain fit (no fresh end) of a loss whose curvature changes: a fresh
-// Hessian, then the secant-corrected chord steps of a fresh-end drive whenever at most
-// kSecantChordSteps of them are predicted to reach tol (whatever the width: the prediction
-// is at twice the fresh step's rate, and the secant pairs make the steps contract faster
-// than that), no polish. A Newton step on a fresh Hessian before the last one, where the
-// gradient is already within a few decades of tol, buys nothing that O(n p) steps do not.
-// Measured (logistic, one thread, n=1e5, p=200, three lambdas, iso / AR(1) / unequal
-// scales): 2 Hessian passes and 4-7 chord steps instead of 5 Hessians, 0.37-0.43 s instead
-// of 0.67-0.75 s; the same or better at p = 20, 50, 600 and on sparse one-hot rows.
-inline RefreshPolicy plain_policy() {
-  RefreshPolicy pol = fresh_end_policy(kSecantChordSteps);
-  pol.polish = 0;
-  return pol;
-}
-// The policy of newton_fit's drive and of the dask sums_fit (not on a path): the
-// fresh-end policy, the plain chord policy, or a fresh Hessian every step for a constant
+// The policy of a fit (newton_fit and the dask sums_fit from a start): the chord policy
+// (the tuning path's with opt.secant), or a fresh Hessian every step for a constant
 // curvature (one exact Newton step).
-inline RefreshPolicy fit_policy(const FitOptions& opt, double width, bool constant_curvature) {
-  if (constant_curvature) return RefreshPolicy{};
-  return opt.fresh_end ? end_policy(opt, width) : plain_policy();
+inline RefreshPolicy fit_policy(const FitOptions& opt, bool constant_curvature) {
+  return constant_curvature ? RefreshPolicy{} : smooth_policy(opt);
+}
+// The policy of a path point (path_fit and the dask sums_fit from a previous point's
+// Hessian): chord steps from the start on that factor with the new penalty; slow chord
+// steps already below tol end the run.
+inline RefreshPolicy path_policy(const FitOptions& opt) {
+  RefreshPolicy pol = smooth_policy(opt);
+  pol.start_factored = true;
+  pol.accept_slow = true;
+  return pol;
 }
 
 // The guard of a fused end (settle_end in newton_driver.hpp) with its counters. With
@@ -569,8 +553,7 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   // factor may stop at once.
   o.check_first = fresh_end;
   if (!Loss::constant_curvature) m.use_secant(detail::kSecantMemory);
-  const DriveResult r =
-      newton_drive(m, o, detail::fit_policy(opt, detail::row_width(pb), Loss::constant_curvature));
+  const DriveResult r = newton_drive(m, o, detail::fit_policy(opt, Loss::constant_curvature));
   detail::settle_fused_end(st, m, r, fresh_end && opt.defer_end_guard, opt.tol);
   m.finish(r, sw);
   if (fresh_end && st.stale_eta > 0.0) detail::exact_end_factor<Loss>(pb, st, nt);
@@ -654,7 +637,7 @@ double newton_step(const Problem& pb, FitState& st, bool refresh, int n_threads)
 // When the chord steps slow down above tol, the drive goes on as newton_fit's (fresh
 // Hessians, chord steps near the optimum). About one Hessian pass per path point
 // instead of one per Newton iteration. With opt.secant the chord steps carry the secant
-// correction of the steps taken since the factor (SecantChord, secant_policy): a grid
+// correction of the steps taken since the factor (SecantChord, smooth_policy): a grid
 // step of several-fold in lambda then converges on the previous point's factor too.
 template <class Loss>
 FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev) {
@@ -682,10 +665,7 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
   // Chord steps are cheap (no Hessian pass): converge them 100x below tol, so that the
   // fresh Hessian taken at the end is at the returned beta (no final step, no refresh).
   DriveOptions o = detail::drive_options(opt, sw, true);
-  RefreshPolicy pol = detail::end_policy(opt, detail::row_width(pb));
-  pol.start_factored = true;
-  pol.accept_slow = true;  // slow chord steps already below tol: done
-  const DriveResult r = newton_drive(m, o, pol);
+  const DriveResult r = newton_drive(m, o, detail::path_policy(opt));
   detail::settle_fused_end(st, m, r);
   m.finish(r, sw);
   return st;

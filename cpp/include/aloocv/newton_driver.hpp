@@ -118,6 +118,15 @@ struct has_last_move<M, std::void_t<std::enable_if_t<std::is_same_v<
                             decltype(std::declval<const M&>().last_move()), double>>>>
     : std::true_type {};
 
+// Optional part of a model: save() returns the point with its factor and chord state, and
+// restore(saved) returns to it (the trial of a step at the rounding level; settle_end).
+template <class M, class = void>
+struct has_save : std::false_type {};
+template <class M>
+struct has_save<M,
+                std::void_t<decltype(std::declval<M&>().restore(std::declval<const M&>().save()))>>
+    : std::true_type {};
+
 // The quasi-Newton (limited-memory BFGS) correction of chord steps: the held factor of
 // another point's Hessian is the initial Hessian, and the pairs (s, y) = (change of beta,
 // change of the gradient) of the steps taken since it was formed update it (the
@@ -202,6 +211,11 @@ struct RefreshPolicy {
   // then taken at the returned point only, not also one step before it: the fit costs
   // as many Hessian passes as a plain fit, plus a few O(n p) chord steps.
   Index rechord_max_steps = 0;
+  // With rechord_max_steps: predict the chord steps to DriveOptions::tol instead of the
+  // target. A drive converged below tol (a fresh end) then takes the plain fit's decisions
+  // up to tol and goes on from there with chord steps (refreshing only where they slow
+  // down): its fit is the plain fit's, plus chord steps, plus the end's one Hessian.
+  bool rechord_to_tol = false;
   // > 0: a chord phase also refreshes when, at the contraction of its last step, more
   // than this many further chord steps are predicted to reach the target (a fresh
   // Hessian and its quadratic steps then cost less than the slow linear ones).
@@ -251,6 +265,27 @@ inline bool chords_reach(double gnew, double rho, double target, Index steps) {
   return std::log(target / gnew) >= double(steps) * std::log(rho);
 }
 
+namespace detail {
+// t = m.move(step, dec); a `trial` step (newton_drive) after which max|grad| exceeds
+// gtol is undone (models with save/restore): true.
+template <class Model>
+bool move_or_undo(Model& m, const Vec& step, double dec, bool trial, double gtol, double& t) {
+  if constexpr (has_save<Model>::value) {
+    if (trial) {
+      auto keep = m.save();
+      t = m.move(step, dec);
+      if (t > 0.0 && !(m.gnorm() <= gtol)) {
+        m.restore(std::move(keep));
+        return true;
+      }
+      return false;
+    }
+  }
+  t = m.move(step, dec);
+  return false;
+}
+}  // namespace detail
+
 // Damped Newton on `m` until the stopping test holds (see the file comment).
 template <class Model>
 DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& pol) {
@@ -275,9 +310,17 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
       n_chord = 0;
     }
     const bool on_fresh = m.newton_at_point();
-    last_chord = !on_fresh;
     const double dec = m.direction(step);
-    const double t = m.move(step, dec);
+    // A step from a point already within tol whose predicted decrease is at the rounding
+    // level (the line search cannot check it) is a trial: where it takes max|grad| back
+    // above tol (rounding noise in the step), it is undone and the drive ends there.
+    const bool trial = g / o.scale <= o.tol && detail::tiny_decrease(dec, m.objective());
+    double t = 0.0;
+    if (detail::move_or_undo(m, step, dec, trial, o.tol * o.scale, t)) {
+      r.stalled = true;
+      break;
+    }
+    last_chord = !on_fresh;
     if (t == 0.0) {
       if (!on_fresh) {  // the reused factor gives no descent: refresh and retry
         chord = false;
@@ -324,9 +367,11 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
         if (pol.accept_slow && gnew / o.scale <= o.tol) break;
       }
     } else if (pol.rechord && pol.chord_ratio > 0.0 && t == 1.0 &&
-               (pol.rechord_max_steps > 0 ? chords_reach(gnew, g > 0.0 ? 2.0 * gnew / g : 0.0,
-                                                         o.target * o.scale, pol.rechord_max_steps)
-                                          : m.chord_ok()) &&
+               (pol.rechord_max_steps > 0
+                    ? chords_reach(gnew, g > 0.0 ? 2.0 * gnew / g : 0.0,
+                                   (pol.rechord_to_tol ? o.tol : o.target) * o.scale,
+                                   pol.rechord_max_steps)
+                    : m.chord_ok()) &&
                (!pol.rechord_confirmed || contracted)) {
       chord = true;
       n_chord = 0;

@@ -73,7 +73,7 @@ struct FitOptions {
   bool fresh_end = false;
   // With fresh_end: chord steps corrected by the secant pairs of the steps since their
   // factor (limited-memory BFGS on the held factor, SecantChord in newton.hpp), under the
-  // chord policy that suits them (detail::secant_policy). Set by tuning runs (TuneState:
+  // chord policy that suits them (detail::smooth_policy). Set by tuning runs (TuneState:
   // the cold first fit and every path point), where the chord steps of a grid's
   // several-fold lambda steps otherwise call for fresh Hessians.
   bool secant = false;

@@ -169,7 +169,8 @@ class SumsModel {
     if (!cc_ && !chord_always_) {
       if (fresh_step_) {
         const double r2 = rate_ * rate_;
-        rq.hessian = !(rechord_max_ > 0 && chords_reach(g0 * r2, 2.0 * r2, target_, rechord_max_));
+        rq.hessian =
+            !(rechord_max_ > 0 && chords_reach(g0 * r2, 2.0 * r2, rechord_target_, rechord_max_));
       } else if (end_factor_ && g0 * rate_ <= target_) {
         rq.hessian = !(polish_move_ > 0.0) || !(rate_ < 1.0) ||
                      last_move_ * rate_ * rate_ / (1.0 - rate_) <= kEndGuessSlack * polish_move_;
@@ -203,11 +204,14 @@ class SumsModel {
     rate_ = g0 > 0.0 ? gnorm() / g0 : 1.0;
     return t;
   }
-  // The drive's RefreshPolicy::rechord_max_steps, polish_move (0: none) and
-  // DriveOptions::factor_end, used only to foresee which evaluations should bring the
-  // Hessian along (see move; a run without factor_end ends without one).
-  void set_end_hints(Index rechord_max_steps, double polish_move, bool factor_end) {
+  // The drive's RefreshPolicy::rechord_max_steps with the value of max|grad| (unscaled)
+  // its prediction is to, polish_move (0: none) and DriveOptions::factor_end, used only to
+  // foresee which evaluations should bring the Hessian along (see move; a run without
+  // factor_end ends without one).
+  void set_end_hints(Index rechord_max_steps, double rechord_target, double polish_move,
+                     bool factor_end) {
     rechord_max_ = rechord_max_steps;
+    rechord_target_ = rechord_target;
     polish_move_ = polish_move;
     end_factor_ = factor_end;
   }
@@ -225,11 +229,12 @@ class SumsModel {
     Cholesky chol;
     double loss, f, stale_eta, step_max, rate, last_move;
     bool exact, pending_at_point, fresh_step;
+    SecantChord secant;
   };
   Saved save() const {
-    return Saved{beta_,      grad_,      hx_,       H_,    pending_,   chol_,  loss_,
-                 f_,         stale_eta_, step_max_, rate_, last_move_, exact_, pending_at_point_,
-                 fresh_step_};
+    return Saved{beta_,       grad_,      hx_,       H_,    pending_,   chol_,  loss_,
+                 f_,          stale_eta_, step_max_, rate_, last_move_, exact_, pending_at_point_,
+                 fresh_step_, secant_};
   }
   void restore(Saved&& s) {
     beta_ = std::move(s.beta);
@@ -247,6 +252,7 @@ class SumsModel {
     exact_ = s.exact;
     pending_at_point_ = s.pending_at_point;
     fresh_step_ = s.fresh_step;
+    secant_ = std::move(s.secant);
   }
   // A factor of prev_hx + the penalty, of another point (path_fit's start).
   void adopt(const Vec& prev_hx) {
@@ -368,6 +374,7 @@ class SumsModel {
   double loss_ = 0.0, f_ = 0.0, stale_eta_ = 0.0, step_max_ = 0.0, rate_ = 1.0;
   double last_move_ = std::numeric_limits<double>::infinity();
   Index rechord_max_ = 0;
+  double rechord_target_ = 0.0;
   double polish_move_ = 0.0;
   bool end_factor_ = true;
   bool exact_ = false, pending_at_point_ = false, fresh_step_ = false;
