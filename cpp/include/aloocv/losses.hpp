@@ -13,6 +13,7 @@
 // three calls.
 #pragma once
 
+#include <math.h>  // lgamma_r (log_gamma)
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -49,14 +50,26 @@ inline double sigmoid(double t) {
 }
 // Floor of the weighted mean of y before a log link.
 constexpr double kMinLogMean = 1e-10;
+// log Gamma(x) without a write to the C library's global `signgam` (std::lgamma sets it;
+// called from OpenMP loops, that is a data race): lgamma_r where the C library has it
+// (glibc, musl, macOS; the same values as lgamma, whose implementation it is), lgamma
+// elsewhere (MSVC's keeps no global sign).
+inline double log_gamma(double x) {
+#if defined(__GLIBC__) || defined(__APPLE__) || defined(__linux__)
+  int sign = 0;
+  return ::lgamma_r(x, &sign);
+#else
+  return std::lgamma(x);
+#endif
+}
 // log(y!) = lgamma(y + 1) of the Poisson loss, read from a table for the integers below
-// kLogFactorialTable (counts, the usual y): std::lgamma costs several times the rest of
-// an O(n) loss evaluation, which every Newton step and line-search trial makes. The table
-// holds std::lgamma's own values, so the result is the same bit for bit.
+// kLogFactorialTable (counts, the usual y): lgamma costs several times the rest of an O(n)
+// loss evaluation, which every Newton step and line-search trial makes. The table holds
+// lgamma's own values, so the result is the same bit for bit.
 constexpr int kLogFactorialTable = 256;
 inline const std::array<double, kLogFactorialTable> kLogFactorial = [] {
   std::array<double, kLogFactorialTable> t{};
-  for (int k = 0; k < kLogFactorialTable; ++k) t[k] = std::lgamma(double(k) + 1.0);
+  for (int k = 0; k < kLogFactorialTable; ++k) t[k] = log_gamma(double(k) + 1.0);
   return t;
 }();
 inline double log_factorial(double y) {
@@ -64,7 +77,7 @@ inline double log_factorial(double y) {
     const int k = static_cast<int>(y);
     if (double(k) == y) return kLogFactorial[k];
   }
-  return std::lgamma(y + 1.0);
+  return log_gamma(y + 1.0);
 }
 }  // namespace detail
 
