@@ -211,9 +211,9 @@ struct RefreshPolicy {
   // then taken at the returned point only, not also one step before it: the fit costs
   // as many Hessian passes as a plain fit, plus a few O(n p) chord steps.
   Index rechord_max_steps = 0;
-  // With rechord_max_steps: predict the chord steps to DriveOptions::tol instead of the
-  // target. A drive converged below tol (a fresh end) then takes the plain fit's decisions
-  // up to tol and goes on from there with chord steps (refreshing only where they slow
+  // Predict the chord steps (rechord_max_steps, chord_max_steps) to DriveOptions::tol
+  // instead of the target. A drive converged below tol (a fresh end) then takes the plain fit's
+  // decisions up to tol and goes on from there with chord steps (refreshing only where they slow
   // down): its fit is the plain fit's, plus chord steps, plus the end's one Hessian.
   bool rechord_to_tol = false;
   // > 0: a chord phase also refreshes when, at the contraction of its last step, more
@@ -357,21 +357,20 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
       g = gnew;
       continue;
     }
+    // the value of max|grad| the chord steps are predicted to (rechord_to_tol: tol)
+    const double goal = (pol.rechord_to_tol ? o.tol : o.target) * o.scale;
     if (chord) {
       ++n_chord;
-      const bool slow =
-          pol.chord_max_steps > 0 &&
-          !chords_reach(gnew, g > 0.0 ? gnew / g : 0.0, o.target * o.scale, pol.chord_max_steps);
+      const bool slow = pol.chord_max_steps > 0 &&
+                        !chords_reach(gnew, g > 0.0 ? gnew / g : 0.0, goal, pol.chord_max_steps);
       if (!contracted || n_chord >= pol.max_chord || slow) {
         chord = false;
         if (pol.accept_slow && gnew / o.scale <= o.tol) break;
       }
     } else if (pol.rechord && pol.chord_ratio > 0.0 && t == 1.0 &&
-               (pol.rechord_max_steps > 0
-                    ? chords_reach(gnew, g > 0.0 ? 2.0 * gnew / g : 0.0,
-                                   (pol.rechord_to_tol ? o.tol : o.target) * o.scale,
-                                   pol.rechord_max_steps)
-                    : m.chord_ok()) &&
+               (pol.rechord_max_steps > 0 ? chords_reach(gnew, g > 0.0 ? 2.0 * gnew / g : 0.0, goal,
+                                                         pol.rechord_max_steps)
+                                          : m.chord_ok()) &&
                (!pol.rechord_confirmed || contracted)) {
       chord = true;
       n_chord = 0;
