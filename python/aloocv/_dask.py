@@ -1307,10 +1307,9 @@ def _fit_for_loo(data: Data, coef, intercept, tol, max_iter, fresh_end: bool = T
         if not st.hessian_at_point and st.active is None:
             # a plain fit ends on the factor of an earlier point: the exact refits start
             # on the Hessian at beta (in memory: fresh_factor), one pass
-            pen1 = np.concatenate([np.zeros(int(data.fit_intercept)), data.pen])
-            H = _hess_on(data, st.beta, list(range(data.p1)), pen1)
-            hx = H.copy()
-            hx[np.diag_indices_from(hx)] -= pen1
+            s = _pass(data, st.beta, hessian=True)
+            hx = np.array(s["hess"])
+            _, _, H = _penalized(data, st.beta, s)
             st = dataclasses.replace(
                 st, H=H, hx=hx, hessian_at_point=True, hessian_passes=st.hessian_passes + 1
             )
