@@ -28,8 +28,8 @@ SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool interce
   detail::SumsModel m(source, pen, beta0, cc, chords, !path, o.target * sw);
   if (chords) {
     m.use_secant(detail::kSecantMemory);
-    m.set_end_hints(pol.rechord_max_steps, (pol.rechord_to_tol ? o.tol : o.target) * sw,
-                    pol.polish ? pol.polish_move : 0.0, o.factor_end);
+    m.set_end_hints(pol.rechord_max_steps, o.tol * sw, pol.polish ? pol.polish_move : 0.0,
+                    o.factor_end);
   }
   if (path) {
     m.adopt(*opt.previous_hx);

@@ -400,7 +400,7 @@ constexpr Index kSecantMemory = 5;
 // than that (superlinearly as their pairs accumulate). Measured (logistic, one thread,
 // n=1e5, p=200, three lambdas, iso / AR(1) / unequal scales): a plain fit takes 2 Hessian
 // passes and 4-7 chord steps instead of 5 Hessians (0.37-0.43 s instead of 0.67-0.75 s), and
-// ALO's fit (rechord_to_tol) the plain fit's 2 plus the end's one instead of 4-5. A bound
+// ALO's fit (predicting to tol) the plain fit's 2 plus the end's one instead of 4-5. A bound
 // scaled to the cost of a Hessian pass (4 or 8 steps where rows are narrow) took as long
 // within the timing noise at p = 20, 50 and on sparse one-hot rows (width 5), where a chord
 // step costs about as much as a Hessian pass, and 15-40% longer at p = 600 (n = 2e4).
@@ -424,7 +424,7 @@ inline DriveOptions drive_options(const FitOptions& opt, double scale, bool fres
 // when a step cuts max|grad| by less than chord_ratio or more than kChordSteps further
 // steps are predicted. A plain fit stops at tol (a Newton step on a fresh Hessian where
 // the gradient is within a few decades of tol buys nothing that O(n p) steps do not); a
-// fresh-end drive (factor_end) takes the same decisions up to tol (rechord_to_tol), goes on
+// fresh-end drive (factor_end) takes the same decisions up to tol (rechord_max_steps), goes on
 // with chord steps to its target and polishes to the rounding level, so that the one
 // Hessian of its end is at the returned point (issue 13: ALO including its fit = the plain
 // fit + chord steps + one Hessian pass + one leverage pass).
@@ -433,7 +433,6 @@ inline RefreshPolicy chord_policy() {
   pol.chord_ratio = 0.3;  // refresh when a chord step cuts max|grad| by less
   pol.rechord = true;
   pol.rechord_max_steps = kChordSteps;
-  pol.rechord_to_tol = true;
   pol.chord_max_steps = kChordSteps;
   pol.polish = kPolishSteps;  // with factor_end only
   pol.polish_move = 0.1 * kFusedEndEta;

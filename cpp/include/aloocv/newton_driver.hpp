@@ -204,20 +204,19 @@ struct RefreshPolicy {
   // ... only when that step also contracted the gradient by chord_ratio.
   bool rechord_confirmed = false;
   // > 0: instead of asking chord_ok(), go on with chord steps after a full step on a
-  // fresh Hessian when at most this many chord steps are predicted to reach the target.
+  // fresh Hessian when at most this many chord steps are predicted to reach
+  // DriveOptions::tol (not the target: a drive converged below tol, a fresh end, then takes
+  // a plain fit's decisions up to tol and goes on from there with chord steps, refreshing
+  // only where they slow down; its fit is the plain fit's, plus chord steps, plus the end's
+  // one Hessian).
   // The prediction takes each chord step to contract max|grad| by 2 gnew / g (the fresh
   // step's own contraction, doubled: a chord factor is one step older); a chord step
   // that fails to contract by chord_ratio refreshes. With factor_end, the last Hessian is
   // then taken at the returned point only, not also one step before it: the fit costs
   // as many Hessian passes as a plain fit, plus a few O(n p) chord steps.
   Index rechord_max_steps = 0;
-  // Predict the chord steps (rechord_max_steps, chord_max_steps) to DriveOptions::tol
-  // instead of the target. A drive converged below tol (a fresh end) then takes the plain fit's
-  // decisions up to tol and goes on from there with chord steps (refreshing only where they slow
-  // down): its fit is the plain fit's, plus chord steps, plus the end's one Hessian.
-  bool rechord_to_tol = false;
   // > 0: a chord phase also refreshes when, at the contraction of its last step, more
-  // than this many further chord steps are predicted to reach the target (a fresh
+  // than this many further chord steps are predicted to reach DriveOptions::tol (a fresh
   // Hessian and its quadratic steps then cost less than the slow linear ones).
   Index chord_max_steps = 0;
   // > 0 (with DriveOptions::factor_end, a model with last_move()): a chord phase that
@@ -357,8 +356,8 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
       g = gnew;
       continue;
     }
-    // the value of max|grad| the chord steps are predicted to (rechord_to_tol: tol)
-    const double goal = (pol.rechord_to_tol ? o.tol : o.target) * o.scale;
+    // the value of max|grad| the chord steps are predicted to (rechord_max_steps)
+    const double goal = o.tol * o.scale;
     if (chord) {
       ++n_chord;
       const bool slow = pol.chord_max_steps > 0 &&

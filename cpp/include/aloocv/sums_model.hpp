@@ -157,7 +157,7 @@ class SumsModel {
     // steps and a Hessian costs K (K + 1) / 2 SYRK passes: no Hessian is asked for ahead
     // (a refresh then costs one more pass).
     // The driver's fused-end policy (set_end_hints) sharpens both guesses: after a fresh
-    // step it goes on with chord steps when a few are predicted to reach the target
+    // step it goes on with chord steps when a few are predicted to reach tol
     // (predicted here from the quadratic rate, gnew ~ g0 rate^2), and a chord step that
     // reaches the target ends the run only once the polish rule stops (the remaining move
     // of eta at the polish threshold). A wrong guess costs one pass, never an iterate.
