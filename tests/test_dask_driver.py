@@ -127,6 +127,52 @@ def test_numpy_source_takes_newton_fits_iterates(fresh_end):
     close_rel(r.grad, Xt.T @ (w * (mu - y)) + np.r_[0.0, lam] * r.beta, 1e-6)
 
 
+@pytest.mark.parametrize("fresh_end", [False, True])
+def test_the_hessian_comes_with_the_evaluation_that_needs_it(fresh_end):
+    # A Gaussian logistic problem whose first chord step after the first fresh Hessian
+    # contracts too little (the drive refreshes there) and whose fresh end polishes with
+    # chord steps: the Hessians come with the trial points that need them (the chord
+    # step predicted to fail, the end guessed once), so no evaluation is made for a
+    # Hessian alone beyond the start's, and at most one Hessian (the first fresh step's,
+    # whose contraction is not known yet) and, with the fresh end, one end guess go unused.
+    rng = np.random.default_rng(0)
+    n, p = 20000, 20
+    X = rng.standard_normal((n, p))
+    y = rng.random(n) < 1.0 / (1.0 + np.exp(-X @ (2.0 * rng.standard_normal(p) / np.sqrt(p))))
+    y = y.astype(np.float64)
+    w, off = np.ones(n), np.zeros(n)
+    Xt = np.column_stack([np.ones(n), X])
+    asked: list[tuple[bool, bool]] = []
+    src = numpy_source(X, y, w, off)
+
+    def source(beta, step, hessian, clip):
+        asked.append((bool(hessian), step is None))
+        return src(beta, step, hessian, clip)
+
+    with threadpool_limits(1):
+        r = _core.sums_fit(
+            source,
+            "logistic",
+            np.ones(p),
+            fit_intercept=True,
+            beta0=np.concatenate([start(y, w, off), np.zeros(p)]),
+            weight_sum=float(n),
+            tol=1e-8,
+            max_iter=100,
+            fresh_end=fresh_end,
+        )
+        kw = dict(loss="logistic", penalty=aloocv.L2(1.0))
+        ref = aloocv.loo(X, y, **kw).fit if fresh_end else aloocv.fit(X, y, **kw)
+    assert r.converged and r.n_iter == ref.n_iter_ and r.hessian_passes == ref.hessian_passes_
+    assert r.hessian_passes >= 2  # the drive refreshed after the start (the case tested)
+    assert asked[0] == (True, True)
+    assert [a for a in asked[1:] if a == (True, True)] == []  # no Hessian-only evaluation
+    assert sum(h for h, _ in asked) - r.hessian_passes <= 1 + int(fresh_end)
+    assert r.n_evals == len(asked)
+    mu = 1.0 / (1.0 + np.exp(-(Xt @ r.beta)))
+    close_rel(r.grad, Xt.T @ (mu - y) + np.r_[0.0, np.ones(p)] * r.beta, 1e-6)
+
+
 def numpy_enet_source(X, y, w, off, calls):
     """numpy_source with the cols= keyword of the elastic net's working sets."""
     Xt = np.column_stack([np.ones(len(y)), X])

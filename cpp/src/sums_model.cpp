@@ -29,7 +29,7 @@ SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool interce
   if (chords) {
     m.use_secant(detail::kSecantMemory);
     m.set_end_hints(pol.rechord_max_steps, o.tol * sw, pol.polish ? pol.polish_move : 0.0,
-                    o.factor_end);
+                    o.factor_end, pol.chord_ratio);
   }
   if (path) {
     m.adopt(*opt.previous_hx);
