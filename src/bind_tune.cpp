@@ -25,6 +25,9 @@ class TuneState {
     opt_ = FitOptions{tol, max_iter, n_threads};
     opt_.fresh_end = true;  // ALO and its derivatives need the Hessian at beta
     opt_.secant = true;     // secant-corrected chord steps along the path
+    // the fused end's guard is settled by alo() in its leverage pass (loo), by the
+    // gradient routes (fresh_factor), step() and sample_gradient() in a pass of their own
+    opt_.defer_end_guard = true;
     dispatch_loss(kind_, [&](auto L) { check_response<decltype(L)>(pb_.y, pb_.n(), pb_.lp); });
     if (beta0) {
       st_.beta = to_vec(*beta0, pb_.p1(), "beta0");
@@ -106,7 +109,10 @@ class TuneState {
     require_fit();
     double acv = 0.0;
     HyperGradient hg;
-    run_released([&] { hg = loo_sample_gradient(pb_, kind_, st_, idx.data(), idx.size(), acv); });
+    run_released([&] {
+      settle_end_guard(pb_, kind_, st_, opt_.n_threads);
+      hg = loo_sample_gradient(pb_, kind_, st_, idx.data(), idx.size(), acv);
+    });
     return py::make_tuple(acv, to_numpy(hg.l1), to_numpy(hg.l2));
   }
 

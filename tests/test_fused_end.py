@@ -294,22 +294,58 @@ def test_path_pass_counts_are_the_core_counters():
     hp, mp = res.path_hessian_passes, res.path_matvec_passes
     # the cold first point is the fit of loo() at that penalty, with the secant-corrected
     # chord steps of tuning runs (tests/test_path_secant.py): at most its Hessian passes;
-    # one matrix-vector pass per step plus the start's gradient (its eta takes no pass)
-    # and the end's guard, which probes in a pass of its own (loo() in its leverage pass)
+    # one matrix-vector pass per step plus the start's gradient (its eta takes no pass);
+    # the end's guard probes in the leverage pass of the grid's ALO, as loo()'s does
     first = aloocv.loo(X, y, penalty=aloocv.L2(lams[0]), n_jobs=1).fit
     assert 1 <= hp[0] <= first.hessian_passes_
     assert first.fused_end_fallbacks_ == 0
-    assert mp[0] == res.path_n_iter[0] + 2
+    assert first.matvec_passes_ == first.n_iter_ + 1
+    assert mp[0] == res.path_n_iter[0] + 1
     # warm points: at least the one Hessian at the returned beta; the predictor's
-    # gradient takes no pass, so the matrix-vector passes are the steps' (one each) and
-    # the end's guard
+    # gradient takes no pass, so the matrix-vector passes are the steps' (one each)
     assert np.all(hp[1:] >= 1)
-    assert np.all(mp[1:] >= res.path_n_iter[1:])
-    assert np.all(mp[1:] <= res.path_n_iter[1:] + 1)
+    np.testing.assert_array_equal(mp[1:], res.path_n_iter[1:])
     est = aloocv.ALOLogisticRegressionCV(Cs=1.0 / lams, n_jobs=1).fit(X, y)
     est_hp = est.tune_result_.path_hessian_passes
     assert est_hp.size == lams.size
     np.testing.assert_allclose(est.passes_per_candidate_, np.mean(est_hp) + 1.0)
+
+
+def test_path_guard_fails_in_the_leverage_pass_and_falls_back():
+    # the grid's ALO settles each point's deferred guard in its leverage pass: on a nearly
+    # separable problem the guard fails at both points (as loo()'s does), the fit takes
+    # the end Hessian's step and a fresh Hessian, and the leverages are those of the
+    # returned coefficients; no point reads X for a probe of its own
+    X, y = _separable(5, 40, 120)
+    lams = np.array([3e-2, 1e-2])
+    res = aloocv.tune(
+        X,
+        y,
+        loss="logistic",
+        penalty=aloocv.L2(1.0),
+        method="grid",
+        grid=lams,
+        fit_tol=1e-6,
+        n_jobs=1,
+    )
+    for k, lam in enumerate(lams):
+        cold = aloocv.loo(X, y, penalty=aloocv.L2(lam), solver="primal", tol=1e-6, n_jobs=1)
+        assert cold.fit.fused_end_fallbacks_ == 1
+        ref = aloocv.loo(
+            X,
+            y,
+            penalty=aloocv.L2(lam),
+            coef=res.path_coefs[k],
+            intercept=res.path_intercepts[k],
+            solver="primal",
+            n_jobs=1,
+        )
+        atol = 1e-12 * np.abs(ref.predictions).max()
+        np.testing.assert_allclose(
+            res.path_predictions[:, k], ref.predictions, rtol=1e-10, atol=atol
+        )
+    n_it, mp = res.path_n_iter, res.path_matvec_passes
+    assert mp[0] == n_it[0] + 1 and mp[1] == n_it[1]
 
 
 def test_a_step_at_the_rounding_floor_that_loses_tol_is_undone():

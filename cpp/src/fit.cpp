@@ -32,7 +32,15 @@ double step(const Problem& pb, LossKind loss, FitState& st, bool refresh, int n_
   if (pb.has_l1()) throw InvalidInput("a single Newton step needs a smooth (L2) penalty");
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
+    settle_deferred_end<Loss>(pb, st, n_threads);  // a step from the settled point
     return newton_step<Loss>(pb, st, refresh, n_threads);
+  });
+}
+
+bool settle_end_guard(const Problem& pb, LossKind loss, FitState& st, int n_threads) {
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    return settle_deferred_end<Loss>(pb, st, n_threads);
   });
 }
 

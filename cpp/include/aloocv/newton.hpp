@@ -665,7 +665,7 @@ FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev
   // fresh Hessian taken at the end is at the returned beta (no final step, no refresh).
   DriveOptions o = detail::drive_options(opt, sw, true);
   const DriveResult r = newton_drive(m, o, detail::path_policy(opt));
-  detail::settle_fused_end(st, m, r);
+  detail::settle_fused_end(st, m, r, opt.defer_end_guard, opt.tol);
   m.finish(r, sw);
   return st;
 }
@@ -708,6 +708,9 @@ void fresh_factor(const Problem& pb, FitState& st, int n_threads, double thresho
 FitState fit(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec* beta0);
 FitState prepare(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec& beta);
 double step(const Problem& pb, LossKind loss, FitState& st, bool refresh, int n_threads);
+// Settles a fused end's guard that the fit deferred (settle_deferred_end, one O(n p) pass
+// for its probe); true when the point and its factor changed. No-op when none is pending.
+bool settle_end_guard(const Problem& pb, LossKind loss, FitState& st, int n_threads);
 FitState fit_from(const Problem& pb, LossKind loss, const FitOptions& opt, const FitState& prev);
 
 }  // namespace aloocv
