@@ -229,7 +229,12 @@ void bind_results(py::module_& m) {
       .def_readonly("n_evals", &SumsFitOut::n_evals, "Evaluations of the source.")
       .def_readonly("converged", &SumsFitOut::converged, "Whether the fit reached tol.")
       .def_readonly("stalled", &SumsFitOut::stalled, "Whether rounding stalled the fit.")
-      .def_readonly("grad_norm", &SumsFitOut::grad_norm, "max |gradient| / weight_sum.");
+      .def_readonly("grad_norm", &SumsFitOut::grad_norm, "max |gradient| / weight_sum.")
+      .def_readonly("end_guard_step", &SumsFitOut::end_guard_step,
+                    "(p1,) the Newton step of the end Hessian whose move max |X~ step| the "
+                    "caller measures (defer_end_guard), or None when no guard is pending.")
+      .def_readonly("end_guard_dec", &SumsFitOut::end_guard_dec,
+                    "The decrement -grad^T step of that step (0 when none is pending).");
   add_repr(sf, {"hessian_at_point", "objective", "n_iter", "hessian_passes", "n_evals", "converged",
                 "stalled", "grad_norm"});
 

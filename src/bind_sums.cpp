@@ -74,6 +74,8 @@ SumsFitOut sums_fit_out(const SumsFit& r) {
   out.converged = r.converged;
   out.stalled = r.stalled;
   out.grad_norm = r.grad_norm;
+  if (r.end_guard_step.size() > 0) out.end_guard_step = to_numpy(r.end_guard_step);
+  out.end_guard_dec = r.end_guard_dec;
   return out;
 }
 
@@ -97,11 +99,13 @@ EnetSumsFitOut enet_sums_fit_out(const EnetSumsFit& r) {
 }  // namespace
 
 void bind_sums(py::module_& m) {
+  // a fused end stands where the end Hessian's Newton step moves no x~_i^T beta by more
+  m.attr("FUSED_END_ETA") = aloocv::detail::kFusedEndEta;
   m.def(
       "sums_fit",
       [](const py::object& source, const py::object& loss, const py::array& penalty, bool intercept,
          const py::array& beta0, double weight_sum, double tol, Index max_iter, bool fresh_end,
-         const std::optional<py::array>& previous_hessian, bool secant) {
+         const std::optional<py::array>& previous_hessian, bool secant, bool defer_end_guard) {
         if (!PyCallable_Check(source.ptr())) throw py::type_error("source must be callable");
         Problem lp_only;
         const LossKind kind = apply_loss(loss, lp_only);
@@ -122,6 +126,7 @@ void bind_sums(py::module_& m) {
         opt.fit.secant = secant;
         opt.weight_sum = weight_sum;
         opt.previous_hx = prev ? &*prev : nullptr;
+        opt.defer_end_guard = defer_end_guard;
         PySource src(source, p1);
         SumsFit r;
         run_released([&] { r = sums_fit(src, kind, lam, intercept, b0, opt); });
@@ -130,10 +135,43 @@ void bind_sums(py::module_& m) {
       py::arg("source"), py::arg("loss"), py::arg("penalty"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"),
       py::arg("max_iter"), py::arg("fresh_end") = false, py::arg("previous_hessian") = py::none(),
-      py::arg("secant") = false,
+      py::arg("secant") = false, py::arg("defer_end_guard") = false,
       "Damped Newton (the core's one driver) on a problem reached through its sums: "
       "source(beta, step, hessian, clip) returns (sum w l, X~^T (w l'), X~^T D X~ or None, "
       "max |X~ step| or 0).");
+
+  m.def(
+      "sums_settle_end",
+      [](const py::object& source, const py::object& loss, const py::array& penalty, bool intercept,
+         const py::array& beta, const py::array& unpenalized_hessian, const py::array& step,
+         double dec, double weight_sum, double tol) {
+        if (!PyCallable_Check(source.ptr())) throw py::type_error("source must be callable");
+        Problem lp_only;
+        const LossKind kind = apply_loss(loss, lp_only);
+        const Index p = penalty.ndim() == 1 ? penalty.shape(0) : -1;
+        const Vec lam = to_vec(penalty, p, "penalty");
+        const Index p1 = p + (intercept ? 1 : 0);
+        SumsFit fit;
+        fit.beta = to_vec(beta, p1, "beta");
+        const Mat H = to_mat(unpenalized_hessian, p1, "unpenalized_hessian");
+        if (H.cols() != p1) throw py::value_error("unpenalized_hessian must be square");
+        fit.hx = Eigen::Map<const Vec>(H.data(), H.size());
+        fit.end_guard_step = to_vec(step, p1, "step");
+        fit.end_guard_dec = dec;
+        PySource src(source, p1);
+        SumsFit r;
+        bool taken = false;
+        run_released(
+            [&] { r = sums_settle_end(src, kind, lam, intercept, fit, tol, weight_sum, taken); });
+        return sums_fit_out(r);
+      },
+      py::arg("source"), py::arg("loss"), py::arg("penalty"), py::kw_only(),
+      py::arg("fit_intercept"), py::arg("beta"), py::arg("unpenalized_hessian"), py::arg("step"),
+      py::arg("dec"), py::arg("weight_sum"), py::arg("tol"),
+      "Settles a deferred guard whose move exceeded FUSED_END_ETA (sums_settle_end in "
+      "sums_model.hpp): the step from beta with the shared line search, kept with the "
+      "Hessian at the new point where it halves max|grad| (n_iter 1, hessian_passes 1), "
+      "else the point and its Hessian (n_iter 0).");
 
   m.def(
       "multinomial_sums_fit",

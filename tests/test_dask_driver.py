@@ -589,3 +589,77 @@ def test_one_read_of_y_per_problem(sync, monkeypatch):
     res = aloocv.tune(dX(X), y, loss="logistic", penalty=aloocv.L2(1.0), method="grid", grid=grid)
     assert calls == {"y": chunks, "check": chunks}
     assert res.n_fits >= 3 and np.isfinite(res.acv)
+
+
+def _no_probe_rounds(monkeypatch):
+    """Spies the dask passes: (beta and the L2 penalty, hessian) per pass."""
+    from aloocv import _dask
+
+    seen: list[tuple[np.ndarray, bool]] = []
+    real = _dask._pass
+
+    def spy(data, beta, hessian, *a, **k):
+        seen.append((np.r_[beta, data.pen], bool(hessian)))
+        return real(data, beta, hessian, *a, **k)
+
+    monkeypatch.setattr(_dask, "_pass", spy)
+    return seen
+
+
+def test_fused_guard_rides_on_the_dask_leverage_pass(sync, monkeypatch):
+    # the guard of the fit's fused end is measured in the leverage pass (as in memory):
+    # no pass evaluates a point already evaluated under the same penalty except to take
+    # its Hessian (before, the guard's probe was one more pass at the returned beta), and
+    # the result is the
+    # in-memory one
+    X, y, _, _ = data("logistic", n=400, p=8)
+    seen = _no_probe_rounds(monkeypatch)
+    got = aloocv.loo(dX(X), y, loss="logistic", penalty=aloocv.L2(0.5))
+    betas = [b for b, _ in seen]
+    for k in range(1, len(seen)):
+        assert seen[k][1] or not np.array_equal(betas[k], betas[k - 1])
+    ref = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(0.5), n_jobs=1)
+    assert got.fit.n_iter_ == ref.fit.n_iter_
+    assert got.fit.hessian_passes_ == ref.fit.hessian_passes_
+    close_rel(got.fit.coef_, ref.fit.coef_)
+    close_rel(got.leverages.compute(), ref.leverages, 1e-10)
+    # a tuning path's points settle theirs in their grid ALO's leverage pass too (each
+    # point's fit starts with a pass at the last point's beta under its own penalty)
+    seen.clear()
+    grid = np.logspace(-1, 1, 3)
+    aloocv.tune(dX(X), y, loss="logistic", penalty=aloocv.L2(1.0), method="grid", grid=grid)
+    for k in range(1, len(seen)):
+        assert seen[k][1] or not np.array_equal(seen[k][0], seen[k - 1][0])
+
+
+@pytest.mark.parametrize(("seed", "n", "p", "lam"), [(5, 40, 120, 1e-2), (4, 60, 30, 1e-3)])
+def test_fused_guard_fails_in_the_dask_leverage_pass_and_falls_back(
+    sync, monkeypatch, seed, n, p, lam
+):
+    # nearly separable (tests/test_fused_end.py): the end Hessian's Newton step still
+    # moves some eta_i by more than FUSED_END_ETA. The leverage pass finds it; the fit
+    # takes that step with the Hessian at the new point (the core's settle), and the
+    # leverages are computed again: the in-memory fit's iterates and leverages
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    y = (X[:, 0] + 2 * rng.standard_normal(n) > 0) * 1.0
+    taken = []
+    real = _core.sums_settle_end
+
+    def settle(*a, **k):
+        r = real(*a, **k)
+        taken.append(r.n_iter)
+        return r
+
+    monkeypatch.setattr(_core, "sums_settle_end", settle)
+    kw = dict(penalty=aloocv.L2(lam), tol=1e-6)
+    got = aloocv.loo(dX(X, 13), y, **kw)
+    ref = aloocv.loo(X, y, solver="primal", n_jobs=1, **kw)
+    assert ref.fit.fused_end_fallbacks_ == 1
+    assert taken == [1]
+    assert got.fit.n_iter_ == ref.fit.n_iter_
+    assert got.fit.hessian_passes_ == ref.fit.hessian_passes_
+    np.testing.assert_allclose(got.fit.coef_, ref.fit.coef_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got.leverages.compute(), ref.leverages, rtol=1e-10)
+    atol = 1e-11 * np.abs(ref.predictions).max()
+    np.testing.assert_allclose(got.predictions.compute(), ref.predictions, rtol=1e-9, atol=atol)

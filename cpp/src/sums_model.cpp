@@ -37,8 +37,12 @@ SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool interce
     throw InvalidInput("the objective is not finite at the starting point");
   }
   DriveResult r = newton_drive(m, o, pol);
-  // the guard of a fused end, as newton_fit and path_fit
-  if (settle_end(m, r, detail::kFusedEndEta)) {
+  // the guard of a fused end, as newton_fit and path_fit (deferred: the caller's)
+  Vec guard_step;
+  double guard_dec = 0.0;
+  if (opt.defer_end_guard) {
+    if (!end_guard_step(m, r, guard_step, guard_dec)) guard_step.resize(0);
+  } else if (settle_end(m, r, detail::kFusedEndEta)) {
     ++r.n_iter;
     ++r.hessian_passes;
   }
@@ -50,6 +54,30 @@ SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool interce
     out = m.result(r, sw);
     ++out.hessian_passes;
   }
+  out.end_guard_step = std::move(guard_step);
+  out.end_guard_dec = guard_dec;
+  return out;
+}
+
+SumsFit sums_settle_end(SumsSource& source, LossKind loss, const Vec& lam, bool intercept,
+                        const SumsFit& fit, double tol, double weight_sum, bool& taken) {
+  const Index off = intercept ? 1 : 0, p1 = lam.size() + off;
+  if (fit.beta.size() != p1 || fit.hx.size() != p1 * p1 || fit.end_guard_step.size() != p1) {
+    throw InvalidInput("sums_settle_end needs the fit's beta, its Hessian and a pending guard");
+  }
+  Vec pen = Vec::Zero(p1);
+  pen.tail(lam.size()) = lam;
+  const bool cc = dispatch_loss(loss, [](auto L) { return decltype(L)::constant_curvature; });
+  detail::SumsModel m(source, pen, fit.beta, cc, true, false, tol * weight_sum);
+  m.adopt(fit.hx, true);
+  taken = take_end_step(m, fit.end_guard_step, fit.end_guard_dec);
+  DriveResult r;
+  r.n_iter = fit.n_iter + (taken ? 1 : 0);
+  r.hessian_passes = fit.hessian_passes + (taken ? 1 : 0);
+  r.converged = m.gnorm() / weight_sum <= tol;
+  r.stalled = fit.stalled;
+  SumsFit out = m.result(r, weight_sum);
+  out.n_evals += fit.n_evals;
   return out;
 }
 

@@ -574,6 +574,26 @@ class SumsFitResult:
     def stalled(self) -> bool: ...
     @property
     def grad_norm(self) -> float: ...
+    @property
+    def end_guard_step(self) -> _F64 | None: ...
+    @property
+    def end_guard_dec(self) -> float: ...
+
+FUSED_END_ETA: float
+
+def sums_settle_end(
+    source: _SumsSource,
+    loss: _Loss,
+    penalty: _F64,
+    *,
+    fit_intercept: bool,
+    beta: _F64,
+    unpenalized_hessian: _F64,
+    step: _F64,
+    dec: float,
+    weight_sum: float,
+    tol: float,
+) -> SumsFitResult: ...
 
 def sums_fit(
     source: _SumsSource,
@@ -588,6 +608,7 @@ def sums_fit(
     fresh_end: bool = False,
     previous_hessian: _F64 | None = None,
     secant: bool = False,
+    defer_end_guard: bool = False,
 ) -> SumsFitResult: ...
 def multinomial_sums_fit(
     source: _SumsSource,

@@ -585,6 +585,9 @@ class _State:
     hessian_passes: int = 0  # Hessians factored (as the in-memory fit counts them)
     hx: np.ndarray | None = None  # the unpenalized part of H (smooth fits)
     hessian_at_point: bool = True  # H is the Hessian at beta
+    # a fused end's deferred guard (newton's defer_end_guard): the end Hessian's Newton
+    # step and its decrement, settled by the leverage pass (_settle_guard); None: none
+    guard: tuple[np.ndarray, float] | None = None
 
 
 def _penalized(data: Data, beta: np.ndarray, s: dict) -> tuple[float, np.ndarray, np.ndarray]:
@@ -662,6 +665,7 @@ def newton(
     fresh_end: bool = False,
     previous: _State | None = None,
     secant: bool = False,
+    defer_end_guard: bool = False,
 ) -> _State:
     """Damped Newton over the chunks: the core's one Newton driver (``newton_drive``) on
     a sums model whose every evaluation is one pass over the chunks (loss, gradient and,
@@ -670,7 +674,10 @@ def newton(
     leave-one-out formulas use it: chord steps near the optimum and a fresh Hessian at
     the returned beta), or with `previous` (an earlier fit of the same data under another
     penalty) ``path_fit``'s, starting on its Hessian plus the new penalty; `secant` as
-    the in-memory tuning runs (FitOptions::secant: secant-corrected chord steps)."""
+    the in-memory tuning runs (FitOptions::secant: secant-corrected chord steps). With
+    `defer_end_guard` (a fresh end whose leverage pass follows) the guard of the fused
+    end is left in the state's ``guard``: the leverage pass measures it
+    (:func:`_settle_guard`) instead of a pass of its own."""
     first = _first_pass(data)
     sw = float(first["weight"])
     if previous is not None:
@@ -691,7 +698,11 @@ def newton(
         fresh_end=fresh_end,
         previous_hessian=None if previous is None else previous.hx,
         secant=secant,
+        defer_end_guard=defer_end_guard,
     )
+    guard = None
+    if r.end_guard_step is not None:
+        guard = (np.array(r.end_guard_step), float(r.end_guard_dec))
     return _State(
         r.beta,
         float(r.objective),
@@ -704,6 +715,7 @@ def newton(
         hessian_passes=int(r.hessian_passes),
         hx=r.unpenalized_hessian,
         hessian_at_point=bool(r.hessian_at_point),
+        guard=guard,
     )
 
 
@@ -800,15 +812,26 @@ def _solve_fit(
     fresh_end: bool = False,
     previous: _State | None = None,
     secant: bool = False,
+    defer_end_guard: bool = False,
 ) -> _State:
     """The fit of `data`: damped Newton (:func:`newton`; `fresh_end` where the
     leave-one-out formulas need the Hessian at beta, `previous` to go on from an earlier
-    penalty's fit, `secant` in tuning runs), or the elastic-net route with an L1 term."""
+    penalty's fit, `secant` in tuning runs, `defer_end_guard` where a leverage pass
+    follows), or the elastic-net route with an L1 term."""
     if data.l1 is not None:
         if previous is not None:
             beta0 = previous.beta
         return enet_newton(data, tol, max_iter, beta0)
-    return newton(data, tol, max_iter, beta0, fresh_end=fresh_end, previous=previous, secant=secant)
+    return newton(
+        data,
+        tol,
+        max_iter,
+        beta0,
+        fresh_end=fresh_end,
+        previous=previous,
+        secant=secant,
+        defer_end_guard=defer_end_guard,
+    )
 
 
 def _state_fields(data: Data, st: _State) -> dict[str, Any]:
@@ -880,7 +903,9 @@ def _merge_stats(a, b):
 
 
 @_single_blas
-def _loo_task(x, y, w, off, loss, intercept, beta, H, method, gradient, inv_sw, nt, cols=None):
+def _loo_task(
+    x, y, w, off, loss, intercept, beta, H, method, gradient, inv_sw, nt, cols=None, probe=None
+):
     x, y, w, off = _chunk_arrays(x, y, w, off, False)
     if cols is not None:  # the active columns (an L1 fit; beta, H are on them)
         x = np.ascontiguousarray(x[:, cols])
@@ -899,7 +924,12 @@ def _loo_task(x, y, w, off, loss, intercept, beta, H, method, gradient, inv_sw, 
         n_threads=nt,
         offset=off,
     )
-    return _chunk_record(out)
+    rec = _chunk_record(out)
+    if probe is not None:  # a deferred guard's max_i |x~_i^T step| (the rows are read anyway)
+        probe = _vec(probe)
+        xs = x @ probe[int(intercept) :] + (probe[0] if intercept else 0.0)
+        rec["step_max"] = float(np.max(np.abs(xs))) if len(xs) else 0.0
+    return rec
 
 
 def _chunk_record(out: _core.ChunkLooResult) -> dict[str, Any]:
@@ -923,6 +953,7 @@ def _loo_sums(out: dict, y, w, margin: bool) -> dict:
         "S": out["S"],
         "n_unreliable": int(np.count_nonzero(unreliable_mask(out["downdate"]))),
         "margin": min_margin(out["eta"], np.asarray(y), w) if margin else np.inf,
+        "step_max": out.get("step_max"),
     }
 
 
@@ -955,6 +986,7 @@ def _alo(
     sw: float,
     keep: str = "lazy",
     cols: Any = None,
+    probe: np.ndarray | None = None,
 ):
     """The closed forms over the chunks in one leverage pass: the per-chunk outputs
     (`keep`: "lazy" delayed objects, "persist" persisted ones, "gather" numpy dicts
@@ -966,13 +998,15 @@ def _alo(
     zero for the inactive features, ``-u_k sign(theta_k)`` for the L1 weights. The last
     output holds the diagnostics reduced in the pass: ``n_unreliable`` (samples with
     ``d_i h_i > ALO_UNRELIABLE_DH``) and ``margin`` (the smallest logistic training margin,
-    inf for other losses)."""
+    inf for other losses), and with `probe` (a deferred guard's step) ``step_max``, the
+    largest ``|x~_i^T probe|``."""
     import dask
     from dask import delayed
 
     b = delayed(np.ascontiguousarray(beta), pure=True)
     Hd = delayed(np.asfortranarray(H), pure=True)
     c = None if cols is None else delayed(np.asarray(cols, dtype=np.intp), pure=True)
+    pr = None if probe is None else delayed(np.ascontiguousarray(probe), pure=True)
     blocks = data.blocks()
     outs = [
         delayed(_loo_task, pure=True)(
@@ -989,6 +1023,7 @@ def _alo(
             1.0 / sw,
             data.n_threads,
             c,
+            pr,
         )
         for x, y, w, o in blocks
     ]
@@ -1026,7 +1061,7 @@ def _alo(
         grad_l2[on] = -(u[off:] * bq + np.diag(M)[off:])
         grad_l1[on] = -u[off:] * np.sign(bq)
         grad = (grad_l2, grad_l1)
-    return outs, red["stats"], grad, {k: red[k] for k in ("n_unreliable", "margin")}
+    return outs, red["stats"], grad, {k: red[k] for k in ("n_unreliable", "margin", "step_max")}
 
 
 def _on_active(data: Data, st: _State) -> tuple[np.ndarray, Any]:
@@ -1296,13 +1331,73 @@ def _given_beta(data: Data, coef, intercept) -> np.ndarray:
     return np.concatenate([[b], c]) if data.fit_intercept else np.array(c)
 
 
+def _settle_guard(data: Data, st: _State, moved: float | None, tol: float) -> _State | None:
+    """A fused end's deferred guard settled once the leverage pass measured its move
+    (the in-memory settle_deferred_end): within ``FUSED_END_ETA`` (or no guard pending)
+    None, the point and its Hessian stand. Otherwise the end Hessian's step is taken
+    (``_core.sums_settle_end``: the core's line search, the trial point's Hessian in the
+    same pass) where it halves max|grad|, and the new state is returned; the leverages
+    are then to be computed again for its Hessian."""
+    if st.guard is None or moved is None or not moved > _core.FUSED_END_ETA:
+        return None
+    step, dec = st.guard
+    r = _core.sums_settle_end(
+        _sums_source(data),
+        data.loss.core,
+        data.pen,
+        fit_intercept=data.fit_intercept,
+        beta=np.ascontiguousarray(st.beta),
+        unpenalized_hessian=np.asfortranarray(st.hx),
+        step=np.ascontiguousarray(step),
+        dec=dec,
+        weight_sum=st.sw,
+        tol=tol,
+    )
+    if r.n_iter == 0:  # the step did not halve max|grad| (the rounding floor): undone
+        return dataclasses.replace(st, guard=None)
+    return dataclasses.replace(
+        st,
+        beta=r.beta,
+        f=float(r.objective),
+        grad=r.grad,
+        H=r.hessian,
+        hx=r.unpenalized_hessian,
+        n_iter=st.n_iter + 1,
+        hessian_passes=st.hessian_passes + 1,
+        converged=bool(r.converged),
+        grad_norm=float(r.grad_norm),
+        hessian_at_point=True,
+        guard=None,
+    )
+
+
+def _alo_settled(
+    data: Data, st: _State, tol: float, gradient: bool, keep: str, method: str = "alo"
+) -> tuple[_State, tuple]:
+    """:func:`_alo` at the fitted state, whose deferred guard (if any) is measured in the
+    same leverage pass and settled (:func:`_settle_guard`); where the point moved, the
+    pass is made again for the new Hessian. Returns the state and _alo's outputs."""
+    beta, cols = _on_active(data, st)
+    probe = None if st.guard is None else st.guard[0]
+    out = _alo(data, beta, st.H, method, gradient, st.sw, keep, cols, probe)
+    moved = out[3].get("step_max")
+    settled = _settle_guard(data, st, moved, tol)
+    if settled is None:
+        return dataclasses.replace(st, guard=None), out
+    if settled.beta is not st.beta:
+        beta, cols = _on_active(data, settled)
+        out = _alo(data, beta, settled.H, method, gradient, settled.sw, keep, cols)
+    return settled, out
+
+
 def _fit_for_loo(data: Data, coef, intercept, tol, max_iter, fresh_end: bool = True) -> _State:
     from ._fit import _warn_not_converged
 
     if coef is None:
         if intercept is not None:
             raise ValueError("intercept= requires coef=")
-        st = _solve_fit(data, tol, max_iter, fresh_end=fresh_end)
+        # a fresh end's guard is measured in the leverage pass (_alo_settled)
+        st = _solve_fit(data, tol, max_iter, fresh_end=fresh_end, defer_end_guard=fresh_end)
         _warn_not_converged(_fit_result(data, st), tol, max_iter)
         if not st.hessian_at_point and st.active is None:
             # a plain fit ends on the factor of an earlier point: the exact refits start
@@ -1730,8 +1825,8 @@ def loo(
             n_not_converged=n_nc,
         )
     keep = "persist" if _client() is not None else "lazy"
-    beta, cols = _on_active(data, st)
-    outs, stats, hgrad, diag = _alo(data, beta, st.H, method, return_gradient, st.sw, keep, cols)
+    st, (outs, stats, hgrad, diag) = _alo_settled(data, st, tol, return_gradient, keep, method)
+    fitres = _fit_result(data, st)
     arrs = [_per_sample(outs, data, k) for k in _PER_SAMPLE]
     # the in-memory diagnostics, from what the leverage pass reduced
     if data.loss == "logistic":
@@ -2011,6 +2106,7 @@ class DaskTuneState:
                 fresh_end=True,
                 previous=self._prev,
                 secant=True,
+                defer_end_guard=True,  # settled in alo()'s leverage pass
             )
             self._prev = self._st
             self.beta = self._st.beta.copy()
@@ -2021,11 +2117,11 @@ class DaskTuneState:
         if gradient_kind != "exact":
             raise ValueError("dask input has the exact hypergradient only (gradient='exact')")
         self.fit()
-        st = self._st
-        assert st is not None
-        beta, cols = _on_active(self.data, st)
+        assert self._st is not None
         keep = "persist" if _client() is not None else "lazy"
-        outs, stats, hgrad, _ = _alo(self.data, beta, st.H, "alo", gradient, st.sw, keep, cols)
+        st, (outs, stats, hgrad, _) = _alo_settled(self.data, self._st, self.tol, gradient, keep)
+        self._st = self._prev = st
+        self.beta = st.beta.copy()
         return StateOutput(
             # per sample: dask arrays with X's row chunks (held by the workers on a
             # distributed client, lazy without one); the mean and its standard error are

@@ -63,6 +63,12 @@ struct SumsFit {
   bool stalled = false;
   double grad_norm = 0.0;  // max |grad| / weight_sum
   double stale_eta = 0.0;  // as FitState::stale_eta
+  // A fused end whose guard is deferred (SumsFitOptions::defer_end_guard): the Newton
+  // step of the end Hessian and its decrement (empty when none is pending). The caller
+  // measures max_i |x~_i^T step| in a pass of its own (the leverage pass) and, above
+  // kFusedEndEta, takes the step and the Hessian there (settle_deferred_end in memory).
+  Vec end_guard_step;
+  double end_guard_dec = 0.0;
 };
 
 struct SumsFitOptions {
@@ -71,6 +77,9 @@ struct SumsFitOptions {
   // A previous fit of the same data (another penalty): start with chord steps on its
   // unpenalized Hessian plus the new penalty, as path_fit does in memory.
   const Vec* previous_hx = nullptr;
+  // With a fresh end: leave the guard of the fused end to the caller (SumsFit::
+  // end_guard_step) instead of probing it with an evaluation of its own.
+  bool defer_end_guard = false;
 };
 
 namespace detail {
@@ -197,6 +206,7 @@ class SumsModel {
         rq.hessian = end || fail;
       }
     }
+    if (hessian_next_) rq.hessian = true;
     rq.step = track_ ? &step : nullptr;
     Vec g_before;
     if (secant_.on()) g_before = grad_;
@@ -225,6 +235,7 @@ class SumsModel {
     rate_ = g0 > 0.0 ? gnorm() / g0 : 1.0;
     rate_known_ = true;
     after_fresh_ = fresh_step_;
+    hessian_next_ = false;
     if (fresh_step_ && t == 1.0 && g0 > 0.0) kq_ = gnorm() / (g0 * g0);
     return t;
   }
@@ -283,13 +294,16 @@ class SumsModel {
     after_fresh_ = s.after_fresh;
     secant_ = std::move(s.secant);
   }
-  // A factor of prev_hx + the penalty, of another point (path_fit's start).
-  void adopt(const Vec& prev_hx) {
+  // A factor of prev_hx + the penalty, of another point (path_fit's start), or of this
+  // point (at_point: prev_hx is the unpenalized Hessian at beta; the deferred guard's
+  // settle, where the next trial point also brings its Hessian along).
+  void adopt(const Vec& prev_hx, bool at_point = false) {
     hx_ = prev_hx;
     factor_penalized();
-    stale_eta_ = cc_ ? 0.0 : std::numeric_limits<double>::infinity();
+    stale_eta_ = cc_ || at_point ? 0.0 : std::numeric_limits<double>::infinity();
     exact_ = true;
     secant_.clear();
+    hessian_next_ = at_point;
   }
   // Keep the last `memory` steps' secant pairs to correct chord steps (as GlmModel).
   void use_secant(Index memory) { secant_ = SecantChord(memory); }
@@ -406,7 +420,7 @@ class SumsModel {
   double rechord_target_ = 0.0;
   double polish_move_ = 0.0, chord_ratio_ = 0.0;
   double kq_ = 0.0;  // gnew / g0^2 of the last full step on a fresh Hessian (0: none yet)
-  bool end_factor_ = true, rate_known_ = false, after_fresh_ = false;
+  bool end_factor_ = true, rate_known_ = false, after_fresh_ = false, hessian_next_ = false;
   bool exact_ = false, pending_at_point_ = false, fresh_step_ = false;
   Index n_evals_ = 0;
   SecantChord secant_;
@@ -421,5 +435,14 @@ class SumsModel {
 // (intercept first when `intercept`).
 SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool intercept,
                  const Vec& beta0, const SumsFitOptions& opt);
+
+// Settles a deferred guard (SumsFit::end_guard_step) whose move max_i |x~_i^T step|
+// exceeded kFusedEndEta, as settle_deferred_end does in memory: from `fit` (beta and hx,
+// the unpenalized Hessian at beta) the step with the shared Armijo search, its trial
+// points bringing their Hessian along, kept where it halves max|grad| (the Hessian at the
+// new point then factored: one more iteration and Hessian pass in the counts), else
+// the point stands. Returns the settled fit (end_guard_step emptied); `taken` says which.
+SumsFit sums_settle_end(SumsSource& source, LossKind loss, const Vec& lam, bool intercept,
+                        const SumsFit& fit, double tol, double weight_sum, bool& taken);
 
 }  // namespace aloocv
