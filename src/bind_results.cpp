@@ -230,6 +230,9 @@ void bind_results(py::module_& m) {
       .def_readonly("converged", &SumsFitOut::converged, "Whether the fit reached tol.")
       .def_readonly("stalled", &SumsFitOut::stalled, "Whether rounding stalled the fit.")
       .def_readonly("grad_norm", &SumsFitOut::grad_norm, "max |gradient| / weight_sum.")
+      .def_readonly("loss", &SumsFitOut::loss, "The source's sum w l at beta (unpenalized).")
+      .def_readonly("loss_grad", &SumsFitOut::loss_grad,
+                    "(p1,) the source's X~^T (w l') at beta (unpenalized).")
       .def_readonly("end_guard_step", &SumsFitOut::end_guard_step,
                     "(p1,) the Newton step of the end Hessian whose move max |X~ step| the "
                     "caller measures (defer_end_guard), or None when no guard is pending.")

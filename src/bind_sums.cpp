@@ -74,6 +74,8 @@ SumsFitOut sums_fit_out(const SumsFit& r) {
   out.converged = r.converged;
   out.stalled = r.stalled;
   out.grad_norm = r.grad_norm;
+  out.loss = r.loss;
+  out.loss_grad = to_numpy(r.loss_grad);
   if (r.end_guard_step.size() > 0) out.end_guard_step = to_numpy(r.end_guard_step);
   out.end_guard_dec = r.end_guard_dec;
   return out;
@@ -105,7 +107,8 @@ void bind_sums(py::module_& m) {
       "sums_fit",
       [](const py::object& source, const py::object& loss, const py::array& penalty, bool intercept,
          const py::array& beta0, double weight_sum, double tol, Index max_iter, bool fresh_end,
-         const std::optional<py::array>& previous_hessian, bool secant, bool defer_end_guard) {
+         const std::optional<py::array>& previous_hessian, bool secant, bool defer_end_guard,
+         const std::optional<double>& start_loss, const std::optional<py::array>& start_grad) {
         if (!PyCallable_Check(source.ptr())) throw py::type_error("source must be callable");
         Problem lp_only;
         const LossKind kind = apply_loss(loss, lp_only);
@@ -127,6 +130,16 @@ void bind_sums(py::module_& m) {
         opt.weight_sum = weight_sum;
         opt.previous_hx = prev ? &*prev : nullptr;
         opt.defer_end_guard = defer_end_guard;
+        std::optional<SumsValue> start;
+        if (start_loss.has_value() != start_grad.has_value()) {
+          throw py::value_error("start_loss and start_grad go together");
+        }
+        if (start_grad) {
+          start.emplace();
+          start->loss = *start_loss;
+          start->grad = to_vec(*start_grad, p1, "start_grad");
+        }
+        opt.start = start ? &*start : nullptr;
         PySource src(source, p1);
         SumsFit r;
         run_released([&] { r = sums_fit(src, kind, lam, intercept, b0, opt); });
@@ -136,6 +149,7 @@ void bind_sums(py::module_& m) {
       py::arg("fit_intercept"), py::arg("beta0"), py::arg("weight_sum"), py::arg("tol"),
       py::arg("max_iter"), py::arg("fresh_end") = false, py::arg("previous_hessian") = py::none(),
       py::arg("secant") = false, py::arg("defer_end_guard") = false,
+      py::arg("start_loss") = py::none(), py::arg("start_grad") = py::none(),
       "Damped Newton (the core's one driver) on a problem reached through its sums: "
       "source(beta, step, hessian, clip) returns (sum w l, X~^T (w l'), X~^T D X~ or None, "
       "max |X~ step| or 0).");
@@ -144,7 +158,8 @@ void bind_sums(py::module_& m) {
       "sums_settle_end",
       [](const py::object& source, const py::object& loss, const py::array& penalty, bool intercept,
          const py::array& beta, const py::array& unpenalized_hessian, const py::array& step,
-         double dec, double weight_sum, double tol) {
+         double dec, double weight_sum, double tol, double loss_at_beta,
+         const py::array& grad_at_beta) {
         if (!PyCallable_Check(source.ptr())) throw py::type_error("source must be callable");
         Problem lp_only;
         const LossKind kind = apply_loss(loss, lp_only);
@@ -158,18 +173,24 @@ void bind_sums(py::module_& m) {
         fit.hx = Eigen::Map<const Vec>(H.data(), H.size());
         fit.end_guard_step = to_vec(step, p1, "step");
         fit.end_guard_dec = dec;
+        SumsValue at;
+        at.loss = loss_at_beta;
+        at.grad = to_vec(grad_at_beta, p1, "grad_at_beta");
         PySource src(source, p1);
         SumsFit r;
         bool taken = false;
-        run_released(
-            [&] { r = sums_settle_end(src, kind, lam, intercept, fit, tol, weight_sum, taken); });
+        run_released([&] {
+          r = sums_settle_end(src, kind, lam, intercept, fit, tol, weight_sum, taken, &at);
+        });
         return sums_fit_out(r);
       },
       py::arg("source"), py::arg("loss"), py::arg("penalty"), py::kw_only(),
       py::arg("fit_intercept"), py::arg("beta"), py::arg("unpenalized_hessian"), py::arg("step"),
-      py::arg("dec"), py::arg("weight_sum"), py::arg("tol"),
+      py::arg("dec"), py::arg("weight_sum"), py::arg("tol"), py::arg("loss_at_beta"),
+      py::arg("grad_at_beta"),
       "Settles a deferred guard whose move exceeded FUSED_END_ETA (sums_settle_end in "
-      "sums_model.hpp): the step from beta with the shared line search, kept with the "
+      "sums_model.hpp; loss_at_beta, grad_at_beta: the unpenalized sums at beta, which take "
+      "no evaluation): the step from beta with the shared line search, kept with the "
       "Hessian at the new point where it halves max|grad| (n_iter 1, hessian_passes 1), "
       "else the point and its Hessian (n_iter 0).");
 

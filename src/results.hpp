@@ -170,6 +170,8 @@ struct SumsFitOut {
   bool converged = false;
   bool stalled = false;
   double grad_norm = 0.0;
+  double loss = 0.0;                       // the source's unpenalized sums at beta
+  py::object loss_grad = py::none();       // (p1,)
   py::object end_guard_step = py::none();  // (p1,) the deferred guard's step, or None
   double end_guard_dec = 0.0;
 };

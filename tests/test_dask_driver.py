@@ -592,14 +592,14 @@ def test_one_read_of_y_per_problem(sync, monkeypatch):
 
 
 def _no_probe_rounds(monkeypatch):
-    """Spies the dask passes: (beta and the L2 penalty, hessian) per pass."""
+    """Spies the dask passes: (beta, hessian) per pass."""
     from aloocv import _dask
 
     seen: list[tuple[np.ndarray, bool]] = []
     real = _dask._pass
 
     def spy(data, beta, hessian, *a, **k):
-        seen.append((np.r_[beta, data.pen], bool(hessian)))
+        seen.append((np.array(beta), bool(hessian)))
         return real(data, beta, hessian, *a, **k)
 
     monkeypatch.setattr(_dask, "_pass", spy)
@@ -608,9 +608,8 @@ def _no_probe_rounds(monkeypatch):
 
 def test_fused_guard_rides_on_the_dask_leverage_pass(sync, monkeypatch):
     # the guard of the fit's fused end is measured in the leverage pass (as in memory):
-    # no pass evaluates a point already evaluated under the same penalty except to take
-    # its Hessian (before, the guard's probe was one more pass at the returned beta), and
-    # the result is the
+    # no pass evaluates a point already evaluated except to take its Hessian (before, the
+    # guard's probe was one more pass at the returned beta), and the result is the
     # in-memory one
     X, y, _, _ = data("logistic", n=400, p=8)
     seen = _no_probe_rounds(monkeypatch)
@@ -623,8 +622,9 @@ def test_fused_guard_rides_on_the_dask_leverage_pass(sync, monkeypatch):
     assert got.fit.hessian_passes_ == ref.fit.hessian_passes_
     close_rel(got.fit.coef_, ref.fit.coef_)
     close_rel(got.leverages.compute(), ref.leverages, 1e-10)
-    # a tuning path's points settle theirs in their grid ALO's leverage pass too (each
-    # point's fit starts with a pass at the last point's beta under its own penalty)
+    # a tuning path's points settle theirs in their grid ALO's leverage pass too, and each
+    # point's fit starts from the last point's sums, which its penalty changes without a
+    # pass (before, a pass at the last point's beta)
     seen.clear()
     grid = np.logspace(-1, 1, 3)
     aloocv.tune(dX(X), y, loss="logistic", penalty=aloocv.L2(1.0), method="grid", grid=grid)

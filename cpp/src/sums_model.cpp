@@ -25,7 +25,8 @@ SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool interce
   RefreshPolicy pol = path ? detail::path_policy(opt.fit) : detail::fit_policy(opt.fit, cc);
   if (!path) o.check_first = fresh_end;
   const bool chords = fresh_end || !cc;  // chord steps with their secant pairs
-  detail::SumsModel m(source, pen, beta0, cc, chords, !path, o.target * sw);
+  detail::SumsModel m(source, pen, beta0, cc, chords, !path, o.target * sw, {}, false,
+                      path ? opt.start : nullptr);
   if (chords) {
     m.use_secant(detail::kSecantMemory);
     m.set_end_hints(pol.rechord_max_steps, o.tol * sw, pol.polish ? pol.polish_move : 0.0,
@@ -60,7 +61,8 @@ SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool interce
 }
 
 SumsFit sums_settle_end(SumsSource& source, LossKind loss, const Vec& lam, bool intercept,
-                        const SumsFit& fit, double tol, double weight_sum, bool& taken) {
+                        const SumsFit& fit, double tol, double weight_sum, bool& taken,
+                        const SumsValue* at_beta) {
   const Index off = intercept ? 1 : 0, p1 = lam.size() + off;
   if (fit.beta.size() != p1 || fit.hx.size() != p1 * p1 || fit.end_guard_step.size() != p1) {
     throw InvalidInput("sums_settle_end needs the fit's beta, its Hessian and a pending guard");
@@ -68,7 +70,7 @@ SumsFit sums_settle_end(SumsSource& source, LossKind loss, const Vec& lam, bool 
   Vec pen = Vec::Zero(p1);
   pen.tail(lam.size()) = lam;
   const bool cc = dispatch_loss(loss, [](auto L) { return decltype(L)::constant_curvature; });
-  detail::SumsModel m(source, pen, fit.beta, cc, true, false, tol * weight_sum);
+  detail::SumsModel m(source, pen, fit.beta, cc, true, false, tol * weight_sum, {}, false, at_beta);
   m.adopt(fit.hx, true);
   taken = take_end_step(m, fit.end_guard_step, fit.end_guard_dec);
   DriveResult r;

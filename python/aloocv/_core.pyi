@@ -575,6 +575,10 @@ class SumsFitResult:
     @property
     def grad_norm(self) -> float: ...
     @property
+    def loss(self) -> float: ...
+    @property
+    def loss_grad(self) -> _F64: ...
+    @property
     def end_guard_step(self) -> _F64 | None: ...
     @property
     def end_guard_dec(self) -> float: ...
@@ -593,6 +597,8 @@ def sums_settle_end(
     dec: float,
     weight_sum: float,
     tol: float,
+    loss_at_beta: float,
+    grad_at_beta: _F64,
 ) -> SumsFitResult: ...
 
 def sums_fit(
@@ -609,6 +615,8 @@ def sums_fit(
     previous_hessian: _F64 | None = None,
     secant: bool = False,
     defer_end_guard: bool = False,
+    start_loss: float | None = None,
+    start_grad: _F64 | None = None,
 ) -> SumsFitResult: ...
 def multinomial_sums_fit(
     source: _SumsSource,

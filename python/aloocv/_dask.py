@@ -588,6 +588,9 @@ class _State:
     # a fused end's deferred guard (newton's defer_end_guard): the end Hessian's Newton
     # step and its decrement, settled by the leverage pass (_settle_guard); None: none
     guard: tuple[np.ndarray, float] | None = None
+    # the source's unpenalized sums at beta (loss, gradient): the next penalty's fit
+    # starts from them without a pass (as path_fit's predictor in memory)
+    sums: tuple[float, np.ndarray] | None = None
 
 
 def _penalized(data: Data, beta: np.ndarray, s: dict) -> tuple[float, np.ndarray, np.ndarray]:
@@ -699,6 +702,8 @@ def newton(
         previous_hessian=None if previous is None else previous.hx,
         secant=secant,
         defer_end_guard=defer_end_guard,
+        start_loss=None if previous is None or previous.sums is None else previous.sums[0],
+        start_grad=None if previous is None or previous.sums is None else previous.sums[1],
     )
     guard = None
     if r.end_guard_step is not None:
@@ -716,6 +721,7 @@ def newton(
         hx=r.unpenalized_hessian,
         hessian_at_point=bool(r.hessian_at_point),
         guard=guard,
+        sums=(float(r.loss), np.array(r.loss_grad)),
     )
 
 
@@ -1352,6 +1358,8 @@ def _settle_guard(data: Data, st: _State, moved: float | None, tol: float) -> _S
         dec=dec,
         weight_sum=st.sw,
         tol=tol,
+        loss_at_beta=st.sums[0],
+        grad_at_beta=np.ascontiguousarray(st.sums[1]),
     )
     if r.n_iter == 0:  # the step did not halve max|grad| (the rounding floor): undone
         return dataclasses.replace(st, guard=None)
@@ -1368,6 +1376,7 @@ def _settle_guard(data: Data, st: _State, moved: float | None, tol: float) -> _S
         grad_norm=float(r.grad_norm),
         hessian_at_point=True,
         guard=None,
+        sums=(float(r.loss), np.array(r.loss_grad)),
     )
 
 

@@ -52,6 +52,8 @@ class SumsSource {
 struct SumsFit {
   Vec beta;                       // coefficients (intercept first)
   Vec grad;                       // penalized gradient at beta
+  double loss = 0.0;              // the source's sums at beta: sum_i w_i l(y_i, eta_i) ...
+  Vec loss_grad;                  // ... and X~^T (w l') (unpenalized; a path's next start)
   Vec hessian;                    // (p1 x p1) penalized Hessian of the held factor
   Vec hx;                         // (p1 x p1) its unpenalized part (X~^T D X~)
   bool hessian_at_point = false;  // the held factor is the Hessian at beta
@@ -80,6 +82,10 @@ struct SumsFitOptions {
   // With a fresh end: leave the guard of the fused end to the caller (SumsFit::
   // end_guard_step) instead of probing it with an evaluation of its own.
   bool defer_end_guard = false;
+  // With previous_hx: the sums (loss and gradient, no Hessian) at beta0, known to the
+  // caller (the previous fit's end, whose gradient the new penalty changes without a
+  // pass, as path_fit's predictor): no evaluation for the start.
+  const SumsValue* start = nullptr;
 };
 
 namespace detail {
@@ -105,7 +111,7 @@ class SumsModel {
   // MnModel) instead of only while eta moved little since it.
   SumsModel(SumsSource& src, const Vec& pen, Vec beta, bool constant_curvature, bool track_stale,
             bool first_hessian, double target, const SumsGauge& gauge = {},
-            bool chord_always = false)
+            bool chord_always = false, const SumsValue* start = nullptr)
       : src_(src),
         pen_(pen),
         beta_(std::move(beta)),
@@ -114,9 +120,21 @@ class SumsModel {
         target_(target),
         gauge_(gauge),
         chord_always_(chord_always) {
-    SumsRequest rq;
-    rq.hessian = first_hessian;
-    accept(evaluate(beta_, rq), beta_);
+    if (start && !first_hessian) {
+      // the sums at beta, known to the caller (a previous fit's end): no evaluation
+      if (start->grad.size() != pen_.size()) {
+        throw InvalidInput("the start's gradient has " + std::to_string(start->grad.size()) +
+                           " entries, expected " + std::to_string(pen_.size()));
+      }
+      SumsValue v;
+      v.loss = start->loss;
+      v.grad = start->grad;
+      accept(std::move(v), beta_);
+    } else {
+      SumsRequest rq;
+      rq.hessian = first_hessian;
+      accept(evaluate(beta_, rq), beta_);
+    }
     f_ = loss_ + penalty(beta_);
   }
 
@@ -261,21 +279,23 @@ class SumsModel {
   }
   // The point with its factor, and the return to it (settle_end); n_evals stays.
   struct Saved {
-    Vec beta, grad, hx, H, pending;
+    Vec beta, grad, raw_grad, hx, H, pending;
     Cholesky chol;
     double loss, f, stale_eta, step_max, rate, last_move, kq;
     bool exact, pending_at_point, fresh_step, rate_known, after_fresh;
     SecantChord secant;
   };
   Saved save() const {
-    return Saved{beta_,       grad_,       hx_,          H_,         pending_,
-                 chol_,       loss_,       f_,           stale_eta_, step_max_,
-                 rate_,       last_move_,  kq_,          exact_,     pending_at_point_,
+    return Saved{beta_,       grad_,       raw_grad_,    hx_,
+                 H_,          pending_,    chol_,        loss_,
+                 f_,          stale_eta_,  step_max_,    rate_,
+                 last_move_,  kq_,         exact_,       pending_at_point_,
                  fresh_step_, rate_known_, after_fresh_, secant_};
   }
   void restore(Saved&& s) {
     beta_ = std::move(s.beta);
     grad_ = std::move(s.grad);
+    raw_grad_ = std::move(s.raw_grad);
     hx_ = std::move(s.hx);
     H_ = std::move(s.H);
     pending_ = std::move(s.pending);
@@ -320,6 +340,8 @@ class SumsModel {
     SumsFit out;
     out.beta = beta_;
     out.grad = grad_;
+    out.loss = loss_;
+    out.loss_grad = raw_grad_;
     out.hessian = H_;
     out.hx = hx_;
     out.hessian_at_point = factor_at_point();
@@ -365,6 +387,7 @@ class SumsModel {
   void accept(SumsValue&& v, const Vec& b) {
     beta_ = b;
     loss_ = v.loss;
+    raw_grad_ = v.grad;
     grad_ = v.grad + pen_.cwiseProduct(beta_);
     if (gauge_.tau != 0.0) {
       const double gs = gauge_.tau * gauge_sum(beta_);
@@ -408,7 +431,7 @@ class SumsModel {
   }
 
   SumsSource& src_;
-  Vec pen_, beta_, grad_, hx_, H_, pending_;
+  Vec pen_, beta_, grad_, raw_grad_, hx_, H_, pending_;
   Cholesky chol_;
   bool cc_, track_;
   double target_;
@@ -442,7 +465,9 @@ SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool interce
 // points bringing their Hessian along, kept where it halves max|grad| (the Hessian at the
 // new point then factored: one more iteration and Hessian pass in the counts), else
 // the point stands. Returns the settled fit (end_guard_step emptied); `taken` says which.
+// `at_beta`: the sums at fit.beta when the caller has them (no evaluation for them).
 SumsFit sums_settle_end(SumsSource& source, LossKind loss, const Vec& lam, bool intercept,
-                        const SumsFit& fit, double tol, double weight_sum, bool& taken);
+                        const SumsFit& fit, double tol, double weight_sum, bool& taken,
+                        const SumsValue* at_beta = nullptr);
 
 }  // namespace aloocv
