@@ -1337,15 +1337,15 @@ def _given_beta(data: Data, coef, intercept) -> np.ndarray:
     return np.concatenate([[b], c]) if data.fit_intercept else np.array(c)
 
 
-def _settle_guard(data: Data, st: _State, moved: float | None, tol: float) -> _State | None:
+def _settle_guard(data: Data, st: _State, moved: float | None, tol: float) -> tuple[_State, bool]:
     """A fused end's deferred guard settled once the leverage pass measured its move
-    (the in-memory settle_deferred_end): within ``FUSED_END_ETA`` (or no guard pending)
-    None, the point and its Hessian stand. Otherwise the end Hessian's step is taken
-    (``_core.sums_settle_end``: the core's line search, the trial point's Hessian in the
-    same pass) where it halves max|grad|, and the new state is returned; the leverages
-    are then to be computed again for its Hessian."""
+    (the in-memory settle_deferred_end): the state without its guard, and whether the
+    point moved. Within ``FUSED_END_ETA`` (or no guard pending) the point and its Hessian
+    stand. Otherwise the end Hessian's step is taken (``_core.sums_settle_end``: the
+    core's line search, the trial point's Hessian in the same pass) where it halves
+    max|grad|; the leverages are then to be computed again for its Hessian."""
     if st.guard is None or moved is None or not moved > _core.FUSED_END_ETA:
-        return None
+        return dataclasses.replace(st, guard=None), False
     step, dec = st.guard
     r = _core.sums_settle_end(
         _sums_source(data),
@@ -1362,8 +1362,8 @@ def _settle_guard(data: Data, st: _State, moved: float | None, tol: float) -> _S
         grad_at_beta=np.ascontiguousarray(st.sums[1]),
     )
     if r.n_iter == 0:  # the step did not halve max|grad| (the rounding floor): undone
-        return dataclasses.replace(st, guard=None)
-    return dataclasses.replace(
+        return dataclasses.replace(st, guard=None), False
+    settled = dataclasses.replace(
         st,
         beta=r.beta,
         f=float(r.objective),
@@ -1378,6 +1378,7 @@ def _settle_guard(data: Data, st: _State, moved: float | None, tol: float) -> _S
         guard=None,
         sums=(float(r.loss), np.array(r.loss_grad)),
     )
+    return settled, True
 
 
 def _alo_settled(
@@ -1390,13 +1391,11 @@ def _alo_settled(
     probe = None if st.guard is None else st.guard[0]
     out = _alo(data, beta, st.H, method, gradient, st.sw, keep, cols, probe)
     moved = out[3].get("step_max")
-    settled = _settle_guard(data, st, moved, tol)
-    if settled is None:
-        return dataclasses.replace(st, guard=None), out
-    if settled.beta is not st.beta:
-        beta, cols = _on_active(data, settled)
-        out = _alo(data, beta, settled.H, method, gradient, settled.sw, keep, cols)
-    return settled, out
+    st, moved_on = _settle_guard(data, st, moved, tol)
+    if moved_on:
+        beta, cols = _on_active(data, st)
+        out = _alo(data, beta, st.H, method, gradient, st.sw, keep, cols)
+    return st, out
 
 
 def _fit_for_loo(data: Data, coef, intercept, tol, max_iter, fresh_end: bool = True) -> _State:
