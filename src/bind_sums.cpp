@@ -14,7 +14,8 @@ namespace aloocv::bind {
 
 namespace {
 
-// source(beta, step, hessian, clip[, cols=]) -> (loss, grad, hess or None, step_max)
+// source(beta, step=, hessian=, clip=[, cols=]) (the options as keywords)
+//   -> (loss, grad, hess or None, step_max)
 class PySource final : public SumsSource {
  public:
   PySource(py::object fn, Index p1) : fn_(std::move(fn)), p1_(p1) {}
@@ -26,9 +27,11 @@ class PySource final : public SumsSource {
     if (rq.cols) {  // the elastic net's working-set Hessian: cols as a keyword
       py::array_t<Index> cols(static_cast<py::ssize_t>(rq.cols->size()));
       std::copy(rq.cols->begin(), rq.cols->end(), cols.mutable_data());
-      res = fn_(to_numpy(beta), step, rq.hessian, rq.clip, py::arg("cols") = cols);
+      res = fn_(to_numpy(beta), py::arg("step") = step, py::arg("hessian") = rq.hessian,
+                py::arg("clip") = rq.clip, py::arg("cols") = cols);
     } else {
-      res = fn_(to_numpy(beta), step, rq.hessian, rq.clip);
+      res = fn_(to_numpy(beta), py::arg("step") = step, py::arg("hessian") = rq.hessian,
+                py::arg("clip") = rq.clip);
     }
     if (!py::isinstance<py::tuple>(res) || py::len(res) != 4) {
       throw py::type_error(
@@ -151,7 +154,7 @@ void bind_sums(py::module_& m) {
       py::arg("secant") = false, py::arg("defer_end_guard") = false,
       py::arg("start_loss") = py::none(), py::arg("start_grad") = py::none(),
       "Damped Newton (the core's one driver) on a problem reached through its sums: "
-      "source(beta, step, hessian, clip) returns (sum w l, X~^T (w l'), X~^T D X~ or None, "
+      "source(beta, step=, hessian=, clip=) returns (sum w l, X~^T (w l'), X~^T D X~ or None, "
       "max |X~ step| or 0).");
 
   m.def(

@@ -275,15 +275,15 @@ def test_bad_sources_are_clear_errors():
             max_iter=10,
         )
     with pytest.raises(TypeError, match="tuple"):
-        call(lambda b, s, h, c: 1.0)
+        call(lambda beta, step, hessian, clip: 1.0)
     with pytest.raises(ValueError, match="grad"):
-        call(lambda b, s, h, c: (1.0, np.zeros(2), None, 0.0))
+        call(lambda beta, step, hessian, clip: (1.0, np.zeros(2), None, 0.0))
     with pytest.raises(ValueError, match="Hessian"):
-        call(lambda b, s, h, c: (1.0, np.ones(4), None, 0.0))
+        call(lambda beta, step, hessian, clip: (1.0, np.ones(4), None, 0.0))
     with pytest.raises(ValueError, match="objective is not finite"):
-        call(lambda b, s, h, c: (np.inf, np.ones(4), np.eye(4, order="F"), 0.0))
+        call(lambda beta, step, hessian, clip: (np.inf, np.ones(4), np.eye(4, order="F"), 0.0))
     with pytest.raises(ValueError, match="gradient is not finite"):
-        call(lambda b, s, h, c: (1.0, np.full(4, np.nan), np.eye(4, order="F"), 0.0))
+        call(lambda beta, step, hessian, clip: (1.0, np.full(4, np.nan), np.eye(4, order="F"), 0.0))
 
 
 # ------------------------------------------------------------------ dask at the default tol
@@ -467,7 +467,12 @@ def test_indefinite_hessian_takes_the_clipped_one():
     # and so where the clipped one is not positive definite either
     with pytest.raises(ValueError, match="not numerically positive definite"):
         _core.sums_fit(
-            lambda b, s, h, cl: (0.0, b - c, -np.eye(3, order="F") if h else None, 0.0),
+            lambda beta, step, hessian, clip: (
+                0.0,
+                beta - c,
+                -np.eye(3, order="F") if hessian else None,
+                0.0,
+            ),
             "poisson",
             lam,
             fit_intercept=True,

@@ -543,9 +543,9 @@ def chunk_refits(
 ) -> ChunkRefitsResult: ...
 def quadratic_cd(H: _F64, g: _F64, beta: _F64, l1: _F64, tol: float) -> _F64: ...
 
-# source(beta, step, hessian, clip) -> (sum w l, X~^T (w l') (p1,), X~^T D X~ (p1, p1) or
-# None, max |X~ step| or 0.0)
-_SumsSource = Callable[[_F64, _F64 | None, bool, bool], tuple[float, _F64, _F64 | None, float]]
+# source(beta, *, step, hessian, clip) -> (sum w l, X~^T (w l') (p1,), X~^T D X~ (p1, p1)
+# or None, max |X~ step| or 0.0); the options come as keywords
+_SumsSource = Callable[..., tuple[float, _F64, _F64 | None, float]]
 
 class SumsFitResult:
     """A Newton fit over a sums source."""
@@ -600,7 +600,6 @@ def sums_settle_end(
     loss_at_beta: float,
     grad_at_beta: _F64,
 ) -> SumsFitResult: ...
-
 def sums_fit(
     source: _SumsSource,
     loss: _Loss,

@@ -651,7 +651,7 @@ def _sums_source(data: Data):
     each call is one map-reduce pass over the chunks (:func:`_pass`); the first one of
     the problem also checks every chunk of X."""
 
-    def source(beta, step, hessian, clip):
+    def source(beta, *, step, hessian, clip):
         s = _pass(data, beta, hessian, check=not data.checked, step=step, clip=clip)
         data.checked = True
         hess = None if s["hess"] is None else np.array(s["hess"], dtype=np.float64, order="F")
@@ -759,7 +759,7 @@ def _enet_source(data: Data):
     off = int(data.fit_intercept)
     checked = False
 
-    def source(beta, step, hessian, clip, cols=None):
+    def source(beta, *, step, hessian, clip, cols=None):
         nonlocal checked
         if cols is None:
             s = _pass(data, beta, hessian, check=not checked)

@@ -206,7 +206,7 @@ def _source(data: Data, K: int):
     checked = False
     pen = delayed(data.pen, pure=True)
 
-    def source(beta, step, hessian, clip):
+    def source(beta, *, step, hessian, clip):
         nonlocal checked
         b = delayed(np.ascontiguousarray(beta, dtype=np.float64), pure=True)
         parts = [
