@@ -56,6 +56,25 @@ class PySource final : public SumsSource {
   Index p1_;
 };
 
+// The arguments every sums fit of a loss checks first: a callable source, the loss, the
+// (p,) L2 weights, and p1 = p (+ 1 with an intercept).
+struct SumsArgs {
+  LossKind kind;
+  Vec lam;
+  Index p1;
+};
+SumsArgs sums_args(const py::object& source, const py::object& loss, const py::array& penalty,
+                   bool intercept) {
+  if (!PyCallable_Check(source.ptr())) throw py::type_error("source must be callable");
+  Problem lp_only;
+  SumsArgs a;
+  a.kind = apply_loss(loss, lp_only);
+  const Index p = penalty.ndim() == 1 ? penalty.shape(0) : -1;
+  a.lam = to_vec(penalty, p, "penalty");
+  a.p1 = p + (intercept ? 1 : 0);
+  return a;
+}
+
 py::array_t<double> square(const Vec& v, Index p1) {
   py::array_t<double, py::array::f_style> out({p1, p1});
   std::copy(v.data(), v.data() + v.size(), out.mutable_data());
@@ -112,12 +131,10 @@ void bind_sums(py::module_& m) {
          const py::array& beta0, double weight_sum, double tol, Index max_iter, bool fresh_end,
          const std::optional<py::array>& previous_hessian, bool secant, bool defer_end_guard,
          const std::optional<double>& start_loss, const std::optional<py::array>& start_grad) {
-        if (!PyCallable_Check(source.ptr())) throw py::type_error("source must be callable");
-        Problem lp_only;
-        const LossKind kind = apply_loss(loss, lp_only);
-        const Index p = penalty.ndim() == 1 ? penalty.shape(0) : -1;
-        const Vec lam = to_vec(penalty, p, "penalty");
-        const Index p1 = p + (intercept ? 1 : 0);
+        const SumsArgs a = sums_args(source, loss, penalty, intercept);
+        const LossKind kind = a.kind;
+        const Vec& lam = a.lam;
+        const Index p1 = a.p1;
         const Vec b0 = to_vec(beta0, p1, "beta0");
         std::optional<Vec> prev;
         if (previous_hessian) {
@@ -163,12 +180,10 @@ void bind_sums(py::module_& m) {
          const py::array& beta, const py::array& unpenalized_hessian, const py::array& step,
          double dec, double weight_sum, double tol, double loss_at_beta,
          const py::array& grad_at_beta) {
-        if (!PyCallable_Check(source.ptr())) throw py::type_error("source must be callable");
-        Problem lp_only;
-        const LossKind kind = apply_loss(loss, lp_only);
-        const Index p = penalty.ndim() == 1 ? penalty.shape(0) : -1;
-        const Vec lam = to_vec(penalty, p, "penalty");
-        const Index p1 = p + (intercept ? 1 : 0);
+        const SumsArgs a = sums_args(source, loss, penalty, intercept);
+        const LossKind kind = a.kind;
+        const Vec& lam = a.lam;
+        const Index p1 = a.p1;
         SumsFit fit;
         fit.beta = to_vec(beta, p1, "beta");
         const Mat H = to_mat(unpenalized_hessian, p1, "unpenalized_hessian");
@@ -228,13 +243,11 @@ void bind_sums(py::module_& m) {
       [](const py::object& source, const py::object& loss, const py::array& penalty,
          const py::array& l1, bool intercept, const py::array& beta0, double weight_sum, double tol,
          Index max_iter) {
-        if (!PyCallable_Check(source.ptr())) throw py::type_error("source must be callable");
-        Problem lp_only;
-        const LossKind kind = apply_loss(loss, lp_only);
-        const Index p = penalty.ndim() == 1 ? penalty.shape(0) : -1;
-        const Vec lam = to_vec(penalty, p, "penalty");
-        const Vec l1v = to_vec(l1, p, "l1");
-        const Index p1 = p + (intercept ? 1 : 0);
+        const SumsArgs a = sums_args(source, loss, penalty, intercept);
+        const LossKind kind = a.kind;
+        const Vec& lam = a.lam;
+        const Vec l1v = to_vec(l1, lam.size(), "l1");
+        const Index p1 = a.p1;
         const Vec b0 = to_vec(beta0, p1, "beta0");
         FitOptions opt;
         opt.tol = tol;
