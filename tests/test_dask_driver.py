@@ -635,6 +635,14 @@ def test_fused_guard_rides_on_the_dask_leverage_pass(sync, monkeypatch):
     aloocv.tune(dX(X), y, loss="logistic", penalty=aloocv.L2(1.0), method="grid", grid=grid)
     for k in range(1, len(seen)):
         assert seen[k][1] or not np.array_equal(seen[k][0], seen[k - 1][0])
+    # and approximate K-fold's fit in its folds' pass (folds of 12 rows, p = 30: a fresh
+    # end, not the fold-wise one)
+    X2, y2, _, _ = data("logistic", n=60, p=30)
+    seen.clear()
+    aloocv.kfold(dX(X2, 20), y2, loss="logistic", penalty=aloocv.L2(0.5), n_folds=5)
+    assert len(seen) > 1
+    for k in range(1, len(seen)):
+        assert seen[k][1] or not np.array_equal(seen[k][0], seen[k - 1][0])
 
 
 @pytest.mark.parametrize(("seed", "n", "p", "lam"), [(5, 40, 120, 1e-2), (4, 60, 30, 1e-3)])
@@ -668,3 +676,10 @@ def test_fused_guard_fails_in_the_dask_leverage_pass_and_falls_back(
     np.testing.assert_allclose(got.leverages.compute(), ref.leverages, rtol=1e-10)
     atol = 1e-11 * np.abs(ref.predictions).max()
     np.testing.assert_allclose(got.predictions.compute(), ref.predictions, rtol=1e-9, atol=atol)
+    # approximate K-fold measures its fit's guard in the folds' pass: the same fallback
+    gk = aloocv.kfold(dX(X, 13), y, n_folds=5, **kw)
+    rk = aloocv.kfold(X, y, n_folds=5, n_jobs=1, **kw)
+    assert taken == [1, 1]
+    assert (gk.fit.n_iter_, gk.fit.hessian_passes_) == (rk.fit.n_iter_, rk.fit.hessian_passes_)
+    np.testing.assert_allclose(gk.fit.coef_, rk.fit.coef_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(gk.losses), rk.losses, rtol=1e-9, atol=1e-12)

@@ -931,11 +931,17 @@ def _loo_task(
         offset=off,
     )
     rec = _chunk_record(out)
-    if probe is not None:  # a deferred guard's max_i |x~_i^T step| (the rows are read anyway)
-        probe = _vec(probe)
-        xs = x @ probe[int(intercept) :] + (probe[0] if intercept else 0.0)
-        rec["step_max"] = float(np.max(np.abs(xs))) if len(xs) else 0.0
+    if probe is not None:
+        rec["step_max"] = _probe_max(x, probe, intercept)
     return rec
+
+
+def _probe_max(x: np.ndarray, probe, intercept: bool) -> float:
+    """A deferred guard's max_i |x~_i^T step| over a chunk's rows, in a task that reads
+    them anyway (the leverage pass, the folds' pass)."""
+    probe = _vec(probe)
+    xs = x @ probe[int(intercept) :] + (probe[0] if intercept else 0.0)
+    return float(np.max(np.abs(xs))) if len(xs) else 0.0
 
 
 def _chunk_record(out: _core.ChunkLooResult) -> dict[str, Any]:
@@ -1865,7 +1871,7 @@ def loo(
 
 # --------------------------------------------------------------------------- kfold
 @_single_blas
-def _folds_task(x, y, w, off, fold, loss, intercept, beta, K, nt, cols=None):
+def _folds_task(x, y, w, off, fold, loss, intercept, beta, K, nt, cols=None, probe=None):
     x, y, w, off = _chunk_arrays(x, y, w, off, False)
     if cols is not None:  # the active columns (an L1 fit; beta is on them)
         x = np.ascontiguousarray(x[:, cols])
@@ -1883,7 +1889,7 @@ def _folds_task(x, y, w, off, fold, loss, intercept, beta, K, nt, cols=None):
         n_threads=nt,
         offset=off,
     )
-    return {"H": H, "G": G}
+    return {"H": H, "G": G, "step_max": None if probe is None else _probe_max(x, probe, intercept)}
 
 
 @_single_blas
@@ -1993,26 +1999,35 @@ def kfold(
         data.loss.core, data.p1, has_l1=has_l1, sizes=np.bincount(idx, minlength=K).astype(np.int64)
     )
     t0 = time.perf_counter()
-    st = _solve_fit(data, tol, max_iter, fresh_end=method == "alo" and not foldwise)
-    fitres = _fit_result(data, st)
+    # the fresh end's guard is measured in the folds' pass (_settle_guard)
+    fresh_end = method == "alo" and not foldwise
+    st = _solve_fit(data, tol, max_iter, fresh_end=fresh_end, defer_end_guard=fresh_end)
     from ._fit import _warn_not_converged
 
-    _warn_not_converged(fitres, tol, max_iter)
+    _warn_not_converged(_fit_result(data, st), tol, max_iter)
     t1 = time.perf_counter()
     off1 = int(data.fit_intercept)
     n_nc = 0
     if method == "alo":
-        beta, cols = _on_active(data, st)  # all of beta, or the intercept and active set
+
+        def folds_pass(st: _State, probe):
+            beta, cols = _on_active(data, st)  # all of beta, or the intercept and active set
+            b = delayed(np.ascontiguousarray(beta), pure=True)
+            c = None if cols is None else delayed(np.asarray(cols, dtype=np.intp), pure=True)
+            pr = None if probe is None else delayed(np.ascontiguousarray(probe), pure=True)
+            parts = [
+                delayed(_folds_task, pure=True)(
+                    x, y, w, o, fb, data.loss.core, data.fit_intercept, b, K, data.n_threads, c, pr
+                )
+                for (x, y, w, o), fb in zip(blocks, fblocks)
+            ]
+            return cols, _compute(_tree(parts))
+
+        cols, red = folds_pass(st, None if st.guard is None else st.guard[0])
+        st, moved = _settle_guard(data, st, red.get("step_max"), tol)
+        if moved:  # the point and its Hessian changed: the folds' sums again
+            cols, red = folds_pass(st, None)
         on = np.arange(data.p1) if cols is None else np.concatenate([np.arange(off1), cols + off1])
-        b = delayed(np.ascontiguousarray(beta), pure=True)
-        c = None if cols is None else delayed(np.asarray(cols, dtype=np.intp), pure=True)
-        parts = [
-            delayed(_folds_task, pure=True)(
-                x, y, w, o, fb, data.loss.core, data.fit_intercept, b, K, data.n_threads, c
-            )
-            for (x, y, w, o), fb in zip(blocks, fblocks)
-        ]
-        red = _compute(_tree(parts))
         H = st.H
         if foldwise:  # the Hessian at beta: the folds' blocks (in fold order) + the penalty
             H = red["H"][:, :, 0].copy()
@@ -2046,6 +2061,7 @@ def kfold(
             sk = _solve_fit(dk, tol, max_iter, st.beta)
             n_nc += int(not sk.converged)
             B[:, k] = sk.beta
+    fitres = _fit_result(data, st)  # after the guard settled
     Bd = delayed(B, pure=True)
     held = [
         delayed(_heldout_task, pure=True)(x, y, w, o, fb, data.loss.core, data.fit_intercept, Bd)
