@@ -209,7 +209,8 @@ void bind_sums(py::module_& m) {
       "Settles a deferred guard whose move exceeded FUSED_END_ETA (sums_settle_end in "
       "sums_model.hpp; loss_at_beta, grad_at_beta: the unpenalized sums at beta, which take "
       "no evaluation): the step from beta with the shared line search, kept with the "
-      "Hessian at the new point where it halves max|grad| (n_iter 1, hessian_passes 1), "
+      "Hessian at the new point where it halves max|grad| (n_iter 1, hessian_passes 1, 2 "
+      "where that Hessian was clipped and the real one was taken), "
       "else the point and its Hessian (n_iter 0).");
 
   m.def(

@@ -26,7 +26,8 @@ class TuneState {
     opt_.fresh_end = true;  // ALO and its derivatives need the Hessian at beta
     opt_.secant = true;     // secant-corrected chord steps along the path
     // the fused end's guard is settled by alo() in its leverage pass (loo), by the
-    // gradient routes (fresh_factor), step() and sample_gradient() in a pass of their own
+    // gradient routes (fresh_factor), step(), sample_gradient(), state() and
+    // set_penalty() in a pass of their own; fit() returns the fit before it settles
     opt_.defer_end_guard = true;
     dispatch_loss(kind_, [&](auto L) { check_response<decltype(L)>(pb_.y, pb_.n(), pb_.lp); });
     if (beta0) {
@@ -38,6 +39,7 @@ class TuneState {
 
   void set_penalty(const py::array& pen, const std::optional<py::array>& l1) {
     Problem fresh = make_problem(X_, y_, w_, pen, pb_.intercept, l1);
+    settle();  // a pending guard belongs to the current penalty
     pb_.pen = fresh.pen;
     pb_.l1 = fresh.l1;  // pb_ keeps its loss parameters and offset
   }
@@ -109,10 +111,8 @@ class TuneState {
     require_fit();
     double acv = 0.0;
     HyperGradient hg;
-    run_released([&] {
-      settle_end_guard(pb_, kind_, st_, opt_.n_threads);
-      hg = loo_sample_gradient(pb_, kind_, st_, idx.data(), idx.size(), acv);
-    });
+    settle();
+    run_released([&] { hg = loo_sample_gradient(pb_, kind_, st_, idx.data(), idx.size(), acv); });
     return py::make_tuple(acv, to_numpy(hg.l1), to_numpy(hg.l2));
   }
 
@@ -127,14 +127,21 @@ class TuneState {
     out.n_not_converged = res.n_not_converged;
   }
 
-  FitOut state() const {
+  // The fit, its fused end's guard settled (fit() returns it before; alo() settles it
+  // in its leverage pass).
+  FitOut state() {
     if (!fitted_) throw py::value_error("no fit yet");
+    settle();
     return fit_out(st_, pb_.intercept);
   }
 
  private:
   void require_fit() const {
     if (!fitted_) throw py::value_error("call fit() first");
+  }
+  // Settles a guard fit() left pending (one O(n p) probe pass; none pending: nothing).
+  void settle() {
+    if (fitted_) run_released([&] { settle_end_guard(pb_, kind_, st_, opt_.n_threads); });
   }
   py::object X_;
   py::array y_;
@@ -163,7 +170,9 @@ void bind_tune(py::module_& m) {
       .def("set_penalty", &TuneState::set_penalty, py::arg("penalty"), py::arg("l1") = py::none())
       .def("set_beta", &TuneState::set_beta, py::arg("beta"),
            "Start the next fit from these coefficients (intercept first when fitted).")
-      .def("fit", &TuneState::fit, "Fit to tol, warm-started from the current coefficients.")
+      .def("fit", &TuneState::fit,
+           "Fit to tol, warm-started from the current coefficients (reported before its fused "
+           "end's guard settles; state() and alo() report it after).")
       .def("step", &TuneState::step, py::kw_only(), py::arg("refresh"),
            "One damped Newton step (stale factor unless refresh); returns the step length.")
       .def("alo", &TuneState::alo, py::kw_only(), py::arg("gradient") = true,

@@ -11,6 +11,8 @@ import scipy.sparse
 from threadpoolctl import threadpool_limits
 
 import aloocv
+from aloocv import _core
+from aloocv._validation import core_design
 from conftest import make_data
 
 
@@ -312,40 +314,61 @@ def test_path_pass_counts_are_the_core_counters():
 
 
 def test_path_guard_fails_in_the_leverage_pass_and_falls_back():
-    # the grid's ALO settles each point's deferred guard in its leverage pass: on a nearly
-    # separable problem the guard fails at both points (as loo()'s does), the fit takes
-    # the end Hessian's step and a fresh Hessian, and the leverages are those of the
-    # returned coefficients; no point reads X for a probe of its own
+    # a tuning point's fit leaves its fused end's guard to the ALO that follows (its
+    # leverage pass measures it). On this nearly separable problem the guard of the path
+    # point at 1e-2 fails: alo() takes the end Hessian's step (one more iteration and
+    # Hessian pass than fit() reported) and its leverages are those of the returned
+    # coefficients; state() reports the settled fit, and set_penalty() or state() settle
+    # a guard that no alo() consumed, with the same result
     X, y = _separable(5, 40, 120)
-    lams = np.array([3e-2, 1e-2])
-    res = aloocv.tune(
+    p = X.shape[1]
+
+    def path_point():
+        ts = _core.TuneState(
+            core_design(X),
+            y,
+            None,
+            "logistic",
+            np.full(p, 3e-2),
+            fit_intercept=True,
+            tol=1e-6,
+            max_iter=100,
+            n_threads=1,
+        )
+        ts.fit()
+        ts.alo(gradient=False)
+        ts.set_penalty(np.full(p, 1e-2))
+        return ts, ts.fit()
+
+    ts, f = path_point()
+    out = ts.alo(gradient=False)
+    assert (out.n_iter, out.hessian_passes) == (f.n_iter + 1, f.hessian_passes + 1)
+    assert out.fused_end_fallbacks == f.fused_end_fallbacks + 1
+    ref = aloocv.loo(
         X,
         y,
-        loss="logistic",
-        penalty=aloocv.L2(1.0),
-        method="grid",
-        grid=lams,
-        fit_tol=1e-6,
+        penalty=aloocv.L2(1e-2),
+        coef=out.coef,
+        intercept=out.intercept,
+        solver="primal",
         n_jobs=1,
     )
-    for k, lam in enumerate(lams):
-        cold = aloocv.loo(X, y, penalty=aloocv.L2(lam), solver="primal", tol=1e-6, n_jobs=1)
-        assert cold.fit.fused_end_fallbacks_ == 1
-        ref = aloocv.loo(
-            X,
-            y,
-            penalty=aloocv.L2(lam),
-            coef=res.path_coefs[k],
-            intercept=res.path_intercepts[k],
-            solver="primal",
-            n_jobs=1,
-        )
-        atol = 1e-12 * np.abs(ref.predictions).max()
-        np.testing.assert_allclose(
-            res.path_predictions[:, k], ref.predictions, rtol=1e-10, atol=atol
-        )
-    n_it, mp = res.path_n_iter, res.path_matvec_passes
-    assert mp[0] == n_it[0] + 1 and mp[1] == n_it[1]
+    np.testing.assert_allclose(out.leverages, ref.leverages, rtol=1e-10)
+    h = _numpy_leverages(X, out.coef, out.intercept, 1e-2)
+    np.testing.assert_allclose(out.leverages, h, rtol=1e-9)
+    st = ts.state()
+    assert st.n_iter == out.n_iter
+    np.testing.assert_array_equal(st.coef, out.coef)
+    # settled without an alo(): by state(), or by set_penalty() before the penalty changes
+    ts2, _ = path_point()
+    s2 = ts2.state()
+    assert s2.n_iter == out.n_iter
+    np.testing.assert_array_equal(s2.coef, out.coef)
+    ts3, _ = path_point()
+    ts3.set_penalty(np.full(p, 5e-3))  # settled under 1e-2 first; state() refits nothing
+    s3 = ts3.state()
+    assert s3.n_iter == out.n_iter
+    np.testing.assert_array_equal(s3.coef, out.coef)
 
 
 def test_a_step_at_the_rounding_floor_that_loses_tol_is_undone():

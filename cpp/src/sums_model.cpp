@@ -76,6 +76,12 @@ SumsFit sums_settle_end(SumsSource& source, LossKind loss, const Vec& lam, bool 
   DriveResult r;
   r.n_iter = fit.n_iter + (taken ? 1 : 0);
   r.hessian_passes = fit.hessian_passes + (taken ? 1 : 0);
+  if (taken && m.stale_eta() > 0.0) {
+    // the Hessian at the new point was clipped: the real one, or the error that says so
+    // (as sums_fit and the in-memory settle)
+    m.exact_factor();
+    ++r.hessian_passes;
+  }
   r.converged = m.gnorm() / weight_sum <= tol;
   r.stalled = fit.stalled;
   SumsFit out = m.result(r, weight_sum);

@@ -463,9 +463,10 @@ SumsFit sums_fit(SumsSource& source, LossKind loss, const Vec& lam, bool interce
 // exceeded kFusedEndEta, as settle_deferred_end does in memory: from `fit` (beta and hx,
 // the unpenalized Hessian at beta) the step with the shared Armijo search, its trial
 // points bringing their Hessian along, kept where it halves max|grad| (the Hessian at the
-// new point then factored: one more iteration and Hessian pass in the counts), else
-// the point stands. Returns the settled fit (end_guard_step emptied); `taken` says which.
-// `at_beta`: the sums at fit.beta when the caller has them (no evaluation for them).
+// new point then factored, the real one where that was clipped: one more iteration and
+// one or two more Hessian passes in the counts), else the point stands. Returns the settled fit
+// (end_guard_step emptied); `taken` says which. `at_beta`: the sums at fit.beta when the caller has
+// them (no evaluation for them).
 SumsFit sums_settle_end(SumsSource& source, LossKind loss, const Vec& lam, bool intercept,
                         const SumsFit& fit, double tol, double weight_sum, bool& taken,
                         const SumsValue* at_beta = nullptr);
