@@ -243,7 +243,7 @@ template <class Loss>
 class EnetGlmModel {
  public:
   EnetGlmModel(const Problem& pb, FitState& st, int n_threads, Index skip)
-      : pb_(pb), st_(st), nt_(n_threads), skip_(skip) {
+      : pb_(pb), st_(st), nt_(n_threads), skip_(skip), ypart_(y_part_cache<Loss>(pb)) {
     const Index n = pb.n();
     g_.resize(n);
     d_.resize(n);
@@ -254,7 +254,7 @@ class EnetGlmModel {
     pb.add_offset(st_.eta.data());
     derivatives<Loss>(pb, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
     full_gradient(pb, g_.data(), st_.beta, st_.grad, nt_);
-    f_ = detail::objective<Loss>(pb, st_.eta.data(), st_.beta, nt_, skip_);
+    f_ = detail::objective<Loss>(pb, st_.eta.data(), st_.beta, nt_, skip_, cache_of(ypart_));
   }
   const Vec& beta() const { return st_.beta; }
   const Vec& grad() const { return st_.grad; }
@@ -270,8 +270,8 @@ class EnetGlmModel {
   double move(const Vec& step, double dec) {
     linear_predictor(pb_.X, step.data(), pb_.intercept, xs_.data(), nt_);
     double f_try = f_;
-    const double t =
-        line_search<Loss>(pb_, st_.beta, step, st_.eta, xs_, f_, dec, eta_try_, f_try, nt_, skip_);
+    const double t = line_search<Loss>(pb_, st_.beta, step, st_.eta, xs_, f_, dec, eta_try_, f_try,
+                                       nt_, skip_, cache_of(ypart_));
     st_.matvec_passes += 1;
     if (t == 0.0) return 0.0;
     st_.beta += t * step;
@@ -290,6 +290,7 @@ class EnetGlmModel {
   Index skip_;
   double f_ = 0.0;
   Vec g_, d_, xs_, eta_try_;
+  YPartCache ypart_;
 };
 
 // The enet_drive model of a problem reached through its sums (SumsSource: one pass over

@@ -10,7 +10,13 @@
 //   static LossEval eval(double y, double eta, const LossParams&, bool with_value)
 // that computes them from one evaluation of those terms, bitwise equal to value, d1 and
 // d2 (the value only when with_value; 0 otherwise); detail::loss_eval falls back to the
-// three calls.
+// three calls. A loss whose value has a costly term in y alone (a log or a pow of y) may
+// also provide
+//   static double y_part(double y, const LossParams&)
+//   static LossEval eval_y(double y, double y_part, double eta, const LossParams&, bool)
+// eval with that term given (bitwise equal to eval, whose value takes y_part(y)): the
+// in-memory fits compute it once per sample and read it back at every later evaluation
+// (detail::YPartCache, newton.hpp).
 #pragma once
 
 #include <math.h>  // lgamma_r (log_gamma)
@@ -177,20 +183,24 @@ struct Gamma {
   static constexpr const char* domain = "finite y > 0";
   static constexpr bool constant_curvature = false;
   static bool valid(double y, const LossParams&) { return std::isfinite(y) && y > 0.0; }
-  static double value(double y, double eta, const LossParams&) {
-    return y * std::exp(-eta) + eta - std::log(y) - 1.0;
+  static double y_part(double y, const LossParams&) { return std::log(y); }
+  static double value(double y, double eta, const LossParams& lp) {
+    return y * std::exp(-eta) + eta - y_part(y, lp) - 1.0;
   }
   static double d1(double y, double eta, const LossParams&) { return 1.0 - y * std::exp(-eta); }
   static double d2(double y, double eta, const LossParams&) { return y * std::exp(-eta); }
   static double d3(double y, double eta, const LossParams&) { return -y * std::exp(-eta); }
   static double d4(double y, double eta, const LossParams&) { return y * std::exp(-eta); }
-  static LossEval eval(double y, double eta, const LossParams&, bool with_value) {
+  static LossEval eval_y(double y, double log_y, double eta, const LossParams&, bool with_value) {
     const double e = std::exp(-eta);
     LossEval r;
-    if (with_value) r.value = y * e + eta - std::log(y) - 1.0;
+    if (with_value) r.value = y * e + eta - log_y - 1.0;
     r.d1 = 1.0 - y * e;
     r.d2 = y * e;
     return r;
+  }
+  static LossEval eval(double y, double eta, const LossParams& lp, bool with_value) {
+    return eval_y(y, with_value ? y_part(y, lp) : 0.0, eta, lp, with_value);
   }
   static double mean(double eta, const LossParams&) { return std::exp(eta); }
   static double init_intercept(double ybar, const LossParams&) {
@@ -212,13 +222,19 @@ struct Tweedie {
   static bool valid(double y, const LossParams& lp) {
     return std::isfinite(y) && (lp.power < 2.0 ? y >= 0.0 : y > 0.0);
   }
-  static double value(double y, double eta, const LossParams& lp) {
+  // log(y) at p = 1 and p = 2, else y^(2-p) / ((1-p)(2-p)); 0 at y = 0 (not used there)
+  static double y_part(double y, const LossParams& lp) {
     const double p = lp.power;
-    if (p == 1.0) return (y > 0.0 ? y * (std::log(y) - eta) : 0.0) - y + std::exp(eta);
-    if (p == 2.0) return eta - std::log(y) + y * std::exp(-eta) - 1.0;
+    if (!(y > 0.0)) return 0.0;
+    if (p == 1.0 || p == 2.0) return std::log(y);
+    return std::pow(y, 2.0 - p) / ((1.0 - p) * (2.0 - p));
+  }
+  static double value(double y, double eta, const LossParams& lp) {
+    const double p = lp.power, yp = y_part(y, lp);
+    if (p == 1.0) return (y > 0.0 ? y * (yp - eta) : 0.0) - y + std::exp(eta);
+    if (p == 2.0) return eta - yp + y * std::exp(-eta) - 1.0;
     const double a = 1.0 - p, b = 2.0 - p;
-    const double y_term = y > 0.0 ? std::pow(y, b) / (a * b) : 0.0;
-    return y_term - y * std::exp(a * eta) / a + std::exp(b * eta) / b;
+    return yp - y * std::exp(a * eta) / a + std::exp(b * eta) / b;
   }
   static double dk(double y, double eta, double p, int k) {
     const double a = 1.0 - p, b = 2.0 - p;
@@ -230,24 +246,26 @@ struct Tweedie {
   static double d3(double y, double eta, const LossParams& lp) { return dk(y, eta, lp.power, 3); }
   static double d4(double y, double eta, const LossParams& lp) { return dk(y, eta, lp.power, 4); }
   // exp(a eta) and exp(b eta) once (dk with k = 1, 2: pow(a, 0) = 1, pow(a, 1) = a exactly)
-  static LossEval eval(double y, double eta, const LossParams& lp, bool with_value) {
+  static LossEval eval_y(double y, double yp, double eta, const LossParams& lp, bool with_value) {
     const double p = lp.power, a = 1.0 - p, b = 2.0 - p;
     const double ea = std::exp(a * eta), eb = std::exp(b * eta);
     const double ya = y == 0.0 ? 0.0 : y * ea;
     LossEval r;
     if (with_value) {
       if (p == 1.0) {
-        r.value = (y > 0.0 ? y * (std::log(y) - eta) : 0.0) - y + eb;
+        r.value = (y > 0.0 ? y * (yp - eta) : 0.0) - y + eb;
       } else if (p == 2.0) {
-        r.value = eta - std::log(y) + y * ea - 1.0;
+        r.value = eta - yp + y * ea - 1.0;
       } else {
-        const double y_term = y > 0.0 ? std::pow(y, b) / (a * b) : 0.0;
-        r.value = y_term - y * ea / a + eb / b;
+        r.value = yp - y * ea / a + eb / b;
       }
     }
     r.d1 = -ya + eb;
     r.d2 = -a * ya + b * eb;
     return r;
+  }
+  static LossEval eval(double y, double eta, const LossParams& lp, bool with_value) {
+    return eval_y(y, with_value ? y_part(y, lp) : 0.0, eta, lp, with_value);
   }
   static double mean(double eta, const LossParams&) { return std::exp(eta); }
   static double init_intercept(double ybar, const LossParams&) {
@@ -287,6 +305,16 @@ struct has_eval : std::false_type {};
 template <class L>
 struct has_eval<L, std::void_t<std::enable_if_t<
                        std::is_same_v<decltype(L::eval(0.0, 0.0, LossParams{}, true)), LossEval>>>>
+    : std::true_type {};
+
+// Whether Loss provides y_part and eval_y (see the file comment).
+template <class L, class = void>
+struct has_y_part : std::false_type {};
+template <class L>
+struct has_y_part<
+    L, std::void_t<std::enable_if_t<
+           std::is_same_v<decltype(L::y_part(0.0, LossParams{})), double> &&
+           std::is_same_v<decltype(L::eval_y(0.0, 0.0, 0.0, LossParams{}, true)), LossEval>>>>
     : std::true_type {};
 
 // value (when with_value), l' and l'' at eta: Loss::eval where the loss has one, else the

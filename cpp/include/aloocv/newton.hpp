@@ -18,14 +18,53 @@ namespace aloocv {
 
 namespace detail {
 
+// The terms of the loss value in y alone (Loss::y_part: Gamma's log(y), Tweedie's
+// y^(2-p) / ((1-p)(2-p))) of one model's samples: its first evaluation with the value
+// stores them, the later ones (every Newton step and line-search trial) read them back
+// instead of a log or a pow per sample (bitwise the same value). Empty for the other
+// losses.
+struct YPartCache {
+  Vec v;
+  bool ready = false;
+};
+
+// value (when with_value), l' and l'' of sample i at eta, through the cache yc when the
+// loss has a y_part (yc may be null: no cache).
+template <class Loss>
+inline LossEval sample_eval(const Problem& pb, Index i, double eta, bool with_value,
+                            YPartCache* yc) {
+  if constexpr (has_y_part<Loss>::value) {
+    if (with_value && yc) {
+      double& yp = yc->v[i];
+      if (!yc->ready) yp = Loss::y_part(pb.y[i], pb.lp);
+      return Loss::eval_y(pb.y[i], yp, eta, pb.lp, true);
+    }
+  }
+  return loss_eval<Loss>(pb.y[i], eta, pb.lp, with_value);
+}
+
+// A cache for a model of pb with Loss (empty, never filled, for a loss without y_part).
+template <class Loss>
+YPartCache y_part_cache(const Problem& pb) {
+  YPartCache c;
+  if constexpr (has_y_part<Loss>::value) c.v.resize(pb.n());
+  return c;
+}
+inline YPartCache* cache_of(YPartCache& c) { return c.v.size() ? &c : nullptr; }
+
 // sum_i w_i l(y_i, eta_i) (skipping `skip`) + 1/2 sum_j pen_j beta_j^2
 template <class Loss>
 double objective(const Problem& pb, const double* eta, const Vec& beta, int n_threads,
-                 Index skip = -1) {
+                 Index skip = -1, YPartCache* yc = nullptr) {
   double f = parallel_sum(pb.n(), n_threads, [&](Index i) {
     const double w = pb.weight(i);
-    return (i == skip || w == 0.0) ? 0.0 : w * Loss::value(pb.y[i], eta[i], pb.lp);
+    if (i == skip || w == 0.0) return 0.0;
+    if constexpr (has_y_part<Loss>::value) {
+      if (yc) return w * sample_eval<Loss>(pb, i, eta[i], true, yc).value;
+    }
+    return w * Loss::value(pb.y[i], eta[i], pb.lp);
   });
+  if (yc) yc->ready = true;
   return f + 0.5 * pb.pen.dot(beta.cwiseAbs2()) + pb.l1_norm(beta);
 }
 
@@ -51,18 +90,20 @@ void derivatives(const Problem& pb, const double* eta, double* g, double* d, int
 // the same per-sample terms and summation order as objective(), so the same value).
 template <class Loss>
 double derivatives_objective(const Problem& pb, const double* eta, double* g, double* d,
-                             const Vec& beta, int n_threads, Index skip = -1) {
+                             const Vec& beta, int n_threads, Index skip = -1,
+                             YPartCache* yc = nullptr) {
   const double f = parallel_sum(pb.n(), n_threads, [&](Index i) {
     const double w = (i == skip) ? 0.0 : pb.weight(i);
     if (w == 0.0) {
       g[i] = d[i] = 0.0;
       return 0.0;
     }
-    const LossEval v = loss_eval<Loss>(pb.y[i], eta[i], pb.lp, true);
+    const LossEval v = sample_eval<Loss>(pb, i, eta[i], true, yc);
     g[i] = w * v.d1;
     d[i] = w * v.d2;
     return w * v.value;
   });
+  if (yc) yc->ready = true;
   return f + 0.5 * pb.pen.dot(beta.cwiseAbs2()) + pb.l1_norm(beta);
 }
 
@@ -114,10 +155,10 @@ inline bool factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Choles
 template <class Loss>
 double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Vec& eta,
                    const Vec& xs, double f, double dec, Vec& eta_try, double& f_try, int n_threads,
-                   Index skip = -1) {
+                   Index skip = -1, YPartCache* yc = nullptr) {
   return armijo(f, dec, [&](double t) {
     eta_try = eta + t * xs;
-    f_try = objective<Loss>(pb, eta_try.data(), beta + t * step, n_threads, skip);
+    f_try = objective<Loss>(pb, eta_try.data(), beta + t * step, n_threads, skip, yc);
     return f_try;
   });
 }
@@ -129,7 +170,8 @@ double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Ve
 // chunks make the sums independent of the thread count.
 template <class Loss>
 double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_new, Vec& xs,
-                  Vec& gX, double* g, double* d, int n_threads, Index skip = -1) {
+                  Vec& gX, double* g, double* d, int n_threads, Index skip = -1,
+                  YPartCache* yc = nullptr) {
   const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0, p1 = p + off;
   const int nt = threads_for(n_threads, 4.0 * double(n) * double(p1));
   const Partition part{n, reduction_chunks(n, p1 + 1, nt, 1024)};
@@ -167,7 +209,7 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
                 d[i] = 0.0;
                 continue;
               }
-              const LossEval v = loss_eval<Loss>(pb.y[i], e, pb.lp, true);
+              const LossEval v = sample_eval<Loss>(pb, i, e, true, yc);
               fsum += w * v.value;
               gb[k] = w * v.d1;
               d[i] = w * v.d2;
@@ -183,6 +225,7 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
     }
   }
   guard.rethrow();
+  if (yc) yc->ready = true;
   gX = Vec::Zero(p1);
   double f = 0.0;
   for (Index c = 0; c < part.chunks; ++c) {
@@ -199,12 +242,13 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
 // eta_try, g_try, d_try (n each) are work space: the full step's point and derivatives.
 template <class Loss>
 double newton_move(const Problem& pb, FitState& st, const Vec& step, double dec, double& f, Vec& xs,
-                   Vec& eta_try, Vec& g, Vec& d, Vec& g_try, Vec& d_try, int nt, Index skip = -1) {
+                   Vec& eta_try, Vec& g, Vec& d, Vec& g_try, Vec& d_try, int nt, Index skip = -1,
+                   YPartCache* yc = nullptr) {
   Vec gX;
   g_try.resize(pb.n());
   d_try.resize(pb.n());
   const double floss =
-      fused_step<Loss>(pb, step, st.eta, eta_try, xs, gX, g_try.data(), d_try.data(), nt, skip);
+      fused_step<Loss>(pb, step, st.eta, eta_try, xs, gX, g_try.data(), d_try.data(), nt, skip, yc);
   const Vec b1 = st.beta + step;
   const double f1 = floss + 0.5 * pb.pen.dot(b1.cwiseAbs2());
   if (std::isfinite(f1) && (tiny_decrease(dec, f) || f1 <= f - kArmijo * dec)) {
@@ -223,7 +267,7 @@ double newton_move(const Problem& pb, FitState& st, const Vec& step, double dec,
   }
   double f_try = f;
   const double t =
-      line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt, skip);
+      line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt, skip, yc);
   if (t == 0.0) return 0.0;
   st.beta += t * step;
   st.eta.swap(eta_try);
@@ -267,13 +311,19 @@ class GlmModel {
  public:
   GlmModel(const Problem& pb, FitState& st, int n_threads, Index skip = -1, bool keep_hx = true,
            bool have_grad = false)
-      : pb_(pb), st_(st), nt_(n_threads), skip_(skip), keep_hx_(keep_hx) {
+      : pb_(pb),
+        st_(st),
+        nt_(n_threads),
+        skip_(skip),
+        keep_hx_(keep_hx),
+        ypart_(y_part_cache<Loss>(pb)) {
     const Index n = pb.n();
     g_.resize(n);
     d_.resize(n);
     xs_.resize(n);
     eta_try_.resize(n);
-    f_ = derivatives_objective<Loss>(pb, st.eta.data(), g_.data(), d_.data(), st.beta, nt_, skip_);
+    f_ = derivatives_objective<Loss>(pb, st.eta.data(), g_.data(), d_.data(), st.beta, nt_, skip_,
+                                     cache_of(ypart_));
     if (!have_grad) {
       full_gradient(pb, g_.data(), st.beta, st.grad, nt_);
       ++st.matvec_passes;
@@ -317,7 +367,7 @@ class GlmModel {
     Vec g0;
     if (secant_.on()) g0 = st_.grad;
     const double t = newton_move<Loss>(pb_, st_, step, dec, f_, xs_, eta_try_, g_, d_, g_try_,
-                                       d_try_, nt_, skip_);
+                                       d_try_, nt_, skip_, cache_of(ypart_));
     if (t > 0.0 && secant_.on()) secant_.add(t * step, st_.grad - g0);
     // the fused step reads X once; a backtracked step adds the gradient's pass
     st_.matvec_passes += (t == 1.0) ? 1 : 2;
@@ -378,6 +428,7 @@ class GlmModel {
   double last_move_ = std::numeric_limits<double>::infinity();
   Vec g_, d_, xs_, eta_try_, g_try_, d_try_, H_;
   SecantChord secant_;
+  YPartCache ypart_;
 };
 
 // The most chord steps after the target is reached (RefreshPolicy::polish), and the largest
