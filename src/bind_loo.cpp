@@ -114,7 +114,7 @@ void bind_loo(py::module_& m) {
           out.leverages = move_to_numpy(std::move(res.leverages));
           out.downdate = move_to_numpy(std::move(res.den));
         }
-        if (!st.chol.empty()) out.rcond = py::float_(st.chol.rcond());
+        if (meth != LooMethod::Exact && !st.chol.empty()) out.rcond = py::float_(st.chol.rcond());
         out.n_not_converged = res.n_not_converged;
         if (gradient) {
           out.grad_l2 = to_numpy(hg.l2);

@@ -932,6 +932,76 @@ def test_cluster_refit_routes(client):
     close(c.exact_losses, ref.exact_losses, 1e-7)
 
 
+def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
+    # _refits: on a distributed client the calls run in threads, REFIT_THREADS at a time,
+    # and return in order; when one raises, the calls not started are dropped, the running
+    # ones stop at their next pass (_compute raises in them) and the error reaches the
+    # caller; no refit thread is left behind
+    import threading
+    import time
+
+    from aloocv import _dask
+
+    monkeypatch.setattr(_dask, "REFIT_THREADS", 3)
+    active, most, lock = [0], [0], threading.Lock()
+
+    def square(i):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        try:
+            return _dask._compute(da.from_array(np.arange(4.0)) * i).sum()
+        finally:
+            with lock:
+                active[0] -= 1
+
+    assert _dask._refits(square, list(range(12))) == [6.0 * i for i in range(12)]
+    assert 1 < most[0] <= 3
+
+    started, stopped = [], []
+
+    def fail_or_spin(i, bad):
+        started.append(i)
+        if i == bad:
+            time.sleep(0.2)
+            raise ValueError(f"refit {bad} failed")
+        try:
+            while True:  # a refit that would never end by itself: one pass after another
+                _dask._compute(da.ones(2).sum())
+        except _dask._RefitsStopped:
+            stopped.append(i)
+            raise
+
+    for bad in (0, 2):  # the error of the first call, or of a later one
+        started.clear()
+        stopped.clear()
+        t0 = time.perf_counter()
+        with pytest.raises(ValueError, match=f"refit {bad} failed"):
+            _dask._refits(lambda i, bad=bad: fail_or_spin(i, bad), list(range(40)))
+        assert time.perf_counter() - t0 < 30
+        assert sorted(started) == [0, 1, 2]
+        assert sorted(stopped) == sorted({0, 1, 2} - {bad})
+        assert not [t for t in threading.enumerate() if t.name.startswith("aloocv-refit")]
+
+    # Ctrl-C in the caller (SIGINT, as interrupt_main sends it) while every refit spins
+    import _thread
+
+    def interrupt_or_spin(i):
+        if i == 0:
+            time.sleep(0.2)
+            _thread.interrupt_main()
+        return fail_or_spin(i, -1)
+
+    started.clear()
+    stopped.clear()
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        _dask._refits(interrupt_or_spin, list(range(40)))
+    assert time.perf_counter() - t0 < 30
+    assert sorted(started) == sorted(stopped) == [0, 1, 2]
+    assert not [t for t in threading.enumerate() if t.name.startswith("aloocv-refit")]
+
+
 def test_tune_gathers_no_per_sample_arrays(sync, monkeypatch):
     # tune (grid, and the gradient search) and the estimator: per candidate only means,
     # standard errors, gradients and the fit reach the client, not n floats; results

@@ -51,6 +51,7 @@ import dataclasses
 import functools
 import math
 import operator
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -111,6 +112,16 @@ EXACT_FETCH = 16
 #: at most EXACT_MAX_CHORD in a row; then fresh leave-one-out Hessians.
 EXACT_CHORD_RATIO = 0.25
 EXACT_MAX_CHORD = 9
+#: Refits that each run their own chain of passes over the chunks (exact leave-one-out
+#: and K-fold with an L1 term or the multinomial loss, the certificate's sampled refits)
+#: run this many at a time on a distributed client, each from a thread on the client:
+#: their round trips overlap on the cluster (:func:`_refits`). LocalCluster, 2 workers,
+#: n=40, p=8: exact leave-one-out with an L1 term 6.8 s instead of 16.0 s, multinomial
+#: 5.6 s instead of 15.8 s. With the local threaded scheduler (no round trips to
+#: overlap) threads took 1.17-1.23x as long: there the refits run one at a time.
+REFIT_THREADS = 8
+#: The caller of those refits waits for them in slices of this many seconds (Ctrl-C).
+REFIT_POLL_S = 0.1
 
 
 # --------------------------------------------------------------------------- inputs
@@ -481,8 +492,63 @@ def _tree(parts: list) -> Any:
 def _compute(obj):
     import dask
 
+    if getattr(_refit_thread, "stop", None) is not None and _refit_thread.stop.is_set():
+        raise _RefitsStopped
     (out,) = dask.compute(obj)
     return out
+
+
+# A refit thread's stop event (:func:`_refits`): set, its next pass raises _RefitsStopped.
+_refit_thread = threading.local()
+
+
+class _RefitsStopped(Exception):
+    """A refit stopped because its caller raised (an error of another refit, Ctrl-C)."""
+
+
+def _refits(fn, items: list) -> list:
+    """``[fn(item) for item in items]``: on a distributed client with up to REFIT_THREADS
+    calls at a time, each in a thread of its own (every call a fit with its own chain of
+    passes over the chunks, whose round trips then overlap; a local scheduler has none to
+    overlap, and there the calls run one after the other). When the caller raises (an
+    error of one call, KeyboardInterrupt) the calls not started are dropped and the
+    running ones stop at their next pass; the first error is raised."""
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+    if len(items) <= 1 or REFIT_THREADS <= 1 or _client() is None:
+        return [fn(item) for item in items]
+    stop = threading.Event()
+
+    def run(item):
+        if stop.is_set():
+            raise _RefitsStopped
+        _refit_thread.stop = stop
+        try:
+            return fn(item)
+        except BaseException:
+            stop.set()
+            raise
+        finally:
+            _refit_thread.stop = None
+
+    pool = ThreadPoolExecutor(min(REFIT_THREADS, len(items)), thread_name_prefix="aloocv-refit")
+    futures = [pool.submit(run, item) for item in items]
+    try:
+        # wait in short slices: a Ctrl-C that reached another thread is raised here then
+        while not stop.is_set() and not all(f.done() for f in futures):
+            wait(futures, timeout=REFIT_POLL_S, return_when=FIRST_EXCEPTION)
+        return [f.result() for f in futures]
+    except BaseException as e:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        if isinstance(e, _RefitsStopped):  # stopped by another call's error: raise that
+            for f in futures:
+                err = None if f.cancelled() else f.exception()
+                if err is not None and not isinstance(err, _RefitsStopped):
+                    raise err from None
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _reduce(parts: list, nbytes: int) -> dict:
@@ -1241,6 +1307,13 @@ def _weights_without(data: Data, row: int) -> Any:
     )
 
 
+def _refit_without(data: Data, st: _State, row: int, tol: float, max_iter: int) -> _State:
+    """The fit over the chunks without sample `row` (its weight zero), from the full fit."""
+    return _solve_fit(
+        dataclasses.replace(data, w=_weights_without(data, row)), tol, max_iter, st.beta
+    )
+
+
 def _refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter: int):
     """Exact leave-one-out losses of the samples `rows`: per sample, the fit over the
     chunks without it (its weight zero; warm start: the full fit), then its loss at the
@@ -1253,11 +1326,10 @@ def _refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter
     xr = np.asarray(xr, dtype=np.float64)
     off = int(data.fit_intercept)
     etas = np.empty(rows.size)
-    n_nc = 0
-    for k, i in enumerate(rows):
-        wk = _weights_without(data, int(i))
-        sk = _solve_fit(dataclasses.replace(data, w=wk), tol, max_iter, st.beta)
-        n_nc += int(not sk.converged)
+    data.blocks()  # made once, before the refit threads share data
+    fits = _refits(lambda i: _refit_without(data, st, int(i), tol, max_iter), list(rows))
+    n_nc = sum(int(not sk.converged) for sk in fits)
+    for k, sk in enumerate(fits):
         etas[k] = xr[k] @ sk.beta[off:] + (sk.beta[0] if off else 0.0)
     if orr is not None:
         etas += np.asarray(orr, dtype=np.float64)
@@ -1280,16 +1352,14 @@ def _exact_l1(data: Data, st: _State, tol: float, max_iter: int):
     ww = None if data.w is None else np.asarray(_compute(data.w), dtype=np.float64)
     losses, preds = [], []
     n_nc = 0
+    data.blocks()  # made once, before the refit threads share data
     for c, (s0, cnt) in enumerate(zip(_chunk_starts(data), data.X.chunks[0])):
-        B = np.empty((int(cnt), data.p1))
-        for k in range(int(cnt)):
-            if ww is not None and ww[int(s0) + k] == 0.0:
-                B[k] = st.beta
-                continue
-            wk = _weights_without(data, int(s0) + k)
-            sk = _solve_fit(dataclasses.replace(data, w=wk), tol, max_iter, st.beta)
+        B = np.repeat(st.beta[None, :], int(cnt), axis=0)
+        rows = [int(s0) + k for k in range(int(cnt)) if ww is None or ww[int(s0) + k] != 0.0]
+        fits = _refits(lambda i: _refit_without(data, st, i, tol, max_iter), rows)
+        for i, sk in zip(rows, fits):
             n_nc += int(not sk.converged)
-            B[k] = sk.beta
+            B[i - int(s0)] = sk.beta
         x, y, _, o = data.blocks()[c]
         out = delayed(_own_row_losses, pure=True, nout=2)(
             x, y, o, B, data.loss.core, data.fit_intercept
@@ -2046,7 +2116,8 @@ def kfold(
             B[on, k] += _solve(Lk, red["G"][:, k])
     else:
         B = np.empty((data.p1, K))
-        for k in range(K):
+
+        def refit(k: int) -> _State:
             wk = [
                 delayed(_refit_weights, pure=True)(blk[2], fb, k)
                 for blk, fb in zip(blocks, fblocks)
@@ -2058,7 +2129,9 @@ def kfold(
                 ]
             )
             dk = dataclasses.replace(data, w=wk_da)  # the L1 weights too
-            sk = _solve_fit(dk, tol, max_iter, st.beta)
+            return _solve_fit(dk, tol, max_iter, st.beta)
+
+        for k, sk in enumerate(_refits(refit, list(range(K)))):
             n_nc += int(not sk.converged)
             B[:, k] = sk.beta
     fitres = _fit_result(data, st)  # after the guard settled

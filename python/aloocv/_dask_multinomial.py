@@ -39,6 +39,7 @@ from ._dask import (
     _chunk_record,
     _client,
     _compute,
+    _refits,
     _single_blas,
     _solve,
     _State,
@@ -574,12 +575,16 @@ def refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter:
     ww = None if data.w is None else np.asarray(data.w[rows].compute(), dtype=np.float64)
     off = int(data.fit_intercept)
     scores = np.empty((rows.size, K))
-    n_nc = 0
-    for k, i in enumerate(rows):
-        wk = _weights_without(data, int(i))
+
+    def refit(k: int) -> _State:
+        wk = _weights_without(data, int(rows[k]))
         first = {"K": K, "weight": st.sw - (1.0 if ww is None else float(ww[k]))}
-        sk = newton(dataclasses.replace(data, w=wk), first, tol, max_iter, st.beta)
-        n_nc += int(not sk.converged)
+        return newton(dataclasses.replace(data, w=wk), first, tol, max_iter, st.beta)
+
+    data.blocks()  # made once, before the refit threads share data
+    fits = _refits(refit, list(range(rows.size)))
+    n_nc = sum(int(not sk.converged) for sk in fits)
+    for k, sk in enumerate(fits):
         B = sk.beta.reshape(K, data.p1)
         scores[k] = B[:, off:] @ xr[k] + (B[:, 0] if off else 0.0)
     return cross_entropy(scores, np.asarray(yr)), n_nc
@@ -619,13 +624,15 @@ def _exact(data: Data, first: dict, st: _State, tol: float, max_iter: int):
     ww = None if data.w is None else np.asarray(data.w.compute(), dtype=np.float64)
     losses, preds = [], []
     n_nc = 0
+
+    def refit(i: int) -> _State:
+        wk = _weights_without(data, i)
+        fk = dict(first, weight=first["weight"] - (1.0 if ww is None else float(ww[i])))
+        return newton(dataclasses.replace(data, w=wk), fk, tol, max_iter, st.beta)
+
     for (x, y, _, _), s0, cnt in zip(blocks, starts, data.X.chunks[0]):
         B = np.empty((int(cnt), K, data.p1))
-        for k in range(int(cnt)):
-            i = int(s0) + k
-            wk = _weights_without(data, i)
-            fk = dict(first, weight=first["weight"] - (1.0 if ww is None else float(ww[i])))
-            sk = newton(dataclasses.replace(data, w=wk), fk, tol, max_iter, st.beta)
+        for k, sk in enumerate(_refits(refit, [int(s0) + k for k in range(int(cnt))])):
             n_nc += int(not sk.converged)
             B[k] = sk.beta.reshape(K, data.p1)
         out = delayed(_own_rows_task, pure=True, nout=2)(x, y, B, data.fit_intercept)
@@ -720,8 +727,8 @@ def kfold(
     fblocks = da.from_array(idx, chunks=(data.X.chunks[0],)).to_delayed().ravel().tolist()
     blocks = data.blocks()
     B = np.empty((nf, K, data.p1))
-    failed = 0
-    for k in range(nf):
+
+    def refit(k: int) -> _State:
         wk = da.concatenate(
             [
                 da.from_delayed(
@@ -732,7 +739,10 @@ def kfold(
         )
         dk = dataclasses.replace(data, w=wk)
         fk = dict(first, weight=float(ww.sum() - wsum[k]))
-        sk = newton(dk, fk, tol, 1 if method == "alo" else max_iter, full.beta)
+        return newton(dk, fk, tol, 1 if method == "alo" else max_iter, full.beta)
+
+    failed = 0
+    for k, sk in enumerate(_refits(refit, list(range(nf)))):
         failed += method == "exact" and not sk.converged
         B[k] = sk.beta.reshape(K, data.p1)
     Bd = delayed(B, pure=True)

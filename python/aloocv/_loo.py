@@ -454,7 +454,7 @@ def loo(
     downdate = out.downdate
     unreliable = unreliable_mask(downdate)
     warn_unreliable(unreliable, loss, l1 is not None and bool(np.any(l1 > 0)), stacklevel=2)
-    rcond = out.rcond if isinstance(out, _core.LooResult) and method != "exact" else None
+    rcond = out.rcond if isinstance(out, _core.LooResult) else None
     warn_ill_conditioned(rcond, stacklevel=2)
     problem = {
         "X": X,
