@@ -895,17 +895,26 @@ def test_cluster_client_gathers_no_X(client, monkeypatch):
     assert np.isfinite(res.mean)
 
 
-def test_cluster_exact_loo(client):
-    # the refits' passes on the workers; the per-sample results handed to the workers
-    X, y, w, _ = loss_data("poisson", n=60, p=3, seed=22)
-    kw = dict(loss="poisson", penalty=aloocv.L2(2.0), sample_weight=w, tol=TOL)
-    r = aloocv.loo(X, y, method="exact", **kw)
-    g = aloocv.loo(dX(X, 25), y, method="exact", **kw)
-    assert g.losses.chunks == ((25, 25, 10),)
-    close(g.losses.compute(), r.losses)
-    close(g.predictions.compute(), r.predictions)
-    close(g.mean, r.mean)
-    close(g.stderr, r.stderr)
+def test_cluster_exact_loo(client, monkeypatch):
+    # the refits' passes on the workers; the per-sample results handed to the workers;
+    # then batches of 16 fetched 4 at a time and run 3 at a time (_refits), whose results
+    # must come back in the rows' order across fetches and chunks
+    from aloocv import _dask
+
+    X, y, w, _ = loss_data("poisson", n=150, p=3, seed=22)
+    for n, batch in ((60, None), (150, 16)):
+        if batch:
+            monkeypatch.setattr(_dask, "EXACT_BATCH", batch)
+            monkeypatch.setattr(_dask, "EXACT_FETCH", 4)
+            monkeypatch.setattr(_dask, "REFIT_THREADS", 3)
+        kw = dict(loss="poisson", penalty=aloocv.L2(2.0), sample_weight=w[:n], tol=TOL)
+        r = aloocv.loo(X[:n], y[:n], method="exact", **kw)
+        g = aloocv.loo(dX(X[:n], 25), y[:n], method="exact", **kw)
+        assert g.losses.chunks == ((25,) * (n // 25) + ((n % 25,) if n % 25 else ()),)
+        close(g.losses.compute(), r.losses)
+        close(g.predictions.compute(), r.predictions)
+        close(g.mean, r.mean)
+        close(g.stderr, r.stderr)
 
 
 def test_cluster_refit_routes(client):

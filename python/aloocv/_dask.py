@@ -1772,9 +1772,10 @@ def _exact(data: Data, st: _State, tol: float, max_iter: int):
     """Exact LOO as refits over the chunks: batches of EXACT_BATCH consecutive samples
     refitted in lockstep (:class:`_Refits`), each iteration one pass over X returning
     p1 x batch sums (X is never gathered; a task holds one chunk and a row block x batch
-    of linear predictors). The per-sample results are handed to the workers chunk by
-    chunk on a distributed client (the client holds one chunk's worth at a time) and
-    come back as dask arrays with X's row chunks."""
+    of linear predictors); on a distributed client up to REFIT_THREADS batches at a
+    time. The per-sample results are handed to the workers chunk by chunk on a
+    distributed client (the client holds one chunk's worth at a time) and come back as
+    dask arrays with X's row chunks."""
     import dask.array as da
 
     L = _cho(st.H)
@@ -1796,31 +1797,35 @@ def _exact(data: Data, st: _State, tol: float, max_iter: int):
             v = np.array(v)
             buf.append(da.from_array(v, chunks=(c,)) if client is None else _scattered(client, v))
 
-    fetched: list = []
-    f0 = 0
-    for r0 in range(0, data.n, EXACT_BATCH):
-        rows = np.arange(r0, min(data.n, r0 + EXACT_BATCH), dtype=np.int64)
-        if r0 >= f0 + (0 if not fetched else fetched[0].shape[0]):  # the next rows
-            f0, f1 = r0, min(data.n, r0 + EXACT_FETCH * EXACT_BATCH)
-            fetched = _compute(
-                [
-                    data.X[f0:f1],
-                    data.y[f0:f1],
-                    None if data.w is None else data.w[f0:f1],
-                    None if data.offset is None else data.offset[f0:f1],
-                ]
+    data.blocks()  # made once, before the refit threads share data
+    for f0 in range(0, data.n, EXACT_FETCH * EXACT_BATCH):
+        f1 = min(data.n, f0 + EXACT_FETCH * EXACT_BATCH)
+        fetched = _compute(
+            [
+                data.X[f0:f1],
+                data.y[f0:f1],
+                None if data.w is None else data.w[f0:f1],
+                None if data.offset is None else data.offset[f0:f1],
+            ]
+        )
+
+        def run_batch(r0: int, f0: int = f0, f1: int = f1, fetched: list = fetched):
+            rows = np.arange(r0, min(f1, r0 + EXACT_BATCH), dtype=np.int64)
+            a, b = r0 - f0, r0 - f0 + rows.size
+            ref = _Refits(
+                data, st, L, rows, [None if v is None else v[a:b] for v in fetched], tol, max_iter
             )
-        a, b = r0 - f0, r0 - f0 + rows.size
-        batch = [None if v is None else v[a:b] for v in fetched]
-        ref = _Refits(data, st, L, rows, batch, tol, max_iter)
-        ref.run()
-        lv, pv, nc = ref.results()
-        n_nc += nc
-        pending_l.append(lv)
-        pending_p.append(pv)
-        held += rows.size
-        while len(out_l) < len(ch) and held >= ch[len(out_l)]:
-            emit(ch[len(out_l)])
+            ref.run()
+            return ref.results()
+
+        # the fetched rows' batches, several at a time on a distributed client (_refits)
+        for lv, pv, nc in _refits(run_batch, list(range(f0, f1, EXACT_BATCH))):
+            n_nc += nc
+            pending_l.append(lv)
+            pending_p.append(pv)
+            held += lv.size
+            while len(out_l) < len(ch) and held >= ch[len(out_l)]:
+                emit(ch[len(out_l)])
     return da.concatenate(out_l), da.concatenate(out_p), n_nc
 
 
