@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
+from scipy.special import gammaln
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import (
     GammaRegressor,
@@ -109,11 +110,14 @@ def test_tweedie_and_gamma_fits_match_scikit_learn(power):
 
 
 def _deviance_objective(X, y, loss, f, lam, w, off, l1=0.0):
-    """The penalized objective at f's coefficients from the deviance formulas written out
-    here (gamma: y/mu + log(mu/y) - 1; Tweedie, p not 1 or 2: y^(2-p)/((1-p)(2-p))
-    - y mu^(1-p)/(1-p) + mu^(2-p)/(2-p); p = 1: y log(y/mu) - y + mu)."""
+    """The penalized objective at f's coefficients from the formulas written out here
+    (gamma: y/mu + log(mu/y) - 1; Tweedie, p not 1 or 2: y^(2-p)/((1-p)(2-p))
+    - y mu^(1-p)/(1-p) + mu^(2-p)/(2-p); p = 1: y log(y/mu) - y + mu; Poisson:
+    mu - y eta + log(y!))."""
     eta = X @ f.coef_ + f.intercept_ + off
     mu = np.exp(eta)
+    if loss == "poisson":
+        return _penalized(np.sum(w * (mu - y * eta + gammaln(y + 1.0))), f.coef_, lam, l1)
     p = 2.0 if loss == "gamma" else loss.power
     if p == 2.0:
         v = y / mu + np.log(mu / y) - 1.0
@@ -122,27 +126,42 @@ def _deviance_objective(X, y, loss, f, lam, w, off, l1=0.0):
     else:
         a, b = 1.0 - p, 2.0 - p
         v = y**b / (a * b) - y * mu**a / a + mu**b / b
-    c = f.coef_
-    return np.sum(w * v) + 0.5 * lam * c @ c + l1 * np.abs(c).sum()
+    return _penalized(np.sum(w * v), f.coef_, lam, l1)
+
+
+def _penalized(loss, c, lam, l1):
+    return loss + 0.5 * lam * c @ c + l1 * np.abs(c).sum()
 
 
 @pytest.mark.parametrize(
     "loss",
-    ["gamma", aloocv.Tweedie(power=1.0), aloocv.Tweedie(power=1.5), aloocv.Tweedie(power=3.0)],
-    ids=["gamma", "tweedie-1", "tweedie-1.5", "tweedie-3"],
+    [
+        "gamma",
+        aloocv.Tweedie(power=1.0),
+        aloocv.Tweedie(power=1.5),
+        aloocv.Tweedie(power=3.0),
+        "poisson",
+    ],
+    ids=["gamma", "tweedie-1", "tweedie-1.5", "tweedie-3", "poisson-rates"],
 )
 def test_reported_objective_is_the_deviance_at_the_fit(loss):
-    # The fits evaluate the terms in y alone (a log or a pow of y) once per sample and
-    # read them back at every later step (YPartCache, newton.hpp): the objective they
-    # report after several steps, with zero weights, exact zeros of y (Tweedie p < 2) and
-    # an offset, is the deviance written out here, plain and with an L1 term.
-    gen = "tweedie" if loss != "gamma" and loss.power < 2 else "gamma"
-    X, y = make_data(gen, 120, 5, seed=4)
+    # The fits evaluate the terms in y alone (a log, a pow or an lgamma of y) once per
+    # sample and read them back at every later step (YPartCache, newton.hpp): the
+    # objective they report after several steps, with zero weights, exact zeros of y
+    # (Tweedie p < 2, Poisson), rates (Poisson: counts over exposures, lgamma for the
+    # non-integers) and an offset, is the one written out here, plain and with L1.
     rng = np.random.default_rng(4)
+    if loss == "poisson":
+        X, y = make_data("poisson", 120, 5, seed=4)
+        y = y / rng.choice([1.0, 2.0, 3.0], size=y.size)
+        assert np.any(y != np.round(y)) and np.any(y == 0.0)
+    else:
+        gen = "tweedie" if loss != "gamma" and loss.power < 2 else "gamma"
+        X, y = make_data(gen, 120, 5, seed=4)
     w = rng.uniform(0.5, 2.0, y.size)
     w[::7] = 0.0
     off = 0.1 * rng.standard_normal(y.size)
-    if gen == "tweedie":
+    if loss != "gamma" and (loss == "poisson" or loss.power < 2):
         assert np.any(y[w > 0] == 0.0)
     lam, l1 = 1.5, 0.7
     for pen, a in ((aloocv.L2(lam), 0.0), (aloocv.ElasticNet(l1=l1, l2=lam), l1)):

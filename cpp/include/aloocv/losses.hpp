@@ -156,20 +156,26 @@ struct Poisson {
   static constexpr const char* domain = "finite y >= 0";
   static constexpr bool constant_curvature = false;
   static bool valid(double y, const LossParams&) { return std::isfinite(y) && y >= 0.0; }
-  static double value(double y, double eta, const LossParams&) {
-    return std::exp(eta) - y * eta + detail::log_factorial(y);
+  // log(y!): a table lookup for counts, lgamma for rates (non-integer y)
+  static double y_part(double y, const LossParams&) { return detail::log_factorial(y); }
+  static double value(double y, double eta, const LossParams& lp) {
+    return std::exp(eta) - y * eta + y_part(y, lp);
   }
   static double d1(double y, double eta, const LossParams&) { return std::exp(eta) - y; }
   static double d2(double, double eta, const LossParams&) { return std::exp(eta); }
   static double d3(double, double eta, const LossParams&) { return std::exp(eta); }
   static double d4(double, double eta, const LossParams&) { return std::exp(eta); }
-  static LossEval eval(double y, double eta, const LossParams&, bool with_value) {
+  static LossEval eval_y(double y, double log_fact, double eta, const LossParams&,
+                         bool with_value) {
     const double m = std::exp(eta);
     LossEval r;
-    if (with_value) r.value = m - y * eta + detail::log_factorial(y);
+    if (with_value) r.value = m - y * eta + log_fact;
     r.d1 = m - y;
     r.d2 = m;
     return r;
+  }
+  static LossEval eval(double y, double eta, const LossParams& lp, bool with_value) {
+    return eval_y(y, with_value ? y_part(y, lp) : 0.0, eta, lp, with_value);
   }
   static double mean(double eta, const LossParams&) { return std::exp(eta); }
   static double init_intercept(double ybar, const LossParams&) {
