@@ -942,10 +942,11 @@ def test_cluster_refit_routes(client):
 
 
 def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
-    # _refits: on a distributed client the calls run in threads, REFIT_THREADS at a time,
-    # and return in order; when one raises, the calls not started are dropped, the running
-    # ones stop at their next pass (_compute raises in them) and the error reaches the
-    # caller; no refit thread is left behind
+    # _refits: on a distributed client the calls run in threads, REFIT_THREADS at a time
+    # (fewer where REFIT_BYTES says so), in the caller's context, and return in order;
+    # when one raises, the calls not started are dropped, the running ones stop at their
+    # next pass (_compute raises in them) and the error reaches the caller; Ctrl-C returns
+    # at once; no refit thread is left behind
     import threading
     import time
 
@@ -1001,14 +1002,35 @@ def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
             _thread.interrupt_main()
         return fail_or_spin(i, -1)
 
+    def refit_threads():
+        return [t for t in threading.enumerate() if t.name.startswith("aloocv-refit")]
+
     started.clear()
     stopped.clear()
     t0 = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
         _dask._refits(interrupt_or_spin, list(range(40)))
     assert time.perf_counter() - t0 < 30
+    while refit_threads() and time.perf_counter() - t0 < 30:  # they end at their next pass
+        time.sleep(0.05)
+    assert not refit_threads()
     assert sorted(started) == sorted(stopped) == [0, 1, 2]
-    assert not [t for t in threading.enumerate() if t.name.startswith("aloocv-refit")]
+
+    # fewer at a time where their state would exceed REFIT_BYTES together
+    active[0] = most[0] = 0
+    monkeypatch.setattr(_dask, "REFIT_BYTES", 2000)
+    assert _dask._refits(square, list(range(6)), nbytes=1000) == [6.0 * i for i in range(6)]
+    assert most[0] == 2
+    monkeypatch.setattr(_dask, "REFIT_BYTES", 256 * 2**20)
+
+    # a client made current by as_current() (not the default one) runs the refits' passes
+    other = distributed.Client(client.cluster, set_as_default=False)
+    try:
+        with other.as_current():
+            seen = _dask._refits(lambda i: distributed.get_client() is other, list(range(6)))
+        assert seen == [True] * 6
+    finally:
+        other.close()
 
 
 def test_tune_gathers_no_per_sample_arrays(sync, monkeypatch):

@@ -122,6 +122,8 @@ EXACT_MAX_CHORD = 9
 REFIT_THREADS = 8
 #: The caller of those refits waits for them in slices of this many seconds (Ctrl-C).
 REFIT_POLL_S = 0.1
+#: Fewer refits run together where their client-side state (Hessians) would exceed this.
+REFIT_BYTES = 256 * 2**20
 
 
 # --------------------------------------------------------------------------- inputs
@@ -506,18 +508,27 @@ class _RefitsStopped(Exception):
     """A refit stopped because its caller raised (an error of another refit, Ctrl-C)."""
 
 
-def _refits(fn, items: list) -> list:
+def _refits(fn, items: list, nbytes: int = 0) -> list:
     """``[fn(item) for item in items]``: on a distributed client with up to REFIT_THREADS
-    calls at a time, each in a thread of its own (every call a fit with its own chain of
-    passes over the chunks, whose round trips then overlap; a local scheduler has none to
-    overlap, and there the calls run one after the other). When the caller raises (an
-    error of one call, KeyboardInterrupt) the calls not started are dropped and the
-    running ones stop at their next pass; the first error is raised."""
+    calls at a time (fewer where the calls' client-side state, about `nbytes` each, would
+    exceed REFIT_BYTES together), each in a thread of its own (every call a fit with its
+    own chain of passes over the chunks, whose round trips then overlap; a local
+    scheduler has none to overlap, and there the calls run one after the other). The
+    threads run in copies of the caller's context (a client made current by
+    ``Client.as_current()`` stays current). When a call raises, the calls not started
+    are dropped, the running ones stop at their next pass, and that error (the first to
+    occur) is raised; on Ctrl-C the caller returns at once and the running calls stop at
+    their next pass."""
+    import contextvars
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
-    if len(items) <= 1 or REFIT_THREADS <= 1 or _client() is None:
+    threads = min(REFIT_THREADS, len(items))
+    if nbytes > 0:
+        threads = min(threads, max(1, REFIT_BYTES // nbytes))
+    if threads <= 1 or _client() is None:
         return [fn(item) for item in items]
     stop = threading.Event()
+    errors: list[BaseException] = []
 
     def run(item):
         if stop.is_set():
@@ -525,30 +536,31 @@ def _refits(fn, items: list) -> list:
         _refit_thread.stop = stop
         try:
             return fn(item)
-        except BaseException:
+        except _RefitsStopped:
+            raise
+        except BaseException as e:
+            errors.append(e)  # before stop: the others' _RefitsStopped never hides it
             stop.set()
             raise
         finally:
             _refit_thread.stop = None
 
-    pool = ThreadPoolExecutor(min(REFIT_THREADS, len(items)), thread_name_prefix="aloocv-refit")
-    futures = [pool.submit(run, item) for item in items]
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="aloocv-refit")
+    interrupted = False
     try:
+        futures = [pool.submit(contextvars.copy_context().run, run, item) for item in items]
         # wait in short slices: a Ctrl-C that reached another thread is raised here then
         while not stop.is_set() and not all(f.done() for f in futures):
             wait(futures, timeout=REFIT_POLL_S, return_when=FIRST_EXCEPTION)
+        if errors:
+            raise errors[0]
         return [f.result() for f in futures]
-    except BaseException as e:
-        stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
-        if isinstance(e, _RefitsStopped):  # stopped by another call's error: raise that
-            for f in futures:
-                err = None if f.cancelled() else f.exception()
-                if err is not None and not isinstance(err, _RefitsStopped):
-                    raise err from None
+    except KeyboardInterrupt:
+        interrupted = True
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        stop.set()
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
 
 
 def _reduce(parts: list, nbytes: int) -> dict:
@@ -1307,6 +1319,12 @@ def _weights_without(data: Data, row: int) -> Any:
     )
 
 
+def _refit_bytes(dim: int, count: int = 1) -> int:
+    """About the client-side state of one refit (or a lockstep batch of `count`) of a
+    problem of `dim` coefficients: a few dim x dim matrices each (_refits)."""
+    return 3 * 8 * dim * dim * count
+
+
 def _refit_without(data: Data, st: _State, row: int, tol: float, max_iter: int) -> _State:
     """The fit over the chunks without sample `row` (its weight zero), from the full fit."""
     return _solve_fit(
@@ -1327,7 +1345,11 @@ def _refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter
     off = int(data.fit_intercept)
     etas = np.empty(rows.size)
     data.blocks()  # made once, before the refit threads share data
-    fits = _refits(lambda i: _refit_without(data, st, int(i), tol, max_iter), list(rows))
+    fits = _refits(
+        lambda i: _refit_without(data, st, int(i), tol, max_iter),
+        list(rows),
+        _refit_bytes(data.p1),
+    )
     n_nc = sum(int(not sk.converged) for sk in fits)
     for k, sk in enumerate(fits):
         etas[k] = xr[k] @ sk.beta[off:] + (sk.beta[0] if off else 0.0)
@@ -1356,7 +1378,9 @@ def _exact_l1(data: Data, st: _State, tol: float, max_iter: int):
     for c, (s0, cnt) in enumerate(zip(_chunk_starts(data), data.X.chunks[0])):
         B = np.repeat(st.beta[None, :], int(cnt), axis=0)
         rows = [int(s0) + k for k in range(int(cnt)) if ww is None or ww[int(s0) + k] != 0.0]
-        fits = _refits(lambda i: _refit_without(data, st, i, tol, max_iter), rows)
+        fits = _refits(
+            lambda i: _refit_without(data, st, i, tol, max_iter), rows, _refit_bytes(data.p1)
+        )
         for i, sk in zip(rows, fits):
             n_nc += int(not sk.converged)
             B[i - int(s0)] = sk.beta
@@ -1819,7 +1843,8 @@ def _exact(data: Data, st: _State, tol: float, max_iter: int):
             return ref.results()
 
         # the fetched rows' batches, several at a time on a distributed client (_refits)
-        for lv, pv, nc in _refits(run_batch, list(range(f0, f1, EXACT_BATCH))):
+        batches = list(range(f0, f1, EXACT_BATCH))
+        for lv, pv, nc in _refits(run_batch, batches, _refit_bytes(data.p1, EXACT_BATCH)):
             n_nc += nc
             pending_l.append(lv)
             pending_p.append(pv)
@@ -2136,7 +2161,7 @@ def kfold(
             dk = dataclasses.replace(data, w=wk_da)  # the L1 weights too
             return _solve_fit(dk, tol, max_iter, st.beta)
 
-        for k, sk in enumerate(_refits(refit, list(range(K)))):
+        for k, sk in enumerate(_refits(refit, list(range(K)), _refit_bytes(data.p1))):
             n_nc += int(not sk.converged)
             B[:, k] = sk.beta
     fitres = _fit_result(data, st)  # after the guard settled

@@ -39,6 +39,7 @@ from ._dask import (
     _chunk_record,
     _client,
     _compute,
+    _refit_bytes,
     _refits,
     _single_blas,
     _solve,
@@ -582,7 +583,7 @@ def refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter:
         return newton(dataclasses.replace(data, w=wk), first, tol, max_iter, st.beta)
 
     data.blocks()  # made once, before the refit threads share data
-    fits = _refits(refit, list(range(rows.size)))
+    fits = _refits(refit, list(range(rows.size)), _refit_bytes(K * data.p1))
     n_nc = sum(int(not sk.converged) for sk in fits)
     for k, sk in enumerate(fits):
         B = sk.beta.reshape(K, data.p1)
@@ -632,7 +633,8 @@ def _exact(data: Data, first: dict, st: _State, tol: float, max_iter: int):
 
     for (x, y, _, _), s0, cnt in zip(blocks, starts, data.X.chunks[0]):
         B = np.empty((int(cnt), K, data.p1))
-        for k, sk in enumerate(_refits(refit, [int(s0) + k for k in range(int(cnt))])):
+        rows = [int(s0) + k for k in range(int(cnt))]
+        for k, sk in enumerate(_refits(refit, rows, _refit_bytes(K * data.p1))):
             n_nc += int(not sk.converged)
             B[k] = sk.beta.reshape(K, data.p1)
         out = delayed(_own_rows_task, pure=True, nout=2)(x, y, B, data.fit_intercept)
@@ -742,7 +744,7 @@ def kfold(
         return newton(dk, fk, tol, 1 if method == "alo" else max_iter, full.beta)
 
     failed = 0
-    for k, sk in enumerate(_refits(refit, list(range(nf)))):
+    for k, sk in enumerate(_refits(refit, list(range(nf)), _refit_bytes(K * data.p1))):
         failed += method == "exact" and not sk.converged
         B[k] = sk.beta.reshape(K, data.p1)
     Bd = delayed(B, pure=True)
