@@ -66,8 +66,8 @@ void bind_results(py::module_& m) {
       .def_readonly("leverages", &LooOut::leverages, "Leverages h_i (None for 'exact').")
       .def_readonly("downdate", &LooOut::downdate, "1 - d_i h_i (None for 'exact').")
       .def_readonly("rcond", &LooOut::rcond,
-                    "Reciprocal condition estimate of the Hessian factor the formulas used (None for "
-                    "'exact' and without one).")
+                    "Reciprocal condition estimate of the formulas' Hessian factor (None for "
+                    "'exact' or without one).")
       .def_readonly("n_not_converged", &LooOut::n_not_converged,
                     "Exact refits that did not reach tol.")
       .def_readonly("grad_l2", &LooOut::grad_l2,

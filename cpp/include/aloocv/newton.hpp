@@ -19,10 +19,10 @@ namespace aloocv {
 namespace detail {
 
 // The terms of the loss value in y alone (Loss::y_part: Gamma's log(y), Tweedie's
-// y^(2-p) / ((1-p)(2-p)), Poisson's log(y!), an lgamma for rates) of one model's samples: its first evaluation with the value
-// stores them, the later ones (every Newton step and line-search trial) read them back
-// instead of a log or a pow per sample (bitwise the same value). Empty for the other
-// losses.
+// y^(2-p) / ((1-p)(2-p)), Poisson's log(y!), an lgamma for rates) of one model's
+// samples: its first evaluation with the value stores them, the later ones (every
+// Newton step and line-search trial) read them back instead of a log, a pow or an
+// lgamma per sample (bitwise the same value). Empty for the other losses.
 struct YPartCache {
   Vec v;
   bool ready = false;
