@@ -970,48 +970,53 @@ def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
 
     started, stopped = [], []
 
-    def fail_or_spin(i, bad):
+    def fail_or_spin(i, fails, pass_s=0.0):
+        """Call i fails after fails[i] seconds; the others pass after pass, for ever."""
         started.append(i)
-        if i == bad:
-            time.sleep(0.2)
-            raise ValueError(f"refit {bad} failed")
+        if i in fails:
+            time.sleep(fails[i])
+            raise ValueError(f"refit {i} failed")
         try:
             while True:  # a refit that would never end by itself: one pass after another
                 _dask._compute(da.ones(2).sum())
+                time.sleep(pass_s)
         except _dask._RefitsStopped:
             stopped.append(i)
             raise
 
-    for bad in (0, 2):  # the error of the first call, or of a later one
+    def refit_threads():
+        return [t for t in threading.enumerate() if t.name.startswith("aloocv-refit")]
+
+    # the error of the first call, of a later one, and of the first of two to fail (the
+    # later call, first)
+    for fails, first in (({0: 0.2}, 0), ({2: 0.2}, 2), ({0: 0.6, 2: 0.2}, 2)):
         started.clear()
         stopped.clear()
         t0 = time.perf_counter()
-        with pytest.raises(ValueError, match=f"refit {bad} failed"):
-            _dask._refits(lambda i, bad=bad: fail_or_spin(i, bad), list(range(40)))
+        with pytest.raises(ValueError, match=f"refit {first} failed"):
+            _dask._refits(lambda i, fails=fails: fail_or_spin(i, fails), list(range(40)))
         assert time.perf_counter() - t0 < 30
         assert sorted(started) == [0, 1, 2]
-        assert sorted(stopped) == sorted({0, 1, 2} - {bad})
-        assert not [t for t in threading.enumerate() if t.name.startswith("aloocv-refit")]
+        assert sorted(stopped) == sorted({0, 1, 2} - set(fails))
+        assert not refit_threads()
 
-    # Ctrl-C in the caller (SIGINT, as interrupt_main sends it) while every refit spins
+    # Ctrl-C in the caller (SIGINT, as interrupt_main sends it) while every refit is in a
+    # pass of 2 s: the caller returns at once; the refits end at their next pass
     import _thread
 
     def interrupt_or_spin(i):
         if i == 0:
             time.sleep(0.2)
             _thread.interrupt_main()
-        return fail_or_spin(i, -1)
-
-    def refit_threads():
-        return [t for t in threading.enumerate() if t.name.startswith("aloocv-refit")]
+        return fail_or_spin(i, {}, pass_s=2.0)
 
     started.clear()
     stopped.clear()
     t0 = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
         _dask._refits(interrupt_or_spin, list(range(40)))
-    assert time.perf_counter() - t0 < 30
-    while refit_threads() and time.perf_counter() - t0 < 30:  # they end at their next pass
+    assert time.perf_counter() - t0 < 1.5
+    while refit_threads() and time.perf_counter() - t0 < 30:
         time.sleep(0.05)
     assert not refit_threads()
     assert sorted(started) == sorted(stopped) == [0, 1, 2]

@@ -520,41 +520,50 @@ def _refits(fn, items: list, nbytes: int = 0) -> list:
     occur) is raised; on Ctrl-C the caller returns at once and the running calls stop at
     their next pass."""
     import contextvars
-    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+    from concurrent.futures import ThreadPoolExecutor
 
     threads = min(REFIT_THREADS, len(items))
     if nbytes > 0:
         threads = min(threads, max(1, REFIT_BYTES // nbytes))
     if threads <= 1 or _client() is None:
         return [fn(item) for item in items]
-    stop = threading.Event()
+    stop = threading.Event()  # an error: the others stop at their next pass
+    wake = threading.Event()  # every call ended, or stop
     errors: list[BaseException] = []
+    results: list = [None] * len(items)
+    ended = [0]
+    lock = threading.Lock()
 
-    def run(item):
-        if stop.is_set():
-            raise _RefitsStopped
-        _refit_thread.stop = stop
+    def run(k: int) -> None:
         try:
-            return fn(item)
+            if stop.is_set():
+                raise _RefitsStopped
+            _refit_thread.stop = stop
+            results[k] = fn(items[k])
         except _RefitsStopped:
-            raise
+            pass
         except BaseException as e:
             errors.append(e)  # before stop: the others' _RefitsStopped never hides it
             stop.set()
-            raise
         finally:
             _refit_thread.stop = None
+            with lock:
+                ended[0] += 1
+                if ended[0] == len(items) or stop.is_set():
+                    wake.set()
 
     pool = ThreadPoolExecutor(threads, thread_name_prefix="aloocv-refit")
     interrupted = False
     try:
-        futures = [pool.submit(contextvars.copy_context().run, run, item) for item in items]
-        # wait in short slices: a Ctrl-C that reached another thread is raised here then
-        while not stop.is_set() and not all(f.done() for f in futures):
-            wait(futures, timeout=REFIT_POLL_S, return_when=FIRST_EXCEPTION)
+        for k in range(len(items)):
+            pool.submit(contextvars.copy_context().run, run, k)
+        # wait in short slices (a Ctrl-C that reached another thread is raised here then)
+        # on an event, not on the futures' own locks
+        while not wake.wait(REFIT_POLL_S):
+            pass
         if errors:
             raise errors[0]
-        return [f.result() for f in futures]
+        return results
     except KeyboardInterrupt:
         interrupted = True
         raise
@@ -1320,15 +1329,28 @@ def _weights_without(data: Data, row: int) -> Any:
 
 
 def _refit_bytes(dim: int, count: int = 1) -> int:
-    """About the client-side state of one refit (or a lockstep batch of `count`) of a
-    problem of `dim` coefficients: a few dim x dim matrices each (_refits)."""
+    """About the client-side state of one running refit (or a lockstep batch of `count`)
+    of a problem of `dim` coefficients: a few dim x dim matrices each (_refits; a
+    finished one keeps only its coefficients, _RefitOut)."""
     return 3 * 8 * dim * dim * count
 
 
-def _refit_without(data: Data, st: _State, row: int, tol: float, max_iter: int) -> _State:
+@dataclass(frozen=True)
+class _RefitOut:
+    """What the callers of _refits keep of a refit (not its p1 x p1 matrices)."""
+
+    beta: np.ndarray
+    converged: bool
+
+
+def _lean(st: _State) -> _RefitOut:
+    return _RefitOut(st.beta, bool(st.converged))
+
+
+def _refit_without(data: Data, st: _State, row: int, tol: float, max_iter: int) -> _RefitOut:
     """The fit over the chunks without sample `row` (its weight zero), from the full fit."""
-    return _solve_fit(
-        dataclasses.replace(data, w=_weights_without(data, row)), tol, max_iter, st.beta
+    return _lean(
+        _solve_fit(dataclasses.replace(data, w=_weights_without(data, row)), tol, max_iter, st.beta)
     )
 
 
@@ -2147,7 +2169,7 @@ def kfold(
     else:
         B = np.empty((data.p1, K))
 
-        def refit(k: int) -> _State:
+        def refit(k: int) -> _RefitOut:
             wk = [
                 delayed(_refit_weights, pure=True)(blk[2], fb, k)
                 for blk, fb in zip(blocks, fblocks)
@@ -2159,7 +2181,7 @@ def kfold(
                 ]
             )
             dk = dataclasses.replace(data, w=wk_da)  # the L1 weights too
-            return _solve_fit(dk, tol, max_iter, st.beta)
+            return _lean(_solve_fit(dk, tol, max_iter, st.beta))
 
         for k, sk in enumerate(_refits(refit, list(range(K)), _refit_bytes(data.p1))):
             n_nc += int(not sk.converged)

@@ -39,7 +39,9 @@ from ._dask import (
     _chunk_record,
     _client,
     _compute,
+    _lean,
     _refit_bytes,
+    _RefitOut,
     _refits,
     _single_blas,
     _solve,
@@ -577,10 +579,10 @@ def refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter:
     off = int(data.fit_intercept)
     scores = np.empty((rows.size, K))
 
-    def refit(k: int) -> _State:
+    def refit(k: int) -> _RefitOut:
         wk = _weights_without(data, int(rows[k]))
         first = {"K": K, "weight": st.sw - (1.0 if ww is None else float(ww[k]))}
-        return newton(dataclasses.replace(data, w=wk), first, tol, max_iter, st.beta)
+        return _lean(newton(dataclasses.replace(data, w=wk), first, tol, max_iter, st.beta))
 
     data.blocks()  # made once, before the refit threads share data
     fits = _refits(refit, list(range(rows.size)), _refit_bytes(K * data.p1))
@@ -626,10 +628,10 @@ def _exact(data: Data, first: dict, st: _State, tol: float, max_iter: int):
     losses, preds = [], []
     n_nc = 0
 
-    def refit(i: int) -> _State:
+    def refit(i: int) -> _RefitOut:
         wk = _weights_without(data, i)
         fk = dict(first, weight=first["weight"] - (1.0 if ww is None else float(ww[i])))
-        return newton(dataclasses.replace(data, w=wk), fk, tol, max_iter, st.beta)
+        return _lean(newton(dataclasses.replace(data, w=wk), fk, tol, max_iter, st.beta))
 
     for (x, y, _, _), s0, cnt in zip(blocks, starts, data.X.chunks[0]):
         B = np.empty((int(cnt), K, data.p1))
@@ -730,7 +732,7 @@ def kfold(
     blocks = data.blocks()
     B = np.empty((nf, K, data.p1))
 
-    def refit(k: int) -> _State:
+    def refit(k: int) -> _RefitOut:
         wk = da.concatenate(
             [
                 da.from_delayed(
@@ -741,7 +743,7 @@ def kfold(
         )
         dk = dataclasses.replace(data, w=wk)
         fk = dict(first, weight=float(ww.sum() - wsum[k]))
-        return newton(dk, fk, tol, 1 if method == "alo" else max_iter, full.beta)
+        return _lean(newton(dk, fk, tol, 1 if method == "alo" else max_iter, full.beta))
 
     failed = 0
     for k, sk in enumerate(_refits(refit, list(range(nf)), _refit_bytes(K * data.p1))):
