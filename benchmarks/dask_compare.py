@@ -22,8 +22,14 @@
     wall time and the held-out log-loss of each chosen model on a test set.
 (d) ``scaling``: fit + ALO with 1, 2, 4, 8 workers (needs as many cores; run on a
     16-core machine).
+(e) ``refits``: exact leave-one-out on a ``LocalCluster(n_workers=--workers)`` whose
+    refits each run their own chain of passes (an elastic-net logistic model at --n,
+    --p; a 3-class multinomial one; an L2 logistic one at 32 --n in lockstep batches),
+    one at a time (``REFIT_THREADS = 1``) against several at a time (the default),
+    alternated --repeat times; wall times, and the largest difference of the losses from
+    the in-memory route's.
 
-Run: ``python benchmarks/dask_compare.py overhead|ooc|daskml|scaling [options]``.
+Run: ``python benchmarks/dask_compare.py overhead|ooc|daskml|scaling|refits [options]``.
 """
 
 from __future__ import annotations
@@ -343,9 +349,57 @@ def scaling(n: int, p: int, chunk: int, counts: list[int]) -> None:
             print(f"    {k} workers: {time.perf_counter() - t:.2f} s")
 
 
+def refits(n: int, p: int, workers: int, repeat: int) -> None:
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from aloocv import _dask
+
+    rng = np.random.default_rng(0)
+    cases = []
+    for name, m, kw in (
+        ("exact LOO, elastic net", n, dict(loss="logistic", penalty=aloocv.ElasticNet(2.0, 1.0))),
+        ("exact LOO, multinomial", n, dict(loss="multinomial", penalty=aloocv.L2(1.0))),
+        ("exact LOO, L2 (lockstep batches)", 32 * n, dict(loss="logistic", penalty=aloocv.L2(1.0))),
+    ):
+        X = rng.standard_normal((m, p))
+        eta = X @ rng.standard_normal(p)
+        if kw["loss"] == "multinomial":
+            y = (np.arange(m) % 3).astype(float)
+        else:
+            y = (eta + rng.standard_normal(m) > 0).astype(float)
+        cases.append((name, X, y, dict(kw, tol=1e-8)))
+    default = _dask.REFIT_THREADS
+    print(f"(e) refits on a LocalCluster({workers} workers x 1 thread), p={p}")
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        for name, X, y, kw in cases:
+            ref = aloocv.loo(X, y, method="exact", **kw).losses
+            Xd = client.persist(da.from_array(X, chunks=(max(1, X.shape[0] // workers), p)))
+            times: dict[int, list[float]] = {1: [], default: []}
+            err = 0.0
+            for _ in range(repeat):
+                for k in (1, default):
+                    _dask.REFIT_THREADS = k
+                    t = time.perf_counter()
+                    got = aloocv.loo(Xd, y, method="exact", **kw).losses.compute()
+                    times[k].append(time.perf_counter() - t)
+                    err = max(err, float(np.max(np.abs(got - ref))))
+            _dask.REFIT_THREADS = default
+            one, many = float(np.median(times[1])), float(np.median(times[default]))
+            print(
+                f"    {name}, n={X.shape[0]}: one at a time {one:.2f} s, {default} at a time "
+                f"{many:.2f} s ({one / many:.2f}x); max |loss - in memory| {err:.1e}"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["overhead", "ooc", "daskml", "scaling"])
+    ap.add_argument("what", choices=["overhead", "ooc", "daskml", "scaling", "refits"])
     ap.add_argument("--n", type=int, default=None)
     ap.add_argument("--p", type=int, default=None)
     ap.add_argument("--workers", type=int, default=2)
@@ -353,7 +407,7 @@ def main() -> None:
     ap.add_argument("--n-cs", type=int, default=10)
     ap.add_argument("--path", default=None, help="(ooc) where to write X")
     ap.add_argument("--counts", default="1,2,4,8")
-    ap.add_argument("--repeat", type=int, default=1, help="(overhead) alternating pairs")
+    ap.add_argument("--repeat", type=int, default=1, help="(overhead, refits) alternating pairs")
     ap.add_argument(
         "--breakdown", action="store_true", help="(overhead) the dask passes by kind and time"
     )
@@ -367,6 +421,8 @@ def main() -> None:
         ooc(a.n or 50_000_000, a.p or 50, a.chunk or 200_000, a.path, a.reader)
     elif a.what == "daskml":
         daskml(a.n or 200_000, a.p or 20, a.n_cs, a.chunk or 25_000)
+    elif a.what == "refits":
+        refits(a.n or 40, a.p or 8, a.workers, a.repeat)
     else:
         scaling(
             a.n or 4_000_000, a.p or 100, a.chunk or 100_000, [int(c) for c in a.counts.split(",")]
