@@ -48,6 +48,20 @@ import numpy as np
 import aloocv
 
 
+@contextlib.contextmanager
+def _local_client(workers: int):
+    """A client of a LocalCluster of `workers` processes with one thread each."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
 def _peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
@@ -149,18 +163,13 @@ def _cpu_seconds(procs) -> float:
 def overhead(n: int, p: int, workers: int, chunk: int, repeat: int, breakdown: bool) -> None:
     import dask
     import psutil
-    from distributed import Client, LocalCluster, wait
+    from distributed import wait
 
     X, y = _logistic_data(n, p, chunk=chunk)
     Xn, yn = dask.compute(X, y)
     pen = aloocv.L2(1.0)
     print(f"(a) n={n}, p={p}, {workers} cores, chunks of {chunk} rows; load {os.getloadavg()}")
-    with (
-        LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with _local_client(workers) as client:
         # the same X (seeded), generated and kept on the workers
         Xd, yd = client.persist([X, y])
         wait([Xd, yd])
@@ -330,20 +339,14 @@ def daskml(n: int, p: int, n_c: int, chunk: int) -> None:
 
 
 def scaling(n: int, p: int, chunk: int, counts: list[int]) -> None:
-    import dask
-    from distributed import Client, LocalCluster
+    from distributed import wait
 
     X, y = _logistic_data(n, p, chunk=chunk)
     print(f"(d) worker scaling, n={n}, p={p}: fit+ALO wall time")
     for k in counts:
-        with (
-            LocalCluster(
-                n_workers=k, threads_per_worker=1, processes=True, dashboard_address=None
-            ) as cluster,
-            Client(cluster) as client,
-        ):
+        with _local_client(k) as client:
             Xd, yd = client.persist([X, y])
-            dask.distributed.wait([Xd, yd])
+            wait([Xd, yd])
             t = time.perf_counter()
             aloocv.loo(Xd, yd, penalty=aloocv.L2(1.0), n_jobs=1)
             print(f"    {k} workers: {time.perf_counter() - t:.2f} s")
@@ -351,7 +354,6 @@ def scaling(n: int, p: int, chunk: int, counts: list[int]) -> None:
 
 def refits(n: int, p: int, workers: int, repeat: int) -> None:
     import dask.array as da
-    from distributed import Client, LocalCluster
 
     from aloocv import _dask
 
@@ -371,12 +373,7 @@ def refits(n: int, p: int, workers: int, repeat: int) -> None:
         cases.append((name, X, y, dict(kw, tol=1e-8)))
     default = _dask.REFIT_THREADS
     print(f"(e) refits on a LocalCluster({workers} workers x 1 thread), p={p}")
-    with (
-        LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with _local_client(workers) as client:
         for name, X, y, kw in cases:
             ref = aloocv.loo(X, y, method="exact", **kw).losses
             Xd = client.persist(da.from_array(X, chunks=(max(1, X.shape[0] // workers), p)))
