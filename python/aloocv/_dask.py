@@ -494,10 +494,16 @@ def _tree(parts: list) -> Any:
 def _compute(obj):
     import dask
 
-    if getattr(_refit_thread, "stop", None) is not None and _refit_thread.stop.is_set():
-        raise _RefitsStopped
+    _check_stopped()
     (out,) = dask.compute(obj)
     return out
+
+
+def _check_stopped() -> None:
+    """In a refit thread whose call was stopped (:func:`_refits`): _RefitsStopped. Every
+    pass checks (through _compute, or in _pass on held chunks)."""
+    if getattr(_refit_thread, "stop", None) is not None and _refit_thread.stop.is_set():
+        raise _RefitsStopped
 
 
 # A refit thread's stop event (:func:`_refits`): set, its next pass raises _RefitsStopped.
@@ -606,6 +612,7 @@ def _pass(
     nbytes = 8 * (p1 + 16 + (p1 * p1 if hessian else 0))
     held = data.held()
     if held is not None:
+        _check_stopped()
         client, chunks = held
         args = (
             data.loss.core,

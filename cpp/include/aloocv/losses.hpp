@@ -10,8 +10,8 @@
 //   static LossEval eval(double y, double eta, const LossParams&, bool with_value)
 // that computes them from one evaluation of those terms, bitwise equal to value, d1 and
 // d2 (the value only when with_value; 0 otherwise); detail::loss_eval falls back to the
-// three calls. A loss whose value has a costly term in y alone (a log or a pow of y) may
-// also provide
+// three calls. A loss whose value has a costly term in y alone (a log, a pow or an lgamma
+// of y) may also provide
 //   static double y_part(double y, const LossParams&)
 //   static LossEval eval_y(double y, double y_part, double eta, const LossParams&, bool)
 // eval with that term given (bitwise equal to eval, whose value takes y_part(y)): the
