@@ -21,7 +21,6 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from . import _blas, _scoring
-from ._multinomial import softmax
 from ._scoring import get_scorer
 from ._validation import (
     check_bool,
@@ -39,8 +38,11 @@ from ._validation import (
     is_sparse,
     n_threads,
 )
-from .losses import Tweedie, get_loss
+from .api import fit as _fit
+from .backends.memory.multitarget import decompose
+from .losses import Tweedie, get_loss, softmax
 from .penalties import L1, L2, ElasticNet, Penalty
+from .problem import Problem
 from .tuning import TuneResult, tune
 from .tuning.drivers import second_order_method
 
@@ -709,8 +711,6 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
 
     def _fit_targets(self, X, Y, sample_weight) -> ALORidgeCV:
         """Several targets: one decomposition, the grid scored for every target at once."""
-        from ._multitarget import decompose
-
         check_choice("search", self.search, ("grid", "gradient"))
         check_choice("rule", self.rule, ("min", "1se"))
         check_bool(self.alpha_per_feature, "alpha_per_feature")
@@ -734,7 +734,17 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
                 "standard error of a mean over targets is not defined here)"
             )
         alphas = _positive_grid("alphas", self.alphas)
-        X, mr, Y, w, _, _ = decompose(X, Y, L2(1.0), self.fit_intercept, sample_weight, self.n_jobs)
+        pb = Problem.build(
+            X,
+            Y,
+            loss="squared",
+            penalty=L2(1.0),
+            fit_intercept=self.fit_intercept,
+            sample_weight=sample_weight,
+            n_jobs=self.n_jobs,
+        )
+        X, Y, w = pb.X, pb.y, pb.sample_weight
+        mr = decompose(pb)[0]
         n, T = Y.shape
         nt = n_threads(self.n_jobs)
         with _blas.single_threaded_blas():
@@ -1038,8 +1048,6 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
 
     def _fit_targets(self, X, Y, sample_weight) -> ALOElasticNetCV:
         """Several targets: independent elastic nets (not the multi-task penalty)."""
-        from ._fit import fit as _fit
-
         for t in range(Y.shape[1]):
             _checked_input(self, X, Y[:, t], sample_weight)
         T = Y.shape[1]
