@@ -196,7 +196,7 @@ def test_exact_loo_fresh_hessians_and_budget(sync, monkeypatch):
         return real(data, B, rows, hess_cols)
 
     monkeypatch.setattr(_dask, "_refits_pass", spy)
-    monkeypatch.setattr(_dask, "EXACT_MAX_CHORD", 1)
+    monkeypatch.setattr(_dask._core, "EXACT_MAX_CHORD", 1)
     monkeypatch.setattr(_dask, "EXACT_BATCH", 16)  # batches across chunk borders, rows
     monkeypatch.setattr(_dask, "EXACT_FETCH", 2)  # fetched two batches at a time
     g = aloocv.loo(dX(X, 40), y, method="exact", **kw)
@@ -227,7 +227,7 @@ def test_exact_loo_batch_mixing_chord_and_fresh_refits(sync, monkeypatch):
         return real(data, B, rows, hess_cols)
 
     monkeypatch.setattr(_dask, "_refits_pass", spy)
-    monkeypatch.setattr(_dask, "EXACT_CHORD_RATIO", 0.01)
+    monkeypatch.setattr(_dask._core, "EXACT_CHORD_RATIO", 0.01)
     monkeypatch.setattr(_dask, "EXACT_BATCH", 32)
     g = aloocv.loo(dX(X, 40), y, method="exact", **kw)
     assert any(0 < h < b for b, h in seen)

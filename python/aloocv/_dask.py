@@ -94,24 +94,16 @@ TREE_FANIN = 8
 #: The last (at most TREE_FANIN) partial sums of a pass are added on the client when
 #: they hold at most this many bytes together (one task and one transfer less per pass).
 CLIENT_ADD_BYTES = 16 * 2**20
-#: Armijo constant and maximum halvings of the Newton line search (as the core's).
-ARMIJO = 1e-4
-MAX_HALVINGS = 60
-#: Predicted decreases below this times max(1, |f|) are at the rounding level (core's
-#: kTinyDecrease); STALL_ITERS such steps without halving the gradient norm stop Newton.
-TINY_DECREASE = 1e-13
-STALL_ITERS = 3
+# The core's Newton policy is read from aloocv._core, never restated here: the line
+# search's ARMIJO and MAX_HALVINGS, TINY_DECREASE (a predicted decrease at the rounding
+# level) and STALL_ITERS (newton_driver.hpp), the exact refits' EXACT_CHORD_RATIO and
+# EXACT_MAX_CHORD (loo.hpp's exact_loo).
 #: Exact leave-one-out refits run in lockstep per pass over X (each pass returns
 #: p1 x this many floats; each task holds a row block x this many linear predictors).
 EXACT_BATCH = 64
 #: Rows of EXACT_FETCH batches are brought to the client at once (their x~_j, y_j, w_j
 #: for the Sherman-Morrison downdates): one read of their chunk per EXACT_FETCH batches.
 EXACT_FETCH = 16
-#: The exact refits' chord phase (the core's exact_loo policy): chord steps on the
-#: downdated full factor while each cuts max|grad| to at most this fraction of the last,
-#: at most EXACT_MAX_CHORD in a row; then fresh leave-one-out Hessians.
-EXACT_CHORD_RATIO = 0.25
-EXACT_MAX_CHORD = 9
 #: Refits that each run their own chain of passes over the chunks (exact leave-one-out
 #: and K-fold with an L1 term or the multinomial loss, the certificate's sampled refits)
 #: run this many at a time on a distributed client, each from a thread on the client:
@@ -1737,13 +1729,13 @@ class _Refits:
             fresh = self.on_fresh[act]
             steps = self._directions(act)
             dec = -np.einsum("ij,ij->j", self.g[:, act], steps)
-            tiny = 0.5 * dec <= TINY_DECREASE * np.maximum(1.0, np.abs(self.f[act]))
+            tiny = 0.5 * dec <= _core.TINY_DECREASE * np.maximum(1.0, np.abs(self.f[act]))
             t = np.ones(act.size)
             ok = np.zeros(act.size, dtype=bool)
             beta, f, g = np.empty_like(steps), np.empty(act.size), np.empty_like(steps)
             hess = None  # (p1, p1, act.size) the accepted points' Hessians, where fresh
             srch = np.arange(act.size)  # the refits (positions in act) still searching
-            for _ in range(MAX_HALVINGS):
+            for _ in range(_core.MAX_HALVINGS):
                 if not srch.size:
                     break
                 cols = act[srch]
@@ -1751,7 +1743,7 @@ class _Refits:
                 hc = np.flatnonzero(fresh[srch])
                 s = self._sums(cols, B, hc.tolist())
                 ft = s["f"]
-                armijo = ft <= self.f[cols] - ARMIJO * t[srch] * dec[srch]
+                armijo = ft <= self.f[cols] - _core.ARMIJO * t[srch] * dec[srch]
                 good = np.isfinite(ft) & (tiny[srch] | armijo)
                 k = srch[good]
                 ok[k] = True
@@ -1792,12 +1784,12 @@ class _Refits:
         if fa.any():
             self._set_fresh(act[fa], hess[:, :, fa])
         gnew = np.max(np.abs(self.g[:, acc]), axis=0)
-        floor = 0.5 * dec[ok] <= TINY_DECREASE * np.maximum(1.0, np.abs(self.f[acc]))
+        floor = 0.5 * dec[ok] <= _core.TINY_DECREASE * np.maximum(1.0, np.abs(self.f[acc]))
         best = self.best[acc]
         self.stalled[acc] = np.where(floor & ~(gnew < 0.5 * best), self.stalled[acc] + 1, 0)
         self.best[acc] = np.where(gnew < best, gnew, best)
         done = (
-            (self.stalled[acc] >= STALL_ITERS)
+            (self.stalled[acc] >= _core.STALL_ITERS)
             | (_per_weight(gnew, self.scale[acc]) <= self.tol)
             | (self.attempts[acc] >= self.budget)
         )
@@ -1805,8 +1797,8 @@ class _Refits:
         ch = ~done & self.chord[acc]
         c = acc[ch]
         self.n_chord[c] += 1
-        cut = gnew[ch] <= EXACT_CHORD_RATIO * self.gcur[c]
-        leave = ~cut | (self.n_chord[c] >= EXACT_MAX_CHORD)
+        cut = gnew[ch] <= _core.EXACT_CHORD_RATIO * self.gcur[c]
+        leave = ~cut | (self.n_chord[c] >= _core.EXACT_MAX_CHORD)
         self.chord[c[leave]] = False
         self.gcur[acc] = gnew
 

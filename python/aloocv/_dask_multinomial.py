@@ -74,9 +74,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DaskMultinomialTuneState", "fit", "kfold", "loo", "prepare", "tune_state"]
 
-#: Class frequencies are clipped here before the log of the starting intercepts (the
-#: core's kMinClassShare).
-MIN_CLASS_SHARE = 1e-6
 #: The methods of the closed forms on dask input.
 METHODS = ("alo", "if", "lemma3")
 
@@ -233,7 +230,7 @@ def _init_beta(data: Data, first: dict) -> np.ndarray:
     B = np.zeros((K, data.p1))
     if data.fit_intercept:
         share = first["class_weight"][:K] / max(float(first["class_weight"].sum()), 1e-300)
-        b = np.log(np.maximum(share, MIN_CLASS_SHARE))
+        b = np.log(np.maximum(share, _core.MIN_CLASS_SHARE))
         B[:, 0] = b - b.mean()
     return B.ravel()
 
