@@ -1614,6 +1614,24 @@ def _loo_singular(row: int, dh: float) -> ValueError:
     )
 
 
+def tiny_decrease(dec: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """The core's tiny_decrease (newton_driver.hpp), elementwise: whether a step's
+    predicted decrease `dec` is at the rounding level of the objective `f` (such steps
+    are taken without the Armijo test, and count towards the stall detection)."""
+    return 0.5 * dec <= _core.TINY_DECREASE * np.maximum(1.0, np.abs(f))
+
+
+def armijo_accepts(
+    f_try: np.ndarray, f: np.ndarray, t: np.ndarray, dec: np.ndarray, tiny: np.ndarray
+) -> np.ndarray:
+    """The core's Armijo test (newton_driver.hpp's armijo), elementwise over a batch of
+    line searches: the objective `f_try` at step length `t` is finite and, unless the
+    predicted decrease `dec` is at the rounding level (`tiny`), at most
+    ``f - ARMIJO t dec``. The one line-search test of the dask backend's Newton loops
+    (the other fits run the core's own driver)."""
+    return np.isfinite(f_try) & (tiny | (f_try <= f - _core.ARMIJO * t * dec))
+
+
 def _per_weight(g, scale):
     """max|grad| / (sum(w) - w_j), the refits' stopping value, as the core divides: a
     refit with no weight left (scale 0) gets inf or nan, never at tol, without numpy's
@@ -1729,7 +1747,7 @@ class _Refits:
             fresh = self.on_fresh[act]
             steps = self._directions(act)
             dec = -np.einsum("ij,ij->j", self.g[:, act], steps)
-            tiny = 0.5 * dec <= _core.TINY_DECREASE * np.maximum(1.0, np.abs(self.f[act]))
+            tiny = tiny_decrease(dec, self.f[act])
             t = np.ones(act.size)
             ok = np.zeros(act.size, dtype=bool)
             beta, f, g = np.empty_like(steps), np.empty(act.size), np.empty_like(steps)
@@ -1743,8 +1761,7 @@ class _Refits:
                 hc = np.flatnonzero(fresh[srch])
                 s = self._sums(cols, B, hc.tolist())
                 ft = s["f"]
-                armijo = ft <= self.f[cols] - _core.ARMIJO * t[srch] * dec[srch]
-                good = np.isfinite(ft) & (tiny[srch] | armijo)
+                good = armijo_accepts(ft, self.f[cols], t[srch], dec[srch], tiny[srch])
                 k = srch[good]
                 ok[k] = True
                 beta[:, k], f[k], g[:, k] = B[:, good], ft[good], s["g"][:, good]
@@ -1784,7 +1801,7 @@ class _Refits:
         if fa.any():
             self._set_fresh(act[fa], hess[:, :, fa])
         gnew = np.max(np.abs(self.g[:, acc]), axis=0)
-        floor = 0.5 * dec[ok] <= _core.TINY_DECREASE * np.maximum(1.0, np.abs(self.f[acc]))
+        floor = tiny_decrease(dec[ok], self.f[acc])
         best = self.best[acc]
         self.stalled[acc] = np.where(floor & ~(gnew < 0.5 * best), self.stalled[acc] + 1, 0)
         self.best[acc] = np.where(gnew < best, gnew, best)
