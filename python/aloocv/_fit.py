@@ -226,8 +226,7 @@ def fit(
         float64 in C or Fortran order (or any strided view) is used without a
         copy; float32 and integer input are converted once. A dask array chunked by
         rows (or a dask DataFrame) is processed chunk by chunk on the active dask
-        scheduler, never gathered (see ``aloocv._dask``; the multinomial loss:
-        ``aloocv._dask_multinomial``).
+        scheduler, never gathered (see ``aloocv.backends.dask``).
     y : array_like of shape (n_samples,)
         Response in the loss's domain: real (``"squared"``, Huber), in {0, 1}
         (``"logistic"``), proportions in [0, 1] (``"binomial"``, trials as
@@ -286,23 +285,25 @@ def fit(
     >>> res.converged_
     True
     """
-    if is_dask_collection(X):  # map-reduce over the row chunks: aloocv._dask
-        from . import _dask
+    if is_dask_collection(X):  # map-reduce over the row chunks: aloocv.backends.dask
+        from .backends import dask as _dask
 
         _dask.check_solver(solver)
-        return _dask.fit(
+        problem = _dask.build_problem(
             X,
             y,
-            loss,
-            penalty,
-            fit_intercept,
-            sample_weight,
-            tol,
-            max_iter,
-            n_jobs,
-            warm_start,
-            offset,
+            loss=loss,
+            penalty=penalty,
+            fit_intercept=fit_intercept,
+            sample_weight=sample_weight,
+            offset=offset,
+            tol=tol,
+            max_iter=max_iter,
+            n_jobs=n_jobs,
         )
+        if problem.is_multinomial:
+            return _dask.multinomial_fit(problem, warm_start=warm_start)
+        return _dask.fit(problem, warm_start=warm_start)
     if isinstance(loss, str) and loss == MULTINOMIAL:
         if offset is not None:  # the softmax model has no offset term
             raise ValueError("offset= is not available for the multinomial loss")

@@ -445,48 +445,29 @@ def kfold(
         )
     if not isinstance(method, str) or method not in KFOLD_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(KFOLD_METHODS)}")
-    if is_dask_collection(X):  # map-reduce over the row chunks: aloocv._dask
-        from . import _dask
+    if is_dask_collection(X):  # map-reduce over the row chunks: aloocv.backends.dask
+        from .backends import dask as _dask
 
         if cv is not None or groups is not None:
             raise ValueError(
                 "cv= and groups= are not available for dask input: pass n_folds= or "
                 "folds= (fold labels)"
             )
-        if isinstance(loss, str) and loss == MULTINOMIAL:
-            if offset is not None:  # the softmax model has no offset term
-                raise ValueError("offset= is not available for the multinomial loss")
-            from . import _dask_multinomial
-
-            return _dask_multinomial.kfold(
-                X,
-                y,
-                penalty,
-                n_folds,
-                method,
-                folds,
-                random_state,
-                fit_intercept,
-                sample_weight,
-                tol,
-                max_iter,
-                n_jobs,
-            )
-        return _dask.kfold(
+        problem = _dask.build_problem(
             X,
             y,
-            loss,
-            penalty,
-            n_folds,
-            method,
-            folds,
-            random_state,
-            fit_intercept,
-            sample_weight,
-            tol,
-            max_iter,
-            n_jobs,
-            offset,
+            loss=loss,
+            penalty=penalty,
+            fit_intercept=fit_intercept,
+            sample_weight=sample_weight,
+            offset=offset,
+            tol=tol,
+            max_iter=max_iter,
+            n_jobs=n_jobs,
+        )
+        route = _dask.multinomial_kfold if problem.is_multinomial else _dask.kfold
+        return route(
+            problem, n_folds=n_folds, method=method, folds=folds, random_state=random_state
         )
     splits = None
     if cv is not None:

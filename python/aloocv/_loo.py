@@ -310,26 +310,32 @@ def loo(
     return_gradient = check_bool(return_gradient, "return_gradient")
     if return_gradient and method != "alo":
         raise ValueError("return_gradient=True needs method='alo'")
-    if is_dask_collection(X):  # map-reduce over the row chunks: aloocv._dask
-        from . import _dask
+    if is_dask_collection(X):  # map-reduce over the row chunks: aloocv.backends.dask
+        from .backends import dask as _dask
 
         _dask.check_solver(solver)
-        return _dask.loo(
+        if isinstance(loss, str) and loss == MULTINOMIAL and gradient != "exact":
+            raise ValueError("the multinomial loss has the exact gradient only")
+        problem = _dask.build_problem(
             X,
             y,
-            loss,
-            penalty,
-            method,
-            fit_intercept,
-            sample_weight,
-            coef,
-            intercept,
-            tol,
-            max_iter,
-            n_jobs,
-            return_gradient,
-            gradient,
-            offset,
+            loss=loss,
+            penalty=penalty,
+            fit_intercept=fit_intercept,
+            sample_weight=sample_weight,
+            offset=offset,
+            tol=tol,
+            max_iter=max_iter,
+            n_jobs=n_jobs,
+        )
+        route = _dask.multinomial_loo if problem.is_multinomial else _dask.loo
+        return route(
+            problem,
+            method=method,
+            coef=coef,
+            intercept=intercept,
+            return_gradient=return_gradient,
+            gradient=gradient,
         )
     if isinstance(loss, str) and loss == MULTINOMIAL:
         if offset is not None:  # the softmax model has no offset term

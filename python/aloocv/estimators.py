@@ -68,7 +68,7 @@ def _precheck(X: Any) -> None:
 def _dask_fit_inputs(est, X, y, sample_weight):
     """(X, y, sample_weight) of an estimator's fit on dask input, validated as far as
     possible without reading X (its chunks are checked in the first pass)."""
-    from . import _dask
+    from .backends.dask import data as _dask
 
     _dask.require_dask()
     X = _dask._as_dask_2d(X)
@@ -144,7 +144,7 @@ def _dask_labels(X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any, np.
     import dask
     import dask.array as da
 
-    from . import _dask
+    from .backends.dask import data as _dask
 
     _dask.require_dask()
     X = _dask._as_dask_2d(X)

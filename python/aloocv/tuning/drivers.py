@@ -334,16 +334,28 @@ def tune(
     multinomial = isinstance(loss, str) and loss == MULTINOMIAL
     dask_state = None
     if multinomial and is_dask_collection(X):  # map-reduce over row chunks
-        from .. import _dask_multinomial
+        from ..backends import dask as _dask
 
         if method == "sgd":
             raise ValueError("method='sgd' is not available for the multinomial loss")
         if gradient != "exact":
             raise ValueError("the multinomial loss has the exact gradient only")
-        fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
-        dask_state, pen, w, n, p = _dask_multinomial.tune_state(
-            X, y, penalty, sample_weight, fit_intercept, offset, n_jobs, fit_tol, fit_max_iter
+        problem = _dask.build_problem(
+            X,
+            y,
+            loss=loss,
+            penalty=penalty,
+            fit_intercept=fit_intercept,
+            sample_weight=sample_weight,
+            offset=offset,
+            tol=fit_tol,
+            max_iter=fit_max_iter,
+            n_jobs=n_jobs,
         )
+        fit_tol, fit_max_iter = problem.options.tol, problem.options.max_iter
+        dask_state = _dask.multinomial_tune_state(problem)
+        pen, n, p = problem.l2.copy(), int(X.shape[0]), int(X.shape[1])
+        w = None if problem.sample_weight is None else np.asarray(problem.sample_weight.compute())
         l1 = off = None
     elif multinomial:
         X, y, K, pen, w = check_multinomial_inputs(X, y, penalty, sample_weight, fit_intercept)
@@ -354,26 +366,29 @@ def tune(
             raise ValueError("the multinomial loss has the exact gradient only")
     if (
         dask_state is None and not multinomial and is_dask_collection(X)
-    ):  # map-reduce over row chunks: _dask
-        from .. import _dask
+    ):  # map-reduce over row chunks: aloocv.backends.dask
+        from ..backends import dask as _dask
 
         if method == "sgd":
             raise ValueError("method='sgd' is not available for dask input; use 'gd' or 'auto'")
         if gradient != "exact":
             raise ValueError("dask input has the exact gradient only (gradient='exact')")
-        fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
-        dask_state, loss, pen, w, n, p = _dask.tune_state(
+        problem = _dask.build_problem(
             X,
             y,
-            loss,
-            penalty,
-            sample_weight,
-            fit_intercept,
-            offset,
-            n_jobs,
-            fit_tol,
-            fit_max_iter,
+            loss=loss,
+            penalty=penalty,
+            fit_intercept=fit_intercept,
+            sample_weight=sample_weight,
+            offset=offset,
+            tol=fit_tol,
+            max_iter=fit_max_iter,
+            n_jobs=n_jobs,
         )
+        fit_tol, fit_max_iter = problem.options.tol, problem.options.max_iter
+        dask_state = _dask.tune_state(problem)
+        loss, pen, w = problem.loss, problem.l2.copy(), problem.sample_weight
+        n, p = int(problem.X.shape[0]), int(problem.X.shape[1])
         l1, off = dask_state.data.l1, None
     elif dask_state is None:
         if not multinomial:
@@ -747,7 +762,7 @@ def _finish(
     else:
         fitres = _result(out, loss, pen, intercept)
     if on_dask:
-        from .._dask import DaskLOOResult
+        from ..backends.dask import DaskLOOResult
 
         res_loo: Any = DaskLOOResult(
             out.losses,

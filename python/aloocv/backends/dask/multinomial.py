@@ -1,0 +1,273 @@
+"""The multinomial loss on dask input: its inputs, the first pass over the labels and
+the fit.
+
+The fit is the core's one Newton driver on a multinomial sums model
+(``_core.multinomial_sums_fit``: the in-memory ``mn_fit``'s penalty with its gauge term on
+the intercepts, its refresh policy and stopping rule); each evaluation is one pass over
+the chunks of ``_core.multinomial_chunk_sums`` (loss, K p1 gradient and, when the next
+step needs it, the K p1 x K p1 Hessian by the in-memory block code). In memory, problems
+with ``(K + 1) p1 >= 256`` take Newton-CG steps; the dask route uses the exact Hessian
+throughout, so there the two agree to the tolerance, not to rounding. Leave-one-out:
+:mod:`.loo_multinomial`; K-fold: :mod:`.kfold_multinomial`. X is never concatenated
+and never reaches the client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ... import _core
+from ..._validation import (
+    MULTINOMIAL,
+    as_penalty,
+    bad_class_label,
+    check_bool,
+    check_class_label_dtype,
+    check_classes_present,
+    check_labels,
+    check_multinomial_penalty,
+    check_vector,
+    class_label_error,
+    n_threads,
+    require_dask,
+)
+from .data import Data, _as_dask_2d, _as_dask_vector, _chunk_arrays, _single_blas, _vec
+from .newton import _State
+from .passes import _compute, _tree
+
+#: The methods of the closed forms on dask input.
+METHODS = ("alo", "if", "lemma3")
+
+
+def _as_dask_labels(y: Any, X: Any) -> Any:
+    """y as a dask vector of numeric labels with X's row chunks (its dtype kept: the
+    values are checked chunk by chunk in the first pass)."""
+    import dask.array as da
+
+    n = X.shape[0]
+    if hasattr(y, "to_dask_array") and not isinstance(y, da.Array):  # dask Series
+        y = y.to_dask_array(lengths=True)
+    if isinstance(y, da.Array):
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1 or y.shape[0] != n:
+            raise ValueError(f"y must be 1-dimensional of length {n}, got shape {y.shape}")
+        check_class_label_dtype(y.dtype)
+        return y.rechunk((X.chunks[0],))
+    arr = check_labels(y, n)
+    check_class_label_dtype(arr.dtype)
+    return da.from_array(arr, chunks=(X.chunks[0],))
+
+
+def prepare(
+    X: Any, y: Any, penalty: Any, sample_weight: Any, fit_intercept: Any, offset: Any, n_jobs: Any
+) -> Data:
+    """Validates a multinomial dask problem (what can be checked without reading the
+    data; the labels and weights are checked in :func:`first_pass`, X in the first pass
+    of the fit). ``Data.loss`` is ``"multinomial"``, ``Data.pen`` the per-feature L2
+    weights shared by the classes."""
+    require_dask()
+    check_bool(fit_intercept, "fit_intercept")
+    if offset is not None:
+        raise ValueError("offset= is not available for the multinomial loss")
+    X = _as_dask_2d(X)
+    penalty = as_penalty(penalty)
+    pen = check_multinomial_penalty(penalty, int(X.shape[1]))
+    y = _as_dask_labels(y, X)
+    w = None if sample_weight is None else _as_dask_vector(sample_weight, X, "sample_weight")
+    return Data(
+        X,
+        y,
+        w,
+        None,
+        MULTINOMIAL,
+        penalty,
+        np.ascontiguousarray(pen, dtype=np.float64),
+        bool(fit_intercept),
+        1 if n_jobs is None else n_threads(n_jobs),
+    )
+
+
+def _labels_task(y, w, start):
+    """Checks of one chunk of (y, w) as the in-memory validation does, and its sums: the
+    weight, the weight per class, the samples of positive weight per class."""
+    y = np.asarray(y)
+    y = check_vector(y, y.shape[0], "y") if y.dtype.kind == "f" else y
+    lab = y.astype(np.float64)
+    if w is not None:
+        w = check_vector(np.asarray(w), y.shape[0], "sample_weight")
+        if np.any(w < 0):
+            raise ValueError("sample_weight must be non-negative")
+    bad = bad_class_label(lab)
+    if bad is not None:
+        raise class_label_error(int(start) + bad, y[bad])
+    idx = lab.astype(np.int64)
+    pos = np.ones(idx.size, bool) if w is None else w > 0
+    # K is the largest label + 1 over every sample, zero weights included (as in memory)
+    k = int(idx.max()) + 1 if idx.size else 0
+    return {
+        "weight": float(idx.size if w is None else w.sum()),
+        "class_weight": np.bincount(idx, weights=w, minlength=k).astype(np.float64),
+        "present": np.bincount(idx[pos], minlength=k),
+    }
+
+
+def _padded_sum(parts: list, key: str) -> np.ndarray:
+    size = max(p[key].size for p in parts)
+    out = np.zeros(size)
+    for p in parts:
+        out[: p[key].size] += p[key]
+    return out
+
+
+def first_pass(data: Data) -> dict:
+    """The labels and weights of every chunk checked (one pass over y and w; X is not
+    read); returns the number of classes "K", the total "weight" and the weight per class
+    "class_weight"."""
+    from dask import delayed
+
+    starts = np.concatenate([[0], np.cumsum(data.X.chunks[0])[:-1]])
+    parts = [
+        delayed(_labels_task, pure=True)(y, w, int(s0))
+        for (_, y, w, _), s0 in zip(data.blocks(), starts)
+    ]
+    parts = _compute(parts)
+    present = _padded_sum(parts, "present") > 0
+    check_classes_present(present)
+    return {
+        "K": int(present.size),
+        "weight": float(sum(p["weight"] for p in parts)),
+        "class_weight": _padded_sum(parts, "class_weight"),
+    }
+
+
+@_single_blas
+def _sums_task(x, y, w, K, pen, intercept, beta, hessian, check, nt):
+    x, y, w, _ = _chunk_arrays(x, y, w, None, check)
+    out = _core.multinomial_chunk_sums(
+        x,
+        y,
+        w,
+        K,
+        _vec(pen),
+        fit_intercept=intercept,
+        beta=_vec(beta),
+        hessian=hessian,
+        n_threads=nt,
+    )
+    return {"loss": out.loss, "weight": out.weight, "grad": out.grad, "hess": out.hess}
+
+
+def _source(data: Data, K: int):
+    """The problem as a sums source of ``_core.multinomial_sums_fit``: each call is one
+    map-reduce pass over the chunks; the first one also checks every chunk of X."""
+    from dask import delayed
+
+    checked = False
+    pen = delayed(data.pen, pure=True)
+
+    def source(beta, *, step, hessian, clip):
+        nonlocal checked
+        b = delayed(np.ascontiguousarray(beta, dtype=np.float64), pure=True)
+        parts = [
+            delayed(_sums_task, pure=True)(
+                x, y, w, K, pen, data.fit_intercept, b, hessian, not checked, data.n_threads
+            )
+            for x, y, w, _ in data.blocks()
+        ]
+        s = _compute(_tree(parts))
+        checked = True
+        hess = None if s["hess"] is None else np.array(s["hess"], dtype=np.float64, order="F")
+        return float(s["loss"]), _vec(s["grad"]), hess, 0.0
+
+    return source
+
+
+def _init_beta(data: Data, first: dict) -> np.ndarray:
+    """The core's cold start: zero slopes, the centered logs of the class shares."""
+    K = first["K"]
+    B = np.zeros((K, data.p1))
+    if data.fit_intercept:
+        share = first["class_weight"][:K] / max(float(first["class_weight"].sum()), 1e-300)
+        b = np.log(np.maximum(share, _core.MIN_CLASS_SHARE))
+        B[:, 0] = b - b.mean()
+    return B.ravel()
+
+
+def newton(
+    data: Data,
+    first: dict,
+    tol: float,
+    max_iter: int,
+    beta0: np.ndarray | None = None,
+    fresh_end: bool = False,
+) -> _State:
+    """The multinomial fit over the chunks (see the module docstring); `fresh_end`: end
+    on the factor of the Hessian at the returned beta (the closed forms need it), as in
+    memory."""
+    K = first["K"]
+    beta = _init_beta(data, first) if beta0 is None else np.array(beta0, dtype=np.float64)
+    r = _core.multinomial_sums_fit(
+        _source(data, K),
+        K,
+        data.pen,
+        fit_intercept=data.fit_intercept,
+        beta0=np.ascontiguousarray(beta),
+        weight_sum=first["weight"],
+        tol=tol,
+        max_iter=max_iter,
+        fresh_end=fresh_end,
+    )
+    return _State(
+        r.beta,
+        float(r.objective),
+        r.grad,
+        r.hessian,
+        first["weight"],
+        int(r.n_iter),
+        bool(r.converged),
+        float(r.grad_norm),
+        hessian_passes=int(r.hessian_passes),
+        hx=r.unpenalized_hessian,
+        hessian_at_point=bool(r.hessian_at_point),
+    )
+
+
+def _fit_result(data: Data, st: _State, K: int):
+    from ..._fit import FitFields
+    from ..._multinomial import _result
+
+    B = st.beta.reshape(K, data.p1)
+    off = int(data.fit_intercept)
+    out = FitFields(
+        coef=B[:, off:].copy(),
+        intercept=B[:, 0].copy() if off else np.zeros(K),
+        n_iter=st.n_iter,
+        converged=st.converged,
+        objective=st.f,
+        grad_norm=st.grad_norm,
+    )
+    return _result(out, data.penalty, data.fit_intercept)
+
+
+def fit(problem: Any, *, warm_start: Any = None):
+    """:func:`aloocv.fit` with ``loss="multinomial"`` on dask input."""
+    from ..._fit import _warn_not_converged
+    from ..._multinomial import MultinomialFitResult, _beta
+
+    data = Data.from_problem(problem)
+    tol, max_iter = problem.options.tol, problem.options.max_iter
+    first = first_pass(data)
+    beta0 = None
+    if warm_start is not None:
+        if not isinstance(warm_start, MultinomialFitResult):
+            raise TypeError("warm_start must be a multinomial fit")
+        beta0 = _beta(
+            warm_start.coef_, warm_start.intercept_, first["K"], data.p, data.fit_intercept
+        )
+    st = newton(data, first, tol, max_iter, beta0)
+    res = _fit_result(data, st, first["K"])
+    _warn_not_converged(res, tol, max_iter)
+    return res
