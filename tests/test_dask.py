@@ -4,6 +4,8 @@ schedulers (out of core over np.memmap)."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import sys
 import threading
 import time
@@ -14,7 +16,10 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 import aloocv
-from aloocv import _dask
+from aloocv import _core
+from aloocv.backends.dask import build_problem, passes, policy, refits
+from aloocv.backends.dask import data as dask_data
+from aloocv.backends.dask import tuning as dask_tuning
 from conftest import make_data
 
 da = pytest.importorskip("dask.array")
@@ -24,6 +29,10 @@ distributed = pytest.importorskip("distributed")
 TOL = 1e-12  # fit tolerance of both paths: Newton ends far below it, so both agree to
 PARITY = 1e-10  # the parity target of the issue (relative to the scale of the values)
 CHUNK = 70  # rows per chunk: uneven last chunk
+_DASK_MODULES = [
+    importlib.import_module(f"aloocv.backends.dask.{m.name}")
+    for m in pkgutil.iter_modules(importlib.import_module("aloocv.backends.dask").__path__)
+]
 
 
 def close(a, b, tol=PARITY):
@@ -157,13 +166,13 @@ def test_exact_loo_refits_over_chunks(sync, loss, monkeypatch):
     w[7] = 0.0  # a zero weight: its "refit" is the full fit
     kw = dict(loss=loss, penalty=aloocv.L2(1.0), sample_weight=w, offset=off, tol=TOL)
     seen = []
-    real = _dask._core.chunk_refits
+    real = _core.chunk_refits
 
     def spy(x, *a, **k):
         seen.append(x.shape[0])
         return real(x, *a, **k)
 
-    monkeypatch.setattr(_dask._core, "chunk_refits", spy)
+    monkeypatch.setattr(_core, "chunk_refits", spy)
     r = aloocv.loo(X, y, method="exact", **kw)
     g = aloocv.loo(dX(X, 50), y, method="exact", **kw)
     assert seen and max(seen) <= 50
@@ -189,16 +198,16 @@ def test_exact_loo_fresh_hessians_and_budget(sync, monkeypatch):
     kw = dict(loss="logistic", penalty=aloocv.L2(0.5), sample_weight=w, tol=TOL)
     r = aloocv.loo(X, y, method="exact", **kw)
     hess = []
-    real = _dask._refits_pass
+    real = refits._refits_pass
 
     def spy(data, B, rows, hess_cols):
         hess.append(len(hess_cols))
         return real(data, B, rows, hess_cols)
 
-    monkeypatch.setattr(_dask, "_refits_pass", spy)
-    monkeypatch.setattr(_dask, "EXACT_MAX_CHORD", 1)
-    monkeypatch.setattr(_dask, "EXACT_BATCH", 16)  # batches across chunk borders, rows
-    monkeypatch.setattr(_dask, "EXACT_FETCH", 2)  # fetched two batches at a time
+    monkeypatch.setattr(refits, "_refits_pass", spy)
+    monkeypatch.setattr(_core, "EXACT_MAX_CHORD", 1)
+    monkeypatch.setattr(policy, "EXACT_BATCH", 16)  # batches across chunk borders, rows
+    monkeypatch.setattr(policy, "EXACT_FETCH", 2)  # fetched two batches at a time
     g = aloocv.loo(dX(X, 40), y, method="exact", **kw)
     assert sum(hess) > 0
     close(g.losses.compute(), r.losses)
@@ -220,15 +229,15 @@ def test_exact_loo_batch_mixing_chord_and_fresh_refits(sync, monkeypatch):
     kw = dict(loss="logistic", penalty=0.05, tol=TOL)
     r = aloocv.loo(X, y, method="exact", **kw)
     seen = []
-    real = _dask._refits_pass
+    real = refits._refits_pass
 
     def spy(data, B, rows, hess_cols):
         seen.append((B.shape[1], len(hess_cols)))
         return real(data, B, rows, hess_cols)
 
-    monkeypatch.setattr(_dask, "_refits_pass", spy)
-    monkeypatch.setattr(_dask, "EXACT_CHORD_RATIO", 0.01)
-    monkeypatch.setattr(_dask, "EXACT_BATCH", 32)
+    monkeypatch.setattr(refits, "_refits_pass", spy)
+    monkeypatch.setattr(_core, "EXACT_CHORD_RATIO", 0.01)
+    monkeypatch.setattr(policy, "EXACT_BATCH", 32)
     g = aloocv.loo(dX(X, 40), y, method="exact", **kw)
     assert any(0 < h < b for b, h in seen)
     assert g.n_not_converged == 0
@@ -486,7 +495,11 @@ def test_l1_tangents_match_core(sync):
 
     X, y, _, _ = loss_data("poisson", n=200, p=6, seed=2)
     pen = aloocv.ElasticNet(8.0, 1.5)
-    state = _dask.tune_state(dX(X), y, "poisson", pen, None, True, None, None, TOL, 100)[0]
+    problem = build_problem(
+        dX(X), y, loss="poisson", penalty=pen, fit_intercept=True, sample_weight=None,
+        offset=None, tol=TOL, max_iter=100, n_jobs=None,
+    )  # fmt: skip
+    state = dask_tuning.tune_state(problem)
     u = np.log(pen.params())
     hd = Objective(state, pen, None, 6).evaluate(u, order=2)
     from aloocv._validation import check_loss, core_design
@@ -767,9 +780,9 @@ def test_cluster_persisted_input_maps_over_held_chunks(client, monkeypatch):
     arrs = client.persist([dX(X, 100)] + [da.from_array(v, chunks=100) for v in (y, w, off)])
     distributed.wait(arrs)
     Xd, yd, wd, od = arrs
-    data = _dask.prepare(Xd, yd, "logistic", aloocv.L2(0.5), wd, True, od, None)
+    data = dask_data.prepare(Xd, yd, "logistic", aloocv.L2(0.5), wd, True, od, None)
     assert data.held() is not None
-    assert _dask.prepare(Xd, y, "logistic", aloocv.L2(0.5), wd, True, od, None).held() is None
+    assert dask_data.prepare(Xd, y, "logistic", aloocv.L2(0.5), wd, True, od, None).held() is None
     ref = aloocv.loo(X, y, sample_weight=w, offset=off, **kw)
     got = aloocv.loo(Xd, yd, sample_weight=wd, offset=od, **kw)
     close(got.fit.coef_, ref.fit.coef_)
@@ -777,7 +790,7 @@ def test_cluster_persisted_input_maps_over_held_chunks(client, monkeypatch):
     close(got.losses.compute(), ref.losses)
     close(got.mean, ref.mean)
     # the graph route on the same input gives the same numbers to rounding
-    monkeypatch.setattr(_dask.Data, "held", lambda self: None)
+    monkeypatch.setattr(dask_data.Data, "held", lambda self: None)
     again = aloocv.loo(Xd, yd, sample_weight=wd, offset=od, **kw)
     close(again.fit.coef_, got.fit.coef_, 1e-14)
     close(again.mean, got.mean, 1e-14)
@@ -881,14 +894,16 @@ def test_cluster_client_gathers_no_X(client, monkeypatch):
     X = da.random.RandomState(0).standard_normal((n, p), chunks=(500, p))
     y = (X[:, 0] + X[:, 1] > 0).astype(np.float64)
     seen = []
-    real = _dask._compute
+    real = passes._compute
 
     def spy(obj):
         out = real(obj)
         seen.append(sum(_nbytes(v) for v in (out if isinstance(out, list) else [out])))
         return out
 
-    monkeypatch.setattr(_dask, "_compute", spy)
+    for mod in _DASK_MODULES:  # every module of the backend that computes
+        if hasattr(mod, "_compute"):
+            monkeypatch.setattr(mod, "_compute", spy)
     res = aloocv.loo(X, y, penalty=aloocv.L2(1.0), return_gradient=True)
     assert seen and max(seen) < 10 * (p + 1) ** 2 * 8
     assert max(seen) < n * p * 8 / 50
@@ -899,14 +914,12 @@ def test_cluster_exact_loo(client, monkeypatch):
     # the refits' passes on the workers; the per-sample results handed to the workers;
     # then batches of 16 fetched 4 at a time and run 3 at a time (_refits), whose results
     # must come back in the rows' order across fetches and chunks
-    from aloocv import _dask
-
     X, y, w, _ = loss_data("poisson", n=150, p=3, seed=22)
     for n, batch in ((60, None), (150, 16)):
         if batch:
-            monkeypatch.setattr(_dask, "EXACT_BATCH", batch)
-            monkeypatch.setattr(_dask, "EXACT_FETCH", 4)
-            monkeypatch.setattr(_dask, "REFIT_THREADS", 3)
+            monkeypatch.setattr(policy, "EXACT_BATCH", batch)
+            monkeypatch.setattr(policy, "EXACT_FETCH", 4)
+            monkeypatch.setattr(policy, "REFIT_THREADS", 3)
         kw = dict(loss="poisson", penalty=aloocv.L2(2.0), sample_weight=w[:n], tol=TOL)
         r = aloocv.loo(X[:n], y[:n], method="exact", **kw)
         g = aloocv.loo(dX(X[:n], 25), y[:n], method="exact", **kw)
@@ -950,9 +963,7 @@ def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
     import threading
     import time
 
-    from aloocv import _dask
-
-    monkeypatch.setattr(_dask, "REFIT_THREADS", 3)
+    monkeypatch.setattr(policy, "REFIT_THREADS", 3)
     active, most, lock = [0], [0], threading.Lock()
 
     def square(i):
@@ -960,12 +971,12 @@ def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
             active[0] += 1
             most[0] = max(most[0], active[0])
         try:
-            return _dask._compute(da.from_array(np.arange(4.0)) * i).sum()
+            return passes._compute(da.from_array(np.arange(4.0)) * i).sum()
         finally:
             with lock:
                 active[0] -= 1
 
-    assert _dask._refits(square, list(range(12))) == [6.0 * i for i in range(12)]
+    assert refits._refits(square, list(range(12))) == [6.0 * i for i in range(12)]
     assert 1 < most[0] <= 3
 
     started, stopped = [], []
@@ -978,9 +989,9 @@ def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
             raise ValueError(f"refit {i} failed")
         try:
             while True:  # a refit that would never end by itself: one pass after another
-                _dask._compute(da.ones(2).sum())
+                passes._compute(da.ones(2).sum())
                 time.sleep(pass_s)
-        except _dask._RefitsStopped:
+        except passes._RefitsStopped:
             stopped.append(i)
             raise
 
@@ -994,7 +1005,7 @@ def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
         stopped.clear()
         t0 = time.perf_counter()
         with pytest.raises(ValueError, match=f"refit {first} failed"):
-            _dask._refits(lambda i, fails=fails: fail_or_spin(i, fails), list(range(40)))
+            refits._refits(lambda i, fails=fails: fail_or_spin(i, fails), list(range(40)))
         assert time.perf_counter() - t0 < 30
         assert sorted(started) == [0, 1, 2]
         assert sorted(stopped) == sorted({0, 1, 2} - set(fails))
@@ -1014,7 +1025,7 @@ def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
     stopped.clear()
     t0 = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
-        _dask._refits(interrupt_or_spin, list(range(40)))
+        refits._refits(interrupt_or_spin, list(range(40)))
     assert time.perf_counter() - t0 < 1.5
     while refit_threads() and time.perf_counter() - t0 < 30:
         time.sleep(0.05)
@@ -1023,16 +1034,16 @@ def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
 
     # fewer at a time where their state would exceed REFIT_BYTES together
     active[0] = most[0] = 0
-    monkeypatch.setattr(_dask, "REFIT_BYTES", 2000)
-    assert _dask._refits(square, list(range(6)), nbytes=1000) == [6.0 * i for i in range(6)]
+    monkeypatch.setattr(policy, "REFIT_BYTES", 2000)
+    assert refits._refits(square, list(range(6)), nbytes=1000) == [6.0 * i for i in range(6)]
     assert most[0] == 2
-    monkeypatch.setattr(_dask, "REFIT_BYTES", 256 * 2**20)
+    monkeypatch.setattr(policy, "REFIT_BYTES", 256 * 2**20)
 
     # a client made current by as_current() (not the default one) runs the refits' passes
     other = distributed.Client(client.cluster, set_as_default=False)
     try:
         with other.as_current():
-            seen = _dask._refits(lambda i: distributed.get_client() is other, list(range(6)))
+            seen = refits._refits(lambda i: distributed.get_client() is other, list(range(6)))
         assert seen == [True] * 6
     finally:
         other.close()

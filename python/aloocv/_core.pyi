@@ -585,6 +585,15 @@ class SumsFitResult:
 
 FUSED_END_ETA: float
 
+# The core's Newton policy (newton_driver.hpp, loo.hpp's exact_loo, multinomial.hpp)
+ARMIJO: float
+MAX_HALVINGS: int
+TINY_DECREASE: float
+STALL_ITERS: int
+EXACT_CHORD_RATIO: float
+EXACT_MAX_CHORD: int
+MIN_CLASS_SHARE: float
+
 def sums_settle_end(
     source: _SumsSource,
     loss: _Loss,

@@ -1,5 +1,6 @@
 """Per-sample diagnostics of leave-one-out estimates, ill-posed problems, and the accuracy
-certificate of an approximate LOO result."""
+certificate of an approximate LOO result (``docs/math/alo.md``: the unreliable flag, the
+certificate's importance-sampling estimator and its interval)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Exact leave-one-out of kernel ridge regression from a precomputed kernel."""
+"""Exact leave-one-out of kernel ridge regression from a precomputed kernel
+(``docs/math/dual.md``)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from numpy.typing import ArrayLike
 
 from ._validation import LOO_METHODS, check_bool
 from .backends import route
-from .backends.common import FoldPlan, LOORequest
-from .folds import KFOLD_METHODS, assign_folds, cv_splits, partition
+from .backends.common import LOORequest
+from .folds import KFOLD_METHODS, FoldRequest
 from .losses import Loss
 from .penalties import Penalty
 from .problem import Problem
@@ -343,23 +343,5 @@ def kfold(
         max_iter=max_iter,
         n_jobs=n_jobs,
     )
-    r = route.choose(pb, "kfold", kfold_splits=cv is not None)
-    if r.backend == "dask":
-        return route.kfold(pb, r, FoldPlan(method), raw_folds=(n_folds, folds, random_state))
-    return route.kfold(pb, r, fold_plan(pb, method, n_folds, folds, random_state, cv, groups))
-
-
-def fold_plan(
-    pb: Problem, method: str, n_folds: Any, folds: Any, random_state: Any, cv: Any, groups: Any
-) -> FoldPlan:
-    """The folds of a K-fold call on an in-memory problem: ``cv=`` splits (a partition
-    becomes fold labels), user labels, or shuffled folds."""
-    n = pb.n_samples
-    if cv is not None:
-        splits = cv_splits(cv, pb.X, pb.y, groups, pb.loss, n)
-        part = partition(splits, n)
-        if part is None:
-            return FoldPlan(method, splits=splits)
-        folds = part
-    idx, labels = assign_folds(n, n_folds, folds, random_state)
-    return FoldPlan(method, idx, labels, user_labels=folds is not None)
+    req = FoldRequest(method, n_folds, folds, random_state, cv, groups)
+    return route.kfold(pb, route.choose(pb, "kfold", kfold_splits=cv is not None), req)

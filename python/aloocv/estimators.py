@@ -38,6 +38,7 @@ from ._validation import (
     is_sparse,
     n_threads,
 )
+from ._validation_dask import as_dask_design, as_dask_vector, require_dask
 from .api import fit as _fit
 from .backends.memory.multitarget import decompose
 from .losses import Tweedie, get_loss, softmax
@@ -70,14 +71,12 @@ def _precheck(X: Any) -> None:
 def _dask_fit_inputs(est, X, y, sample_weight):
     """(X, y, sample_weight) of an estimator's fit on dask input, validated as far as
     possible without reading X (its chunks are checked in the first pass)."""
-    from . import _dask
-
-    _dask.require_dask()
-    X = _dask._as_dask_2d(X)
+    require_dask()
+    X = as_dask_design(X)
     est.n_features_in_ = int(X.shape[1])
-    y = _dask._as_dask_vector(y, X, "y")
+    y = as_dask_vector(y, X, "y")
     if sample_weight is not None:
-        sample_weight = _dask._as_dask_vector(sample_weight, X, "sample_weight")
+        sample_weight = as_dask_vector(sample_weight, X, "sample_weight")
     check_bool(est.fit_intercept, "fit_intercept")
     for flag in ("alpha_per_feature", "store_cv_results", "store_loo"):
         if hasattr(est, flag):  # the per-sample arrays that these keep (n floats per
@@ -146,10 +145,8 @@ def _dask_labels(X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any, np.
     import dask
     import dask.array as da
 
-    from . import _dask
-
-    _dask.require_dask()
-    X = _dask._as_dask_2d(X)
+    require_dask()
+    X = as_dask_design(X)
     n = int(X.shape[0])
     if hasattr(y, "to_dask_array") and not isinstance(y, da.Array):  # dask Series
         y = y.to_dask_array(lengths=True)
@@ -174,7 +171,7 @@ def _dask_labels(X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any, np.
         raise ValueError("y contains NaN or inf")
     check_classification_targets(classes)
     if sample_weight is not None:
-        sample_weight = _dask._as_dask_vector(sample_weight, X, "sample_weight")
+        sample_weight = as_dask_vector(sample_weight, X, "sample_weight")
     return X, y, sample_weight, classes
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numbers
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,11 +16,14 @@ from .results import KFoldResult
 
 __all__ = [
     "KFOLD_METHODS",
+    "FoldPlan",
+    "FoldRequest",
     "assign_folds",
     "check_n_folds",
     "check_split_classes",
     "cv_splits",
     "fold_label",
+    "fold_plan",
     "fold_result",
     "partition",
     "relabel_folds",
@@ -27,6 +31,50 @@ __all__ = [
 ]
 
 KFOLD_METHODS = ("alo", "exact")
+
+
+@dataclass(frozen=True, eq=False)
+class FoldRequest:
+    """The folds a K-fold call asks for (:func:`aloocv.kfold`'s arguments, as given):
+    ``n_folds`` shuffled folds seeded by ``random_state``, fold labels ``folds``, or a
+    scikit-learn ``cv=`` with its ``groups``."""
+
+    method: str = "alo"
+    n_folds: Any = None
+    folds: Any = None
+    random_state: Any = 0
+    cv: Any = None
+    groups: Any = None
+
+
+@dataclass(frozen=True, eq=False)
+class FoldPlan:
+    """The folds of one K-fold call: a partition (``folds`` with its ``labels``) or, for
+    ``cv=`` splits whose test sets do not partition the samples, the ``splits``.
+
+    Attributes
+    ----------
+    method : {"alo", "exact"}
+    folds : ndarray of int32 or None
+        Fold index per sample (a partition).
+    labels : ndarray or None
+        The label of each fold index.
+    splits : list of (train, test) or None
+        Non-partition splits.
+    user_labels : bool
+        Whether the folds came from the user's labels (errors then name those labels).
+    """
+
+    method: str
+    folds: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    splits: list | None = None
+    user_labels: bool = False
+
+    @property
+    def n_folds(self) -> int:
+        return len(self.splits) if self.splits is not None else int(self.labels.size)
+
 
 #: Losses whose y are class labels: an integer ``cv=`` means stratified folds for them.
 CLASSIFIER_LOSSES = ("logistic", "multinomial")
@@ -256,3 +304,19 @@ def fold_result(
         split_losses=[losses[t] for t in test_indices],
         split_predictions=[predictions[t] for t in test_indices],
     )
+
+
+def fold_plan(pb: Any, req: FoldRequest) -> FoldPlan:
+    """The folds of a K-fold call on an in-memory problem (a
+    :class:`FoldRequest`): ``cv=`` splits (a partition becomes fold
+    labels), user labels, or shuffled folds."""
+    n = pb.n_samples
+    folds = req.folds
+    if req.cv is not None:
+        splits = cv_splits(req.cv, pb.X, pb.y, req.groups, pb.loss, n)
+        part = partition(splits, n)
+        if part is None:
+            return FoldPlan(req.method, splits=splits)
+        folds = part
+    idx, labels = assign_folds(n, req.n_folds, folds, req.random_state)
+    return FoldPlan(req.method, idx, labels, user_labels=folds is not None)

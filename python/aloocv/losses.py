@@ -1,4 +1,5 @@
-"""The public registry of losses, mirroring one C++ struct per loss (``losses.hpp``).
+"""The public registry of losses, mirroring one C++ struct per loss (``losses.hpp``;
+notation in ``docs/math/index.md``, the multinomial loss in ``docs/math/multinomial.md``).
 
 Parameter-free losses are named by strings (``loss="gamma"``); parametrized ones are
 objects (``loss=aloocv.Tweedie(power=1.5)``, ``loss=aloocv.Huber(delta=1.35)``). Every

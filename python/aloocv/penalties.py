@@ -1,5 +1,6 @@
 """Penalties in the paper's convention: the objective is a *sum* of losses plus
-``lambda^T r(theta)``; the intercept is never penalized."""
+``lambda^T r(theta)``; the intercept is never penalized (``docs/math/index.md``; the chain
+rule to the parameters, ``chain`` and ``jacobian``: ``docs/math/hypergradient.md``)."""
 
 from __future__ import annotations
 

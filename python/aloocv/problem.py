@@ -30,8 +30,6 @@ from typing import Any
 import numpy as np
 
 from ._validation import (
-    as_dask_design,
-    as_dask_vector,
     as_penalty,
     check_bool,
     check_class_labels,
@@ -47,8 +45,8 @@ from ._validation import (
     is_dask_collection,
     is_multi_target,
     n_threads,
-    require_dask,
 )
+from ._validation_dask import as_dask_design, as_dask_vector, require_dask
 from .losses import Loss, Multinomial
 from .penalties import Penalty
 

@@ -1,17 +1,10 @@
-"""Every result type of aloocv, in one place.
-
-Results are plain dataclasses of arrays: what a verb returns (:class:`FitResult`,
-:class:`LOOResult`, :class:`KFoldResult`, the multi-target and multinomial variants) and
-what a tuning state hands the tuning package (:class:`StateOutput`). A field that does not
-apply holds None, never NaN.
-
-A :class:`LOOResult` made by :func:`aloocv.loo` carries the backend's exact refits of its
-problem (:class:`SubsetRefits`), so that :meth:`LOOResult.certify` can measure the
-approximation without asking which route made it.
-"""
+"""Every result type of aloocv, in one place: plain dataclasses of arrays, None (never
+NaN) in a field that does not apply. A :class:`LOOResult` carries its backend's exact
+refits (:class:`SubsetRefits`): :meth:`LOOResult.certify` asks no route question."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +25,8 @@ from .losses import Loss, Multinomial, get_loss, softmax
 from .penalties import Penalty
 
 __all__ = [
+    "DaskLOOResult",
+    "DaskSubsetRefits",
     "FitFields",
     "FitResult",
     "KFoldResult",
@@ -41,8 +36,10 @@ __all__ = [
     "MultinomialFitResult",
     "StateOutput",
     "SubsetRefits",
+    "TuneResult",
     "fit_result",
     "multinomial_fit_result",
+    "weighted_stderr",
 ]
 
 
@@ -251,6 +248,18 @@ class StateOutput(FitFields):
 
 
 # ----------------------------------------------------------------------------- leave-one-out
+def weighted_stderr(losses: np.ndarray, w: np.ndarray | None) -> float:
+    """Standard error of the (weighted) mean of the per-sample losses."""
+    n = losses.shape[0]
+    if n < 2:
+        return float("nan")
+    if w is None:
+        return float(np.std(losses, ddof=1) / np.sqrt(n))
+    sw = w.sum()
+    m = np.average(losses, weights=w)
+    return float(np.sqrt(np.sum(w * (losses - m) ** 2) / max(sw - 1.0, 1e-300) / sw))
+
+
 @dataclass(frozen=True, eq=False)
 class SubsetRefits:
     """Exact leave-one-out refits of a subset of one problem's samples, as its backend
@@ -319,16 +328,7 @@ class LOOResult:
     @property
     def stderr(self) -> float:
         """Standard error of :attr:`mean` (weights act as frequency weights)."""
-        w = self.sample_weight
-        n = self.losses.shape[0]
-        if n < 2:
-            return float("nan")
-        if w is None:
-            return float(np.std(self.losses, ddof=1) / np.sqrt(n))
-        sw = w.sum()
-        m = np.average(self.losses, weights=w)
-        var = np.sum(w * (self.losses - m) ** 2) / max(sw - 1.0, 1e-300)
-        return float(np.sqrt(var / sw))
+        return weighted_stderr(self.losses, self.sample_weight)
 
     def __repr__(self) -> str:
         return (
@@ -394,6 +394,198 @@ class LOOResult:
             confidence,
             self.method,
         )
+
+
+@dataclass(frozen=True, eq=False)
+class DaskSubsetRefits:
+    """What :meth:`DaskLOOResult.certify` asks of the dask backend.
+
+    Attributes
+    ----------
+    gather : callable
+        ``gather(losses, sample_weight) -> (losses, proxy, weights)`` as numpy arrays on
+        the client: the leave-one-out losses, the certificate's error proxy (the
+        leave-one-out loss minus the in-sample loss at the fit) and the weights (or None),
+        computed over the chunks (n floats each; X stays on the workers).
+    refit : callable
+        ``refit(rows) -> (exact losses of those samples, refits not at tol)``: exact
+        refits over the chunks without each sample, warm-started at the fit (the route's
+        own: scalar, elastic net or multinomial).
+    tol : float
+        The fit tolerance the refits are solved to.
+    """
+
+    gather: Callable[[Any, Any], tuple[np.ndarray, np.ndarray, np.ndarray | None]]
+    refit: Callable[[np.ndarray], tuple[np.ndarray, int]]
+    tol: float
+
+
+@dataclass(repr=False)
+class DaskLOOResult:
+    """Leave-one-out results of dask input (:func:`aloocv.loo` with a dask X).
+
+    Attributes
+    ----------
+    losses, predictions, leverages, downdate : dask arrays of shape (n_samples,)
+        As in :class:`aloocv.LOOResult`, chunked like X's rows (None where the method
+        has none). On a ``dask.distributed`` client they are persisted in the workers'
+        memory; without one they are lazy (computing them reads X once more).
+    mean, stderr : float
+        Reduced over the chunks in the leverage pass.
+    method : str
+    fit : FitResult
+    sample_weight : dask array or None
+    gradient : ndarray or None
+        As in :class:`aloocv.LOOResult`.
+    unreliable : dask array of bool or None
+        As in :class:`aloocv.LOOResult` (samples with ``d_i h_i > ALO_UNRELIABLE_DH``;
+        None for ``"exact"``); their count is reduced in the leverage pass and warned
+        about as in memory.
+    """
+
+    losses: Any
+    predictions: Any
+    leverages: Any
+    method: str
+    fit: Any
+    mean: float
+    stderr: float
+    sample_weight: Any = None
+    gradient: np.ndarray | None = None
+    downdate: Any = None
+    n_not_converged: int = field(default=0, repr=False)
+    unreliable: Any = None
+    # what certify() asks of the backend (None: a result not made by aloocv.loo, or exact)
+    _refits: DaskSubsetRefits | None = field(default=None, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"DaskLOOResult(method={self.method!r}, n={self.losses.shape[0]}, "
+            f"mean={self.mean:.6g}, stderr={self.stderr:.3g})"
+        )
+
+    def certify(
+        self,
+        n_samples: int = 20,
+        random_state: Any = 0,
+        confidence: float = 0.95,
+        n_worst: int | None = None,
+    ):
+        """:meth:`aloocv.LOOResult.certify` on dask input: the same design and estimator
+        (:class:`aloocv.Certificate`), the exact refits run over the chunks.
+
+        The error proxy, the approximate losses and the weights (n floats each) are
+        gathered to the client to draw the samples; X is not. Each of the at most
+        ``n_samples`` refits is a fit over the chunks warm-started at the full fit (the
+        problem with the sample's weight set to zero; the elastic-net route with an L1
+        term), a few passes over X each.
+        """
+        if self.method == "exact":
+            raise ValueError("an exact result needs no certificate (method='exact')")
+        if self._refits is None:
+            raise ValueError(
+                "this result does not carry its problem (it was not made by aloocv.loo); "
+                "call aloocv.loo(...).certify()"
+            )
+        confidence = check_certify_options(n_samples, n_worst, confidence)
+        losses, proxy, w = self._refits.gather(self.losses, self.sample_weight)
+        design = certificate_design(proxy, w, n_samples, n_worst, random_state)
+        idx = design.refits
+        exact, n_nc = self._refits.refit(np.asarray(idx, dtype=np.int64))
+        tol = self._refits.tol
+        if n_nc:
+            warnings.warn(
+                f"certificate: {n_nc} of {idx.size} exact refits did not reach tol={tol:g}",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        return certificate_from(losses, exact, design, w, self.mean, confidence, self.method)
+
+
+# ----------------------------------------------------------------------------- tuning
+@dataclass
+class TuneResult:
+    """The outcome of :func:`aloocv.tune`.
+
+    Attributes
+    ----------
+    penalty : Penalty
+        The selected penalty.
+    fit : FitResult
+        The fit at the selected penalty.
+    loo : LOOResult or None
+        ALO at the selected penalty (``loo.mean`` is :attr:`acv`; a ``DaskLOOResult``
+        with dask per-sample arrays on dask input); None after :meth:`without_samples`.
+    acv, stderr : float
+        ALOOCV estimate at the selected penalty and its standard error.
+    history : dict of ndarray
+        Per evaluation (grid point or iterate), in order: ``"params"`` (T, m) penalty
+        parameters, ``"acv"`` and ``"stderr"`` (T,), ``"grad"`` (T, m) the derivative
+        of ACV in ``log(params)`` (NaN where not computed), ``"n_fits"`` (T,)
+        cumulative refits.
+    method : str
+    n_iter : int
+        Iterations (grid points for ``"grid"``).
+    n_fits : int
+        Warm-started refits (each a few Hessian passes; SGD counts Newton steps).
+    converged : bool
+        The stopping test passed: for gradient methods, the (projected) gradient in
+        ``log(lambda)`` fell below ``tol * |acv|``; grids always converge.
+    message : str
+        Why the search stopped.
+    path_losses, path_predictions : ndarray, optional
+        Grid points (``"grid"``, and the bracketing grid of ``"auto"``): per-sample
+        leave-one-out losses ``(n, T)`` and linear predictors ``(n, T)`` (``(n, K, T)``
+        multinomial; ``"grid"`` only), columns in the order of ``history``. On dask
+        input they are dask arrays with X's row chunks (computed by the workers, held
+        there on a distributed client): only per-point means, standard errors and
+        gradients reach the client.
+    path_coefs, path_intercepts, path_n_iter : ndarray, optional
+        Grid points: coefficients ``(T, p)`` (``(T, K, p)``), intercepts ``(T,)``
+        (``(T, K)``) and Newton iterations ``(T,)`` of each warm-started fit.
+    path_hessian_passes, path_matvec_passes : ndarray, optional
+        ``method="grid"``: passes over X of each grid point's fit (and of ALO's refresh of
+        its factor, if any), from the core's counters: Hessian passes (``O(n p^2)`` each)
+        and matrix-vector passes (``O(n p)`` each: Newton and chord steps, gradients),
+        ``(T,)`` integers; None where the route does not count them (the squared-loss
+        ridge path, dask, multinomial matrix-vector passes). ALO adds one leverage pass
+        per point on top.
+    """
+
+    penalty: Penalty
+    fit: FitResult
+    loo: LOOResult | None
+    acv: float
+    stderr: float
+    history: dict[str, np.ndarray]
+    method: str
+    n_iter: int
+    n_fits: int
+    converged: bool
+    selection: str = "min"
+    message: str = ""
+    path_losses: np.ndarray | None = field(default=None, repr=False)
+    _best_index: int = field(default=-1, repr=False)
+    path_predictions: np.ndarray | None = field(default=None, repr=False)
+    path_coefs: np.ndarray | None = field(default=None, repr=False)
+    path_intercepts: np.ndarray | None = field(default=None, repr=False)
+    path_n_iter: np.ndarray | None = field(default=None, repr=False)
+    path_hessian_passes: np.ndarray | None = field(default=None, repr=False)
+    path_matvec_passes: np.ndarray | None = field(default=None, repr=False)
+
+    def without_samples(self) -> TuneResult:
+        """A copy without the per-sample arrays (``loo``, ``path_losses``,
+        ``path_predictions``): what a fitted estimator keeps unless asked for them."""
+        return dataclasses.replace(self, loo=None, path_losses=None, path_predictions=None)
+
+    def plot(self, ax: Any = None, **kwargs: Any) -> Any:
+        """ACV against lambda (grid) or ACV and lambda per iteration (gradient runs).
+
+        Needs matplotlib (``pip install aloocv[plot]``); returns the figure.
+        """
+        from ..plotting import plot_tune
+
+        return plot_tune(self, ax=ax, **kwargs)
 
 
 # ----------------------------------------------------------------------------- K-fold

@@ -191,6 +191,12 @@ class LooRefitModel {
 
 }  // namespace detail
 
+// The exact refits' chord phase: chord steps on the downdated full factor while each
+// cuts max|grad| to at most kExactChordRatio of the last, at most kExactMaxChord in a
+// row (the dask refits read both through aloocv._core).
+constexpr double kExactChordRatio = 0.25;
+constexpr int kExactMaxChord = 9;
+
 // Exact LOO: n refits of the problem without sample i, each warm-started from the
 // full fit and solved to the fit tolerance by newton_drive on a LooRefitModel: chord
 // steps on the downdated full factor while they contract the gradient 4x per step (at
@@ -208,9 +214,9 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
   out.predictions.resize(ns);
   Index not_converged = 0;
   RefreshPolicy pol;
-  pol.chord_ratio = 0.25;
+  pol.chord_ratio = kExactChordRatio;
   pol.start_factored = true;
-  pol.max_chord = 9;
+  pol.max_chord = kExactMaxChord;
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt) reduction(+ : not_converged)

@@ -20,6 +20,10 @@
 
 namespace aloocv {
 
+// Class frequencies are clipped here before the log of the starting intercepts (the dask
+// backend's cold start reads it through aloocv._core).
+constexpr double kMinClassShare = 1e-6;
+
 struct MnProblem {
   Design X;
   const double* y = nullptr;  // labels 0..K-1 as doubles

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._validation import SOLVERS, choose_solver
+from ..folds import FoldRequest, fold_plan
 from ..problem import Problem
-from .common import FoldPlan, LOORequest
+from .common import LOORequest
 from .memory import multinomial as memory_multinomial
 from .memory import multitarget as memory_multitarget
 from .memory import scalar as memory_scalar
@@ -123,27 +124,19 @@ def choose(
 
 
 # ----------------------------------------------------------------------------- the table
-def _dask_scalar() -> Any:
-    from .. import _dask
+def _dask() -> Any:
+    # imported on first use: a dask-free install never loads the dask backend's modules
+    from . import dask
 
-    return _dask
-
-
-def _dask_multinomial() -> Any:
-    from .. import _dask_multinomial
-
-    return _dask_multinomial
+    return dask
 
 
 def fit(pb: Problem, route: Route, warm_start: Any = None) -> Any:
     """The fit of ``pb`` on ``route``."""
     if route.backend == "dask":
-        o = pb.options
-        return _dask_scalar().fit(
-            pb.X, pb.y, pb.loss if not pb.is_multinomial else "multinomial", pb.penalty,
-            pb.fit_intercept, pb.sample_weight, o.tol, o.max_iter, o.n_threads, warm_start,
-            pb.offset,
-        )  # fmt: skip
+        dk = _dask()
+        op = dk.multinomial_fit if route.model == "multinomial" else dk.fit
+        return op(pb, warm_start=warm_start)
     if route.model == "multinomial":
         return memory_multinomial.fit(pb, warm_start)
     return memory_scalar.fit(pb, route.solver, warm_start)
@@ -152,12 +145,16 @@ def fit(pb: Problem, route: Route, warm_start: Any = None) -> Any:
 def loo(pb: Problem, route: Route, req: LOORequest) -> Any:
     """Leave-one-out of ``pb`` on ``route``."""
     if route.backend == "dask":
-        o = pb.options
-        return _dask_scalar().loo(
-            pb.X, pb.y, pb.loss if not pb.is_multinomial else "multinomial", pb.penalty,
-            req.method, pb.fit_intercept, pb.sample_weight, req.coef, req.intercept, o.tol,
-            o.max_iter, o.n_threads, req.return_gradient, req.gradient, pb.offset,
-        )  # fmt: skip
+        dk = _dask()
+        op = dk.multinomial_loo if route.model == "multinomial" else dk.loo
+        return op(
+            pb,
+            method=req.method,
+            coef=req.coef,
+            intercept=req.intercept,
+            return_gradient=req.return_gradient,
+            gradient=req.gradient,
+        )
     if route.model == "multi_target":
         return memory_multitarget.loo(pb, req)
     if route.model == "multinomial":
@@ -165,20 +162,19 @@ def loo(pb: Problem, route: Route, req: LOORequest) -> Any:
     return memory_scalar.loo(pb, route.solver, req)
 
 
-def kfold(pb: Problem, route: Route, plan: FoldPlan, raw_folds: Any = None) -> Any:
-    """K-fold of ``pb`` on ``route`` with the folds of ``plan``."""
+def kfold(pb: Problem, route: Route, req: FoldRequest) -> Any:
+    """K-fold of ``pb`` on ``route`` with the folds ``req`` asks for."""
     if route.backend == "dask":
-        o = pb.options
-        if pb.is_multinomial:
-            return _dask_multinomial().kfold(
-                pb.X, pb.y, pb.penalty, raw_folds[0], plan.method, raw_folds[1], raw_folds[2],
-                pb.fit_intercept, pb.sample_weight, o.tol, o.max_iter, o.n_threads,
-            )  # fmt: skip
-        return _dask_scalar().kfold(
-            pb.X, pb.y, pb.loss, pb.penalty, raw_folds[0], plan.method, raw_folds[1],
-            raw_folds[2], pb.fit_intercept, pb.sample_weight, o.tol, o.max_iter, o.n_threads,
-            pb.offset,
-        )  # fmt: skip
+        dk = _dask()
+        op = dk.multinomial_kfold if route.model == "multinomial" else dk.kfold
+        return op(
+            pb,
+            n_folds=req.n_folds,
+            method=req.method,
+            folds=req.folds,
+            random_state=req.random_state,
+        )
+    plan = fold_plan(pb, req)
     if route.model == "multi_target":
         return memory_multitarget.kfold(pb, plan)
     if route.model == "multinomial":
@@ -189,16 +185,9 @@ def kfold(pb: Problem, route: Route, plan: FoldPlan, raw_folds: Any = None) -> A
 def tune_state(pb: Problem, route: Route) -> Any:
     """The tuning state of ``pb`` (what :class:`aloocv.tuning.Objective` drives)."""
     if route.backend == "dask":
-        o = pb.options
-        if pb.is_multinomial:
-            return _dask_multinomial().tune_state(
-                pb.X, pb.y, pb.penalty, pb.sample_weight, pb.fit_intercept, None, o.n_threads,
-                o.tol, o.max_iter,
-            )[0]  # fmt: skip
-        return _dask_scalar().tune_state(
-            pb.X, pb.y, pb.loss, pb.penalty, pb.sample_weight, pb.fit_intercept, pb.offset,
-            o.n_threads, o.tol, o.max_iter,
-        )[0]  # fmt: skip
+        dk = _dask()
+        op = dk.multinomial_tune_state if route.model == "multinomial" else dk.tune_state
+        return op(pb)
     if route.model == "multinomial":
         return memory_multinomial.MultinomialTuneState(pb)
     return memory_scalar.tune_state(pb)

@@ -13,7 +13,7 @@ import functools
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,18 +22,15 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .. import _blas, _core
 from .._validation import (
-    check_finite_result,
     check_loo_samples,
-    check_real_values,
     core_design,
-    is_dask_collection,
 )
 from ..backends import route
-from ..losses import Multinomial
 from ..penalties import L2, Penalty
 from ..problem import Problem
-from ..results import FitResult, LOOResult, fit_result, multinomial_fit_result
-from .objective import Objective, weighted_stderr
+from ..results import TuneResult
+from .grid import BRACKET_POINTS, _Bracket, _bracket, _check_grid, _grid, _neighbours, _ridge_grid
+from .objective import Objective
 from .optimizers import (
     LOG_BOUND,
     Adam,
@@ -44,6 +41,7 @@ from .optimizers import (
     newton_1d,
     trust_newton,
 )
+from .record import _columns, _finish, _History, _progress
 
 __all__ = ["TuneResult", "tune"]
 
@@ -51,103 +49,6 @@ METHODS = ("auto", "newton", "lbfgs", "gd", "sgd", "grid")
 STEP_RULES = ("armijo", "fixed", "adam")
 _LOG_BOUND = LOG_BOUND
 SECOND_ORDER_MAX = 10  # parameters up to which "auto" takes exact Hessians
-BRACKET_POINTS = 5  # the coarse grid of "auto": 1e3 .. 1e-3 times the start
-BRACKET_MARGIN = 3.0 * math.log(10.0)  # the box: the grid's range and 3 decades beyond
-
-
-@dataclass
-class TuneResult:
-    """The outcome of :func:`aloocv.tune`.
-
-    Attributes
-    ----------
-    penalty : Penalty
-        The selected penalty.
-    fit : FitResult
-        The fit at the selected penalty.
-    loo : LOOResult or None
-        ALO at the selected penalty (``loo.mean`` is :attr:`acv`; a ``DaskLOOResult``
-        with dask per-sample arrays on dask input); None after :meth:`without_samples`.
-    acv, stderr : float
-        ALOOCV estimate at the selected penalty and its standard error.
-    history : dict of ndarray
-        Per evaluation (grid point or iterate), in order: ``"params"`` (T, m) penalty
-        parameters, ``"acv"`` and ``"stderr"`` (T,), ``"grad"`` (T, m) the derivative
-        of ACV in ``log(params)`` (NaN where not computed), ``"n_fits"`` (T,)
-        cumulative refits.
-    method : str
-    n_iter : int
-        Iterations (grid points for ``"grid"``).
-    n_fits : int
-        Warm-started refits (each a few Hessian passes; SGD counts Newton steps).
-    converged : bool
-        The stopping test passed: for gradient methods, the (projected) gradient in
-        ``log(lambda)`` fell below ``tol * |acv|``; grids always converge.
-    message : str
-        Why the search stopped.
-    path_losses, path_predictions : ndarray, optional
-        Grid points (``"grid"``, and the bracketing grid of ``"auto"``): per-sample
-        leave-one-out losses ``(n, T)`` and linear predictors ``(n, T)`` (``(n, K, T)``
-        multinomial; ``"grid"`` only), columns in the order of ``history``. On dask
-        input they are dask arrays with X's row chunks (computed by the workers, held
-        there on a distributed client): only per-point means, standard errors and
-        gradients reach the client.
-    path_coefs, path_intercepts, path_n_iter : ndarray, optional
-        Grid points: coefficients ``(T, p)`` (``(T, K, p)``), intercepts ``(T,)``
-        (``(T, K)``) and Newton iterations ``(T,)`` of each warm-started fit.
-    path_hessian_passes, path_matvec_passes : ndarray, optional
-        ``method="grid"``: passes over X of each grid point's fit (and of ALO's refresh of
-        its factor, if any), from the core's counters: Hessian passes (``O(n p^2)`` each)
-        and matrix-vector passes (``O(n p)`` each: Newton and chord steps, gradients),
-        ``(T,)`` integers; None where the route does not count them (the squared-loss
-        ridge path, dask, multinomial matrix-vector passes). ALO adds one leverage pass
-        per point on top.
-    """
-
-    penalty: Penalty
-    fit: FitResult
-    loo: LOOResult | None
-    acv: float
-    stderr: float
-    history: dict[str, np.ndarray]
-    method: str
-    n_iter: int
-    n_fits: int
-    converged: bool
-    selection: str = "min"
-    message: str = ""
-    path_losses: np.ndarray | None = field(default=None, repr=False)
-    _best_index: int = field(default=-1, repr=False)
-    path_predictions: np.ndarray | None = field(default=None, repr=False)
-    path_coefs: np.ndarray | None = field(default=None, repr=False)
-    path_intercepts: np.ndarray | None = field(default=None, repr=False)
-    path_n_iter: np.ndarray | None = field(default=None, repr=False)
-    path_hessian_passes: np.ndarray | None = field(default=None, repr=False)
-    path_matvec_passes: np.ndarray | None = field(default=None, repr=False)
-
-    def without_samples(self) -> TuneResult:
-        """A copy without the per-sample arrays (``loo``, ``path_losses``,
-        ``path_predictions``): what a fitted estimator keeps unless asked for them."""
-        return dataclasses.replace(self, loo=None, path_losses=None, path_predictions=None)
-
-    def plot(self, ax: Any = None, **kwargs: Any) -> Any:
-        """ACV against lambda (grid) or ACV and lambda per iteration (gradient runs).
-
-        Needs matplotlib (``pip install aloocv[plot]``); returns the figure.
-        """
-        from ..plotting import plot_tune
-
-        return plot_tune(self, ax=ax, **kwargs)
-
-
-def _progress(total: int, verbose: bool, desc: str):
-    if not verbose:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - optional
-        return None
-    return tqdm(total=total, desc=desc, leave=False)
 
 
 def _single_threaded_blas_throughout(func):
@@ -160,35 +61,6 @@ def _single_threaded_blas_throughout(func):
             return func(*args, **kwargs)
 
     return wrapper
-
-
-def _check_grid(grid: Any, penalty: Penalty, n_grid: int) -> list[np.ndarray]:
-    m = penalty.params().size
-    if grid is None:
-        if not isinstance(n_grid, (int, np.integer)) or n_grid < 1:
-            raise ValueError(f"n_grid must be a positive integer, got {n_grid!r}")
-        base = penalty.params()
-        if np.any(base <= 0):
-            raise ValueError("the default grid scales the initial penalty: it must be positive")
-        factors = np.logspace(3, -3, int(n_grid))
-        return [base * f for f in factors]
-    if isinstance(grid, Penalty):
-        grid = [grid]
-    pts = []
-    for g in grid if not isinstance(grid, np.ndarray) or grid.ndim > 0 else [grid]:
-        v = g.params() if isinstance(g, Penalty) else np.atleast_1d(check_real_values(g, "grid"))
-        if v.size == 1 and m > 1:
-            v = np.full(m, float(v[0]))
-        if v.size != m:
-            raise ValueError(f"grid point {g!r} has {v.size} parameters; the penalty has {m}")
-        if not np.all(np.isfinite(v)) or np.any(v <= 0):
-            raise ValueError(f"grid values must be positive and finite, got {g!r}")
-        pts.append(v.astype(float))
-    if not pts:
-        raise ValueError("the grid is empty")
-    # warm starts run from the most to the least regularized point
-    order = np.argsort([-float(np.sum(v)) for v in pts], kind="stable")
-    return [pts[i] for i in order]
 
 
 @_single_threaded_blas_throughout
@@ -451,26 +323,6 @@ def _grid_search(pb: Problem, obj: Objective, opts: SearchOptions) -> TuneResult
     return _grid(obj, points, opts.selection, opts.verbose, opts.callback, loss, intercept)
 
 
-@dataclass
-class _Bracket:
-    """The coarse grid of ``"auto"``: its points and each point's fit and losses."""
-
-    points: list = field(default_factory=list)
-    losses: list = field(default_factory=list)
-    coefs: list = field(default_factory=list)
-    icpts: list = field(default_factory=list)
-    iters: list = field(default_factory=list)
-
-    def path(self) -> dict[str, np.ndarray] | None:
-        if not self.coefs:
-            return None
-        return {
-            "path_coefs": np.stack(self.coefs),
-            "path_intercepts": np.stack(self.icpts),
-            "path_n_iter": np.array(self.iters, dtype=np.int64),
-        }
-
-
 def _gradient_search(pb: Problem, obj: Objective, opts: SearchOptions) -> TuneResult:
     """A search on the derivatives of ALOOCV in log(lambda), from the starting penalty
     (bracketed by a coarse grid for ``"auto"``)."""
@@ -617,45 +469,6 @@ class _Recorder:
             self.bar.close()
 
 
-def _bracket(obj, points, hist, callback, losses, coefs, icpts, iters):
-    """ACV on the coarse grid (per-sample losses appended to ``losses``): the best point
-    and the search box around the grid."""
-    best_u, best_acv = None, np.inf
-    error: ValueError | None = None
-    for k, v in enumerate(points):
-        u = np.log(v)
-        try:
-            ev = obj.evaluate(u, 0)
-        except ValueError as exc:
-            error = exc  # e.g. singular as lambda -> 0: the bracket ends before
-            continue
-        hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
-        losses.append(ev.out.losses)
-        coefs.append(np.array(ev.out.coef, dtype=np.float64))
-        icpts.append(np.array(ev.out.intercept, dtype=np.float64))
-        iters.append(int(ev.out.n_iter))
-        if callback is not None:
-            callback(k, obj.penalty_at(u), ev.acv)
-        if ev.acv < best_acv:
-            best_u, best_acv = u, ev.acv
-    if best_u is None:
-        # the last point's reason (dask input: a bad chunk of X, found by the first fit)
-        raise ValueError(
-            f"ALOOCV is not defined at any point of the bracketing grid: {error}"
-        ) from error
-    us = np.log(np.array(points))
-    lo = np.maximum(us.min(axis=0) - BRACKET_MARGIN, -LOG_BOUND)
-    hi = np.minimum(us.max(axis=0) + BRACKET_MARGIN, LOG_BOUND)
-    return best_u, (lo, hi)
-
-
-def _neighbours(u: float, points: list[np.ndarray]) -> tuple[float, float]:
-    """The grid points on either side of u (infinite where u is at the grid's edge)."""
-    us = np.sort(np.log([v[0] for v in points])) if points else np.empty(0)
-    below, above = us[us < u], us[us > u]
-    return (below[-1] if below.size else -np.inf), (above[0] if above.size else np.inf)
-
-
 def _one_se(obj, res: OptimizeResult, points, u_max: float, tol: float, max_iter: int):
     """The largest lambda (one parameter) whose ACV equals min ACV + its stderr."""
     best = res.evaluation
@@ -725,216 +538,6 @@ def _first_order(obj, u0, gtol, max_iter, rule, lr, trace) -> OptimizeResult:
         u = u_new
     conv = bool(np.max(np.abs(best.grad)) <= gtol)
     return OptimizeResult(best.u, best, it, conv, f"max_iter={max_iter} reached", trace)
-
-
-class _History:
-    def __init__(self, m: int):
-        self.m = m
-        self.rows: list[tuple[np.ndarray, float, float, np.ndarray, int]] = []
-
-    def add(self, params, acv, se, grad, n_fits):
-        self.rows.append(
-            (np.asarray(params, float).copy(), acv, se, np.asarray(grad).copy(), n_fits)
-        )
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        if not self.rows:
-            return {k: np.empty((0,)) for k in ("params", "acv", "stderr", "grad", "n_fits")}
-        return {
-            "params": np.array([r[0] for r in self.rows]),
-            "acv": np.array([r[1] for r in self.rows]),
-            "stderr": np.array([r[2] for r in self.rows]),
-            "grad": np.array([r[3] for r in self.rows]),
-            "n_fits": np.array([r[4] for r in self.rows]),
-        }
-
-
-def _finish(
-    obj,
-    u,
-    hist,
-    method,
-    n_iter,
-    converged,
-    loss,
-    intercept,
-    selection="min",
-    best_index=-1,
-    path_losses=None,
-    message="",
-    path=None,
-) -> TuneResult:
-    ev = obj.evaluate(u, 0)
-    out = ev.out
-    on_dask = is_dask_collection(out.losses)  # per-sample arrays stay on the workers
-    check_finite_result(
-        "tune",
-        coef=out.coef,
-        intercept=out.intercept,
-        losses=None if on_dask else out.losses,
-        acv=ev.acv,
-        stderr=ev.stderr if on_dask else None,
-    )
-    pen = obj.penalty_at(u)
-    if isinstance(loss, Multinomial):
-        fitres = multinomial_fit_result(out, pen, intercept)
-    else:
-        fitres = fit_result(out, loss, pen, intercept)
-    if on_dask:
-        from .._dask import DaskLOOResult
-
-        res_loo: Any = DaskLOOResult(
-            out.losses,
-            out.predictions,
-            out.leverages,
-            "alo",
-            fitres,
-            ev.acv,
-            ev.stderr,
-            obj.w,
-        )
-    else:
-        res_loo = LOOResult(
-            losses=out.losses,
-            predictions=out.predictions,
-            leverages=out.leverages,
-            method="alo",
-            fit=fitres,
-            sample_weight=obj.w,
-        )
-    return TuneResult(
-        penalty=pen,
-        fit=fitres,
-        loo=res_loo,
-        acv=ev.acv,
-        stderr=ev.stderr,
-        history=hist.arrays(),
-        method=method,
-        n_iter=n_iter,
-        n_fits=obj.n_fits,
-        converged=converged,
-        selection=selection,
-        message=message,
-        path_losses=path_losses,
-        _best_index=best_index,
-        **(path or {}),
-    )
-
-
-def _samples(v: Any) -> Any:
-    """A per-sample array of an evaluation: float64 numpy, or a dask array as it is (dask
-    input: it stays on the workers)."""
-    return v if is_dask_collection(v) else np.array(v, dtype=np.float64)
-
-
-def _columns(arrays: list, axis: int) -> Any:
-    """Per-point per-sample arrays stacked along `axis` (a dask array for dask input)."""
-    if arrays and is_dask_collection(arrays[0]):
-        import dask.array as da
-
-        return da.stack(arrays, axis=axis)
-    return np.stack(arrays, axis=axis)
-
-
-def _select(h: dict[str, np.ndarray], selection: str) -> int:
-    if not np.all(np.isfinite(h["acv"])):
-        raise ValueError("ACV is not finite at some grid points")
-    best = int(np.argmin(h["acv"]))
-    if selection == "1se":
-        # points are ordered from most to least regularized: the first within 1 SE
-        limit = h["acv"][best] + h["stderr"][best]
-        best = int(np.flatnonzero(h["acv"] <= limit)[0])
-    return best
-
-
-def _passes(out: Any, name: str) -> int | None:
-    """A pass count of an evaluation's fit; None where the state does not count them."""
-    v = getattr(out, name, None)
-    return None if v is None else int(v)
-
-
-def _pass_counts(counts: list[int | None]) -> np.ndarray | None:
-    """The per-point pass counts of a grid; None where the route does not count them."""
-    if not counts or any(c is None for c in counts):
-        return None
-    return np.array(counts, dtype=np.int64)
-
-
-def _ridge_grid(obj, points, path: _core.RidgePathResult, selection, loss, intercept) -> TuneResult:
-    # squared loss + scalar L2: the whole grid from one eigendecomposition (exact LOO)
-    hist = _History(1)
-    losses = path.losses
-    for k, v in enumerate(points):
-        acv = float(np.average(losses[:, k], weights=obj.w))
-        hist.add(v, acv, weighted_stderr(losses[:, k], obj.w), np.full(1, np.nan), 0)
-    arrays = {
-        "path_predictions": np.asarray(path.predictions),
-        "path_coefs": np.asarray(path.coef).T.copy(),
-        "path_intercepts": np.asarray(path.intercept).copy(),
-        "path_n_iter": np.zeros(len(points), dtype=np.int64),
-        "path_hessian_passes": None,  # the ridge path forms no Newton Hessians
-        "path_matvec_passes": None,
-    }
-    return _grid_result(obj, points, hist, selection, loss, intercept, np.asarray(losses), arrays)
-
-
-def _grid_result(obj, points, hist, selection, loss, intercept, losses, arrays) -> TuneResult:
-    """The selected grid point as a TuneResult (per-point losses in ``path_losses``)."""
-    best = _select(hist.arrays(), selection)
-    return _finish(
-        obj,
-        np.log(points[best]),
-        hist,
-        "grid",
-        len(points),
-        True,
-        loss,
-        intercept,
-        selection,
-        best,
-        losses,
-        "grid evaluated",
-        arrays,
-    )
-
-
-def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneResult:
-    hist = _History(points[0].size)
-    all_losses = []
-    preds, coefs, icpts, iters, hpasses, mpasses = [], [], [], [], [], []
-    bar = _progress(len(points), verbose, "aloocv grid")
-    best = None  # the lowest ACV so far (the first one on ties, as np.argmin)
-    for k, v in enumerate(points):
-        ev = obj.evaluate(np.log(v), 0)
-        if best is None or ev.acv < best.acv:
-            best = ev
-        all_losses.append(ev.out.losses)
-        preds.append(_samples(ev.out.predictions))
-        coefs.append(np.array(ev.out.coef, dtype=np.float64))
-        icpts.append(np.array(ev.out.intercept, dtype=np.float64))
-        iters.append(int(ev.out.n_iter))
-        hpasses.append(_passes(ev.out, "hessian_passes"))
-        mpasses.append(_passes(ev.out, "matvec_passes"))
-        hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
-        if callback is not None:
-            callback(k, obj.penalty_at(np.log(v)), ev.acv)
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    arrays = {
-        "path_predictions": _columns(preds, -1),
-        "path_coefs": np.stack(coefs),
-        "path_intercepts": np.stack(icpts),
-        "path_n_iter": np.array(iters, dtype=np.int64),
-        "path_hessian_passes": _pass_counts(hpasses),
-        "path_matvec_passes": _pass_counts(mpasses),
-    }
-    if selection == "min" and best is not None:
-        obj.keep(best)  # the result is this evaluation: no refit at the selected point
-    return _grid_result(
-        obj, points, hist, selection, loss, intercept, _columns(all_losses, 1), arrays
-    )
 
 
 def _sgd(

@@ -1,4 +1,5 @@
-"""ALOOCV as a function of the log-penalty, with its exact derivatives.
+"""ALOOCV as a function of the log-penalty, with its exact derivatives
+(``docs/math/hypergradient.md``).
 
 The variable is ``u = log(penalty.params())``: tuning in log space keeps every lambda
 positive and makes the curve well scaled. Derivatives are those of the quantity that is
@@ -15,7 +16,6 @@ per-feature gradient along the columns of ``J1, J2``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import _blas, _core
 from ..penalties import Penalty
-from ..results import StateOutput
+from ..results import StateOutput, weighted_stderr
 
 __all__ = ["Evaluation", "Objective", "StateOutput"]
 
@@ -73,18 +73,6 @@ class Evaluation:
     @property
     def order(self) -> int:
         return 2 if self.hess is not None else (1 if self.grad is not None else 0)
-
-
-def weighted_stderr(losses: np.ndarray, w: np.ndarray | None) -> float:
-    """Standard error of the (weighted) mean of the per-sample losses."""
-    n = losses.shape[0]
-    if n < 2:
-        return float("nan")
-    if w is None:
-        return float(np.std(losses, ddof=1) / math.sqrt(n))
-    sw = w.sum()
-    m = np.average(losses, weights=w)
-    return float(math.sqrt(np.sum(w * (losses - m) ** 2) / max(sw - 1.0, 1e-300) / sw))
 
 
 class Objective:

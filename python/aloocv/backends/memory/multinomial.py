@@ -26,7 +26,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ... import _blas, _core
 from ..._diagnostics import ALO_UNRELIABLE_DH, warn_given_coef, warn_not_converged, warn_unreliable
 from ..._validation import check_finite_result, check_loo_samples, core_design, design_dot
-from ...folds import fold_label, fold_result, split_result
+from ...folds import FoldPlan, fold_label, fold_result, split_result
 from ...losses import cross_entropy, pack_beta
 from ...problem import Problem
 from ...results import (
@@ -38,7 +38,7 @@ from ...results import (
     SubsetRefits,
     multinomial_fit_result,
 )
-from ..common import TANGENT_LOG_STEP, FoldPlan, LOORequest
+from ..common import TANGENT_LOG_STEP, LOORequest
 
 __all__ = ["MultinomialTuneState", "fit", "kfold", "loo"]
 

@@ -23,10 +23,10 @@ from ..._validation import (
     design_dot,
     multi_target_penalty,
 )
-from ...folds import fold_label
+from ...folds import FoldPlan, fold_label
 from ...problem import Problem
 from ...results import MultiTargetKFoldResult, MultiTargetLOOResult
-from ..common import FoldPlan, LOORequest
+from ..common import LOORequest
 
 __all__ = ["decompose", "kfold", "loo", "multi_ridge"]
 

@@ -30,10 +30,17 @@ from ..._validation import (
     check_vector,
     core_design,
 )
-from ...folds import check_split_classes, fold_label, fold_result, relabel_folds, split_result
+from ...folds import (
+    FoldPlan,
+    check_split_classes,
+    fold_label,
+    fold_result,
+    relabel_folds,
+    split_result,
+)
 from ...problem import Problem
 from ...results import FitResult, KFoldResult, LOOResult, SubsetRefits, fit_result
-from ..common import FoldPlan, LOORequest
+from ..common import LOORequest
 
 __all__ = ["fit", "kfold", "loo", "tune_state"]
 

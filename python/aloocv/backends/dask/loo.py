@@ -1,0 +1,121 @@
+"""Leave-one-out on dask input (scalar losses)."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from ... import _core
+from ..._diagnostics import (
+    check_separation_margin,
+    unreliable_mask,
+    warn_ill_conditioned,
+    warn_unreliable_count,
+)
+from ...results import DaskLOOResult
+from .alo import _PER_SAMPLE, _alo_settled, _rcond, _stderr
+from .data import Data, _client, _vec
+from .newton import _fit_for_loo, _fit_result
+from .passes import _first_pass, _per_sample
+from .refits import _exact, _exact_l1, _refit_losses
+from .result import subset_refits
+
+
+def _loss_values(y, eta, loss):
+    """l(y_i, eta_i) of one chunk."""
+    return _core.loss_eval(loss, _vec(y), _vec(eta))[0]
+
+
+def loo(
+    problem: Any,
+    *,
+    method: str = "alo",
+    coef: Any = None,
+    intercept: Any = None,
+    return_gradient: bool = False,
+    gradient: str = "exact",
+):
+    """:func:`aloocv.loo` on dask input (a scalar loss; see the package docstring)."""
+    import dask.array as da
+
+    data = Data.from_problem(problem)
+    if gradient != "exact":
+        raise ValueError("dask input has the exact hypergradient only (gradient='exact')")
+    if data.n < 2:
+        raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={data.n}")
+    tol, max_iter = problem.options.tol, problem.options.max_iter
+    if coef is None or (data.loss == "logistic" and data.fit_intercept):
+        _first_pass(data, loo=True)  # the class counts (and the fit's first pass)
+    # the closed forms need the Hessian at beta (as in memory: fresh_end)
+    st = _fit_for_loo(data, coef, intercept, tol, max_iter, fresh_end=method != "exact")
+    fitres = _fit_result(data, st)
+    if method == "exact":
+        exact = _exact if data.l1 is None else _exact_l1
+        losses, preds, n_nc = exact(data, st, tol, max_iter)
+        if n_nc:
+            warnings.warn(
+                f"exact LOO: {n_nc} of {data.n} refits did not reach tol={tol:g}",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        w = data.w
+        ww = None if w is None else w
+        wl = losses if ww is None else losses * ww
+        sw = st.sw
+        mean = float(wl.sum().compute()) / sw
+        dev = (losses - mean) ** 2 if ww is None else ww * (losses - mean) ** 2
+        m2 = float(dev.sum().compute())
+        return DaskLOOResult(
+            losses,
+            preds,
+            None,
+            method,
+            fitres,
+            mean,
+            _stderr((sw, mean, m2), data.n),
+            data.w,
+            n_not_converged=n_nc,
+        )
+    keep = "persist" if _client() is not None else "lazy"
+    st, (outs, stats, hgrad, diag) = _alo_settled(data, st, tol, return_gradient, keep, method)
+    fitres = _fit_result(data, st)
+    arrs = [_per_sample(outs, data, k) for k in _PER_SAMPLE]
+    # the in-memory diagnostics, from what the leverage pass reduced
+    if data.loss == "logistic":
+        check_separation_margin(diag["margin"], data.pen, data.l1, warn=True, stacklevel=3)
+    warn_unreliable_count(
+        int(diag["n_unreliable"]), data.n, data.loss, data.l1 is not None, stacklevel=3
+    )
+    warn_ill_conditioned(_rcond(st.H), stacklevel=3)
+    grad = None
+    if hgrad is not None:
+        grad = data.penalty.chain(hgrad[1], hgrad[0])
+    _, mean, _ = stats
+    return DaskLOOResult(
+        arrs[0],
+        arrs[1],
+        arrs[2],
+        method,
+        fitres,
+        float(mean),
+        _stderr(stats, data.n),
+        data.w,
+        grad,
+        arrs[3],
+        unreliable=arrs[3].map_blocks(unreliable_mask, dtype=bool),
+        _refits=subset_refits(
+            da.map_blocks(
+                _loss_values,
+                data.y,
+                _per_sample(outs, data, "eta"),
+                data.loss.core,
+                dtype=np.float64,
+            ),
+            functools.partial(_refit_losses, data, st, tol=tol, max_iter=max_iter),
+            tol,
+        ),
+    )

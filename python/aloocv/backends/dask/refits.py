@@ -1,0 +1,520 @@
+"""Exact refits over the chunks: refits that run several at a time in threads on a
+distributed client (:func:`_refits`), the refits without one sample (the certificate's,
+exact leave-one-out with an L1 term) and the lockstep batches of exact leave-one-out
+(:class:`_Refits`: the core's exact_loo policy, its constants read from ``_core``)."""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ... import _blas, _core
+from . import policy
+from .data import Data, _chunk_arrays, _chunk_starts, _client, _single_blas, _vec
+from .newton import _cho, _solve, _solve_fit, _State
+from .passes import _compute, _refit_thread, _RefitsStopped, _scattered, _tree
+
+
+def _refits(fn, items: list, nbytes: int = 0) -> list:
+    """``[fn(item) for item in items]``: on a distributed client with up to REFIT_THREADS
+    calls at a time (fewer where the calls' client-side state, about `nbytes` each, would
+    exceed REFIT_BYTES together), each in a thread of its own (every call a fit with its
+    own chain of passes over the chunks, whose round trips then overlap; a local
+    scheduler has none to overlap, and there the calls run one after the other). The
+    threads run in copies of the caller's context (a client made current by
+    ``Client.as_current()`` stays current). When a call raises, the calls not started
+    are dropped, the running ones stop at their next pass, and that error (the first to
+    occur) is raised; on Ctrl-C the caller returns at once and the running calls stop at
+    their next pass."""
+
+    threads = min(policy.REFIT_THREADS, len(items))
+    if nbytes > 0:
+        threads = min(threads, max(1, policy.REFIT_BYTES // nbytes))
+    if threads <= 1 or _client() is None:
+        return [fn(item) for item in items]
+    stop = threading.Event()  # an error: the others stop at their next pass
+    wake = threading.Event()  # every call ended, or stop
+    errors: list[BaseException] = []
+    results: list = [None] * len(items)
+    ended = [0]
+    lock = threading.Lock()
+
+    def run(k: int) -> None:
+        try:
+            if stop.is_set():
+                raise _RefitsStopped
+            _refit_thread.stop = stop
+            results[k] = fn(items[k])
+        except _RefitsStopped:
+            pass
+        except BaseException as e:
+            errors.append(e)  # before stop: the others' _RefitsStopped never hides it
+            stop.set()
+        finally:
+            _refit_thread.stop = None
+            with lock:
+                ended[0] += 1
+                if ended[0] == len(items) or stop.is_set():
+                    wake.set()
+
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="aloocv-refit")
+    interrupted = False
+    try:
+        for k in range(len(items)):
+            pool.submit(contextvars.copy_context().run, run, k)
+        # wait in short slices (a Ctrl-C that reached another thread is raised here then)
+        # on an event, not on the futures' own locks
+        while not wake.wait(policy.REFIT_POLL_S):
+            pass
+        if errors:
+            raise errors[0]
+        return results
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        stop.set()
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
+
+
+def _refit_bytes(dim: int, count: int = 1) -> int:
+    """About the client-side state of one running refit (or a lockstep batch of `count`)
+    of a problem of `dim` coefficients: a few dim x dim matrices each (_refits; a
+    finished one keeps only its coefficients, _RefitOut)."""
+    return 3 * 8 * dim * dim * count
+
+
+@dataclass(frozen=True)
+class _RefitOut:
+    """What the callers of _refits keep of a refit (not its p1 x p1 matrices)."""
+
+    beta: np.ndarray
+    converged: bool
+
+
+def _lean(st: _State) -> _RefitOut:
+    return _RefitOut(st.beta, bool(st.converged))
+
+
+def _without_row(w, n_rows, start, row):
+    """One chunk of the weights with the global sample `row` set to zero."""
+    out = np.ones(n_rows) if w is None else np.array(w, dtype=np.float64)
+    if start <= row < start + n_rows:
+        out[row - start] = 0.0
+    return out
+
+
+def _weights_without(data: Data, row: int) -> Any:
+    """The weights as a dask array with X's row chunks, sample `row`'s set to zero (the
+    problem of a refit without it)."""
+    import dask.array as da
+    from dask import delayed
+
+    wblocks = [b[2] for b in data.blocks()]
+    return da.concatenate(
+        [
+            da.from_delayed(
+                delayed(_without_row, pure=True)(wb, int(m), int(t0), int(row)),
+                shape=(int(m),),
+                dtype=np.float64,
+            )
+            for wb, m, t0 in zip(wblocks, data.X.chunks[0], _chunk_starts(data))
+        ]
+    )
+
+
+def _refit_without(data: Data, st: _State, row: int, tol: float, max_iter: int) -> _RefitOut:
+    """The fit over the chunks without sample `row` (its weight zero), from the full fit."""
+    return _lean(
+        _solve_fit(dataclasses.replace(data, w=_weights_without(data, row)), tol, max_iter, st.beta)
+    )
+
+
+def _refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter: int):
+    """Exact leave-one-out losses of the samples `rows`: per sample, the fit over the
+    chunks without it (its weight zero; warm start: the full fit), then its loss at the
+    refit's linear predictor. Returns (losses, refits not at tol). The rows of X, y and
+    the offset of those samples (|rows| p floats) come to the client."""
+
+    rows = np.asarray(rows, dtype=np.int64)
+    parts = [data.X[rows], data.y[rows], None if data.offset is None else data.offset[rows]]
+    xr, yr, orr = _compute(parts)
+    xr = np.asarray(xr, dtype=np.float64)
+    off = int(data.fit_intercept)
+    etas = np.empty(rows.size)
+    data.blocks()  # made once, before the refit threads share data
+    fits = _refits(
+        lambda i: _refit_without(data, st, int(i), tol, max_iter),
+        list(rows),
+        _refit_bytes(data.p1),
+    )
+    n_nc = sum(int(not sk.converged) for sk in fits)
+    for k, sk in enumerate(fits):
+        etas[k] = xr[k] @ sk.beta[off:] + (sk.beta[0] if off else 0.0)
+    if orr is not None:
+        etas += np.asarray(orr, dtype=np.float64)
+    exact = _core.loss_eval(data.loss.core, _vec(yr), _vec(etas))[0]
+    return exact, n_nc
+
+
+def _exact_l1(data: Data, st: _State, tol: float, max_iter: int):
+    """Exact leave-one-out with an L1 term: per sample, the elastic-net fit over the
+    chunks without it (its weight zero; the core's elastic-net iteration warm-started at
+    the full fit, as the numpy route's refits). The refits of one chunk's rows are made
+    one after the other; their coefficients (one chunk's rows x p1 floats on the client)
+    go to the task holding that chunk, which computes the rows' leave-one-out linear
+    predictors and losses. A zero-weight sample does not change the fit: its row takes
+    the full fit's coefficients, no refit (as in memory). Returns (losses, predictions)
+    as dask arrays with X's row chunks, and the number of refits not at tol."""
+    import dask.array as da
+    from dask import delayed
+
+    ww = None if data.w is None else np.asarray(_compute(data.w), dtype=np.float64)
+    losses, preds = [], []
+    n_nc = 0
+    data.blocks()  # made once, before the refit threads share data
+    for c, (s0, cnt) in enumerate(zip(_chunk_starts(data), data.X.chunks[0])):
+        B = np.repeat(st.beta[None, :], int(cnt), axis=0)
+        rows = [int(s0) + k for k in range(int(cnt)) if ww is None or ww[int(s0) + k] != 0.0]
+        fits = _refits(
+            lambda i: _refit_without(data, st, i, tol, max_iter), rows, _refit_bytes(data.p1)
+        )
+        for i, sk in zip(rows, fits):
+            n_nc += int(not sk.converged)
+            B[i - int(s0)] = sk.beta
+        x, y, _, o = data.blocks()[c]
+        out = delayed(_own_row_losses, pure=True, nout=2)(
+            x, y, o, B, data.loss.core, data.fit_intercept
+        )
+        losses.append(da.from_delayed(out[0], shape=(int(cnt),), dtype=np.float64))
+        preds.append(da.from_delayed(out[1], shape=(int(cnt),), dtype=np.float64))
+    return da.concatenate(losses), da.concatenate(preds), n_nc
+
+
+def _own_row_losses(x, y, off, B, loss, intercept):
+    """Row k of a chunk at its own refit's coefficients B[k] (intercept first): the
+    losses and the linear predictors."""
+    x = np.asarray(x, dtype=np.float64)
+    eta = np.einsum("ij,ij->i", x, B[:, int(intercept) :])
+    if intercept:
+        eta = eta + B[:, 0]
+    if off is not None:
+        eta = eta + np.asarray(off, dtype=np.float64)
+    return _core.loss_eval(loss, _vec(y), _vec(eta))[0], eta
+
+
+@_single_blas
+def _refits_task(x, y, w, off, loss, intercept, B, exclude, hess_cols, nt):
+    """One chunk's sums for the exact refits at the columns of B (see chunk_refits)."""
+    x, y, w, off = _chunk_arrays(x, y, w, off, False)
+    B = np.asfortranarray(B, dtype=np.float64)
+    if not B.flags.aligned:
+        B = B.copy(order="F")
+    out = _core.chunk_refits(
+        x,
+        y,
+        w,
+        loss,
+        fit_intercept=intercept,
+        beta=B,
+        exclude=np.array(exclude, dtype=np.int32),
+        hess_cols=np.array(hess_cols, dtype=np.int32),
+        n_threads=nt,
+        offset=off,
+    )
+    return {"loss": out.loss, "grad": out.grad, "hess": out.hess}  # a record that pickles
+
+
+def _refits_pass(data: Data, B: np.ndarray, rows: np.ndarray, hess_cols: list) -> dict:
+    """One pass over the chunks for the refits at the columns of B, refit k leaving out
+    the global row rows[k]: the loss and gradient sums without that row, and for the
+    refits hess_cols the Hessians without it (p1 x p1 each). What comes back is
+    O(p1 (B + p1 |hess_cols|))."""
+    from dask import delayed
+
+    Bd = delayed(np.asfortranarray(B), pure=True)
+    hc = np.asarray(hess_cols, dtype=np.int32)
+    starts = np.concatenate([[0], np.cumsum(data.X.chunks[0])])
+    parts = []
+    for c, (x, y, w, o) in enumerate(data.blocks()):
+        s0, s1 = int(starts[c]), int(starts[c + 1])
+        ex = np.where((rows >= s0) & (rows < s1), rows - s0, -1).astype(np.int32)
+        parts.append(
+            delayed(_refits_task, pure=True)(
+                x, y, w, o, data.loss.core, data.fit_intercept, Bd, ex, hc, data.n_threads
+            )
+        )
+    return _compute(_tree(parts))
+
+
+def _loo_singular(row: int, dh: float) -> ValueError:
+    return ValueError(
+        f"the leave-one-out Hessian is singular for sample {row} (d_i h_i = {dh:g} >= 1): "
+        "without this sample the problem has no unique minimizer; use a larger penalty"
+    )
+
+
+def _per_weight(g, scale):
+    """max|grad| / (sum(w) - w_j), the refits' stopping value, as the core divides: a
+    refit with no weight left (scale 0) gets inf or nan, never at tol, without numpy's
+    divide-by-zero warnings."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.divide(g, scale)
+
+
+class _Refits:
+    """The exact leave-one-out refits of one batch of samples, run in lockstep: the
+    core's exact_loo (loo.hpp) with its newton_drive policy, each pass evaluating every
+    refit of the batch that moves. Refit j starts at the full fit with the objective
+    and gradient without sample j, takes chord steps on the full factor downdated by
+    sample j (Sherman-Morrison: (H - d_j x~_j x~_j^T)^{-1} = H^{-1} + a_j a_j^T d_j / den_j,
+    a_j = H^{-1} x~_j, den_j = 1 - d_j h_j) while each cuts max|grad| EXACT_CHORD_RATIO-fold
+    (at most EXACT_MAX_CHORD in a row), then Newton steps on fresh leave-one-out Hessians
+    (one p1 x p1 per such refit and pass, taken with its trial points); Armijo's search on
+    every step, stop at max|grad| / (sum(w) - w_j) <= tol."""
+
+    def __init__(
+        self, data: Data, st: _State, L: np.ndarray, rows: np.ndarray, batch, tol, max_iter
+    ):
+        """batch: (X, y, w, offset) of the rows `rows` (numpy; w, offset may be None)."""
+        self.data, self.tol = data, tol
+        self.budget = max(1, max_iter)
+        self.rows = rows
+        off = int(data.fit_intercept)
+        self.pen1 = np.concatenate([np.zeros(off), data.pen])
+        xb, yb, wb, ob = batch
+        m = rows.size
+        xt = np.array(xb, dtype=np.float64)  # buffers received may be unaligned: copies
+        if off:
+            xt = np.hstack([np.ones((m, 1)), xt])
+        self.xt = xt  # (m, p1) the batch's rows x~_j
+        self.y = _vec(yb)
+        self.w = np.ones(m) if wb is None else _vec(wb)
+        self.off = np.zeros(m) if ob is None else _vec(ob)
+        eta = xt @ st.beta + self.off
+        v, d1, d2 = _core.loss_eval(data.loss.core, self.y, np.ascontiguousarray(eta))[:3]
+        self.losses, self.preds = v.copy(), eta.copy()  # a zero weight: the full fit's
+        with _blas.single_threaded_blas():  # small solves: BLAS threads only cost here
+            self.A = _solve(L, xt.T)  # (p1, m) a_j
+        self.d = self.w * d2
+        dh = self.d * np.einsum("ij,ji->i", xt, self.A)
+        self.den = 1.0 - dh
+        tiny = 64 * np.finfo(np.float64).eps
+        bad = np.flatnonzero((self.w != 0.0) & ~(self.den > tiny))
+        if bad.size:
+            raise _loo_singular(int(rows[bad[0]]), float(dh[bad[0]]))
+        self.L = L
+        self.beta = np.repeat(st.beta[:, None], m, axis=1)  # (p1, m)
+        self.f = st.f - self.w * v
+        self.g = st.grad[:, None] - (self.w * d1)[None, :] * xt.T
+        self.scale = st.sw - self.w
+        self.chord = np.ones(m, dtype=bool)
+        self.n_chord = np.zeros(m, dtype=np.int64)
+        self.attempts = np.zeros(m, dtype=np.int64)
+        self.on_fresh = np.zeros(m, dtype=bool)  # a fresh Hessian at the refit's point
+        self.hfresh: np.ndarray | None = None  # (m, p1, p1) those Hessians, once needed
+        self.best = np.full(m, np.inf)
+        self.stalled = np.zeros(m, dtype=np.int64)
+        self.gcur = np.max(np.abs(self.g), axis=0)
+        self.active = (self.w != 0.0) & (_per_weight(self.gcur, self.scale) > tol)
+
+    def _directions(self, cols: np.ndarray) -> np.ndarray:
+        """The steps of the refits `cols` (p1 x cols.size): those on a fresh Hessian solve
+        with it (one batched LU solve), the others take the chord step on the full factor
+        downdated by their sample, -(H^{-1} g + a (d x~^T H^{-1} g) / den)."""
+        G = self.g[:, cols]
+        steps = np.empty_like(G)
+        fr = self.on_fresh[cols]
+        if fr.any():
+            sol = np.linalg.solve(self.hfresh[cols[fr]], G[:, fr].T[:, :, None])
+            steps[:, fr] = -sol[:, :, 0].T
+        if not fr.all():
+            c = cols[~fr]
+            s = -_solve(self.L, G[:, ~fr])
+            coef = self.d[c] * np.einsum("ji,ij->j", self.xt[c], s) / self.den[c]
+            steps[:, ~fr] = s + coef * self.A[:, c]
+        return steps
+
+    def _set_fresh(self, cols: np.ndarray, hess: np.ndarray) -> None:
+        """Fresh penalized Hessians (hess: p1 x p1 x cols.size, unpenalized) for the refits
+        `cols`; each must be positive definite (one batched Cholesky checks them)."""
+        H = np.moveaxis(hess, 2, 0).copy()
+        i = np.arange(H.shape[1])
+        H[:, i, i] += self.pen1
+        _cho(H)
+        if self.hfresh is None:
+            self.hfresh = np.empty((self.rows.size, *H.shape[1:]))
+        self.hfresh[cols] = H
+        self.on_fresh[cols] = True
+
+    def _sums(self, cols: np.ndarray, B: np.ndarray, hess: list) -> dict:
+        s = _refits_pass(self.data, B, self.rows[cols], hess)
+        f = s["loss"] + 0.5 * (self.pen1[:, None] * B * B).sum(axis=0)
+        g = s["grad"] + self.pen1[:, None] * B
+        return {"f": f, "g": g, "hess": s["hess"]}
+
+    def run(self) -> None:
+        with _blas.single_threaded_blas():  # the batch's p1 x batch algebra, many times
+            self._run()
+
+    def _run(self) -> None:
+        while self.active.any():
+            act = np.flatnonzero(self.active)
+            # leaving the chord phase: a fresh Hessian at the refit's point
+            need = act[~self.chord[act] & ~self.on_fresh[act]]
+            if need.size:
+                s = self._sums(need, self.beta[:, need], list(range(need.size)))
+                self._set_fresh(need, s["hess"])
+                self.n_chord[need] = 0
+            fresh = self.on_fresh[act]
+            steps = self._directions(act)
+            dec = -np.einsum("ij,ij->j", self.g[:, act], steps)
+            tiny = policy.tiny_decrease(dec, self.f[act])
+            t = np.ones(act.size)
+            ok = np.zeros(act.size, dtype=bool)
+            beta, f, g = np.empty_like(steps), np.empty(act.size), np.empty_like(steps)
+            hess = None  # (p1, p1, act.size) the accepted points' Hessians, where fresh
+            srch = np.arange(act.size)  # the refits (positions in act) still searching
+            for _ in range(_core.MAX_HALVINGS):
+                if not srch.size:
+                    break
+                cols = act[srch]
+                B = self.beta[:, cols] + t[srch] * steps[:, srch]
+                hc = np.flatnonzero(fresh[srch])
+                s = self._sums(cols, B, hc.tolist())
+                ft = s["f"]
+                good = policy.armijo_accepts(ft, self.f[cols], t[srch], dec[srch], tiny[srch])
+                k = srch[good]
+                ok[k] = True
+                beta[:, k], f[k], g[:, k] = B[:, good], ft[good], s["g"][:, good]
+                kh = good[hc]  # the accepted among those with a Hessian
+                if kh.any():
+                    if hess is None:
+                        hess = np.empty((*s["hess"].shape[:2], act.size))
+                    hess[:, :, srch[hc[kh]]] = s["hess"][:, :, kh]
+                t[srch[~good]] *= 0.5
+                srch = srch[~good]
+            self._update(act, ok, fresh, dec, beta, f, g, hess)
+
+    def _update(
+        self,
+        act: np.ndarray,
+        ok: np.ndarray,
+        fresh: np.ndarray,
+        dec: np.ndarray,
+        beta: np.ndarray,
+        f: np.ndarray,
+        g: np.ndarray,
+        hess: np.ndarray | None,
+    ) -> None:
+        """The refits `act` after their search: ok, which found a point (beta, f, g
+        there, and the Hessian where fresh); dec, their predicted decrease."""
+        self.attempts[act] += 1
+        rej, rf = act[~ok], fresh[~ok]
+        self.active[rej[rf]] = False  # no decrease on a fresh Hessian: stop
+        self.chord[rej[~rf]] = False  # the downdated full factor gives no descent: fresh
+        self.active[rej[self.attempts[rej] >= self.budget]] = False
+        acc = act[ok]
+        if not acc.size:
+            return
+        self.beta[:, acc], self.f[acc], self.g[:, acc] = beta[:, ok], f[ok], g[:, ok]
+        self.on_fresh[acc] = False
+        fa = ok & fresh
+        if fa.any():
+            self._set_fresh(act[fa], hess[:, :, fa])
+        gnew = np.max(np.abs(self.g[:, acc]), axis=0)
+        floor = policy.tiny_decrease(dec[ok], self.f[acc])
+        best = self.best[acc]
+        self.stalled[acc] = np.where(floor & ~(gnew < 0.5 * best), self.stalled[acc] + 1, 0)
+        self.best[acc] = np.where(gnew < best, gnew, best)
+        done = (
+            (self.stalled[acc] >= _core.STALL_ITERS)
+            | (_per_weight(gnew, self.scale[acc]) <= self.tol)
+            | (self.attempts[acc] >= self.budget)
+        )
+        self.active[acc[done]] = False
+        ch = ~done & self.chord[acc]
+        c = acc[ch]
+        self.n_chord[c] += 1
+        cut = gnew[ch] <= _core.EXACT_CHORD_RATIO * self.gcur[c]
+        leave = ~cut | (self.n_chord[c] >= _core.EXACT_MAX_CHORD)
+        self.chord[c[leave]] = False
+        self.gcur[acc] = gnew
+
+    def results(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """(losses, predictions, refits not at tol) of the batch."""
+        moved = self.w != 0.0
+        eta = np.einsum("ij,ji->i", self.xt, self.beta) + self.off
+        v = _core.loss_eval(self.data.loss.core, self.y, np.ascontiguousarray(eta))[0]
+        losses = np.where(moved, v, self.losses)
+        preds = np.where(moved, eta, self.preds)
+        gn = _per_weight(np.max(np.abs(self.g), axis=0), self.scale)
+        return losses, preds, int(np.sum(moved & ~(gn <= self.tol)))
+
+
+def _exact(data: Data, st: _State, tol: float, max_iter: int):
+    """Exact LOO as refits over the chunks: batches of EXACT_BATCH consecutive samples
+    refitted in lockstep (:class:`_Refits`), each iteration one pass over X returning
+    p1 x batch sums (X is never gathered; a task holds one chunk and a row block x batch
+    of linear predictors); on a distributed client up to REFIT_THREADS batches at a
+    time. The per-sample results are handed to the workers chunk by chunk on a
+    distributed client (the client holds one chunk's worth at a time) and come back as
+    dask arrays with X's row chunks."""
+    import dask.array as da
+
+    L = _cho(st.H)
+    ch = [int(c) for c in data.X.chunks[0]]
+    client = _client()
+    pending_l: list = []
+    pending_p: list = []
+    held = 0
+    out_l: list = []
+    out_p: list = []
+    n_nc = 0
+
+    def emit(c: int) -> None:
+        nonlocal held, pending_l, pending_p
+        lv, pv = np.concatenate(pending_l), np.concatenate(pending_p)
+        pending_l, pending_p = [lv[c:]], [pv[c:]]
+        held -= c
+        for buf, v in ((out_l, lv[:c]), (out_p, pv[:c])):
+            v = np.array(v)
+            buf.append(da.from_array(v, chunks=(c,)) if client is None else _scattered(client, v))
+
+    data.blocks()  # made once, before the refit threads share data
+    for f0 in range(0, data.n, policy.EXACT_FETCH * policy.EXACT_BATCH):
+        f1 = min(data.n, f0 + policy.EXACT_FETCH * policy.EXACT_BATCH)
+        fetched = _compute(
+            [
+                data.X[f0:f1],
+                data.y[f0:f1],
+                None if data.w is None else data.w[f0:f1],
+                None if data.offset is None else data.offset[f0:f1],
+            ]
+        )
+
+        def run_batch(r0: int, f0: int = f0, f1: int = f1, fetched: list = fetched):
+            rows = np.arange(r0, min(f1, r0 + policy.EXACT_BATCH), dtype=np.int64)
+            a, b = r0 - f0, r0 - f0 + rows.size
+            ref = _Refits(
+                data, st, L, rows, [None if v is None else v[a:b] for v in fetched], tol, max_iter
+            )
+            ref.run()
+            return ref.results()
+
+        # the fetched rows' batches, several at a time on a distributed client (_refits)
+        batches = list(range(f0, f1, policy.EXACT_BATCH))
+        for lv, pv, nc in _refits(run_batch, batches, _refit_bytes(data.p1, policy.EXACT_BATCH)):
+            n_nc += nc
+            pending_l.append(lv)
+            pending_p.append(pv)
+            held += lv.size
+            while len(out_l) < len(ch) and held >= ch[len(out_l)]:
+                emit(ch[len(out_l)])
+    return da.concatenate(out_l), da.concatenate(out_p), n_nc

@@ -1,0 +1,186 @@
+"""Grids of penalties: the ``"grid"`` search (warm-started along the grid, or the
+squared-loss ridge path from one decomposition) and the coarse bracketing grid of
+``"auto"``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import _core
+from .._validation import check_real_values
+from ..penalties import Penalty
+from ..results import TuneResult, weighted_stderr
+from .optimizers import LOG_BOUND
+from .record import _columns, _finish, _History, _pass_counts, _passes, _progress, _samples, _select
+
+BRACKET_POINTS = 5  # the coarse grid of "auto": 1e3 .. 1e-3 times the start
+BRACKET_MARGIN = 3.0 * math.log(10.0)  # the box: the grid's range and 3 decades beyond
+
+
+def _check_grid(grid: Any, penalty: Penalty, n_grid: int) -> list[np.ndarray]:
+    m = penalty.params().size
+    if grid is None:
+        if not isinstance(n_grid, (int, np.integer)) or n_grid < 1:
+            raise ValueError(f"n_grid must be a positive integer, got {n_grid!r}")
+        base = penalty.params()
+        if np.any(base <= 0):
+            raise ValueError("the default grid scales the initial penalty: it must be positive")
+        factors = np.logspace(3, -3, int(n_grid))
+        return [base * f for f in factors]
+    if isinstance(grid, Penalty):
+        grid = [grid]
+    pts = []
+    for g in grid if not isinstance(grid, np.ndarray) or grid.ndim > 0 else [grid]:
+        v = g.params() if isinstance(g, Penalty) else np.atleast_1d(check_real_values(g, "grid"))
+        if v.size == 1 and m > 1:
+            v = np.full(m, float(v[0]))
+        if v.size != m:
+            raise ValueError(f"grid point {g!r} has {v.size} parameters; the penalty has {m}")
+        if not np.all(np.isfinite(v)) or np.any(v <= 0):
+            raise ValueError(f"grid values must be positive and finite, got {g!r}")
+        pts.append(v.astype(float))
+    if not pts:
+        raise ValueError("the grid is empty")
+    # warm starts run from the most to the least regularized point
+    order = np.argsort([-float(np.sum(v)) for v in pts], kind="stable")
+    return [pts[i] for i in order]
+
+
+@dataclass
+class _Bracket:
+    """The coarse grid of ``"auto"``: its points and each point's fit and losses."""
+
+    points: list = field(default_factory=list)
+    losses: list = field(default_factory=list)
+    coefs: list = field(default_factory=list)
+    icpts: list = field(default_factory=list)
+    iters: list = field(default_factory=list)
+
+    def path(self) -> dict[str, np.ndarray] | None:
+        if not self.coefs:
+            return None
+        return {
+            "path_coefs": np.stack(self.coefs),
+            "path_intercepts": np.stack(self.icpts),
+            "path_n_iter": np.array(self.iters, dtype=np.int64),
+        }
+
+
+def _bracket(obj, points, hist, callback, losses, coefs, icpts, iters):
+    """ACV on the coarse grid (per-sample losses appended to ``losses``): the best point
+    and the search box around the grid."""
+    best_u, best_acv = None, np.inf
+    error: ValueError | None = None
+    for k, v in enumerate(points):
+        u = np.log(v)
+        try:
+            ev = obj.evaluate(u, 0)
+        except ValueError as exc:
+            error = exc  # e.g. singular as lambda -> 0: the bracket ends before
+            continue
+        hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
+        losses.append(ev.out.losses)
+        coefs.append(np.array(ev.out.coef, dtype=np.float64))
+        icpts.append(np.array(ev.out.intercept, dtype=np.float64))
+        iters.append(int(ev.out.n_iter))
+        if callback is not None:
+            callback(k, obj.penalty_at(u), ev.acv)
+        if ev.acv < best_acv:
+            best_u, best_acv = u, ev.acv
+    if best_u is None:
+        # the last point's reason (dask input: a bad chunk of X, found by the first fit)
+        raise ValueError(
+            f"ALOOCV is not defined at any point of the bracketing grid: {error}"
+        ) from error
+    us = np.log(np.array(points))
+    lo = np.maximum(us.min(axis=0) - BRACKET_MARGIN, -LOG_BOUND)
+    hi = np.minimum(us.max(axis=0) + BRACKET_MARGIN, LOG_BOUND)
+    return best_u, (lo, hi)
+
+
+def _neighbours(u: float, points: list[np.ndarray]) -> tuple[float, float]:
+    """The grid points on either side of u (infinite where u is at the grid's edge)."""
+    us = np.sort(np.log([v[0] for v in points])) if points else np.empty(0)
+    below, above = us[us < u], us[us > u]
+    return (below[-1] if below.size else -np.inf), (above[0] if above.size else np.inf)
+
+
+def _ridge_grid(obj, points, path: _core.RidgePathResult, selection, loss, intercept) -> TuneResult:
+    # squared loss + scalar L2: the whole grid from one eigendecomposition (exact LOO)
+    hist = _History(1)
+    losses = path.losses
+    for k, v in enumerate(points):
+        acv = float(np.average(losses[:, k], weights=obj.w))
+        hist.add(v, acv, weighted_stderr(losses[:, k], obj.w), np.full(1, np.nan), 0)
+    arrays = {
+        "path_predictions": np.asarray(path.predictions),
+        "path_coefs": np.asarray(path.coef).T.copy(),
+        "path_intercepts": np.asarray(path.intercept).copy(),
+        "path_n_iter": np.zeros(len(points), dtype=np.int64),
+        "path_hessian_passes": None,  # the ridge path forms no Newton Hessians
+        "path_matvec_passes": None,
+    }
+    return _grid_result(obj, points, hist, selection, loss, intercept, np.asarray(losses), arrays)
+
+
+def _grid_result(obj, points, hist, selection, loss, intercept, losses, arrays) -> TuneResult:
+    """The selected grid point as a TuneResult (per-point losses in ``path_losses``)."""
+    best = _select(hist.arrays(), selection)
+    return _finish(
+        obj,
+        np.log(points[best]),
+        hist,
+        "grid",
+        len(points),
+        True,
+        loss,
+        intercept,
+        selection,
+        best,
+        losses,
+        "grid evaluated",
+        arrays,
+    )
+
+
+def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneResult:
+    hist = _History(points[0].size)
+    all_losses = []
+    preds, coefs, icpts, iters, hpasses, mpasses = [], [], [], [], [], []
+    bar = _progress(len(points), verbose, "aloocv grid")
+    best = None  # the lowest ACV so far (the first one on ties, as np.argmin)
+    for k, v in enumerate(points):
+        ev = obj.evaluate(np.log(v), 0)
+        if best is None or ev.acv < best.acv:
+            best = ev
+        all_losses.append(ev.out.losses)
+        preds.append(_samples(ev.out.predictions))
+        coefs.append(np.array(ev.out.coef, dtype=np.float64))
+        icpts.append(np.array(ev.out.intercept, dtype=np.float64))
+        iters.append(int(ev.out.n_iter))
+        hpasses.append(_passes(ev.out, "hessian_passes"))
+        mpasses.append(_passes(ev.out, "matvec_passes"))
+        hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
+        if callback is not None:
+            callback(k, obj.penalty_at(np.log(v)), ev.acv)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    arrays = {
+        "path_predictions": _columns(preds, -1),
+        "path_coefs": np.stack(coefs),
+        "path_intercepts": np.stack(icpts),
+        "path_n_iter": np.array(iters, dtype=np.int64),
+        "path_hessian_passes": _pass_counts(hpasses),
+        "path_matvec_passes": _pass_counts(mpasses),
+    }
+    if selection == "min" and best is not None:
+        obj.keep(best)  # the result is this evaluation: no refit at the selected point
+    return _grid_result(
+        obj, points, hist, selection, loss, intercept, _columns(all_losses, 1), arrays
+    )

@@ -1,0 +1,25 @@
+// The core's Newton policy as module constants: the dask backend's lockstep refits
+// (python/aloocv/backends/dask) read them here instead of restating them.
+#include <pybind11/pybind11.h>
+
+#include "aloocv/loo.hpp"
+#include "aloocv/multinomial.hpp"
+#include "aloocv/newton_driver.hpp"
+
+namespace aloocv::bind {
+namespace py = pybind11;
+
+void bind_policy(py::module_& m) {
+  // newton_driver.hpp: the one Armijo line search and the stall detection
+  m.attr("ARMIJO") = detail::kArmijo;
+  m.attr("MAX_HALVINGS") = detail::kMaxHalvings;
+  m.attr("TINY_DECREASE") = detail::kTinyDecrease;
+  m.attr("STALL_ITERS") = detail::kStallIters;
+  // loo.hpp: exact_loo's chord phase
+  m.attr("EXACT_CHORD_RATIO") = kExactChordRatio;
+  m.attr("EXACT_MAX_CHORD") = kExactMaxChord;
+  // multinomial.hpp: the cold start's clip of the class shares
+  m.attr("MIN_CLASS_SHARE") = kMinClassShare;
+}
+
+}  // namespace aloocv::bind
