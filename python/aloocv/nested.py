@@ -25,10 +25,13 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.base import clone, is_classifier
 
 from ._fit import fit
-from ._kfold import kfold
+from ._kfold import _cv_splits, kfold
 from ._validation import check_bool, check_labels, check_real_scalar, check_vector, check_X
+from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
+from .estimators._base import _ALOBase, _ALORegressor, _precheck
 from .losses import get_loss
 from .penalties import L2, ElasticNet, Penalty
 from .tuning import tune
@@ -88,9 +91,19 @@ class DevSetResult:
 
 
 def _spec(spec: Any) -> tuple[str, list[Penalty], bool]:
-    """(loss, candidate penalties, fit_intercept) from an estimator or a spec dict."""
-    from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
+    """(loss, candidate penalties, fit_intercept) from an estimator or a spec dict; at
+    least one candidate."""
+    loss, cands, intercept = _spec_parts(spec)
+    if not cands:
+        raise ValueError(
+            "there are no candidates to choose from: the estimator's grid (alphas, Cs) or "
+            "the spec's 'candidates' is empty"
+        )
+    return loss, cands, intercept
 
+
+def _spec_parts(spec: Any) -> tuple[str, list[Penalty], bool]:
+    """(loss, candidate penalties, fit_intercept) from an estimator or a spec dict."""
     if isinstance(spec, ALORidgeCV):
         intercept = check_bool(spec.fit_intercept, "fit_intercept")
         return "squared", [L2(a) for a in np.atleast_1d(spec.alphas)], intercept
@@ -137,8 +150,6 @@ def _splits(
     if hasattr(outer, "split") or (
         not isinstance(outer, (int, np.integer, str, bytes)) and hasattr(outer, "__iter__")
     ):  # a scikit-learn splitter or an iterable of (train, test)
-        from ._kfold import _cv_splits
-
         # the splitter sees the data (StratifiedKFold needs y, GroupKFold groups)
         return _cv_splits(outer, X, y, groups, None, n)
     if groups is not None:
@@ -164,18 +175,12 @@ def _mean_loss(loss: Any, y: np.ndarray, eta: np.ndarray) -> float:
 
 
 def _is_estimator(spec: Any) -> bool:
-    from .estimators import _ALOBase
-
     return isinstance(spec, _ALOBase)
 
 
 def _outer_error(est: Any, X: Any, y: np.ndarray) -> float:
     """Mean loss of a fitted estimator on a test part: the loss it fits (squared, the
     GLM deviances / 2, logistic), multinomial log loss for more than two classes."""
-    from sklearn.base import is_classifier
-
-    from .estimators import _ALORegressor
-
     if is_classifier(est):
         classes = est.classes_
         pos = np.clip(np.searchsorted(classes, y), 0, classes.size - 1)
@@ -263,8 +268,6 @@ def nested_cv(
     if _is_estimator(estimator_or_spec) and inner == "alo":
         return _nested_estimator(estimator_or_spec, X, y, outer_folds, random_state, groups)
     loss, cands, intercept = _spec(estimator_or_spec)
-    if not cands:
-        raise ValueError("no candidates to choose from")
     X = check_X(X)
     y = check_vector(y, X.shape[0], "y")
     n = X.shape[0]
@@ -344,10 +347,6 @@ def nested_cv(
 def _nested_estimator(est, X, y, outer_folds, random_state, groups) -> NestedCVResult:
     """Nested CV of an aloocv estimator: clone, fit (its own ALO tuning and refit) on each
     outer training part, score on its test part."""
-    from sklearn.base import clone, is_classifier
-
-    from .estimators import _precheck
-
     _precheck(X)
     X = check_X(X)
     n = X.shape[0]

@@ -1,0 +1,1 @@
+"""Backends that run aloocv's operations: in memory and on dask collections."""

@@ -1,0 +1,1 @@
+"""The dask backend: chunk-by-chunk passes over a dask design."""
