@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import sparse
 
 from .._fit import fit as _fit
-from .._validation import check_choice, design_tdot, is_dask_collection
+from .._validation import check_choice, design_tdot, is_dask_collection, is_sparse
 from ..backends.dask.estimator_inputs import enet_top
 from ..penalties import L1, Penalty
 from ._base import (
@@ -142,6 +143,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         X, y, sample_weight, several = self._targets_inputs(X, y, sample_weight)
         if several:
             return self._fit_targets(X, y, sample_weight)
+        X = _informative(X, self.fit_intercept)
         n, ratios, alphas = self._grid(X, y, sample_weight)
         grid = _candidates(n, ratios, alphas)
         groups = _structures(grid)
@@ -230,6 +232,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         """Several targets: independent elastic nets (not the multi-task penalty)."""
         for t in range(Y.shape[1]):
             _checked_input(self, X, Y[:, t], sample_weight)
+        X = _informative(X, self.fit_intercept)
         T = Y.shape[1]
         for name in ("tune_result_", "n_iter_", "n_fits_", "loo_predictions_", "_curve"):
             self.__dict__.pop(name, None)  # attributes of an earlier fit
@@ -355,3 +358,20 @@ def _to_sklearn(n: float, lasso: bool):
         return [(l1 + l2) / n, l1 / (l1 + l2)]
 
     return convert
+
+
+def _informative(X: Any, fit_intercept: bool) -> Any:
+    """X, or with an intercept and every column constant an all-zero sparse design of
+    its shape (no copy of X): constant columns are the intercept's direction, so their
+    coefficients are zero for every penalty and the fit is the (weighted) mean of y, as
+    scikit-learn's ``ElasticNetCV`` finds on the centered X; X itself would leave the
+    Hessian singular (no curvature between a constant column and the intercept)."""
+    if not fit_intercept or is_dask_collection(X) or X.shape[0] == 0:
+        return X
+    if is_sparse(X):
+        low, high = X.min(axis=0).toarray(), X.max(axis=0).toarray()
+    else:
+        low, high = np.min(X, axis=0), np.max(X, axis=0)
+    if not np.array_equal(low, high):
+        return X
+    return sparse.csr_matrix(X.shape, dtype=np.float64)
