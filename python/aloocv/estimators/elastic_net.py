@@ -39,6 +39,10 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
     Parameters
     ----------
     l1_ratio : float or sequence of float in (0, 1]
+        A sequence is searched as ``ElasticNetCV``'s: every (l1_ratio, alpha), the best
+        one chosen. Ratios in (0, 1) and 1.0 (the lasso, one parameter fewer) are
+        searched apart, one search per penalty structure, and the better choice kept
+        (with ``rule="1se"``: the structure of the lowest leave-one-out loss).
     eps : float
         ``alpha_min / alpha_max`` of the default grid.
     alphas : int or array_like
