@@ -276,59 +276,9 @@ def nested_cv(
     for train, test in splits:
         Xtr, ytr = X[train], y[train]
         if inner == "alo":
-            res = tune(
-                Xtr,
-                ytr,
-                loss=loss,
-                penalty=cands[0],
-                method="grid",
-                grid=cands,
-                fit_intercept=intercept,
-                fit_tol=tol,
-                n_jobs=n_jobs,
-            )
-            # scores in the candidates' order (the grid runs most regularized first)
-            hp = res.history["params"]
-            order = [
-                int(np.flatnonzero(np.all(np.isclose(hp, c.params(), rtol=1e-12, atol=0), 1))[0])
-                for c in cands
-            ]
-            s = res.history["acv"][order]
-            best = int(np.argmin(s))
-            # tune selected the same minimum: its final fit is the refit on the training part
-            model = res.fit
+            s, best, model = _inner_alo(Xtr, ytr, loss, cands, intercept, tol, n_jobs)
         else:
-            if int(inner) > len(train):
-                raise ValueError(
-                    f"inner folds ({inner}) larger than the outer training part ({len(train)})"
-                )
-            labels = np.repeat(np.arange(int(inner)), _fold_sizes(len(train), int(inner)))
-            s = np.array(
-                [
-                    kfold(
-                        Xtr,
-                        ytr,
-                        loss=loss,
-                        penalty=c,
-                        method="exact",
-                        folds=labels,
-                        fit_intercept=intercept,
-                        tol=tol,
-                        n_jobs=n_jobs,
-                    ).fold_means.mean()
-                    for c in cands
-                ]
-            )
-            best = int(np.argmin(s))
-            model = fit(
-                Xtr,
-                ytr,
-                loss=loss,
-                penalty=cands[best],
-                fit_intercept=intercept,
-                tol=tol,
-                n_jobs=n_jobs,
-            )
+            s, best, model = _inner_exact(Xtr, ytr, int(inner), loss, cands, intercept, tol, n_jobs)
         errors.append(_mean_loss(loss, y[test], model.decision_function(X[test])))
         chosen.append(cands[best])
         scores.append(s)
@@ -342,6 +292,61 @@ def nested_cv(
         candidates=cands,
         inner=str(inner),
     )
+
+
+def _inner_alo(X, y, loss, cands, intercept, tol, n_jobs) -> tuple[np.ndarray, int, Any]:
+    """(ALOOCV of every candidate in their order, the chosen index, its fit) on one outer
+    training part."""
+    res = tune(
+        X,
+        y,
+        loss=loss,
+        penalty=cands[0],
+        method="grid",
+        grid=cands,
+        fit_intercept=intercept,
+        fit_tol=tol,
+        n_jobs=n_jobs,
+    )
+    # scores in the candidates' order (the grid runs most regularized first)
+    hp = res.history["params"]
+    order = [
+        int(np.flatnonzero(np.all(np.isclose(hp, c.params(), rtol=1e-12, atol=0), 1))[0])
+        for c in cands
+    ]
+    s = res.history["acv"][order]
+    # tune selected the same minimum: its final fit is the refit on the training part
+    return s, int(np.argmin(s)), res.fit
+
+
+def _inner_exact(X, y, k, loss, cands, intercept, tol, n_jobs) -> tuple[np.ndarray, int, Any]:
+    """(exact k-fold CV of every candidate on contiguous folds, the chosen index, its refit)
+    on one outer training part."""
+    n = X.shape[0]
+    if k > n:
+        raise ValueError(f"inner folds ({k}) larger than the outer training part ({n})")
+    labels = np.repeat(np.arange(k), _fold_sizes(n, k))
+    s = np.array(
+        [
+            kfold(
+                X,
+                y,
+                loss=loss,
+                penalty=c,
+                method="exact",
+                folds=labels,
+                fit_intercept=intercept,
+                tol=tol,
+                n_jobs=n_jobs,
+            ).fold_means.mean()
+            for c in cands
+        ]
+    )
+    best = int(np.argmin(s))
+    model = fit(
+        X, y, loss=loss, penalty=cands[best], fit_intercept=intercept, tol=tol, n_jobs=n_jobs
+    )
+    return s, best, model
 
 
 def _nested_estimator(est, X, y, outer_folds, random_state, groups) -> NestedCVResult:
