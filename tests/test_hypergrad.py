@@ -1,4 +1,4 @@
-"""The exact hypergradient (DESIGN.md section 5) and its second derivatives against finite
+"""The exact hypergradient (docs/math/hypergradient.md) and its second derivatives against finite
 differences of what loo(...).mean reports; the paper's eq. 14-16 against a numpy version."""
 
 from __future__ import annotations

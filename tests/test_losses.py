@@ -23,8 +23,38 @@ def _y_for(loss, m, rng):
 def test_loss_registry():
     expected = {"squared", "logistic", "poisson", "gamma", "tweedie", "binomial", "huber"}
     assert set(_core.loss_names()) == expected
-    # one Python registry entry per C++ struct
-    assert sorted(aloocv.losses.names()) == sorted(_core.loss_names())
+    # one Python registry entry per C++ struct, plus the multinomial loss (K outputs per
+    # sample, its own core routines)
+    scalar = [n for n in aloocv.losses.names() if not aloocv.losses.get_loss(n).vector_valued]
+    assert sorted(scalar) == sorted(_core.loss_names())
+    assert set(aloocv.losses.names()) - set(scalar) == {"multinomial"}
+
+
+def test_multinomial_is_a_registered_loss():
+    """The multinomial loss is a Loss object like the others: named by its string, K
+    outputs, cross-entropy values and softmax means against numpy written out here."""
+    rng = np.random.default_rng(3)
+    loss = aloocv.losses.get_loss("multinomial")
+    assert isinstance(loss, aloocv.Multinomial) and loss == "multinomial"
+    assert loss.n_outputs == 0 and loss.with_classes(4).n_outputs == 4
+    assert aloocv.Multinomial(4) == aloocv.Multinomial(3) == "multinomial"
+    eta = rng.standard_normal((7, 4)) * 3
+    y = rng.integers(0, 4, 7)
+    p = np.exp(eta) / np.exp(eta).sum(axis=1, keepdims=True)
+    ref = np.log(np.exp(eta).sum(axis=1)) - eta[np.arange(7), y]
+    np.testing.assert_allclose(loss.value(y, eta), ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(loss.mean(eta), p, rtol=1e-13)
+    with pytest.raises(ValueError, match=r"y\[1\] = 1.5"):
+        loss.check_y(np.array([0.0, 1.5]))
+    with pytest.raises(TypeError, match="vector derivatives"):
+        loss.derivatives(y, eta)
+    # the verbs take the object as they take the name
+    X = rng.standard_normal((60, 3))
+    yk = rng.integers(0, 3, 60)
+    a = aloocv.fit(X, yk, loss="multinomial", penalty=aloocv.L2(1.0))
+    b = aloocv.fit(X, yk, loss=aloocv.Multinomial(), penalty=aloocv.L2(1.0))
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert a.loss.n_classes == 3
 
 
 def _family_y(name, m, rng):
@@ -189,7 +219,7 @@ def test_logistic_convex_and_consistent(eta, y):
     assert d2[0] == pytest.approx(1.0 / ((1 + np.exp(-eta)) * (1 + np.exp(eta))), rel=1e-12)
 
 
-@pytest.mark.parametrize("name", aloocv.losses.names())
+@pytest.mark.parametrize("name", _core.loss_names())
 def test_python_registry_mirrors_the_core(name):
     """Each registry entry's inverse link equals the C++ struct's mean, and its domain
     check is the core's."""

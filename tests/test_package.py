@@ -1,4 +1,5 @@
-"""The package's public surface: the API contract of DESIGN.md, stubs, typing marker."""
+"""The package's public surface: the API contract (the names README.md documents), stubs,
+typing marker."""
 
 from __future__ import annotations
 

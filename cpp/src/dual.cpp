@@ -1,3 +1,4 @@
+// The n x n dual route: kernel, fit, leverages, exact refits. See docs/math/dual.md.
 #include "aloocv/dual.hpp"
 
 #include <Eigen/Cholesky>

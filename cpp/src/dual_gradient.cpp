@@ -1,4 +1,5 @@
 // The exact ALO hypergradient on the n x n dual route (every feature penalized, L2).
+// See docs/math/dual.md.
 //
 // With K = X P^{-1} X^T, S = D^{1/2}, M = I + S K S, the hat-like matrix
 // G = X~ H^{-1} X~^T (n x n) is N0 = K - K S M^{-1} S K without an intercept, and

@@ -1,3 +1,4 @@
+// Multinomial fits, ALO with K x K blocks and its hypergradient. See docs/math/multinomial.md.
 #include "aloocv/multinomial.hpp"
 
 #include <Eigen/LU>
@@ -668,7 +669,7 @@ namespace {
 
 // The per-sample closed forms of mn_loo given eta (n K) and the blocks K_i in lev; with
 // alpha (n K) and Gs (n K K) non-null also the hypergradient's per-sample terms, the
-// losses' weights w_i / vsum (DESIGN.md section 5 with K x K blocks).
+// losses' weights w_i / vsum (docs/math/multinomial.md, the hypergradient with K x K blocks).
 void mn_loo_samples(const MnProblem& pb, const Vec& eta, int method, double vsum, const double* lev,
                     double* pred, double* loss, double* det, double* alpha, double* Gs, int nt) {
   const Index n = pb.n(), K = pb.K;
@@ -769,7 +770,7 @@ void mn_loo(const MnProblem& pb, const MnState& st, int method, double* pred, do
   mn_loo_samples(pb, st.eta, method, pb.weight_sum(), lev, pred, loss, det,
                  want_grad ? alpha.data() : nullptr, want_grad ? Gs.data() : nullptr, nt);
   if (!want_grad) return;
-  // Reverse mode (DESIGN.md section 5 with K x K blocks): S = sum_i X~_i^T Gs_i X~_i,
+  // Reverse mode (docs/math/multinomial.md): S = sum_i X~_i^T Gs_i X~_i,
   // Mbig = H^{-1} S H^{-1}, Q_i = X~_i Mbig X~_i^T, gamma_i = alpha_i - J_i zeta_i.
   const Index dim = pb.dim();
   Mat S = Mat::Zero(dim, dim);

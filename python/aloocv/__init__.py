@@ -19,11 +19,9 @@ from ._diagnostics import (
     ALOWarning,
     Certificate,
 )
-from ._fit import FitResult, fit
 from ._kernel import kernel_ridge_loo
-from ._kfold import KFoldResult, kfold
-from ._loo import LOOResult, loo
-from ._multitarget import MultiTargetKFoldResult, MultiTargetLOOResult
+from ._version import __version__
+from .api import fit, kfold, loo
 from .bkk import ABKKRegressor, BKKCriterion, BKKRidge, SBKKRegressor
 from .estimators import (
     ALOElasticNetCV,
@@ -33,15 +31,23 @@ from .estimators import (
     ALORidgeCV,
     ALOTweedieRegressorCV,
 )
-from .losses import Huber, Tweedie
+from .losses import Huber, Multinomial, Tweedie
 from .nested import DevSetResult, NestedCVResult, dev_set, nested_cv
 from .penalties import L1, L2, ElasticNet, Penalty
+from .problem import Problem
+from .results import (
+    FitResult,
+    KFoldResult,
+    LOOResult,
+    MultinomialFitResult,
+    MultiTargetKFoldResult,
+    MultiTargetLOOResult,
+)
 from .tuning import TuneResult, tune
 
 _blas.register()
 _threads.register()
 
-__version__ = "0.1.0"
 
 __all__ = [
     "ALO_MIN_RCOND",
@@ -68,8 +74,11 @@ __all__ = [
     "LOOResult",
     "MultiTargetKFoldResult",
     "MultiTargetLOOResult",
+    "Multinomial",
+    "MultinomialFitResult",
     "NestedCVResult",
     "Penalty",
+    "Problem",
     "SBKKRegressor",
     "TuneResult",
     "Tweedie",

@@ -39,7 +39,7 @@ from ._diagnostics import ALOWarning
 from .losses import DEFAULT_HUBER_DELTA, DEFAULT_TWEEDIE_POWER, Huber, Tweedie, get_loss
 from .losses import names as loss_names
 
-LOSSES = (*loss_names(), "multinomial")
+LOSSES = tuple(loss_names())
 #: Cells read as missing (pandas' defaults include these; the standard-library reader
 #: uses exactly this set).
 MISSING = frozenset({"", "NA", "N/A", "NaN", "nan", "NULL", "null", "None", "#N/A", "-nan"})

@@ -85,7 +85,7 @@ from ._validation import (
 )
 
 if TYPE_CHECKING:
-    from .tuning.objective import StateOutput
+    from .results import StateOutput
 
 __all__ = ["DaskTuneState", "fit", "is_dask_collection", "kfold", "loo"]
 
@@ -948,7 +948,8 @@ def _state_fields(data: Data, st: _State) -> dict[str, Any]:
 
 
 def _fit_result(data: Data, st: _State):
-    from ._fit import FitFields, _result
+    from .results import FitFields
+    from .results import fit_result as _result
 
     out = FitFields(**_state_fields(data, st), hessian_passes=st.hessian_passes)
     return _result(out, data.loss, data.penalty, data.fit_intercept)
@@ -958,7 +959,7 @@ def fit(
     X, y, loss, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, warm_start, offset
 ):
     """:func:`aloocv.fit` on dask input (see the module docstring)."""
-    from ._fit import _warn_not_converged
+    from ._diagnostics import warn_not_converged as _warn_not_converged
 
     if isinstance(loss, str) and loss == MULTINOMIAL:
         from . import _dask_multinomial
@@ -1528,7 +1529,7 @@ def _alo_settled(
 
 
 def _fit_for_loo(data: Data, coef, intercept, tol, max_iter, fresh_end: bool = True) -> _State:
-    from ._fit import _warn_not_converged
+    from ._diagnostics import warn_not_converged as _warn_not_converged
 
     if coef is None:
         if intercept is not None:
@@ -1565,7 +1566,7 @@ def _fit_for_loo(data: Data, coef, intercept, tol, max_iter, fresh_end: bool = T
         f, g, H = _penalized(data, beta, s)
         sw = float(s["weight"])
         gn = float(np.max(np.abs(g))) / sw
-    from ._fit import _warn_given_coef
+    from ._diagnostics import warn_given_coef as _warn_given_coef
 
     _warn_given_coef(gn, tol, stacklevel=3)
     return _State(beta, f, g, H, sw, 0, gn <= tol, gn, active)
@@ -2096,7 +2097,9 @@ def kfold(
     import dask.array as da
     from dask import delayed
 
-    from ._kfold import KFOLD_METHODS, _assign_folds, _label, fold_result, relabel_folds
+    from .folds import KFOLD_METHODS, fold_result, relabel_folds
+    from .folds import assign_folds as _assign_folds
+    from .folds import fold_label as _label
 
     if not isinstance(method, str) or method not in KFOLD_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(KFOLD_METHODS)}")
@@ -2131,7 +2134,7 @@ def kfold(
     # the fresh end's guard is measured in the folds' pass (_settle_guard)
     fresh_end = method == "alo" and not foldwise
     st = _solve_fit(data, tol, max_iter, fresh_end=fresh_end, defer_end_guard=fresh_end)
-    from ._fit import _warn_not_converged
+    from ._diagnostics import warn_not_converged as _warn_not_converged
 
     _warn_not_converged(_fit_result(data, st), tol, max_iter)
     t1 = time.perf_counter()
@@ -2268,7 +2271,7 @@ class DaskTuneState:
             self.beta = self._st.beta.copy()
 
     def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> StateOutput:
-        from .tuning.objective import StateOutput
+        from .results import StateOutput
 
         if gradient_kind != "exact":
             raise ValueError("dask input has the exact hypergradient only (gradient='exact')")
@@ -2297,7 +2300,7 @@ class DaskTuneState:
         multinomial state), along each parameter's direction ``(J2[:, k], J1[:, k])`` of
         the per-feature (l2, l1) weights, with a step of TANGENT_LOG_STEP in the log of the
         parameter: used only to propose Newton steps of the searches."""
-        from ._multinomial import TANGENT_LOG_STEP
+        from .backends.common import TANGENT_LOG_STEP
 
         out = self.alo(gradient=True)
         at, pen = self.beta, self.data.pen.copy()

@@ -70,7 +70,7 @@ from ._validation import (
 )
 
 if TYPE_CHECKING:
-    from .tuning.objective import StateOutput
+    from .results import StateOutput
 
 __all__ = ["DaskMultinomialTuneState", "fit", "kfold", "loo", "prepare", "tune_state"]
 
@@ -278,8 +278,8 @@ def newton(
 
 
 def _fit_result(data: Data, st: _State, K: int):
-    from ._fit import FitFields
-    from ._multinomial import _result
+    from .results import FitFields
+    from .results import multinomial_fit_result as _result
 
     B = st.beta.reshape(K, data.p1)
     off = int(data.fit_intercept)
@@ -296,8 +296,9 @@ def _fit_result(data: Data, st: _State, K: int):
 
 def fit(X, y, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, warm_start, offset):
     """:func:`aloocv.fit` with ``loss="multinomial"`` on dask input."""
-    from ._fit import _warn_not_converged
-    from ._multinomial import MultinomialFitResult, _beta
+    from ._diagnostics import warn_not_converged as _warn_not_converged
+    from .losses import pack_beta as _beta
+    from .results import MultinomialFitResult
 
     data = prepare(X, y, penalty, sample_weight, fit_intercept, offset, n_jobs)
     tol, max_iter = check_options(tol, max_iter)
@@ -463,9 +464,10 @@ def loo(
     offset,
 ):
     """:func:`aloocv.loo` with ``loss="multinomial"`` on dask input."""
-    from ._fit import _warn_given_coef, _warn_not_converged
-    from ._multinomial import _beta
+    from ._diagnostics import warn_given_coef as _warn_given_coef
+    from ._diagnostics import warn_not_converged as _warn_not_converged
     from ._validation import check_finite_result
+    from .losses import pack_beta as _beta
 
     if gradient != "exact":
         raise ValueError("the multinomial loss has the exact gradient only")
@@ -569,7 +571,7 @@ def refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter:
     import dataclasses
 
     from ._dask import _weights_without
-    from ._multinomial import cross_entropy
+    from .losses import cross_entropy
 
     K = st.beta.size // data.p1
     rows = np.asarray(rows, dtype=np.int64)
@@ -596,7 +598,7 @@ def refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter:
 def _own_rows_task(x, y, B, intercept):
     """Row k of a chunk at its own refit's coefficients B[k] (K x p1): the cross-entropies
     and the class scores (m x K)."""
-    from ._multinomial import cross_entropy
+    from .losses import cross_entropy
 
     x, y, _, _ = _chunk_arrays(x, y, None, None, False)
     off = int(intercept)
@@ -665,7 +667,7 @@ def _fold_weights(w, fold, k):
 def _heldout_task(x, y, fold, B, intercept):
     """Held-out class scores x~_i^T B_{fold(i)} (m x K) of one chunk, and their
     cross-entropies; B (n_folds, K, p1)."""
-    from ._multinomial import cross_entropy
+    from .losses import cross_entropy
 
     x, y, _, _ = _chunk_arrays(x, y, None, None, False)
     fold = np.asarray(fold, dtype=np.intp)
@@ -703,9 +705,11 @@ def kfold(
     from dask import delayed
     from dask.base import is_dask_collection
 
-    from ._fit import _warn_not_converged
-    from ._kfold import KFOLD_METHODS, _assign_folds, _label, fold_result
+    from ._diagnostics import warn_not_converged as _warn_not_converged
     from ._validation import check_finite_result
+    from .folds import KFOLD_METHODS, fold_result
+    from .folds import assign_folds as _assign_folds
+    from .folds import fold_label as _label
 
     if not isinstance(method, str) or method not in KFOLD_METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {list(KFOLD_METHODS)}")
@@ -804,7 +808,7 @@ class DaskMultinomialTuneState:
         """Nothing: :meth:`alo` fits and evaluates (as the in-memory state)."""
 
     def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> StateOutput:
-        from .tuning.objective import StateOutput
+        from .results import StateOutput
 
         data, K = self.data, self.K
         st = newton(data, self.first, self.tol, self.max_iter, self.beta, fresh_end=True)
@@ -833,7 +837,7 @@ class DaskMultinomialTuneState:
     def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> StateOutput:
         """As the in-memory state: central differences of the exact gradient, step
         TANGENT_LOG_STEP in the log of each parameter, both fits from the current one."""
-        from ._multinomial import TANGENT_LOG_STEP
+        from .backends.common import TANGENT_LOG_STEP
 
         out = self.alo(gradient=True)
         at, pen = self.beta, self.data.pen.copy()

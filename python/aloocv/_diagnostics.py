@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 __all__ = [
     "ALO_MIN_RCOND",
@@ -96,6 +98,49 @@ def warn_ill_conditioned(rcond: float | None, stacklevel: int) -> None:
             "A larger penalty or fewer collinear features helps.",
             ALOWarning,
             stacklevel=stacklevel + 1,
+        )
+
+
+# ----------------------------------------------------------------------------- fits
+#: Tolerances below this (about 4.5 machine epsilons) are below the rounding floor of
+#: ``max|gradient| / sum(w)`` for data of unit scale: the solvers stop when rounding
+#: stalls them (a bounded number of iterations), ``converged_`` says whether ``tol`` was
+#: met, and the warning names the cause.
+TOL_ROUNDING_FLOOR = 1e-15
+
+
+#: A given ``coef`` whose max|gradient|/sum(w) exceeds this (or ``tol``) is not a
+#: minimizer of the objective: leave-one-out at it warns.
+GIVEN_COEF_GRAD_TOL = 1e-6
+
+
+def warn_given_coef(grad_norm: float, tol: float, stacklevel: int = 3) -> None:
+    """The warning of leave-one-out at a given ``coef`` that is not a minimizer
+    (max|gradient|/sum(w) = `grad_norm`); `stacklevel` counts from the caller."""
+    if grad_norm > max(GIVEN_COEF_GRAD_TOL, tol):
+        warnings.warn(
+            f"the given coef is not a minimizer of this objective (max|gradient|/sum(w) = "
+            f"{grad_norm:.3g}); leave-one-out estimates assume an optimal fit. Check that the "
+            "penalty matches the model's regularization.",
+            ConvergenceWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
+def warn_not_converged(res: Any, tol: float, max_iter: int, stacklevel: int = 3) -> None:
+    if not res.converged_:
+        hint = "Increase max_iter or the penalty."
+        if tol < TOL_ROUNDING_FLOOR or res.n_iter_ < max_iter:
+            hint = (
+                "It stopped early: no further progress is possible in float64 arithmetic "
+                f"(tol below this problem's rounding floor, about {TOL_ROUNDING_FLOOR:g} for "
+                "unit-scale data); use a larger tol."
+            )
+        warnings.warn(
+            f"the solver did not converge in {res.n_iter_} iterations (max_iter={max_iter}): "
+            f"max|gradient|/sum(w) = {res.gradient_norm_:.3g} > tol = {tol:.3g}. " + hint,
+            ConvergenceWarning,
+            stacklevel=stacklevel,
         )
 
 

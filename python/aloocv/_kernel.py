@@ -7,8 +7,6 @@ from numpy.typing import ArrayLike
 
 from . import _blas, _core
 from ._diagnostics import unreliable_mask
-from ._fit import FitResult
-from ._loo import LOOResult
 from ._validation import (
     check_bool,
     check_finite_result,
@@ -19,6 +17,7 @@ from ._validation import (
     check_vector,
 )
 from .penalties import L2
+from .results import FitResult, LOOResult
 
 __all__ = ["kernel_ridge_loo"]
 

@@ -52,6 +52,7 @@ def _load_core_passive() -> None:
 _load_core_passive()
 
 from . import _core  # noqa: E402 - loaded above
+from ._version import __version__  # noqa: E402
 
 __all__ = ["ALOOCVController", "register"]
 
@@ -80,8 +81,6 @@ if LibController is not None:
             self.dynlib.aloocv_set_num_threads(int(num_threads))
 
         def get_version(self) -> str:
-            from . import __version__
-
             return __version__
 
 else:  # pragma: no cover

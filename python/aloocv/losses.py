@@ -32,9 +32,13 @@ __all__ = [
     "REGISTRY",
     "Huber",
     "Loss",
+    "Multinomial",
     "Tweedie",
+    "cross_entropy",
     "get_loss",
     "names",
+    "pack_beta",
+    "softmax",
 ]
 
 #: Default Tweedie variance power of the string name ``"tweedie"``.
@@ -68,6 +72,12 @@ class Loss:
     link: str
     domain: str
     description: str = ""
+
+    #: Outputs of the linear predictor per sample: 1 for the scalar-eta losses, K for
+    #: :class:`Multinomial`.
+    n_outputs = 1
+    #: True for a loss with several outputs per sample (its own core routines).
+    vector_valued = False
 
     # --- parameters and the core's view of them
     def params(self) -> dict[str, float]:
@@ -210,6 +220,108 @@ class Huber(Loss):
         return f"Huber(delta={self.delta!r})"
 
 
+def softmax(eta: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of class scores (n, K)."""
+    z = np.exp(eta - eta.max(axis=1, keepdims=True))
+    return z / z.sum(axis=1, keepdims=True)
+
+
+def cross_entropy(eta: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-sample cross-entropy of class scores eta (n, K) at class codes y."""
+    m = eta.max(axis=1)
+    yi = np.asarray(y).astype(np.intp)
+    return m + np.log(np.exp(eta - m[:, None]).sum(axis=1)) - eta[np.arange(yi.size), yi]
+
+
+def pack_beta(coef: Any, intercept: Any, K: int, p: int, fit_intercept: bool) -> np.ndarray:
+    """Class-major (K, p1) multinomial coefficients, flattened, from a user's coef (K, p)
+    and intercept (K,) (centered to sum zero: the gauge the fits use)."""
+    c = np.asarray(coef, dtype=np.float64)
+    if c.shape != (K, p):
+        raise ValueError(f"coef must have shape ({K}, {p}) for the multinomial loss, got {c.shape}")
+    if not np.isfinite(c).all():
+        raise ValueError("coef contains NaN or inf")
+    if not fit_intercept:
+        if intercept is not None and np.any(np.asarray(intercept) != 0):
+            raise ValueError("intercept given with fit_intercept=False")
+        return np.ascontiguousarray(c.ravel())
+    b = np.zeros(K) if intercept is None else np.asarray(intercept, dtype=np.float64)
+    if b.shape != (K,) or not np.isfinite(b).all():
+        raise ValueError(f"intercept must be a finite array of shape ({K},)")
+    return np.ascontiguousarray(np.column_stack([b - b.mean(), c]).ravel())
+
+
+class Multinomial(Loss):
+    """Softmax cross-entropy of K classes: a loss with K outputs per sample.
+
+    ``l(y, eta) = logsumexp(eta) - eta_y`` with ``eta in R^K`` (scikit-learn's multinomial
+    ``LogisticRegression``: the full K-class parametrization, intercepts centered). The
+    per-sample curvature is the K x K block ``diag(p) - p p^T`` (``p = softmax(eta)``);
+    see ``docs/math/multinomial.md``. Named ``"multinomial"``; the number of classes is
+    learned from the labels 0..K-1 when a problem is built (it is not a parameter: a
+    ``Multinomial`` compares equal to its name whatever K).
+
+    Parameters
+    ----------
+    n_classes : int, optional
+        K, once known.
+    """
+
+    vector_valued = True
+
+    def __init__(self, n_classes: int | None = None) -> None:
+        super().__init__(
+            "multinomial",
+            "softmax",
+            "integer class labels 0..K-1",
+            "softmax cross-entropy of K classes",
+        )
+        object.__setattr__(self, "n_classes", None if n_classes is None else int(n_classes))
+
+    @property
+    def n_outputs(self) -> int:  # type: ignore[override]
+        """K (0 while the classes are unknown)."""
+        return self.n_classes or 0
+
+    @property
+    def core(self) -> Any:
+        """The multinomial loss has its own core entry points (``multinomial_*``)."""
+        raise TypeError("the multinomial loss has its own core routines (K outputs per sample)")
+
+    def value(self, y: Any, eta: Any) -> np.ndarray:
+        """Per-sample cross-entropy at class codes y, scores eta (n, K)."""
+        return cross_entropy(np.asarray(eta, dtype=np.float64), y)
+
+    def derivatives(self, y: Any, eta: Any) -> tuple[np.ndarray, ...]:
+        """Not available: the derivatives in eta are K-vectors and K x K blocks."""
+        raise TypeError("the multinomial loss has vector derivatives (K outputs per sample)")
+
+    def mean(self, eta: Any) -> np.ndarray:
+        """Class probabilities softmax(eta), shape (n, K)."""
+        return softmax(np.asarray(eta, dtype=np.float64))
+
+    def check_y(self, y: np.ndarray) -> None:
+        """Raise ValueError naming the first label that is not an integer >= 0."""
+        lab = np.asarray(y, dtype=np.float64)
+        bad = np.flatnonzero((lab != np.floor(lab)) | (lab < 0) | ~np.isfinite(lab))
+        if bad.size:
+            raise ValueError(
+                f"y must hold integer class labels 0..K-1 for the multinomial loss: "
+                f"y[{bad[0]}] = {np.asarray(y).ravel()[bad[0]].item()!r}"
+            )
+
+    def with_classes(self, n_classes: int) -> Multinomial:
+        """The same loss with K known."""
+        return Multinomial(n_classes)
+
+    def __repr__(self) -> str:
+        return (
+            "Multinomial()"
+            if self.n_classes is None
+            else f"Multinomial(n_classes={self.n_classes})"
+        )
+
+
 #: Name -> the loss (parameter-free) or its class (parametrized, default parameters
 #: when named by the string).
 REGISTRY: dict[str, Loss | type[Loss]] = {
@@ -225,6 +337,7 @@ REGISTRY: dict[str, Loss | type[Loss]] = {
     ),
     "tweedie": Tweedie,
     "huber": Huber,
+    "multinomial": Multinomial,
 }
 
 

@@ -27,11 +27,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import clone, is_classifier
 
-from ._fit import fit
-from ._kfold import _cv_splits, kfold
 from ._validation import check_bool, check_labels, check_real_scalar, check_vector, check_X
+from .api import fit, kfold
 from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
 from .estimators._base import _ALOBase, _ALORegressor, _precheck
+from .folds import cv_splits
 from .losses import get_loss
 from .penalties import L2, ElasticNet, Penalty
 from .tuning import tune
@@ -151,7 +151,7 @@ def _splits(
         not isinstance(outer, (int, np.integer, str, bytes)) and hasattr(outer, "__iter__")
     ):  # a scikit-learn splitter or an iterable of (train, test)
         # the splitter sees the data (StratifiedKFold needs y, GroupKFold groups)
-        return _cv_splits(outer, X, y, groups, None, n)
+        return cv_splits(outer, X, y, groups, None, n)
     if groups is not None:
         raise ValueError(
             "groups= goes with a group splitter as outer_folds (e.g. GroupKFold(5) or "

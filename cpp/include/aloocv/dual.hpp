@@ -10,6 +10,7 @@
 // intercept eliminated by its Schur complement: h_i = 1/sum(d) + R_ii,
 // R = K_c - K_c S M_c^{-1} S K_c, K_c = C K C^T, C = I - 1 d^T / sum(d), M_c = I + S K_c S.
 // Kernel ridge regression is the same computation with a user's kernel K.
+// See docs/math/dual.md.
 #pragma once
 
 #include "loo.hpp"

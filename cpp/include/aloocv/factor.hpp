@@ -1,4 +1,5 @@
 // Cholesky factorization of the (penalized) Hessian and the leverages built on it.
+// See docs/math/alo.md.
 #pragma once
 
 #include <vector>

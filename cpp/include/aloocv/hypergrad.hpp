@@ -1,9 +1,10 @@
 // Derivatives of the ALO estimate with respect to the penalty parameters.
+// See docs/math/hypergradient.md.
 //
 // What loo(...).mean reports is ACV(lambda) = sum_i v_i l(y_i, eta~_i) / sum(v), with
 // eta~_i = eta_i + g_i h_i / t_i, g_i = w_i l'_i, d_i = w_i l''_i, t_i = 1 - d_i h_i and
-// h_i = x~_i^T H^{-1} x~_i, all at the fit beta_hat(lambda). The exact derivative (DESIGN.md
-// section 5, reverse mode): with c_i = v_i l'(y_i, eta~_i) / sum(v),
+// h_i = x~_i^T H^{-1} x~_i, all at the fit beta_hat(lambda). The exact derivative
+// (docs/math/hypergradient.md, reverse mode): with c_i = v_i l'(y_i, eta~_i) / sum(v),
 //   A_i = d eta~_i / d eta_i = 1 / t_i + w_i g_i l'''_i h_i^2 / t_i^2,
 //   B_i = d eta~_i / d h_i   = g_i / t_i^2,
 //   M   = sum_i c_i B_i a_i a_i^T   (a_i = H^{-1} x~_i; accumulated in the leverage pass),

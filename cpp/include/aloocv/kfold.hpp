@@ -1,4 +1,5 @@
 // K-fold (leave-q-out) cross-validation from one fit (approximate) or by refits (exact).
+// See docs/math/kfold.md.
 //
 // Approximate: the leave-q-out extension of ALO (the paper's remark after its
 // Definition 6). For a fold S of q samples, with H = L L^T the Hessian of the full fit,
@@ -6,7 +7,7 @@
 // Newton step from beta_hat on the problem without S, taken with its exact Hessian
 // H_{-S} = H - X~_S^T D_S X~_S (a rank-q downdate). Two algebraically equal forms:
 //
-//  - q x q (Woodbury, DESIGN.md section 2): Z_S = L^{-1} X~_S^T (one TRSM), K_S = Z_S^T Z_S,
+//  - q x q (Woodbury, docs/math/kfold.md): Z_S = L^{-1} X~_S^T (one TRSM), K_S = Z_S^T Z_S,
 //      eta~_S = eta_S + K_S (I - D_S K_S)^{-1} g_S
 //             = eta_S + c + K_S s o M^{-1} (s o c),   c = K_S g_S, s = sqrt(d_S),
 //    with M = I - diag(s) K_S diag(s) symmetric (the identity (I - S S K)^{-1} =

@@ -1,5 +1,6 @@
 // Leave-one-out from one fit: ALO (Theorem 1 with the exact rank-one downdate),
 // the influence-function approximation (no downdate) and the Lemma 3 estimator.
+// See docs/math/alo.md.
 #pragma once
 
 #include <limits>

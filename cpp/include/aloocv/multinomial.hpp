@@ -1,5 +1,6 @@
 // Multinomial logistic regression (softmax, full K-class parametrization) with an L2
 // penalty, and its leave-one-out estimators with a K x K block per sample.
+// See docs/math/multinomial.md.
 //
 //   min_B  sum_i w_i ce(y_i, eta_i) + 1/2 sum_a sum_j pen_j B_aj^2,   eta_i = B x~_i (K)
 //   ce(y, eta) = logsumexp(eta) - eta_y

@@ -1,6 +1,6 @@
 // Newton / IRLS fits of smooth L2-penalized GLMs: fresh Hessians far from the optimum,
 // secant-corrected chord steps on the last factor near it (fit_policy); the factor of the
-// last Hessian is kept for the leave-one-out step.
+// last Hessian is kept for the leave-one-out step. See docs/math/newton.md.
 #pragma once
 
 #include <algorithm>

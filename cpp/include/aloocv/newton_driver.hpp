@@ -1,7 +1,7 @@
 // The one damped-Newton driver of the core and its one Armijo line search. Every smooth
 // fit (primal GLM fits, path points, single tuning steps, exact leave-one-out refits, the
 // dual route, the multinomial loss) is a "model" run by newton_drive; only the model
-// knows its coordinates, its Hessian and how to evaluate a point.
+// knows its coordinates, its Hessian and how to evaluate a point. See docs/math/newton.md.
 //
 // A model M provides (checked at compile time by is_newton_model):
 //   double gnorm() const            max_j |gradient_j| at the current point (unscaled)

@@ -1,6 +1,7 @@
 // The regularized empirical-risk problem of the paper's eq. (2):
 //   min_beta  sum_i w_i l(y_i, x~_i^T beta) + 1/2 sum_j pen_j beta_j^2
 // with beta = (b, theta), x~_i = (1, x_i) when fitting an intercept (pen_0 = 0).
+// Notation: docs/math/index.md.
 #pragma once
 
 #include <cmath>

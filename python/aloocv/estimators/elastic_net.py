@@ -10,8 +10,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import sparse
 
-from .._fit import fit as _fit
 from .._validation import check_choice, design_tdot, is_dask_collection, is_sparse
+from ..api import fit as _fit
 from ..backends.dask.estimator_inputs import enet_top
 from ..penalties import L1, Penalty
 from ._base import (

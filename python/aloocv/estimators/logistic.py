@@ -16,10 +16,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from .. import _scoring
-from .._multinomial import softmax
 from .._validation import check_bool, check_choice, check_class_weight, is_dask_collection
 from ..backends.dask.estimator_inputs import class_weight_vector, label_indicator, local
 from ..backends.dask.estimator_inputs import labels as dask_labels
+from ..losses import softmax
 from ..penalties import Penalty
 from ..tuning import TuneResult
 from ._base import (

@@ -10,11 +10,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import _blas, _scoring
-from .._multitarget import decompose
 from .._scoring import get_scorer
 from .._validation import check_bool, check_choice, n_threads
 from ..backends.dask.estimator_inputs import local
+from ..backends.memory.multitarget import decompose
 from ..penalties import L2
+from ..problem import Problem
 from ..tuning import tune
 from ..tuning.drivers import second_order_method
 from ._base import _ALORegressor, _Search, _search_results, _SquaredScore
@@ -230,7 +231,17 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         scorer = self._targets_scorer()
         per_target = bool(self.alpha_per_target)
         alphas = _positive_grid("alphas", self.alphas)
-        X, mr, Y, w, _, _ = decompose(X, Y, L2(1.0), self.fit_intercept, sample_weight, self.n_jobs)
+        pb = Problem.build(
+            X,
+            Y,
+            loss="squared",
+            penalty=L2(1.0),
+            fit_intercept=self.fit_intercept,
+            sample_weight=sample_weight,
+            n_jobs=self.n_jobs,
+        )
+        X, Y, w = pb.X, pb.y, pb.sample_weight
+        mr = decompose(pb)[0]
         n, T = Y.shape
         nt = n_threads(self.n_jobs)
         with _blas.single_threaded_blas():

@@ -21,23 +21,18 @@ from numpy.typing import ArrayLike
 from sklearn.exceptions import ConvergenceWarning
 
 from .. import _blas, _core
-from .._fit import FitResult, _result
-from .._loo import LOOResult
 from .._validation import (
-    MULTINOMIAL,
-    as_penalty,
     check_finite_result,
-    check_fit_inputs,
     check_loo_samples,
-    check_multinomial_inputs,
-    check_offset,
-    check_options,
     check_real_values,
     core_design,
     is_dask_collection,
-    n_threads,
 )
+from ..backends import route
+from ..losses import Multinomial
 from ..penalties import L2, Penalty
+from ..problem import Problem
+from ..results import FitResult, LOOResult, fit_result, multinomial_fit_result
 from .objective import Objective, weighted_stderr
 from .optimizers import (
     LOG_BOUND,
@@ -104,9 +99,9 @@ class TuneResult:
         ``method="grid"``: passes over X of each grid point's fit (and of ALO's refresh of
         its factor, if any), from the core's counters: Hessian passes (``O(n p^2)`` each)
         and matrix-vector passes (``O(n p)`` each: Newton and chord steps, gradients),
-        ``(T,)`` floats, NaN where the route does not count them (the squared-loss ridge
-        path, dask, multinomial matrix-vector passes). ALO adds one leverage pass per
-        point on top.
+        ``(T,)`` integers; None where the route does not count them (the squared-loss
+        ridge path, dask, multinomial matrix-vector passes). ALO adds one leverage pass
+        per point on top.
     """
 
     penalty: Penalty
@@ -302,146 +297,117 @@ def tune(
     >>> res.converged
     True
     """
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; expected one of {list(METHODS)}")
-    if step_rule is None:
-        step_rule = "adam" if method == "sgd" else "armijo"
-    if step_rule not in STEP_RULES:
-        raise ValueError(f"unknown step_rule {step_rule!r}; expected one of {list(STEP_RULES)}")
-    if method == "sgd" and step_rule == "armijo":
-        raise ValueError("step_rule='armijo' needs full ACV evaluations: use method='gd'")
-    if selection not in ("min", "1se"):
-        raise ValueError(f"selection must be 'min' or '1se', got {selection!r}")
-    if gradient not in ("exact", "paper"):
-        raise ValueError(f"gradient must be 'exact' or 'paper', got {gradient!r}")
-    if learning_rate is None:
-        learning_rate = 0.1 if step_rule == "adam" else 1.0
-    if isinstance(learning_rate, (str, bytes, bool, np.bool_, complex)):
-        raise TypeError(f"learning_rate must be a real number, got {learning_rate!r}")
-    learning_rate = float(learning_rate)
-    if not (np.isfinite(learning_rate) and learning_rate > 0):
-        raise ValueError(f"learning_rate must be positive, got {learning_rate!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    if isinstance(tol, (str, bytes, bool, np.bool_, complex)):
-        raise TypeError(f"tol must be a real number, got {tol!r}")
-    tol = float(tol)
-    if not (np.isfinite(tol) and tol > 0):
-        raise ValueError(f"tol must be positive, got {tol!r}")
-    if n_grid is None:
-        n_grid = BRACKET_POINTS if method == "auto" else 20
-    penalty = as_penalty(penalty)
-    multinomial = isinstance(loss, str) and loss == MULTINOMIAL
-    dask_state = None
-    if multinomial and is_dask_collection(X):  # map-reduce over row chunks
-        from .. import _dask_multinomial
+    opts = SearchOptions.build(
+        method=method,
+        max_iter=max_iter,
+        tol=tol,
+        step_rule=step_rule,
+        learning_rate=learning_rate,
+        batch_size=batch_size,
+        eval_every=eval_every,
+        grid=grid,
+        n_grid=n_grid,
+        selection=selection,
+        gradient=gradient,
+        random_state=random_state,
+        verbose=verbose,
+        callback=callback,
+    )
+    pb = Problem.build(
+        X,
+        y,
+        loss=loss,
+        penalty=penalty,
+        fit_intercept=fit_intercept,
+        sample_weight=sample_weight,
+        offset=offset,
+        tol=fit_tol,
+        max_iter=fit_max_iter,
+        n_jobs=n_jobs,
+        multi_target=False,
+    )
+    r = route.choose(pb, "tune")
+    _check_search(pb, opts)
+    state = route.tune_state(pb, r)
+    obj = Objective(
+        state, pb.penalty, pb.sample_weight, pb.n_features, opts.gradient, pb.fit_intercept
+    )
+    if opts.method == "grid":
+        return _grid_search(pb, obj, opts)
+    return _gradient_search(pb, obj, opts.for_samples(pb.n_samples))
 
-        if method == "sgd":
-            raise ValueError("method='sgd' is not available for the multinomial loss")
-        if gradient != "exact":
-            raise ValueError("the multinomial loss has the exact gradient only")
-        fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
-        dask_state, pen, w, n, p = _dask_multinomial.tune_state(
-            X, y, penalty, sample_weight, fit_intercept, offset, n_jobs, fit_tol, fit_max_iter
-        )
-        l1 = off = None
-    elif multinomial:
-        X, y, K, pen, w = check_multinomial_inputs(X, y, penalty, sample_weight, fit_intercept)
-        l1 = None
-        if method == "sgd":
-            raise ValueError("method='sgd' is not available for the multinomial loss")
-        if gradient != "exact":
-            raise ValueError("the multinomial loss has the exact gradient only")
-    if (
-        dask_state is None and not multinomial and is_dask_collection(X)
-    ):  # map-reduce over row chunks: _dask
-        from .. import _dask
 
-        if method == "sgd":
-            raise ValueError("method='sgd' is not available for dask input; use 'gd' or 'auto'")
-        if gradient != "exact":
-            raise ValueError("dask input has the exact gradient only (gradient='exact')")
-        fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
-        dask_state, loss, pen, w, n, p = _dask.tune_state(
-            X,
-            y,
-            loss,
-            penalty,
-            sample_weight,
-            fit_intercept,
-            offset,
-            n_jobs,
-            fit_tol,
-            fit_max_iter,
-        )
-        l1, off = dask_state.data.l1, None
-    elif dask_state is None:
-        if not multinomial:
-            X, y, loss, pen, l1, w = check_fit_inputs(
-                X, y, loss, penalty, sample_weight, fit_intercept
-            )
-        check_loo_samples(X.shape[0])
-        off = check_offset(offset, X.shape[0])
-        fit_tol, fit_max_iter = check_options(fit_tol, fit_max_iter)
-        if loss == "logistic" and np.unique(y).size < 2:
-            raise ValueError("y has a single class: logistic regression needs both 0 and 1")
-        n, p = X.shape
-    m = penalty.params().size
-    if method != "grid" and np.any(penalty.params() <= 0):
-        raise ValueError("gradient tuning works on log(lambda): the initial penalty must be > 0")
-    if method != "grid" and selection == "1se" and m > 1:
-        raise ValueError(
-            f"selection='1se' with a gradient search needs one regularization parameter; the "
-            f"penalty has {m} (use method='grid', or selection='min')"
-        )
-    if dask_state is not None:
-        state = dask_state
-    elif multinomial:
-        from .._multinomial import MultinomialTuneState
+@dataclass(frozen=True)
+class SearchOptions:
+    """The options of one :func:`tune` search, checked (see :func:`tune` for each)."""
 
-        if off is not None:
-            raise ValueError("offset= is not available for the multinomial loss")
-        state = MultinomialTuneState(
-            X, y, K, w, pen, fit_intercept, fit_tol, fit_max_iter, n_threads(n_jobs)
-        )
-    else:
-        state = _core.TuneState(
-            core_design(X),
-            y,
-            w,
-            loss.core,
-            pen,
-            fit_intercept=bool(fit_intercept),
-            tol=fit_tol,
-            max_iter=fit_max_iter,
-            n_threads=n_threads(n_jobs),
-            l1=l1,
-            offset=off,
-        )
-    obj = Objective(state, penalty, w, p, gradient, fit_intercept=bool(fit_intercept))
-    intercept = bool(fit_intercept)
-    if method == "grid":
-        points = _check_grid(grid, penalty, n_grid)
+    method: str
+    max_iter: int
+    tol: float
+    step_rule: str
+    learning_rate: float
+    batch_size: Any
+    eval_every: Any
+    grid: Any
+    n_grid: int
+    selection: str
+    gradient: str
+    random_state: Any
+    verbose: bool
+    callback: Any
+
+    @classmethod
+    def build(cls, **kw: Any) -> SearchOptions:
+        method, step_rule = kw["method"], kw["step_rule"]
+        if not isinstance(method, str) or method not in METHODS:
+            raise ValueError(f"unknown method {method!r}; expected one of {list(METHODS)}")
+        if step_rule is None:
+            step_rule = "adam" if method == "sgd" else "armijo"
+        if step_rule not in STEP_RULES:
+            raise ValueError(f"unknown step_rule {step_rule!r}; expected one of {list(STEP_RULES)}")
+        if method == "sgd" and step_rule == "armijo":
+            raise ValueError("step_rule='armijo' needs full ACV evaluations: use method='gd'")
+        if kw["selection"] not in ("min", "1se"):
+            raise ValueError(f"selection must be 'min' or '1se', got {kw['selection']!r}")
+        if kw["gradient"] not in ("exact", "paper"):
+            raise ValueError(f"gradient must be 'exact' or 'paper', got {kw['gradient']!r}")
+        learning_rate = kw["learning_rate"]
+        if learning_rate is None:
+            learning_rate = 0.1 if step_rule == "adam" else 1.0
+        if isinstance(learning_rate, (str, bytes, bool, np.bool_, complex)):
+            raise TypeError(f"learning_rate must be a real number, got {learning_rate!r}")
+        learning_rate = float(learning_rate)
+        if not (np.isfinite(learning_rate) and learning_rate > 0):
+            raise ValueError(f"learning_rate must be positive, got {learning_rate!r}")
+        max_iter, tol = kw["max_iter"], kw["tol"]
         if (
-            loss == "squared"
-            and isinstance(penalty, L2)
-            and l1 is None
-            and m == 1
-            and off is None
-            and dask_state is None
+            isinstance(max_iter, bool)
+            or not isinstance(max_iter, (int, np.integer))
+            or max_iter < 1
         ):
-            with _blas.single_threaded_blas():
-                path = _core.ridge_path(
-                    core_design(X),
-                    y,
-                    w,
-                    np.array([v[0] for v in points]),
-                    fit_intercept=intercept,
-                    n_threads=n_threads(n_jobs),
-                )
-            return _ridge_grid(obj, points, path, selection, loss, intercept)
-        return _grid(obj, points, selection, verbose, callback, loss, intercept)
-    if method == "sgd":
+            raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+        if isinstance(tol, (str, bytes, bool, np.bool_, complex)):
+            raise TypeError(f"tol must be a real number, got {tol!r}")
+        tol = float(tol)
+        if not (np.isfinite(tol) and tol > 0):
+            raise ValueError(f"tol must be positive, got {tol!r}")
+        n_grid = kw["n_grid"]
+        if n_grid is None:
+            n_grid = BRACKET_POINTS if method == "auto" else 20
+        kw.update(
+            step_rule=step_rule,
+            learning_rate=learning_rate,
+            max_iter=int(max_iter),
+            tol=tol,
+            n_grid=n_grid,
+        )
+        return cls(**kw)
+
+    def for_samples(self, n: int) -> SearchOptions:
+        """``"sgd"``: the minibatch size and evaluation period checked against n."""
+        if self.method != "sgd":
+            return self
+        batch_size, eval_every = self.batch_size, self.eval_every
         if (
             isinstance(batch_size, bool)
             or not isinstance(batch_size, (int, np.integer))
@@ -456,101 +422,171 @@ def tune(
             or (eval_every < 1)
         ):
             raise ValueError(f"eval_every must be a positive integer, got {eval_every!r}")
+        return dataclasses.replace(self, batch_size=int(batch_size), eval_every=int(eval_every))
+
+
+def _grid_search(pb: Problem, obj: Objective, opts: SearchOptions) -> TuneResult:
+    """ALOOCV at every grid point: the squared-loss ridge path from one decomposition
+    (in memory, scalar L2, no offset), else warm-started fits along the grid."""
+    points = _check_grid(opts.grid, pb.penalty, opts.n_grid)
+    loss, intercept = pb.loss, pb.fit_intercept
+    if (
+        loss == "squared"
+        and isinstance(pb.penalty, L2)
+        and pb.l1 is None
+        and pb.penalty.params().size == 1
+        and pb.offset is None
+        and not pb.is_dask
+    ):
+        with _blas.single_threaded_blas():
+            path = _core.ridge_path(
+                core_design(pb.X),
+                pb.y,
+                pb.sample_weight,
+                np.array([v[0] for v in points]),
+                fit_intercept=intercept,
+                n_threads=pb.options.n_threads,
+            )
+        return _ridge_grid(obj, points, path, opts.selection, loss, intercept)
+    return _grid(obj, points, opts.selection, opts.verbose, opts.callback, loss, intercept)
+
+
+@dataclass
+class _Bracket:
+    """The coarse grid of ``"auto"``: its points and each point's fit and losses."""
+
+    points: list = field(default_factory=list)
+    losses: list = field(default_factory=list)
+    coefs: list = field(default_factory=list)
+    icpts: list = field(default_factory=list)
+    iters: list = field(default_factory=list)
+
+    def path(self) -> dict[str, np.ndarray] | None:
+        if not self.coefs:
+            return None
+        return {
+            "path_coefs": np.stack(self.coefs),
+            "path_intercepts": np.stack(self.icpts),
+            "path_n_iter": np.array(self.iters, dtype=np.int64),
+        }
+
+
+def _gradient_search(pb: Problem, obj: Objective, opts: SearchOptions) -> TuneResult:
+    """A search on the derivatives of ALOOCV in log(lambda), from the starting penalty
+    (bracketed by a coarse grid for ``"auto"``)."""
+    m = pb.penalty.params().size
     hist = _History(m)
-    u0 = np.log(penalty.params())
+    u0 = np.log(pb.penalty.params())
     box = (np.full(m, -LOG_BOUND), np.full(m, LOG_BOUND))
-    grid_pts: list[np.ndarray] = []
-    grid_losses: list[np.ndarray] = []
-    grid_coefs: list[np.ndarray] = []
-    grid_icpts: list[np.ndarray] = []
-    grid_iters: list[int] = []
-    if method == "auto":
-        grid_pts = _check_grid(grid, penalty, n_grid)
+    br = _Bracket()
+    if opts.method == "auto":
+        br.points = _check_grid(opts.grid, pb.penalty, opts.n_grid)
         u0, box = _bracket(
-            obj, grid_pts, hist, callback, grid_losses, grid_coefs, grid_icpts, grid_iters
+            obj, br.points, hist, opts.callback, br.losses, br.coefs, br.icpts, br.iters
         )
-    gtol_scale = abs(obj.evaluate(u0, 0).acv)
-    gtol = tol * max(gtol_scale, 1e-12)
-    cb = _Recorder(obj, hist, callback, verbose, max_iter, method)
-    trace = Trace(cb)
+    gtol = opts.tol * max(abs(obj.evaluate(u0, 0).acv), 1e-12)
+    cb = _Recorder(obj, hist, opts.callback, opts.verbose, opts.max_iter, opts.method)
     try:
-        if method in ("auto", "newton") and m == 1:
-            lo, hi = _neighbours(u0[0], grid_pts)
-            res = newton_1d(
-                obj,
-                lo,
-                u0[0],
-                hi,
-                gtol=gtol,
-                max_iter=max_iter,
-                bounds=(box[0][0], box[1][0]),
-                trace=trace,
-            )
-        elif method in ("auto", "newton") and (m <= SECOND_ORDER_MAX or method == "newton"):
-            res = trust_newton(obj, u0, gtol=gtol, max_iter=max_iter, bounds=box, trace=trace)
-        elif method in ("auto", "lbfgs"):
-            res = lbfgsb(obj, u0, gtol=gtol, max_iter=max_iter, bounds=box, trace=trace)
-        elif method == "gd" and step_rule == "armijo":
-            res = armijo(obj, u0, gtol=gtol, max_iter=max_iter, trace=trace)
-        elif method == "gd":
-            res = _first_order(obj, u0, gtol, max_iter, step_rule, learning_rate, trace)
-        else:
-            res = _sgd(
-                obj,
-                u0,
-                n,
-                gtol,
-                max_iter,
-                tol,
-                step_rule,
-                learning_rate,
-                int(batch_size) if loss == "squared" else max(2, int(batch_size)),
-                int(eval_every),
-                random_state,
-                l1 is not None,
-                trace,
-            )
+        res = _optimize(pb, obj, opts, u0, box, br.points, gtol, Trace(cb))
     finally:
         cb.close()
     u, converged, message = res.u, res.converged, res.message
-    if selection == "1se":
-        u, ok, msg = _one_se(obj, res, grid_pts, box[1][0], tol, max_iter)
+    if opts.selection == "1se":
+        u, ok, msg = _one_se(obj, res, br.points, box[1][0], opts.tol, opts.max_iter)
         converged = converged and ok
         message = f"{message}; 1-SE point: {msg}"
-    if not converged and l1 is not None:
+    if not converged and pb.l1 is not None:
         message += (
             " (with an L1 term ALOOCV jumps where the active set changes; its gradient holds "
             "the active set fixed, so a search can stop at such a jump)"
         )
     if not converged:
         warnings.warn(
-            f"tune(method={method!r}) stopped before the gradient of ALOOCV in log(lambda) "
-            f"fell below tol * |ACV| = {gtol:.3g}: {message}. Returning the best point.",
+            f"tune(method={opts.method!r}) stopped before the gradient of ALOOCV in "
+            f"log(lambda) fell below tol * |ACV| = {gtol:.3g}: {message}. Returning the "
+            "best point.",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=4,  # _gradient_search, tune, its BLAS wrapper, the caller
         )
     return _finish(
         obj,
         u,
         hist,
-        method,
+        opts.method,
         res.n_iter,
         converged,
-        loss,
-        intercept,
-        selection,
-        path_losses=_columns(grid_losses, 1) if grid_losses else None,
+        pb.loss,
+        pb.fit_intercept,
+        opts.selection,
+        path_losses=_columns(br.losses, 1) if br.losses else None,
         message=message,
-        path=(
-            {
-                "path_coefs": np.stack(grid_coefs),
-                "path_intercepts": np.stack(grid_icpts),
-                "path_n_iter": np.array(grid_iters, dtype=np.int64),
-            }
-            if grid_coefs
-            else None
-        ),
+        path=br.path(),
     )
+
+
+def _optimize(pb, obj, opts: SearchOptions, u0, box, grid_pts, gtol, trace) -> OptimizeResult:
+    """The optimizer of ``opts.method`` from u0 (see :func:`tune`)."""
+    m, method, max_iter = u0.size, opts.method, opts.max_iter
+    if method in ("auto", "newton") and m == 1:
+        lo, hi = _neighbours(u0[0], grid_pts)
+        return newton_1d(
+            obj,
+            lo,
+            u0[0],
+            hi,
+            gtol=gtol,
+            max_iter=max_iter,
+            bounds=(box[0][0], box[1][0]),
+            trace=trace,
+        )
+    if method in ("auto", "newton") and (m <= SECOND_ORDER_MAX or method == "newton"):
+        return trust_newton(obj, u0, gtol=gtol, max_iter=max_iter, bounds=box, trace=trace)
+    if method in ("auto", "lbfgs"):
+        return lbfgsb(obj, u0, gtol=gtol, max_iter=max_iter, bounds=box, trace=trace)
+    if method == "gd" and opts.step_rule == "armijo":
+        return armijo(obj, u0, gtol=gtol, max_iter=max_iter, trace=trace)
+    if method == "gd":
+        return _first_order(obj, u0, gtol, max_iter, opts.step_rule, opts.learning_rate, trace)
+    return _sgd(
+        obj,
+        u0,
+        pb.n_samples,
+        gtol,
+        max_iter,
+        opts.tol,
+        opts.step_rule,
+        opts.learning_rate,
+        opts.batch_size if pb.loss == "squared" else max(2, opts.batch_size),
+        opts.eval_every,
+        opts.random_state,
+        pb.l1 is not None,
+        trace,
+    )
+
+
+def _check_search(pb: Problem, opts: SearchOptions) -> None:
+    """The searches a problem's route offers, and a valid starting point."""
+    method, gradient, selection = opts.method, opts.gradient, opts.selection
+    if method == "sgd" and pb.is_multinomial:
+        raise ValueError("method='sgd' is not available for the multinomial loss")
+    if method == "sgd" and pb.is_dask:
+        raise ValueError("method='sgd' is not available for dask input; use 'gd' or 'auto'")
+    if gradient != "exact" and pb.is_multinomial:
+        raise ValueError("the multinomial loss has the exact gradient only")
+    if gradient != "exact" and pb.is_dask:
+        raise ValueError("dask input has the exact gradient only (gradient='exact')")
+    if not pb.is_dask:
+        check_loo_samples(pb.n_samples)
+        if pb.loss == "logistic" and np.unique(pb.y).size < 2:
+            raise ValueError("y has a single class: logistic regression needs both 0 and 1")
+    params = pb.penalty.params()
+    if method != "grid" and np.any(params <= 0):
+        raise ValueError("gradient tuning works on log(lambda): the initial penalty must be > 0")
+    if method != "grid" and selection == "1se" and params.size > 1:
+        raise ValueError(
+            f"selection='1se' with a gradient search needs one regularization parameter; the "
+            f"penalty has {params.size} (use method='grid', or selection='min')"
+        )
 
 
 def second_order_method(n_params: int) -> str:
@@ -740,12 +776,10 @@ def _finish(
         stderr=ev.stderr if on_dask else None,
     )
     pen = obj.penalty_at(u)
-    if loss == MULTINOMIAL:
-        from .._multinomial import _result as _mn_result
-
-        fitres = _mn_result(out, pen, intercept)
+    if isinstance(loss, Multinomial):
+        fitres = multinomial_fit_result(out, pen, intercept)
     else:
-        fitres = _result(out, loss, pen, intercept)
+        fitres = fit_result(out, loss, pen, intercept)
     if on_dask:
         from .._dask import DaskLOOResult
 
@@ -813,10 +847,17 @@ def _select(h: dict[str, np.ndarray], selection: str) -> int:
     return best
 
 
-def _passes(out: Any, name: str) -> float:
-    """A pass count of an evaluation's fit; NaN where the state does not count them."""
+def _passes(out: Any, name: str) -> int | None:
+    """A pass count of an evaluation's fit; None where the state does not count them."""
     v = getattr(out, name, None)
-    return np.nan if v is None else float(v)
+    return None if v is None else int(v)
+
+
+def _pass_counts(counts: list[int | None]) -> np.ndarray | None:
+    """The per-point pass counts of a grid; None where the route does not count them."""
+    if not counts or any(c is None for c in counts):
+        return None
+    return np.array(counts, dtype=np.int64)
 
 
 def _ridge_grid(obj, points, path: _core.RidgePathResult, selection, loss, intercept) -> TuneResult:
@@ -831,8 +872,8 @@ def _ridge_grid(obj, points, path: _core.RidgePathResult, selection, loss, inter
         "path_coefs": np.asarray(path.coef).T.copy(),
         "path_intercepts": np.asarray(path.intercept).copy(),
         "path_n_iter": np.zeros(len(points), dtype=np.int64),
-        "path_hessian_passes": np.full(len(points), np.nan),
-        "path_matvec_passes": np.full(len(points), np.nan),
+        "path_hessian_passes": None,  # the ridge path forms no Newton Hessians
+        "path_matvec_passes": None,
     }
     return _grid_result(obj, points, hist, selection, loss, intercept, np.asarray(losses), arrays)
 
@@ -886,8 +927,8 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
         "path_coefs": np.stack(coefs),
         "path_intercepts": np.stack(icpts),
         "path_n_iter": np.array(iters, dtype=np.int64),
-        "path_hessian_passes": np.array(hpasses, dtype=np.float64),
-        "path_matvec_passes": np.array(mpasses, dtype=np.float64),
+        "path_hessian_passes": _pass_counts(hpasses),
+        "path_matvec_passes": _pass_counts(mpasses),
     }
     if selection == "min" and best is not None:
         obj.keep(best)  # the result is this evaluation: no refit at the selected point

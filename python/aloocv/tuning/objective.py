@@ -22,51 +22,14 @@ from typing import Any, Union
 import numpy as np
 
 from .. import _blas, _core
-from .._fit import FitFields
 from ..penalties import Penalty
+from ..results import StateOutput
 
 __all__ = ["Evaluation", "Objective", "StateOutput"]
 
 CACHE_SIZE = 4  # evaluations kept (each holds per-sample arrays: keep few)
 START_POINTS = 64  # fitted coefficients kept as warm starts (p + 1 numbers each)
 RESTART_GAIN = 1.0  # restart from a kept point that is this much nearer (in log lambda)
-
-
-@dataclass(frozen=True, eq=False)
-class StateOutput(FitFields):
-    """ALO at the fit of a tuning state written in Python (dask input, the multinomial
-    loss): the fields of ``_core.LooResult`` / ``_core.AloTangentsResult`` that the tuning
-    package reads, and what those states add.
-
-    Attributes
-    ----------
-    losses, predictions, leverages : array or dask array
-        Per-sample ALO values (dask arrays aligned with X's row chunks on dask input;
-        (n, K) scores and (n, K, K) blocks for the multinomial loss).
-    grad_l2, grad_l1 : ndarray of shape (p,) or None
-        ``d acv / d`` per-feature l2 / l1 weights.
-    tangent_l2, tangent_l1 : ndarray of shape (p, m) or None
-        Their derivatives along the columns of the Jacobians (``alo_tangents``).
-    det : ndarray of shape (n,) or None
-        ``det(I - D_i K_i)`` (multinomial).
-    beta : ndarray or None
-        The coefficients in the state's own layout (multinomial: class-major (K, p1)),
-        for warm starts.
-    acv, stderr : float or None
-        The ALO mean and its standard error where reduced by the state (dask input).
-    """
-
-    losses: Any = None
-    predictions: Any = None
-    leverages: Any = None
-    grad_l2: np.ndarray | None = None
-    grad_l1: np.ndarray | None = None
-    tangent_l2: np.ndarray | None = None
-    tangent_l1: np.ndarray | None = None
-    det: np.ndarray | None = None
-    beta: np.ndarray | None = None
-    acv: float | None = None
-    stderr: float | None = None
 
 
 #: What a tuning state's ``alo`` / ``alo_tangents`` return.

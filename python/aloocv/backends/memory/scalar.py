@@ -1,0 +1,323 @@
+"""Scalar-eta losses in memory: fit, leave-one-out, K-fold and the tuning state, each one
+call of the C++ core (``docs/math/alo.md``, ``docs/math/kfold.md``, ``docs/math/dual.md``).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from ... import _blas, _core
+from ..._diagnostics import (
+    check_classes,
+    check_fold_classes,
+    check_loo_classes,
+    check_separation,
+    unreliable_mask,
+    warn_given_coef,
+    warn_ill_conditioned,
+    warn_not_converged,
+    warn_unreliable,
+)
+from ..._validation import (
+    check_finite_result,
+    check_loo_samples,
+    check_real_scalar,
+    check_vector,
+    core_design,
+)
+from ...folds import check_split_classes, fold_label, fold_result, relabel_folds, split_result
+from ...problem import Problem
+from ...results import FitResult, KFoldResult, LOOResult, SubsetRefits, fit_result
+from ..common import FoldPlan, LOORequest
+
+__all__ = ["fit", "kfold", "loo", "tune_state"]
+
+
+def _opts(pb: Problem) -> dict[str, Any]:
+    """The keyword options every core call of this problem takes."""
+    return {
+        "fit_intercept": pb.fit_intercept,
+        "tol": pb.options.tol,
+        "max_iter": pb.options.max_iter,
+        "n_threads": pb.options.n_threads,
+        "offset": pb.offset,
+    }
+
+
+def _args(pb: Problem) -> tuple:
+    return (core_design(pb.X), pb.y, pb.sample_weight, pb.loss.core, pb.l2)
+
+
+def _check_separation(pb: Problem, res: FitResult, warn: bool, stacklevel: int) -> None:
+    # a separated logistic fit without penalty has no finite solution: raise before the
+    # convergence warning (Newton "converges" on the vanishing gradient)
+    if pb.loss == "logistic":
+        eta = res.decision_function(pb.X, pb.offset)
+        check_separation(
+            eta, pb.y, pb.sample_weight, pb.l2, pb.l1, warn=warn, stacklevel=stacklevel
+        )
+
+
+# ----------------------------------------------------------------------------- fit
+def _warm_beta(pb: Problem, warm_start: FitResult | None) -> np.ndarray | None:
+    if warm_start is None:
+        return None
+    beta0 = np.ascontiguousarray(
+        warm_start.beta_ if pb.fit_intercept == warm_start.fit_intercept else None,
+        dtype=np.float64,
+    )
+    if beta0.shape != (pb.n_coef,):
+        raise ValueError("warm_start does not match the shape of this problem")
+    return beta0
+
+
+def fit(pb: Problem, solver: str, warm_start: FitResult | None = None) -> FitResult:
+    """The fit of a scalar-loss problem on the primal (p x p) or dual (n x n) route."""
+    check_classes(pb.y, pb.sample_weight, pb.loss, pb.fit_intercept)
+    beta0 = _warm_beta(pb, warm_start)
+    with _blas.single_threaded_blas():
+        if solver == "dual":
+            out = _core.dual(*_args(pb), method="alo", want_loo=False, **_opts(pb))
+        else:
+            out = _core.fit(*_args(pb), beta0=beta0, l1=pb.l1, **_opts(pb))
+    check_finite_result("fit", coef=out.coef, intercept=out.intercept)
+    res = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
+    _check_separation(pb, res, warn=False, stacklevel=4)
+    warn_not_converged(res, pb.options.tol, pb.options.max_iter, stacklevel=4)
+    return res
+
+
+# ----------------------------------------------------------------------------- loo
+def given_beta(pb: Problem, coef: Any, intercept: Any) -> np.ndarray | None:
+    """The (intercept, coef) vector of a given fit, checked; None without ``coef``."""
+    if coef is None:
+        if intercept is not None:
+            raise ValueError("intercept= requires coef=")
+        return None
+    p = pb.n_features
+    c = coef if np.ndim(coef) == 1 else np.ravel(coef)
+    if np.ndim(c) != 1 or np.shape(c)[0] != p:
+        raise ValueError(f"coef has {np.size(c)} entries but X has {p} features")
+    c = check_vector(c, p, "coef")
+    b = None
+    if intercept is not None:
+        b_arr = np.asarray(intercept)
+        if b_arr.size != 1:
+            raise ValueError(f"intercept must be a scalar, got shape {b_arr.shape}")
+        b = check_real_scalar(b_arr.ravel()[0], "intercept")
+    if pb.fit_intercept:
+        return np.concatenate([[0.0 if b is None else b], c])
+    if b is not None and b != 0.0:
+        raise ValueError("intercept given with fit_intercept=False")
+    return np.ascontiguousarray(c)
+
+
+def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
+    """Leave-one-out of a scalar-loss problem (ALO, IF, Lemma 3 or exact refits)."""
+    check_loo_samples(pb.n_samples)
+    check_loo_classes(pb.y, pb.sample_weight, pb.loss, pb.fit_intercept)
+    beta = given_beta(pb, req.coef, req.intercept)
+    method = req.method
+    with _blas.single_threaded_blas():
+        if solver == "dual":
+            out = _core.dual(
+                *_args(pb),
+                method=method,
+                want_loo=True,
+                beta=beta,
+                gradient=req.return_gradient,
+                **_opts(pb),
+            )
+        else:
+            out = _core.loo(
+                *_args(pb),
+                method=method,
+                beta=beta,
+                refit=False,
+                l1=pb.l1,
+                gradient=req.return_gradient,
+                gradient_kind=req.gradient,
+                **_opts(pb),
+            )
+    check_finite_result(
+        f"loo(method={method!r})",
+        coef=out.coef,
+        intercept=out.intercept,
+        losses=out.losses,
+        predictions=out.predictions,
+        leverages=out.leverages,
+    )
+    fitres = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
+    _check_separation(pb, fitres, warn=method != "exact", stacklevel=4)
+    tol = pb.options.tol
+    if beta is None:
+        warn_not_converged(fitres, tol, pb.options.max_iter, stacklevel=4)
+    else:
+        warn_given_coef(fitres.gradient_norm_, tol, stacklevel=3)
+    if out.n_not_converged:
+        warnings.warn(
+            f"exact LOO: {out.n_not_converged} of {pb.n_samples} refits did not reach tol={tol:g}",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    grad = pb.penalty.chain(out.grad_l1, out.grad_l2) if req.return_gradient else None
+    unreliable = unreliable_mask(out.downdate)
+    warn_unreliable(unreliable, pb.loss, pb.l1 is not None, stacklevel=3)
+    rcond = out.rcond if isinstance(out, _core.LooResult) else None
+    warn_ill_conditioned(rcond, stacklevel=3)
+    return LOOResult(
+        gradient=grad,
+        losses=out.losses,
+        predictions=out.predictions,
+        leverages=out.leverages,
+        method=method,
+        fit=fitres,
+        sample_weight=pb.sample_weight,
+        downdate=out.downdate,
+        unreliable=unreliable,
+        _refits=refits(pb, solver),
+    )
+
+
+def refits(pb: Problem, solver: str) -> SubsetRefits:
+    """Exact leave-one-out refits of a subset of the samples, warm-started at a fit."""
+
+    def refit(beta: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, int]:
+        opts = _opts(pb)
+        beta = np.ascontiguousarray(beta, dtype=np.float64)
+        with _blas.single_threaded_blas():
+            if solver == "dual":
+                out = _core.dual(
+                    *_args(pb), method="exact", want_loo=True, beta=beta, subset=idx, **opts
+                )
+            else:
+                out = _core.loo(
+                    *_args(pb),
+                    method="exact",
+                    refit=False,
+                    l1=pb.l1,
+                    gradient=False,
+                    beta=beta,
+                    subset=idx,
+                    **opts,
+                )
+        return out.losses, int(out.n_not_converged)
+
+    def insample(fit: FitResult) -> np.ndarray:
+        return pb.loss.value(pb.y, fit.decision_function(pb.X, pb.offset))
+
+    return SubsetRefits(refit=refit, insample=insample, tol=pb.options.tol)
+
+
+# ----------------------------------------------------------------------------- K-fold
+def _checked_core_result(pb: Problem, out: Any, method: str, n_refits: int) -> FitResult:
+    """The full fit of a core K-fold / held-out run, after checking its outputs are finite
+    and warning about unconverged fits and refits."""
+    check_finite_result(
+        f"kfold(method={method!r})",
+        coef=out.coef,
+        intercept=out.intercept,
+        losses=out.losses,
+        predictions=out.predictions,
+    )
+    fitres = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
+    tol = pb.options.tol
+    warn_not_converged(fitres, tol, pb.options.max_iter, stacklevel=4)
+    if out.n_not_converged:
+        warnings.warn(
+            f"exact K-fold: {out.n_not_converged} of {n_refits} refits did not reach tol={tol:g}",
+            ConvergenceWarning,
+            stacklevel=4,
+        )
+    return fitres
+
+
+def _timings(out: Any) -> dict[str, float]:
+    return {"fit": float(out.seconds_fit), "folds": float(out.seconds_folds)}
+
+
+def kfold(pb: Problem, plan: FoldPlan) -> KFoldResult:
+    """K-fold of a scalar-loss problem: a partition in one core call (downdates or
+    refits per fold), or non-partition splits held out one by one."""
+    if plan.splits is not None:
+        return _kfold_splits(pb, plan)
+    n, w = pb.n_samples, pb.sample_weight
+    idx, labels = plan.folds, plan.labels
+    K = labels.size
+    ww = np.ones(n) if w is None else w
+    wsum = np.bincount(idx, weights=ww, minlength=K)
+    if np.any(wsum <= 0):
+        bad = int(np.flatnonzero(wsum <= 0)[0])
+        raise ValueError(f"fold {fold_label(labels, bad)} has zero total sample weight")
+    check_classes(pb.y, w, pb.loss, pb.fit_intercept)
+    try:
+        check_fold_classes(pb.y, w, idx, K, pb.loss, pb.fit_intercept)
+    except ValueError as e:
+        raise ValueError(relabel_folds(str(e), labels)) from None
+    try:
+        with _blas.single_threaded_blas():
+            out = _core.kfold(
+                *_args(pb), folds=idx, n_folds=K, method=plan.method, l1=pb.l1, **_opts(pb)
+            )
+    except ValueError as e:
+        if not plan.user_labels:
+            raise
+        # the core names folds by index: name the user's label instead
+        raise ValueError(relabel_folds(str(e), labels)) from None
+    fitres = _checked_core_result(pb, out, plan.method, K)
+    return fold_result(
+        out.losses, out.predictions, idx, labels, ww, wsum, plan.method, fitres, w, _timings(out)
+    )
+
+
+def _kfold_splits(pb: Problem, plan: FoldPlan) -> KFoldResult:
+    """kfold for splits that do not partition the samples: each split leaves out the
+    complement of its training set on its own (one core call for all splits)."""
+    n, w, splits = pb.n_samples, pb.sample_weight, plan.splits
+    ww = np.ones(n) if w is None else w
+    removed = []
+    for k, (tr, _) in enumerate(splits):
+        if not ww[tr].sum() > 0:
+            raise ValueError(f"the training set of split {k} has zero total sample weight")
+        keep = np.ones(n, bool)
+        keep[tr] = False
+        removed.append(np.flatnonzero(keep))
+    check_classes(pb.y, w, pb.loss, pb.fit_intercept)
+    if pb.loss == "logistic":
+        check_split_classes(pb.y, w, splits, pb.fit_intercept)
+    indptr = np.zeros(len(removed) + 1, dtype=np.int32)
+    indptr[1:] = np.cumsum([r.size for r in removed])
+    indices = np.concatenate(removed).astype(np.int32)
+    try:
+        with _blas.single_threaded_blas():
+            out = _core.holdout(
+                *_args(pb),
+                indices=indices,
+                indptr=indptr,
+                method=plan.method,
+                l1=pb.l1,
+                **_opts(pb),
+            )
+    except ValueError as e:
+        msg = re.sub(r"(fold|held-out set) (\d+)", r"split \2", str(e))
+        raise ValueError(msg) from None
+    fitres = _checked_core_result(pb, out, plan.method, len(splits))
+    pred_tests, loss_tests = [], []
+    for k, (_, te) in enumerate(splits):
+        pos = indptr[k] + np.searchsorted(removed[k], te)  # test is inside the removed set
+        pred_tests.append(out.predictions[pos])
+        loss_tests.append(out.losses[pos])
+    return split_result(
+        splits, pred_tests, loss_tests, ww, n, plan.method, fitres, w, _timings(out)
+    )
+
+
+# ----------------------------------------------------------------------------- tuning
+def tune_state(pb: Problem) -> _core.TuneState:
+    """The core's tuning state: one fit kept alive, refit warm-started per point."""
+    return _core.TuneState(*_args(pb), l1=pb.l1, **_opts(pb))

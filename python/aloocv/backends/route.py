@@ -1,0 +1,204 @@
+"""The route table: the one place that asks where a problem lives and how it is solved.
+
+:func:`choose` answers, once per call, the three questions every verb used to ask on its
+own: which backend (in memory or dask), which model (a scalar-eta loss, the multinomial
+loss with K outputs, or several squared-loss targets) and which solver (the primal p x p
+Newton or the dual n x n route). It also refuses the combinations a route does not offer,
+with a message that names the alternative. The verbs then call :func:`fit`, :func:`loo`,
+:func:`kfold` or :func:`tune_state` with the chosen :class:`Route`; those look the
+backend's implementation up in one table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .._validation import SOLVERS, choose_solver
+from ..problem import Problem
+from .common import FoldPlan, LOORequest
+from .memory import multinomial as memory_multinomial
+from .memory import multitarget as memory_multitarget
+from .memory import scalar as memory_scalar
+
+__all__ = ["Route", "choose", "fit", "kfold", "loo", "tune_state"]
+
+VERBS = ("fit", "loo", "kfold", "tune")
+
+
+@dataclass(frozen=True)
+class Route:
+    """How one call is solved.
+
+    Attributes
+    ----------
+    backend : {"memory", "dask"}
+    model : {"scalar", "multinomial", "multi_target"}
+    solver : {"primal", "dual"}
+    """
+
+    backend: str
+    model: str
+    solver: str = "primal"
+
+
+def _model(pb: Problem) -> str:
+    if pb.is_multinomial:
+        return "multinomial"
+    if pb.is_multi_target:
+        return "multi_target"
+    return "scalar"
+
+
+def _unsupported(what: str, **options: tuple[Any, Any]) -> None:
+    """Raise for an option given away from its default where a route has no use for it."""
+    for name, (value, default) in options.items():
+        if value is not default and not (isinstance(default, str) and value == default):
+            raise ValueError(f"{name}= is not supported {what}")
+
+
+def choose(
+    pb: Problem,
+    verb: str,
+    *,
+    solver: str = "auto",
+    loo: LOORequest | None = None,
+    kfold_splits: bool = False,
+) -> Route:
+    """The route of one call of ``verb`` on ``pb``; raises ValueError for a combination no
+    route offers.
+
+    Parameters
+    ----------
+    pb : Problem
+    verb : {"fit", "loo", "kfold", "tune"}
+    solver : {"auto", "primal", "dual"}
+    loo : LOORequest, optional
+        The leave-one-out options (``verb="loo"``).
+    kfold_splits : bool
+        Whether the K-fold call uses ``cv=``/``groups=`` (memory only).
+    """
+    model = _model(pb)
+    req = loo or LOORequest()
+    if model == "multi_target":
+        _unsupported(
+            "with several targets (a 2-d y)",
+            coef=(req.coef, None),
+            intercept=(req.intercept, None),
+            return_gradient=(req.return_gradient, False),
+            solver=(solver, "auto"),
+            gradient=(req.gradient, "exact"),
+            offset=(pb.offset, None),
+        )
+        return Route(pb.backend, model)
+    if solver not in SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)}")
+    if verb == "loo" and req.gradient not in ("exact", "paper"):
+        raise ValueError(f"unknown gradient {req.gradient!r}; expected 'exact' or 'paper'")
+    if pb.is_dask:
+        if solver not in ("auto", "primal"):
+            raise ValueError(
+                f"dask input has the primal solver only (solver='auto' or 'primal'), got {solver!r}"
+            )
+        if kfold_splits:
+            raise ValueError(
+                "cv= and groups= are not available for dask input: pass n_folds= or "
+                "folds= (fold labels)"
+            )
+        return Route("dask", model)
+    if model == "multinomial":
+        if req.gradient != "exact":
+            raise ValueError("the multinomial loss has the exact gradient only")
+        if solver not in ("auto", "primal"):
+            raise ValueError("the multinomial loss has the primal solver only (solver='auto')")
+        return Route("memory", model)
+    paper = verb == "loo" and req.return_gradient and req.gradient == "paper"
+    if paper and solver == "dual":
+        raise ValueError("gradient='paper' is computed on the primal route: use solver='primal'")
+    if verb in ("kfold", "tune"):
+        return Route("memory", model)
+    use = choose_solver(solver, pb.X, pb.l2, pb.l1, pb.loss)
+    # the paper's approximate gradient lives on the primal route only
+    return Route("memory", model, "primal" if paper else use)
+
+
+# ----------------------------------------------------------------------------- the table
+def _dask_scalar() -> Any:
+    from .. import _dask
+
+    return _dask
+
+
+def _dask_multinomial() -> Any:
+    from .. import _dask_multinomial
+
+    return _dask_multinomial
+
+
+def fit(pb: Problem, route: Route, warm_start: Any = None) -> Any:
+    """The fit of ``pb`` on ``route``."""
+    if route.backend == "dask":
+        o = pb.options
+        return _dask_scalar().fit(
+            pb.X, pb.y, pb.loss if not pb.is_multinomial else "multinomial", pb.penalty,
+            pb.fit_intercept, pb.sample_weight, o.tol, o.max_iter, o.n_threads, warm_start,
+            pb.offset,
+        )  # fmt: skip
+    if route.model == "multinomial":
+        return memory_multinomial.fit(pb, warm_start)
+    return memory_scalar.fit(pb, route.solver, warm_start)
+
+
+def loo(pb: Problem, route: Route, req: LOORequest) -> Any:
+    """Leave-one-out of ``pb`` on ``route``."""
+    if route.backend == "dask":
+        o = pb.options
+        return _dask_scalar().loo(
+            pb.X, pb.y, pb.loss if not pb.is_multinomial else "multinomial", pb.penalty,
+            req.method, pb.fit_intercept, pb.sample_weight, req.coef, req.intercept, o.tol,
+            o.max_iter, o.n_threads, req.return_gradient, req.gradient, pb.offset,
+        )  # fmt: skip
+    if route.model == "multi_target":
+        return memory_multitarget.loo(pb, req)
+    if route.model == "multinomial":
+        return memory_multinomial.loo(pb, req)
+    return memory_scalar.loo(pb, route.solver, req)
+
+
+def kfold(pb: Problem, route: Route, plan: FoldPlan, raw_folds: Any = None) -> Any:
+    """K-fold of ``pb`` on ``route`` with the folds of ``plan``."""
+    if route.backend == "dask":
+        o = pb.options
+        if pb.is_multinomial:
+            return _dask_multinomial().kfold(
+                pb.X, pb.y, pb.penalty, raw_folds[0], plan.method, raw_folds[1], raw_folds[2],
+                pb.fit_intercept, pb.sample_weight, o.tol, o.max_iter, o.n_threads,
+            )  # fmt: skip
+        return _dask_scalar().kfold(
+            pb.X, pb.y, pb.loss, pb.penalty, raw_folds[0], plan.method, raw_folds[1],
+            raw_folds[2], pb.fit_intercept, pb.sample_weight, o.tol, o.max_iter, o.n_threads,
+            pb.offset,
+        )  # fmt: skip
+    if route.model == "multi_target":
+        return memory_multitarget.kfold(pb, plan)
+    if route.model == "multinomial":
+        return memory_multinomial.kfold(pb, plan)
+    return memory_scalar.kfold(pb, plan)
+
+
+def tune_state(pb: Problem, route: Route) -> Any:
+    """The tuning state of ``pb`` (what :class:`aloocv.tuning.Objective` drives)."""
+    if route.backend == "dask":
+        o = pb.options
+        if pb.is_multinomial:
+            return _dask_multinomial().tune_state(
+                pb.X, pb.y, pb.penalty, pb.sample_weight, pb.fit_intercept, None, o.n_threads,
+                o.tol, o.max_iter,
+            )[0]  # fmt: skip
+        return _dask_scalar().tune_state(
+            pb.X, pb.y, pb.loss, pb.penalty, pb.sample_weight, pb.fit_intercept, pb.offset,
+            o.n_threads, o.tol, o.max_iter,
+        )[0]  # fmt: skip
+    if route.model == "multinomial":
+        return memory_multinomial.MultinomialTuneState(pb)
+    return memory_scalar.tune_state(pb)

@@ -1,0 +1,258 @@
+"""K-fold bookkeeping shared by every backend: fold assignment, scikit-learn splitters,
+and the per-fold means and cv.glmnet standard error of held-out losses
+(``docs/math/kfold.md``)."""
+
+from __future__ import annotations
+
+import numbers
+import re
+from typing import Any
+
+import numpy as np
+
+from ._validation import check_labels
+from .results import KFoldResult
+
+__all__ = [
+    "KFOLD_METHODS",
+    "assign_folds",
+    "check_n_folds",
+    "check_split_classes",
+    "cv_splits",
+    "fold_label",
+    "fold_result",
+    "partition",
+    "relabel_folds",
+    "split_result",
+]
+
+KFOLD_METHODS = ("alo", "exact")
+
+#: Losses whose y are class labels: an integer ``cv=`` means stratified folds for them.
+CLASSIFIER_LOSSES = ("logistic", "multinomial")
+
+
+def fold_label(labels: np.ndarray, k: int) -> str:
+    """repr of the label of fold index k, as a Python value."""
+    lab = labels[k]
+    return repr(lab.item() if isinstance(lab, np.generic) else lab)
+
+
+def relabel_folds(msg: str, labels: np.ndarray) -> str:
+    """A core message naming folds by index ("fold 3"), with the user's labels instead."""
+    return re.sub(r"fold (\d+)", lambda m: f"fold {fold_label(labels, int(m.group(1)))}", msg)
+
+
+def check_n_folds(n_folds: Any, n: int) -> int:
+    if isinstance(n_folds, bool) or not isinstance(n_folds, numbers.Integral):
+        raise TypeError(f"n_folds must be an integer, got {n_folds!r}")
+    k = int(n_folds)
+    if k < 2:
+        raise ValueError(f"n_folds must be >= 2, got {k}")
+    if k > n:
+        raise ValueError(f"n_folds={k} is larger than the number of samples ({n})")
+    return k
+
+
+def assign_folds(
+    n: int, n_folds: Any, folds: Any, random_state: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """(fold index per sample as int32, label of each fold index)."""
+    if folds is not None:
+        labels = np.asarray(folds)
+        if labels.ndim != 1 or labels.shape[0] != n:
+            raise ValueError(
+                f"folds must have one label per sample ({n}), got shape {labels.shape}"
+            )
+        if labels.dtype.kind in "fc" and not np.isfinite(labels).all():
+            raise ValueError("folds contains NaN or inf labels")
+        try:
+            uniq, idx = np.unique(labels, return_inverse=True)
+        except TypeError as e:
+            raise TypeError(f"fold labels must be mutually comparable values: {e}") from None
+        if uniq.size < 2:
+            raise ValueError(
+                "folds must define at least 2 folds (a single fold holds out everything)"
+            )
+        if n_folds is not None and check_n_folds(n_folds, n) != uniq.size:
+            raise ValueError(
+                f"the fold labels define {uniq.size} non-empty folds but n_folds={n_folds}"
+                f" (with n_folds={n_folds} some fold would be empty)"
+            )
+        return idx.reshape(-1).astype(np.int32), uniq
+    k = check_n_folds(10 if n_folds is None else n_folds, n)
+    # As scikit-learn's KFold(shuffle=True): contiguous chunks of a random permutation,
+    # the first n % k folds one sample larger.
+    sizes = np.full(k, n // k)
+    sizes[: n % k] += 1
+    perm = np.random.default_rng(random_state).permutation(n)
+    idx = np.empty(n, dtype=np.int32)
+    idx[perm] = np.repeat(np.arange(k, dtype=np.int32), sizes)
+    return idx, np.arange(k)
+
+
+def cv_splits(cv: Any, X: Any, y: Any, groups: Any, loss: Any, n: int) -> list:
+    """The (train, test) index pairs of ``cv`` as ``sklearn.model_selection.check_cv``
+    reads it (an int is ``StratifiedKFold`` for class labels of the logistic and
+    multinomial losses, ``KFold`` otherwise; a splitter; an iterable of pairs), checked:
+    integer indices in range, non-empty test sets without repeats, non-empty training
+    sets disjoint from their test sets."""
+    from sklearn.model_selection import check_cv
+
+    if isinstance(cv, bool) or cv is None:
+        raise TypeError(f"cv must be an int, a splitter or an iterable of splits, got {cv!r}")
+    if isinstance(cv, numbers.Integral) and int(cv) < 2:
+        raise ValueError(f"cv must be >= 2 folds, got {cv}")
+    if groups is not None:
+        groups = check_labels(groups, n, "groups")
+    classifier = getattr(loss, "name", loss) in CLASSIFIER_LOSSES
+    yy = np.asarray(y)
+    if not isinstance(cv, numbers.Integral) and not hasattr(cv, "split"):
+        if isinstance(cv, (str, bytes)) or not hasattr(cv, "__iter__"):
+            raise TypeError(f"cv must be an int, a splitter or an iterable of splits, got {cv!r}")
+        raw = list(cv)  # an iterable of (train, test) pairs, checked below
+    else:
+        try:
+            splitter = check_cv(cv, yy, classifier=classifier)
+            raw = list(splitter.split(X, yy, groups))
+        except ValueError as e:
+            raise ValueError(f"cv={cv!r}: {e}") from None
+    if not raw:
+        raise ValueError(f"cv={cv!r} produced no splits")
+    splits = []
+    for k, pair in enumerate(raw):
+        try:
+            tr, te = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"split {k} of cv is not a (train, test) pair") from None
+        tr, te = np.asarray(tr), np.asarray(te)
+        for name, a in (("train", tr), ("test", te)):
+            if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+                raise TypeError(f"split {k}: {name} must be a 1-d array of integer indices")
+            if a.size and (a.min() < 0 or a.max() >= n):
+                raise ValueError(f"split {k}: {name} indices out of range [0, {n})")
+        tr, te = tr.astype(np.intp), te.astype(np.intp)
+        if te.size == 0 or tr.size == 0:
+            raise ValueError(f"split {k} has an empty {'test' if te.size == 0 else 'training'} set")
+        if np.unique(te).size != te.size:
+            raise ValueError(f"split {k}: the test set repeats samples")
+        if np.unique(tr).size != tr.size:
+            raise ValueError(
+                f"split {k}: the training set repeats samples (bootstrap-style splits): pass "
+                "the repeat counts as sample_weight instead"
+            )
+        if np.intersect1d(tr, te).size:
+            raise ValueError(
+                f"split {k}: training and test sets overlap (a held-out prediction needs the "
+                "test samples outside the training set)"
+            )
+        splits.append((tr, te))
+    return splits
+
+
+def partition(splits: list, n: int) -> np.ndarray | None:
+    """Fold index per sample when the test sets partition the samples and every training
+    set is the complement of its test set, else None."""
+    idx = np.full(n, -1, dtype=np.int32)
+    for k, (tr, te) in enumerate(splits):
+        if np.any(idx[te] >= 0) or tr.size + te.size != n or np.unique(tr).size != tr.size:
+            return None
+        idx[te] = k
+    return idx if np.all(idx >= 0) else None
+
+
+def split_result(splits, pred_tests, loss_tests, ww, n, method, fitres, w, timings) -> KFoldResult:
+    """KFoldResult of splits whose test sets do not partition the samples: per-split means
+    weighted by the test weights; per-sample values averaged over the splits testing the
+    sample (NaN where none)."""
+    K = len(splits)
+    wsum = np.array([ww[te].sum() for _, te in splits])
+    bad = np.flatnonzero(wsum <= 0)
+    if bad.size:
+        raise ValueError(f"the test set of split {int(bad[0])} has zero total sample weight")
+    fold_means = np.array([np.dot(ww[te], lt) for (_, te), lt in zip(splits, loss_tests)]) / wsum
+    total = wsum.sum()
+    mean = float(np.dot(wsum, fold_means) / total)
+    # across splits as for folds; a single split (a holdout) has none
+    stderr = (
+        float(np.sqrt(np.sum(wsum * (fold_means - mean) ** 2) / total / (K - 1))) if K > 1 else None
+    )
+    all_te = np.concatenate([te for _, te in splits])
+    count = np.bincount(all_te, minlength=n).astype(float)
+    tested = count > 0
+    shape = (n, *pred_tests[0].shape[1:])
+    pred = np.zeros(shape)
+    np.add.at(pred, all_te, np.concatenate(pred_tests))
+    losses = np.bincount(all_te, weights=np.concatenate(loss_tests), minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pred = pred / count.reshape((n,) + (1,) * (pred.ndim - 1))
+        losses = losses / count
+    pred[~tested] = np.nan
+    losses[~tested] = np.nan
+    folds = np.full(n, -1, dtype=np.intp)
+    for k in range(K - 1, -1, -1):
+        folds[splits[k][1]] = k
+    return KFoldResult(
+        losses=losses,
+        predictions=pred,
+        folds=folds,
+        fold_labels=np.arange(K),
+        fold_means=fold_means,
+        mean=mean,
+        stderr=stderr,
+        method=method,
+        fit=fitres,
+        sample_weight=w,
+        timings=timings,
+        test_indices=[te for _, te in splits],
+        split_losses=list(loss_tests),
+        split_predictions=list(pred_tests),
+        partition=False,
+    )
+
+
+def check_split_classes(y, w, splits, fit_intercept: bool) -> None:
+    """Logistic splits with an intercept: every training set needs both classes."""
+    if not fit_intercept:
+        return
+    pos = np.ones(y.shape[0], bool) if w is None else w > 0
+    for k, (tr, _) in enumerate(splits):
+        yt = y[tr][pos[tr]]
+        n1 = int(np.sum(yt > 0.5))
+        if n1 == 0 or n1 == yt.size:
+            raise ValueError(
+                f"the training set of split {k} has only one class ({yt.size - n1} zeros, "
+                f"{n1} ones): a logistic fit on it has no finite intercept"
+            )
+
+
+def fold_result(
+    losses, predictions, idx, labels, ww, wsum, method, fitres, w, timings
+) -> KFoldResult:
+    """Per-fold means, the mean and cv.glmnet's standard error of per-sample held-out losses
+    (``ww``: weights of the mean, ``wsum``: their sum per fold) as a KFoldResult."""
+    K = wsum.shape[0]
+    fold_means = np.bincount(idx, weights=ww * losses, minlength=K) / wsum
+    total = wsum.sum()
+    mean = float(np.sum(ww * losses) / total)
+    # cv.glmnet's cvsd: the fold-weighted variance of the fold means around the mean,
+    # divided by K - 1
+    stderr = float(np.sqrt(np.sum(wsum * (fold_means - mean) ** 2) / total / (K - 1)))
+    order = np.argsort(idx, kind="stable")
+    test_indices = np.split(order, np.cumsum(np.bincount(idx, minlength=K))[:-1])
+    return KFoldResult(
+        losses=losses,
+        predictions=predictions,
+        folds=idx.astype(np.intp),
+        fold_labels=labels,
+        fold_means=fold_means,
+        mean=mean,
+        stderr=stderr,
+        method=method,
+        fit=fitres,
+        sample_weight=w,
+        timings=timings,
+        test_indices=test_indices,
+        split_losses=[losses[t] for t in test_indices],
+        split_predictions=[predictions[t] for t in test_indices],
+    )
