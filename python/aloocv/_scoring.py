@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.metrics import check_scoring
 
 from ._validation import check_scoring_param
@@ -22,13 +22,51 @@ from ._validation import check_scoring_param
 __all__: list[str] = []
 
 
+#: The prediction methods that only a classifier answers.
+CLASSIFIER_RESPONSES = ("predict_proba", "predict_log_proba", "decision_function")
+
+#: scikit-learn's module of the metrics that compare class labels.
+_CLASSIFICATION_METRICS = "sklearn.metrics._classification"
+
+#: scikit-learn's scorer functions of class labels defined outside that module.
+_CLASSIFICATION_SCORE_FUNCS = ("positive_likelihood_ratio", "negative_likelihood_ratio")
+
+
 def get_scorer(estimator: Any, scoring: Any):
     """The scorer for ``scoring`` (None: no scorer), through scikit-learn's
-    ``check_scoring``; a clear error for anything else."""
+    ``check_scoring``; a clear error for anything else, and for a scorer of classifiers
+    on a regressor (before any fit)."""
     check_scoring_param(scoring)
     if scoring is None:
         return None
-    return check_scoring(estimator, scoring=scoring)
+    scorer = check_scoring(estimator, scoring=scoring)
+    if not is_classifier(estimator) and needs_classifier(scorer):
+        raise classifier_scorer_error(scoring, type(estimator).__name__)
+    return scorer
+
+
+def needs_classifier(scorer: Any) -> bool:
+    """Whether a scikit-learn scorer scores class probabilities or decision values, or
+    compares class labels (``roc_auc``, ``neg_log_loss``, ``accuracy``, ``f1``, ...).
+    A custom callable is not inspected (False): :func:`score` reports it when called."""
+    method = getattr(scorer, "_response_method", None)
+    methods = (method,) if isinstance(method, str) else tuple(method or ())
+    if methods and all(m in CLASSIFIER_RESPONSES for m in methods):
+        return True
+    func = getattr(scorer, "_score_func", None)
+    return getattr(func, "__module__", None) == _CLASSIFICATION_METRICS or (
+        getattr(func, "__name__", None) in _CLASSIFICATION_SCORE_FUNCS
+    )
+
+
+def classifier_scorer_error(scoring: Any, estimator_name: str = "this estimator") -> ValueError:
+    """The error of a classifier's scorer on a regressor."""
+    what = f"scoring={scoring!r}" if isinstance(scoring, str) else "the scorer"
+    return ValueError(
+        f"{what} needs a classifier (it scores class labels, probabilities or decision "
+        f"values); {estimator_name} is a regressor: use a regression scorer such as "
+        "'neg_mean_squared_error' or 'r2'"
+    )
 
 
 class _Replay(BaseEstimator):
@@ -48,6 +86,17 @@ class _Replay(BaseEstimator):
                 "a leave-one-out replay answers for the training rows only; the scorer "
                 f"passed {rows} rows, not {self.n}"
             )
+
+
+def _call(scorer, replay: _Replay, X, y, sample_weight) -> Any:
+    if sample_weight is None:
+        return scorer(replay, X, y)
+    try:
+        return scorer(replay, X, y, sample_weight=sample_weight)
+    except TypeError as exc:
+        if "sample_weight" not in str(exc):
+            raise
+        return scorer(replay, X, y)
 
 
 class LOORegressor(RegressorMixin, _Replay):
@@ -90,16 +139,14 @@ class LOOClassifier(ClassifierMixin, _Replay):
 
 def score(scorer, replay: _Replay, X, y, sample_weight) -> float:
     """``scorer(replay, X, y)``, with ``sample_weight`` when given (scikit-learn's scorers
-    take it; a custom callable that does not is called without)."""
-    if sample_weight is None:
-        value = scorer(replay, X, y)
-    else:
-        try:
-            value = scorer(replay, X, y, sample_weight=sample_weight)
-        except TypeError as exc:
-            if "sample_weight" not in str(exc):
-                raise
-            value = scorer(replay, X, y)
+    take it; a custom callable that does not is called without). A scorer that asks a
+    regressor's replay for class probabilities or decision values is a ValueError."""
+    try:
+        value = _call(scorer, replay, X, y, sample_weight)
+    except AttributeError as exc:
+        if isinstance(replay, LOORegressor) and any(m in str(exc) for m in CLASSIFIER_RESPONSES):
+            raise classifier_scorer_error(scorer) from exc
+        raise
     value = float(value)
     if not np.isfinite(value):
         raise ValueError(f"the scorer returned a non-finite score ({value})")

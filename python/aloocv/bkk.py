@@ -78,19 +78,28 @@ class BKKCriterion:
         for t in range(1, int(T) + 1):
             Z[:, t] = y[rng.permutation(n)]
         with _blas.single_threaded_blas():
-            out = _core.ridge_spectrum(core_design(X), Z, fit_intercept=fit_intercept, n_threads=nt)
+            try:
+                out = _core.ridge_spectrum(
+                    core_design(X), Z, fit_intercept=fit_intercept, n_threads=nt
+                )
+            except ValueError as exc:
+                _raise_if_gram_overflows(X, exc)
+                raise
         check_finite_result("BKK", eigenvalues=out.s, projections=out.C, mean=out.mu)
         Zc = Z - Z.mean(axis=0) if fit_intercept else Z
         return cls(s=out.s, C=out.C, zz=np.sum(Zc**2, axis=0), n=n, V=out.V, mu=out.mu)
 
     def norms(self, lam: float) -> tuple[np.ndarray, np.ndarray]:
-        """RMS residual norms of the T + 1 ridge fits and their d/d lambda."""
-        s, c2 = self.s[:, None], self.C**2
-        rss = self.zz - np.sum(c2 * (s + 2 * lam) / (s + lam) ** 2, axis=0)
-        drss = np.sum(c2 * 2 * lam / (s + lam) ** 3, axis=0)
-        rss = np.maximum(rss, 0.0)
-        norm = np.sqrt(rss / self.n)
-        dnorm = drss / (2 * self.n * np.maximum(norm, 1e-300))
+        """RMS residual norms of the T + 1 ridge fits and their d/d lambda; an overflow
+        (X of huge magnitude: the squares of X^T X's eigenvalues) is a ValueError."""
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            s, c2 = self.s[:, None], self.C**2
+            rss = self.zz - np.sum(c2 * (s + 2 * lam) / (s + lam) ** 2, axis=0)
+            drss = np.sum(c2 * 2 * lam / (s + lam) ** 3, axis=0)
+            rss = np.maximum(rss, 0.0)
+            norm = np.sqrt(rss / self.n)
+            dnorm = drss / (2 * self.n * np.maximum(norm, 1e-300))
+        check_finite_result("BKK", residual_norms=norm, norm_derivatives=dnorm)
         return norm, dnorm
 
     def value_and_grad(self, log_lam) -> tuple[float, float]:
@@ -107,6 +116,20 @@ class BKKCriterion:
 
     def coef(self, lam: float, column: int = 0) -> np.ndarray:
         return self.V @ (self.C[:, column] / (self.s + lam))
+
+
+def _raise_if_gram_overflows(X, exc: Exception) -> None:
+    """A failed eigendecomposition of X^T X whose entries may exceed float64 (n max|x|^2
+    overflows) is reported as that overflow, with the remedy."""
+    data = X.data if is_sparse(X) else X
+    big = float(np.max(np.abs(data))) if data.size else 0.0
+    with np.errstate(over="ignore"):
+        bound = X.shape[0] * big * big
+    if not np.isfinite(bound):
+        raise ValueError(
+            f"BKK: X^T X overflows float64 (|X| reaches {big:.3g} over {X.shape[0]} rows), "
+            "so its eigendecomposition failed; rescale X (e.g. StandardScaler)"
+        ) from exc
 
 
 class BKKRidge(RegressorMixin, BaseEstimator):
@@ -341,6 +364,8 @@ def _check_adam(est, positive: tuple[str, ...]) -> None:
         val = getattr(est, name)
         if not (np.isfinite(val) and val > 0):
             raise ValueError(f"{name} must be positive, got {val!r}")
+    if est.tol < 0:
+        raise ValueError(f"tol must be non-negative, got {est.tol!r}")
     if not (0 <= est.beta1 < 1 and 0 <= est.beta2 < 1):
         raise ValueError("beta1 and beta2 must lie in [0, 1)")
     if (

@@ -25,9 +25,12 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.base import clone, is_classifier
 
 from ._validation import check_bool, check_labels, check_real_scalar, check_vector, check_X
 from .api import fit, kfold
+from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
+from .estimators._base import _ALOBase, _ALORegressor, _precheck
 from .folds import cv_splits
 from .losses import get_loss
 from .penalties import L2, ElasticNet, Penalty
@@ -45,8 +48,8 @@ class NestedCVResult:
     estimate : float
         Mean of the outer fold errors: the nested-CV estimate of
         ``E[min_theta l_D(A_theta(S))]`` for training sets of the outer training size.
-    stderr : float
-        ``std(fold_errors) / sqrt(outer_folds)``.
+    stderr : float or None
+        ``std(fold_errors) / sqrt(outer_folds)`` (None for a single outer fold).
     fold_errors : ndarray of shape (outer_folds,)
         Mean loss on each outer test part of the model tuned and refitted on its
         training part.
@@ -65,7 +68,7 @@ class NestedCVResult:
     """
 
     estimate: float
-    stderr: float
+    stderr: float | None
     fold_errors: np.ndarray
     chosen: list[Penalty]
     inner_scores: np.ndarray
@@ -88,9 +91,19 @@ class DevSetResult:
 
 
 def _spec(spec: Any) -> tuple[str, list[Penalty], bool]:
-    """(loss, candidate penalties, fit_intercept) from an estimator or a spec dict."""
-    from .estimators import ALOElasticNetCV, ALOLogisticRegressionCV, ALORidgeCV
+    """(loss, candidate penalties, fit_intercept) from an estimator or a spec dict; at
+    least one candidate."""
+    loss, cands, intercept = _spec_parts(spec)
+    if not cands:
+        raise ValueError(
+            "there are no candidates to choose from: the estimator's grid (alphas, Cs) or "
+            "the spec's 'candidates' is empty"
+        )
+    return loss, cands, intercept
 
+
+def _spec_parts(spec: Any) -> tuple[str, list[Penalty], bool]:
+    """(loss, candidate penalties, fit_intercept) from an estimator or a spec dict."""
     if isinstance(spec, ALORidgeCV):
         intercept = check_bool(spec.fit_intercept, "fit_intercept")
         return "squared", [L2(a) for a in np.atleast_1d(spec.alphas)], intercept
@@ -162,18 +175,12 @@ def _mean_loss(loss: Any, y: np.ndarray, eta: np.ndarray) -> float:
 
 
 def _is_estimator(spec: Any) -> bool:
-    from .estimators import _ALOBase
-
     return isinstance(spec, _ALOBase)
 
 
 def _outer_error(est: Any, X: Any, y: np.ndarray) -> float:
     """Mean loss of a fitted estimator on a test part: the loss it fits (squared, the
     GLM deviances / 2, logistic), multinomial log loss for more than two classes."""
-    from sklearn.base import is_classifier
-
-    from .estimators import _ALORegressor
-
     if is_classifier(est):
         classes = est.classes_
         pos = np.clip(np.searchsorted(classes, y), 0, classes.size - 1)
@@ -261,8 +268,6 @@ def nested_cv(
     if _is_estimator(estimator_or_spec) and inner == "alo":
         return _nested_estimator(estimator_or_spec, X, y, outer_folds, random_state, groups)
     loss, cands, intercept = _spec(estimator_or_spec)
-    if not cands:
-        raise ValueError("no candidates to choose from")
     X = check_X(X)
     y = check_vector(y, X.shape[0], "y")
     n = X.shape[0]
@@ -271,59 +276,9 @@ def nested_cv(
     for train, test in splits:
         Xtr, ytr = X[train], y[train]
         if inner == "alo":
-            res = tune(
-                Xtr,
-                ytr,
-                loss=loss,
-                penalty=cands[0],
-                method="grid",
-                grid=cands,
-                fit_intercept=intercept,
-                fit_tol=tol,
-                n_jobs=n_jobs,
-            )
-            # scores in the candidates' order (the grid runs most regularized first)
-            hp = res.history["params"]
-            order = [
-                int(np.flatnonzero(np.all(np.isclose(hp, c.params(), rtol=1e-12, atol=0), 1))[0])
-                for c in cands
-            ]
-            s = res.history["acv"][order]
-            best = int(np.argmin(s))
-            # tune selected the same minimum: its final fit is the refit on the training part
-            model = res.fit
+            s, best, model = _inner_alo(Xtr, ytr, loss, cands, intercept, tol, n_jobs)
         else:
-            if int(inner) > len(train):
-                raise ValueError(
-                    f"inner folds ({inner}) larger than the outer training part ({len(train)})"
-                )
-            labels = np.repeat(np.arange(int(inner)), _fold_sizes(len(train), int(inner)))
-            s = np.array(
-                [
-                    kfold(
-                        Xtr,
-                        ytr,
-                        loss=loss,
-                        penalty=c,
-                        method="exact",
-                        folds=labels,
-                        fit_intercept=intercept,
-                        tol=tol,
-                        n_jobs=n_jobs,
-                    ).fold_means.mean()
-                    for c in cands
-                ]
-            )
-            best = int(np.argmin(s))
-            model = fit(
-                Xtr,
-                ytr,
-                loss=loss,
-                penalty=cands[best],
-                fit_intercept=intercept,
-                tol=tol,
-                n_jobs=n_jobs,
-            )
+            s, best, model = _inner_exact(Xtr, ytr, int(inner), loss, cands, intercept, tol, n_jobs)
         errors.append(_mean_loss(loss, y[test], model.decision_function(X[test])))
         chosen.append(cands[best])
         scores.append(s)
@@ -339,13 +294,64 @@ def nested_cv(
     )
 
 
+def _inner_alo(X, y, loss, cands, intercept, tol, n_jobs) -> tuple[np.ndarray, int, Any]:
+    """(ALOOCV of every candidate in their order, the chosen index, its fit) on one outer
+    training part."""
+    res = tune(
+        X,
+        y,
+        loss=loss,
+        penalty=cands[0],
+        method="grid",
+        grid=cands,
+        fit_intercept=intercept,
+        fit_tol=tol,
+        n_jobs=n_jobs,
+    )
+    # scores in the candidates' order (the grid runs most regularized first)
+    hp = res.history["params"]
+    order = [
+        int(np.flatnonzero(np.all(np.isclose(hp, c.params(), rtol=1e-12, atol=0), 1))[0])
+        for c in cands
+    ]
+    s = res.history["acv"][order]
+    # tune selected the same minimum: its final fit is the refit on the training part
+    return s, int(np.argmin(s)), res.fit
+
+
+def _inner_exact(X, y, k, loss, cands, intercept, tol, n_jobs) -> tuple[np.ndarray, int, Any]:
+    """(exact k-fold CV of every candidate on contiguous folds, the chosen index, its refit)
+    on one outer training part."""
+    n = X.shape[0]
+    if k > n:
+        raise ValueError(f"inner folds ({k}) larger than the outer training part ({n})")
+    labels = np.repeat(np.arange(k), _fold_sizes(n, k))
+    s = np.array(
+        [
+            kfold(
+                X,
+                y,
+                loss=loss,
+                penalty=c,
+                method="exact",
+                folds=labels,
+                fit_intercept=intercept,
+                tol=tol,
+                n_jobs=n_jobs,
+            ).fold_means.mean()
+            for c in cands
+        ]
+    )
+    best = int(np.argmin(s))
+    model = fit(
+        X, y, loss=loss, penalty=cands[best], fit_intercept=intercept, tol=tol, n_jobs=n_jobs
+    )
+    return s, best, model
+
+
 def _nested_estimator(est, X, y, outer_folds, random_state, groups) -> NestedCVResult:
     """Nested CV of an aloocv estimator: clone, fit (its own ALO tuning and refit) on each
     outer training part, score on its test part."""
-    from sklearn.base import clone, is_classifier
-
-    from .estimators import _precheck
-
     _precheck(X)
     X = check_X(X)
     n = X.shape[0]
@@ -365,7 +371,7 @@ def _nested_estimator(est, X, y, outer_folds, random_state, groups) -> NestedCVR
     errors = np.asarray(errors)
     return NestedCVResult(
         estimate=float(errors.mean()),
-        stderr=float(errors.std(ddof=1) / np.sqrt(len(errors))) if len(errors) > 1 else np.nan,
+        stderr=float(errors.std(ddof=1) / np.sqrt(len(errors))) if len(errors) > 1 else None,
         fold_errors=errors,
         chosen=chosen,
         inner_scores=np.asarray(scores),

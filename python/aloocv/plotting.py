@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["plot_cv", "plot_tune"]
-
 import numpy as np
+
+from .penalties import ElasticNet
+
+__all__ = ["plot_cv", "plot_tune"]
 
 
 def _pyplot():
@@ -18,8 +20,6 @@ def _pyplot():
 
 
 def _param_labels(result: Any, m: int) -> list[str]:
-    from .penalties import ElasticNet
-
     if isinstance(result.penalty, ElasticNet) and m == 2:
         return ["l1", "l2"]
     return ["lambda"] if m == 1 else [f"lambda[{j}]" for j in range(m)]

@@ -583,7 +583,7 @@ class TuneResult:
 
         Needs matplotlib (``pip install aloocv[plot]``); returns the figure.
         """
-        from ..plotting import plot_tune
+        from .plotting import plot_tune
 
         return plot_tune(self, ax=ax, **kwargs)
 

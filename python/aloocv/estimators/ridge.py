@@ -1,0 +1,351 @@
+"""Ridge regression with the regularization chosen by (exact) leave-one-out:
+:class:`ALORidgeCV`, scikit-learn's ``RidgeCV`` with a gradient search, one alpha per
+feature, and a multi-target route through one decomposition of X."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .. import _blas, _scoring
+from .._scoring import get_scorer
+from .._validation import check_bool, check_choice, n_threads
+from ..backends.dask.estimator_inputs import local
+from ..backends.memory.multitarget import decompose
+from ..penalties import L2
+from ..problem import Problem
+from ..tuning import tune
+from ..tuning.drivers import second_order_method
+from ._base import _ALORegressor, _Search, _search_results, _SquaredScore
+from ._grids import _positive_grid
+
+__all__ = ["ALORidgeCV"]
+
+
+class ALORidgeCV(_SquaredScore, _ALORegressor):
+    """Ridge regression with the regularization chosen by exact leave-one-out.
+
+    For squared loss with an L2 penalty ALOOCV *is* exact LOO (the paper's
+    Corollary 2), so this is scikit-learn's ``RidgeCV`` (efficient LOO), plus a
+    gradient search and one regularization parameter per feature.
+
+    Parameters
+    ----------
+    alphas : float or array_like of positive floats
+        Candidate ``alpha`` in scikit-learn's ``Ridge`` convention
+        ``||y - X w||^2 + alpha ||w||^2`` (the same problem as ``aloocv.L2(alpha)``).
+    fit_intercept : bool
+    scoring : str, callable or None
+        A scikit-learn scorer name or a callable ``scorer(estimator, X, y)``, evaluated
+        on the leave-one-out predictions of each alpha (with ``sample_weight`` when fit
+        got one, as ``RidgeCV`` does); the alpha of the highest score is chosen (``search="grid"``,
+        ``rule="min"``). None (default): the lowest leave-one-out squared error, and
+        ``best_score_`` is minus the mean squared error, as ``RidgeCV``.
+    store_cv_results : bool
+        Keep the per-sample arrays: ``cv_results_``, ``loo_predictions_`` and
+        ``tune_result_.loo`` (default False: a fitted model holds no array of length
+        n_samples).
+    alpha_per_feature : bool
+        After the grid, tune one alpha per feature by gradient descent on ALOOCV
+        (the paper's "ridge with diagonal regressors"); ``alpha_`` is then a vector.
+        1-d ``y`` only.
+    alpha_per_target : bool
+        With a 2-d ``y`` (several targets), choose one alpha per target (as
+        ``RidgeCV(alpha_per_target=True)``); otherwise one alpha for all targets,
+        minimizing the mean over targets and samples of the squared leave-one-out
+        errors. Ignored for a 1-d ``y``.
+    search : {"grid", "gradient"}
+        ``"gradient"`` refines the best grid alpha by second-order steps on the exact
+        derivative of the leave-one-out loss (1-d ``y`` only).
+    rule : {"min", "1se"}
+        The minimum of the leave-one-out loss, or the largest alpha within one standard
+        error of it.
+    tol, max_iter
+        Tolerance and iterations of each fit.
+    n_jobs : int, optional
+        OpenMP threads.
+
+    Several targets (``y`` of shape ``(n_samples, n_targets)``, ``n_targets > 1``) share
+    one decomposition of ``X``: a Hessian pass, a ``p x p`` eigendecomposition and one
+    blocked GEMM per spectral filter of the grid (compressed to its numerical rank, see
+    ``aloocv._core.MultiRidge``), so thousands of targets cost a few passes over an
+    ``n x n_targets`` array, not one fit per target and alpha. The leave-one-out
+    errors, the chosen alphas, ``coef_``, ``intercept_`` and ``best_score_`` are those of
+    scikit-learn's ``RidgeCV`` (efficient LOO, including its weighted convention).
+
+    Attributes
+    ----------
+    alpha_ : float or ndarray of shape (n_features,) or (n_targets,)
+        Per feature with ``alpha_per_feature=True``; per target with a 2-d ``y`` and
+        ``alpha_per_target=True``.
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+    intercept_ : float or ndarray of shape (n_targets,)
+        0.0 without an intercept.
+    best_score_ : float or ndarray of shape (n_targets,)
+        Score of ``alpha_``, higher is better: the scorer's, or without one minus the
+        mean of ``sample_weight * (y - y_loo)^2`` (``RidgeCV``'s ``best_score_``). With a
+        2-d ``y``: per target with ``alpha_per_target=True``, else averaged over targets.
+    best_stderr_ : float or ndarray of shape (n_targets,)
+        Standard error of the mean leave-one-out loss ``1/2 (y - y_loo)^2`` at ``alpha_``
+        (per target with a 2-d ``y``).
+    cv_results_ : ndarray of shape (n_samples, n_alphas) or (n_samples, n_targets, n_alphas)
+        Only with ``store_cv_results=True``, as ``RidgeCV``'s: per sample (and target) and
+        alpha (in the order of ``alphas``), ``sample_weight * (y - y_loo)^2`` without a
+        scorer, the leave-one-out prediction ``y_loo`` with one.
+    loo_predictions_ : ndarray of shape (n_samples,)
+        Only with ``store_cv_results=True`` and a 1-d ``y``: leave-one-out predictions at
+        ``alpha_``.
+    search_results_ : dict of 1-d ndarray
+        One row per evaluation (grid alpha, or gradient iterate): ``"alpha"`` (per-feature
+        alphas: ``"alpha_0"``, ``"alpha_1"``, ...), ``"loss"``, ``"loss_stderr"`` (mean
+        leave-one-out loss and its standard error) and ``"score"``; with a 2-d ``y`` one
+        row per alpha and target (column ``"target"``). ``pandas.DataFrame(search_results_)``
+        works.
+    n_iter_ : int
+        Iterations of the final fit (scikit-learn's meaning; 1-d ``y``).
+    n_fits_ : int
+        Warm-started fits during the search (1-d ``y``).
+    passes_per_candidate_ : float or None
+        Mean passes over X per grid candidate (``O(n p^2)`` each: the Hessian passes of
+        the warm-started fit, from the core's counters, plus ALO's leverage pass); None
+        where the route does not count them (squared-loss ridge path, gradient search).
+    tune_result_ : TuneResult
+        1-d ``y`` only.
+
+    Examples
+    --------
+    >>> import numpy as np, aloocv
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((100, 5)); Y = X @ rng.standard_normal((5, 3))
+    >>> m = aloocv.ALORidgeCV(alphas=[0.1, 1.0, 10.0], alpha_per_target=True).fit(X, Y)
+    >>> m.alpha_.shape, m.coef_.shape
+    ((3,), (3, 5))
+    """
+
+    def __init__(
+        self,
+        alphas: ArrayLike = (0.1, 1.0, 10.0),
+        *,
+        fit_intercept: bool = True,
+        scoring: Any = None,
+        store_cv_results: bool = False,
+        alpha_per_feature: bool = False,
+        alpha_per_target: bool = False,
+        search: str = "grid",
+        rule: str = "min",
+        tol: float = 1e-8,
+        max_iter: int = 100,
+        n_jobs: int | None = None,
+    ):
+        self.alphas = alphas
+        self.fit_intercept = fit_intercept
+        self.scoring = scoring
+        self.store_cv_results = store_cv_results
+        self.alpha_per_feature = alpha_per_feature
+        self.alpha_per_target = alpha_per_target
+        self.search = search
+        self.rule = rule
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_jobs = n_jobs
+
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> ALORidgeCV:
+        """Fit, choosing alpha by leave-one-out.
+
+        ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``); ``X`` may
+        be a dask array (with a 1-d ``y``: :mod:`aloocv._dask`)."""
+        X, y, sample_weight, several = self._targets_inputs(X, y, sample_weight)
+        if several:
+            return self._fit_targets(X, y, sample_weight)
+        alphas = _positive_grid("alphas", self.alphas)
+        if self.alpha_per_feature and self.scoring is not None:
+            raise ValueError(
+                "alpha_per_feature=True tunes by gradient on the leave-one-out loss; it "
+                "cannot select by scoring= (leave scoring=None)"
+            )
+        search = self._search(
+            X,
+            y,
+            "squared",
+            [L2(float(a)) for a in alphas],
+            sample_weight,
+            score_weight=sample_weight,
+        )
+        res = search.res
+        if self.store_cv_results:
+            if search.scorer is None:
+                sw = 1.0 if sample_weight is None else local(sample_weight)[:, None]
+                self.cv_results_ = sw * 2.0 * local(res.path_losses[:, search.rows])
+            else:
+                self.cv_results_ = local(res.path_predictions[:, search.rows]).copy()
+        if self.alpha_per_feature:
+            search = self._per_feature(search, X, y, sample_weight)
+            res = search.res
+        self._store(search, {"alpha": alphas})
+        lam = res.penalty.lam
+        self.alpha_ = float(lam) if np.ndim(lam) == 0 else np.asarray(lam).copy()
+        self.coef_ = res.fit.coef_.copy()
+        self.intercept_ = float(res.fit.intercept_)
+        self.search_results_ = _search_results(
+            res, ["alpha"], lambda row: list(row), search.row_score, search.n_grid
+        )
+        return self
+
+    def _per_feature(self, search: _Search, X, y, sample_weight) -> _Search:
+        """One alpha per feature: second-order steps on ALOOCV from the grid's choice,
+        kept when they lower the leave-one-out loss."""
+        res = search.res
+        start = L2(np.full(X.shape[1], float(res.penalty.lam)))
+        g = tune(
+            X,
+            y,
+            loss="squared",
+            penalty=start,
+            method=second_order_method(X.shape[1]),
+            fit_intercept=self.fit_intercept,
+            sample_weight=sample_weight,
+            fit_tol=self.tol,
+            fit_max_iter=self.max_iter,
+            n_jobs=self.n_jobs,
+        )
+        if not g.acv <= res.acv:
+            return search
+        wmean = 1.0 if sample_weight is None else float(np.mean(sample_weight))
+        out = _Search(
+            g,
+            search.rows,
+            search.loss,
+            search.score,
+            self._loss_score(g.history["acv"], wmean),
+            float(self._loss_score(g.acv, wmean)),
+            None,
+            search.stderr,
+        )
+        out.n_grid = 0
+        return out
+
+    def _fit_targets(self, X, Y, sample_weight) -> ALORidgeCV:
+        """Several targets: one decomposition, the grid scored for every target at once."""
+        scorer = self._targets_scorer()
+        per_target = bool(self.alpha_per_target)
+        alphas = _positive_grid("alphas", self.alphas)
+        pb = Problem.build(
+            X,
+            Y,
+            loss="squared",
+            penalty=L2(1.0),
+            fit_intercept=self.fit_intercept,
+            sample_weight=sample_weight,
+            n_jobs=self.n_jobs,
+        )
+        X, Y, w = pb.X, pb.y, pb.sample_weight
+        mr = decompose(pb)[0]
+        n, T = Y.shape
+        nt = n_threads(self.n_jobs)
+        with _blas.single_threaded_blas():
+            sc = mr.scores(alphas, nt)
+        s2, s4 = sc.s2, sc.s4
+        sw = float(n if w is None else w.sum())
+        mean = s2 / (2.0 * sw)  # weighted mean of 1/2 e^2, (n_alphas, T)
+        var = (s4 / 4.0 - sw * mean**2) / max(sw - 1.0, 1e-300)
+        stderr = np.sqrt(np.maximum(var, 0.0) / sw)
+        cols = np.arange(T)
+        score = -s2 / n  # RidgeCV: -mean over samples of w_i e_i^2, (n_alphas, T)
+        preds = None
+        if scorer is not None or self.store_cv_results:
+            # leave-one-out predictions per alpha, (n, T, n_alphas): what a scorer (and
+            # RidgeCV's cv_results_ with one) sees
+            preds = np.empty((n, T, alphas.size))
+            with _blas.single_threaded_blas():
+                for k, a in enumerate(alphas):
+                    preds[:, :, k] = mr.solve(
+                        np.full(T, float(a)), predictions=True, n_threads=nt
+                    ).predictions
+        if scorer is not None:
+            _score_targets(scorer, score, preds, X, Y, w, per_target)
+            best = np.argmax(score, axis=0) if per_target else np.full(T, np.argmax(score[:, 0]))
+        elif per_target:
+            best = np.argmin(s2, axis=0)  # the first minimum, as RidgeCV keeps the first best
+            if self.rule == "1se":
+                limit = mean[best, cols] + stderr[best, cols]
+                ok = mean <= limit
+                big = np.where(ok, alphas[:, None], -np.inf)
+                best = np.argmax(big, axis=0)
+        else:
+            best = np.full(T, int(np.argmin(s2.sum(axis=1))))
+        lam = alphas[best]
+        with _blas.single_threaded_blas():
+            sol = mr.solve(np.ascontiguousarray(lam), predictions=False, n_threads=nt)
+        self.alpha_ = lam.copy() if per_target else float(lam[0])
+        self.coef_ = np.ascontiguousarray(sol.coef.T)
+        # as RidgeCV: per target, or 0.0 without an intercept
+        self.intercept_ = sol.intercept if self.fit_intercept else 0.0
+        chosen = score[best, cols]
+        self.best_score_ = chosen if per_target else float(np.mean(chosen))
+        self.best_stderr_ = stderr[best, cols]
+        self.search_results_ = {
+            "alpha": np.repeat(alphas, T),
+            "target": np.tile(np.arange(T, dtype=np.float64), alphas.size),
+            "loss": mean.ravel(),
+            "loss_stderr": stderr.ravel(),
+            "score": score.ravel(),
+            "gradient": np.zeros(alphas.size * T),
+        }
+        for name in ("cv_results_", "loo_predictions_", "tune_result_", "n_iter_", "n_fits_"):
+            self.__dict__.pop(name, None)  # attributes of an earlier fit
+        self.__dict__.pop("_curve", None)
+        if self.store_cv_results:  # RidgeCV's (n_samples, n_targets, n_alphas) array
+            if scorer is not None:
+                self.cv_results_ = preds
+            else:
+                wcol = 1.0 if w is None else w[:, None, None]
+                self.cv_results_ = wcol * (Y[:, :, None] - preds) ** 2
+        return self
+
+    def _targets_scorer(self) -> Any:
+        """The parameters of a fit on several targets checked; the scorer (or None)."""
+        check_choice("search", self.search, ("grid", "gradient"))
+        check_choice("rule", self.rule, ("min", "1se"))
+        check_bool(self.alpha_per_feature, "alpha_per_feature")
+        check_bool(self.store_cv_results, "store_cv_results")
+        if self.alpha_per_feature:
+            raise ValueError("alpha_per_feature=True needs a 1-d y (one target)")
+        if self.search != "grid":
+            raise ValueError(
+                "search='gradient' needs a 1-d y; use search='grid' for several targets"
+            )
+        scorer = get_scorer(self, self.scoring)
+        if scorer is not None and self.rule != "min":
+            raise ValueError(
+                "rule='1se' uses the standard error of the leave-one-out loss; with scoring= "
+                "use rule='min'"
+            )
+        if self.rule == "1se" and not self.alpha_per_target:
+            raise ValueError(
+                "rule='1se' with several targets needs alpha_per_target=True (the "
+                "standard error of a mean over targets is not defined here)"
+            )
+        return scorer
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+
+def _score_targets(scorer, score: np.ndarray, preds: np.ndarray, X, Y, w, per_target: bool):
+    """Fills ``score`` (n_alphas, n_targets) with the scorer's scores of the leave-one-out
+    predictions ``preds`` (n, n_targets, n_alphas). As RidgeCV: each target scored on its
+    own with alpha_per_target, else the scorer sees all targets at once (one score per
+    alpha, shared by the targets)."""
+    n, T, n_alphas = preds.shape
+    for k in range(n_alphas):
+        if per_target:
+            for t in range(T):
+                rep = _scoring.LOORegressor(n, preds[:, t, k])
+                score[k, t] = _scoring.score(scorer, rep, X, Y[:, t], w)
+        else:
+            rep = _scoring.LOORegressor(n, preds[:, :, k])
+            score[k, :] = _scoring.score(scorer, rep, X, Y, w)
