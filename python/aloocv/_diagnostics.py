@@ -343,6 +343,11 @@ def check_certify_options(n_samples, n_worst, confidence) -> float:
         isinstance(n_worst, bool) or not isinstance(n_worst, (int, np.integer)) or n_worst < 0
     ):
         raise ValueError(f"n_worst must be a non-negative integer, got {n_worst!r}")
+    if n_worst is not None and n_worst > n_samples:
+        raise ValueError(
+            f"n_worst={n_worst} exceeds n_samples={n_samples}: the worst samples are refitted "
+            "among the n_samples refits (use n_worst <= n_samples)"
+        )
     confidence = float(confidence)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")

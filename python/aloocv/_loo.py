@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ from ._validation import (
     check_offset,
     check_options,
     check_real_scalar,
+    check_singular_refits,
     check_vector,
     choose_solver,
     core_design,
@@ -109,12 +111,15 @@ class LOOResult:
         n = self.losses.shape[0]
         if n < 2:
             return float("nan")
-        if w is None:
-            return float(np.std(self.losses, ddof=1) / np.sqrt(n))
-        sw = w.sum()
-        m = np.average(self.losses, weights=w)
-        var = np.sum(w * (self.losses - m) ** 2) / max(sw - 1.0, 1e-300)
-        return float(np.sqrt(var / sw))
+        with np.errstate(over="ignore", invalid="ignore"):  # huge losses: scaled below
+            if w is None:
+                se = float(np.std(self.losses, ddof=1) / np.sqrt(n))
+            else:
+                sw = w.sum()
+                m = np.average(self.losses, weights=w)
+                var = np.sum(w * (self.losses - m) ** 2) / max(sw - 1.0, 1e-300)
+                se = float(np.sqrt(var / sw))
+        return se if math.isfinite(se) else _scaled_stderr(self.losses, w)
 
     def __repr__(self) -> str:
         return (
@@ -190,6 +195,23 @@ class LOOResult:
         )
 
 
+def _scaled_stderr(losses: np.ndarray, w: np.ndarray | None) -> float:
+    """:attr:`LOOResult.stderr` where its squares overflow: the same estimator on the losses
+    (and weights) divided by their largest magnitude, scaled back. Finite for finite losses
+    unless the standard error itself is beyond float64."""
+    if not np.isfinite(losses).all():
+        raise ValueError("the leave-one-out losses are not finite: no standard error")
+    s = float(np.max(np.abs(losses)))
+    z = losses / s
+    n = losses.shape[0]
+    if w is None:
+        return s * float(np.std(z, ddof=1) / np.sqrt(n))
+    sw, wmax = float(w.sum()), float(w.max())
+    m = np.average(z, weights=w / wmax)
+    ss = float(np.sum((w / wmax) * (z - m) ** 2))
+    return s * math.sqrt(ss) * math.sqrt(wmax / max(sw - 1.0, 1e-300)) / math.sqrt(sw)
+
+
 def _exact_subset(pb: dict[str, Any], beta: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, int]:
     """Exact leave-one-out losses of the samples idx (refits warm-started at beta)."""
     args = (core_design(pb["X"]), pb["y"], pb["w"], pb["loss"].core, pb["pen"])
@@ -208,6 +230,7 @@ def _exact_subset(pb: dict[str, Any], beta: np.ndarray, idx: np.ndarray) -> tupl
             out = _core.dual(*args, want_loo=True, **opts)
         else:
             out = _core.loo(*args, refit=False, l1=pb["l1"], gradient=False, **opts)
+    check_singular_refits("certify()", out)
     return out.losses, int(out.n_not_converged)
 
 
@@ -425,6 +448,7 @@ def loo(
                 gradient_kind=gradient,
                 offset=off,
             )
+    check_singular_refits(f"loo(method={method!r})", out)
     check_finite_result(
         f"loo(method={method!r})",
         coef=out.coef,
@@ -432,6 +456,8 @@ def loo(
         losses=out.losses,
         predictions=out.predictions,
         leverages=out.leverages,
+        grad_l2=out.grad_l2,
+        grad_l1=out.grad_l1,
     )
     fitres = _result(out, loss, penalty, bool(fit_intercept))
     if loss == "logistic":

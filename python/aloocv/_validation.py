@@ -502,6 +502,18 @@ def check_labels(y: Any, n: int, name: str = "y") -> np.ndarray:
     return arr
 
 
+#: The most samples an error message names (check_singular_refits).
+MAX_NAMED_SAMPLES = 10
+#: The words for the core's result fields in check_finite_result's message.
+_RESULT_NAMES = {
+    "losses": "the leave-one-out losses",
+    "predictions": "the leave-one-out predictions",
+    "leverages": "the leverages",
+    "grad_l2": "the hypergradient",
+    "grad_l1": "the hypergradient (l1 part)",
+}
+
+
 def check_finite_result(what: str, **values: Any) -> None:
     """Raise when a computed result overflowed (never hand back NaN or inf silently)."""
     for key, v in values.items():
@@ -510,10 +522,27 @@ def check_finite_result(what: str, **values: Any) -> None:
         a = np.asarray(v)
         if a.dtype.kind in "fc" and not np.isfinite(a).all():
             raise ValueError(
-                f"{what}: the computation overflowed ({key} is not finite); the data or "
-                "parameters are too large in magnitude for float64: rescale X and y (or "
-                "increase the penalty)"
+                f"{what}: the computation overflowed ({_RESULT_NAMES.get(key, key)} is not "
+                "finite); the data or parameters are too large in magnitude for float64 "
+                "(y values, sample weights or X): rescale them (or increase the penalty)"
             )
+
+
+def check_singular_refits(what: str, out: Any) -> None:
+    """Raise where exact refits stopped on a singular leave-one-out Hessian (the core's
+    ``n_singular`` and ``singular_samples``): without those samples the problem has no
+    unique minimizer, so there is no leave-one-out value to report."""
+    if not getattr(out, "n_singular", None):
+        return
+    idx = np.asarray(out.singular_samples)
+    named = ", ".join(str(int(i)) for i in idx[:MAX_NAMED_SAMPLES])
+    more = f" and {idx.size - MAX_NAMED_SAMPLES} more" if idx.size > MAX_NAMED_SAMPLES else ""
+    raise ValueError(
+        f"{what}: the leave-one-out Hessian is singular for sample(s) {named}{more}: without "
+        "such a sample a direction has no curvature from the other samples and no penalty, "
+        "so the refit has no unique minimizer; use a positive penalty (lam > 0 on every "
+        "feature)"
+    )
 
 
 # ----------------------------------------------------------------------------- the rest
