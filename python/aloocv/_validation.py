@@ -539,10 +539,9 @@ def check_singular_refits(what: str, out: Any) -> None:
     more = f" and {idx.size - MAX_NAMED_SAMPLES} more" if idx.size > MAX_NAMED_SAMPLES else ""
     raise ValueError(
         f"{what}: the leave-one-out Hessian is singular for sample{'s' if idx.size > 1 else ''} "
-        f"{named}{more}: without "
-        "such a sample a direction has no curvature from the other samples and no penalty, "
-        "so the refit has no unique minimizer; use a positive penalty (lam > 0 on every "
-        "feature)"
+        f"{named}{more} (without such a sample a direction has no curvature from the other "
+        "samples and no penalty: the refit has no unique minimizer); use a positive penalty "
+        "(lam > 0 on every feature)"
     )
 
 
