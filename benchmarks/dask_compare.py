@@ -106,18 +106,24 @@ def _logistic_data(n, p, seed=0, chunk=100_000):
 class _PassLog:
     """Wall time of every pass of the dask route, by kind (the y pass, sums passes with
     or without the Hessian and X~ step, the leverage pass): wraps the private pass
-    functions of ``aloocv._dask`` while active."""
+    functions of the dask backend (``aloocv.backends.dask``) in every module of it that
+    uses them, while active."""
 
     def __init__(self):
-        from aloocv import _dask
+        import importlib
+        import pkgutil
 
-        self._dask = _dask
+        import aloocv.backends.dask as pkg
+
+        self._modules = [
+            importlib.import_module(f"{pkg.__name__}.{m.name}")
+            for m in pkgutil.iter_modules(pkg.__path__)
+        ]
         self.calls: list[tuple[str, float]] = []
-        self._saved: dict = {}
+        self._saved: list = []
 
     def _wrap(self, name, kind):
-        f = getattr(self._dask, name)
-        self._saved[name] = f
+        f = next(getattr(m, name) for m in self._modules if hasattr(m, name))
 
         def timed(*args, **kwargs):
             t = time.perf_counter()
@@ -125,7 +131,10 @@ class _PassLog:
             self.calls.append((kind(*args, **kwargs), time.perf_counter() - t))
             return out
 
-        setattr(self._dask, name, timed)
+        for m in self._modules:
+            if getattr(m, name, None) is f:
+                self._saved.append((m, name, f))
+                setattr(m, name, timed)
 
     def __enter__(self):
         def sums_kind(data, beta, hessian, check=False, cols=None, step=None, clip=False):
@@ -138,8 +147,8 @@ class _PassLog:
         return self
 
     def __exit__(self, *exc):
-        for name, f in self._saved.items():
-            setattr(self._dask, name, f)
+        for m, name, f in self._saved:
+            setattr(m, name, f)
 
     def report(self) -> str:
         kinds: dict[str, list[float]] = {}
@@ -355,7 +364,7 @@ def scaling(n: int, p: int, chunk: int, counts: list[int]) -> None:
 def refits(n: int, p: int, workers: int, repeat: int) -> None:
     import dask.array as da
 
-    from aloocv import _dask
+    from aloocv.backends.dask import policy
 
     rng = np.random.default_rng(0)
     cases = []
@@ -371,7 +380,7 @@ def refits(n: int, p: int, workers: int, repeat: int) -> None:
         else:
             y = (eta + rng.standard_normal(m) > 0).astype(float)
         cases.append((name, X, y, dict(kw, tol=1e-8)))
-    default = _dask.REFIT_THREADS
+    default = policy.REFIT_THREADS
     print(f"(e) refits on a LocalCluster({workers} workers x 1 thread), p={p}")
     with _local_client(workers) as client:
         for name, X, y, kw in cases:
@@ -381,12 +390,12 @@ def refits(n: int, p: int, workers: int, repeat: int) -> None:
             err = 0.0
             for _ in range(repeat):
                 for k in (1, default):
-                    _dask.REFIT_THREADS = k
+                    policy.REFIT_THREADS = k
                     t = time.perf_counter()
                     got = aloocv.loo(Xd, y, method="exact", **kw).losses.compute()
                     times[k].append(time.perf_counter() - t)
                     err = max(err, float(np.max(np.abs(got - ref))))
-            _dask.REFIT_THREADS = default
+            policy.REFIT_THREADS = default
             one, many = float(np.median(times[1])), float(np.median(times[default]))
             print(
                 f"    {name}, n={X.shape[0]}: one at a time {one:.2f} s, {default} at a time "

@@ -226,6 +226,12 @@ inline py::array_t<double> move_to_numpy(Vec&& v) {
   return py::array_t<double>(owned->size(), owned->data(), keep);
 }
 
+inline py::array_t<Index> index_to_numpy(const std::vector<Index>& v) {
+  py::array_t<Index> out(static_cast<py::ssize_t>(v.size()));
+  std::copy(v.begin(), v.end(), out.mutable_data());
+  return out;
+}
+
 inline py::array_t<double> mat_to_numpy(const Mat& M) {
   py::array_t<double, py::array::f_style> out({M.rows(), M.cols()});
   std::copy(M.data(), M.data() + M.size(), out.mutable_data());

@@ -28,6 +28,8 @@ DualOut dual_out(DualResult& r, LooMethod method, bool want_loo) {
       out.downdate = move_to_numpy(std::move(r.loo.den));
     }
     out.n_not_converged = py::int_(r.loo.n_not_converged);
+    out.n_singular = py::int_(r.loo.n_singular);
+    if (method == LooMethod::Exact) out.singular_samples = index_to_numpy(r.loo.singular);
   }
   return out;
 }

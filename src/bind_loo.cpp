@@ -116,6 +116,8 @@ void bind_loo(py::module_& m) {
         }
         if (meth != LooMethod::Exact && !st.chol.empty()) out.rcond = py::float_(st.chol.rcond());
         out.n_not_converged = res.n_not_converged;
+        out.n_singular = res.n_singular;
+        if (meth == LooMethod::Exact) out.singular_samples = index_to_numpy(res.singular);
         if (gradient) {
           out.grad_l2 = to_numpy(hg.l2);
           out.grad_l1 = to_numpy(hg.l1);

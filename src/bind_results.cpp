@@ -69,12 +69,17 @@ void bind_results(py::module_& m) {
                     "Reciprocal condition estimate of the formulas' Hessian factor (None for "
                     "'exact' or without one).")
       .def_readonly("n_not_converged", &LooOut::n_not_converged,
-                    "Exact refits that did not reach tol.")
+                    "Exact refits that did not reach tol (the singular ones included).")
+      .def_readonly("n_singular", &LooOut::n_singular,
+                    "Exact refits whose leave-one-out Hessian is singular (no unique "
+                    "minimizer; their losses and predictions are NaN).")
+      .def_readonly("singular_samples", &LooOut::singular_samples,
+                    "The samples of those refits, ascending (None unless 'exact').")
       .def_readonly("grad_l2", &LooOut::grad_l2,
                     "d mean / d l2 weights, per feature (None without the hypergradient).")
       .def_readonly("grad_l1", &LooOut::grad_l1,
                     "d mean / d l1 weights, per feature (None without the hypergradient).");
-  add_repr(loo, with(kFitScalars, {"rcond", "n_not_converged"}));
+  add_repr(loo, with(kFitScalars, {"rcond", "n_not_converged", "n_singular"}));
 
   py::class_<AloTangentsOut, LooOut> tan(
       m, "AloTangentsResult",
@@ -113,12 +118,18 @@ void bind_results(py::module_& m) {
       .def_readonly("downdate", &DualOut::downdate,
                     "1 - d_i h_i (None without LOO or for 'exact').")
       .def_readonly("n_not_converged", &DualOut::n_not_converged,
-                    "Exact refits that did not reach tol (None without LOO).")
+                    "Exact refits that did not reach tol, the singular ones included (None "
+                    "without LOO).")
+      .def_readonly("n_singular", &DualOut::n_singular,
+                    "Exact refits whose leave-one-out Hessian is singular (None without LOO).")
+      .def_readonly("singular_samples", &DualOut::singular_samples,
+                    "The samples of those refits, ascending (None unless exact LOO).")
       .def_readonly("grad_l2", &DualOut::grad_l2,
                     "d mean / d l2 weights (None without the hypergradient).")
       .def_readonly("grad_l1", &DualOut::grad_l1,
                     "d mean / d l1 weights (None without the hypergradient).");
-  add_repr(dual, {"intercept", "n_iter", "converged", "objective", "grad_norm", "n_not_converged"});
+  add_repr(dual, {"intercept", "n_iter", "converged", "objective", "grad_norm", "n_not_converged",
+                  "n_singular"});
 
   py::class_<RidgePathOut> path(m, "RidgePathResult",
                                 "Exact ridge leave-one-out along a grid of k lambdas.");

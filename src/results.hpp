@@ -37,8 +37,10 @@ struct LooOut : FitOut {
   py::object downdate = py::none();     // (n,) 1 - d_i h_i; None for 'exact'
   py::object rcond = py::none();        // float: the factor's reciprocal condition estimate
   Index n_not_converged = 0;
-  py::object grad_l2 = py::none();  // (p,) with the hypergradient
-  py::object grad_l1 = py::none();  // (p,) with the hypergradient
+  Index n_singular = 0;                      // exact refits with a singular Hessian
+  py::object singular_samples = py::none();  // int64 (n_singular,) with 'exact'
+  py::object grad_l2 = py::none();           // (p,) with the hypergradient
+  py::object grad_l1 = py::none();           // (p,) with the hypergradient
 };
 
 // ALO, its exact gradient and the gradient's directional derivatives:
@@ -66,14 +68,16 @@ struct DualOut {
   bool converged = false;
   double objective = 0.0;
   double grad_norm = 0.0;
-  py::object alpha = py::none();            // (n,) dual coefficients
-  py::object losses = py::none();           // with LOO
-  py::object predictions = py::none();      // with LOO
-  py::object leverages = py::none();        // with LOO, not 'exact'
-  py::object downdate = py::none();         // with LOO, not 'exact'
-  py::object n_not_converged = py::none();  // int, with LOO
-  py::object grad_l2 = py::none();          // with the hypergradient
-  py::object grad_l1 = py::none();          // with the hypergradient
+  py::object alpha = py::none();             // (n,) dual coefficients
+  py::object losses = py::none();            // with LOO
+  py::object predictions = py::none();       // with LOO
+  py::object leverages = py::none();         // with LOO, not 'exact'
+  py::object downdate = py::none();          // with LOO, not 'exact'
+  py::object n_not_converged = py::none();   // int, with LOO
+  py::object n_singular = py::none();        // int, with LOO
+  py::object singular_samples = py::none();  // int64 array, with exact LOO
+  py::object grad_l2 = py::none();           // with the hypergradient
+  py::object grad_l1 = py::none();           // with the hypergradient
 };
 
 // Exact ridge LOO along a grid of lambdas: aloocv._core.RidgePathResult.

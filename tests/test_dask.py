@@ -17,8 +17,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 import aloocv
 from aloocv import _core
-from aloocv.backends.dask import build_problem, passes, policy, refits
 from aloocv.backends.dask import data as dask_data
+from aloocv.backends.dask import passes, policy, refits
 from aloocv.backends.dask import tuning as dask_tuning
 from conftest import make_data
 
@@ -495,10 +495,7 @@ def test_l1_tangents_match_core(sync):
 
     X, y, _, _ = loss_data("poisson", n=200, p=6, seed=2)
     pen = aloocv.ElasticNet(8.0, 1.5)
-    problem = build_problem(
-        dX(X), y, loss="poisson", penalty=pen, fit_intercept=True, sample_weight=None,
-        offset=None, tol=TOL, max_iter=100, n_jobs=None,
-    )  # fmt: skip
+    problem = aloocv.Problem.build(dX(X), y, loss="poisson", penalty=pen, tol=TOL)
     state = dask_tuning.tune_state(problem)
     u = np.log(pen.params())
     hd = Objective(state, pen, None, 6).evaluate(u, order=2)
@@ -780,9 +777,13 @@ def test_cluster_persisted_input_maps_over_held_chunks(client, monkeypatch):
     arrs = client.persist([dX(X, 100)] + [da.from_array(v, chunks=100) for v in (y, w, off)])
     distributed.wait(arrs)
     Xd, yd, wd, od = arrs
-    data = dask_data.prepare(Xd, yd, "logistic", aloocv.L2(0.5), wd, True, od, None)
-    assert data.held() is not None
-    assert dask_data.prepare(Xd, y, "logistic", aloocv.L2(0.5), wd, True, od, None).held() is None
+
+    def data_of(yy):
+        pb = aloocv.Problem.build(Xd, yy, sample_weight=wd, offset=od, **kw)
+        return dask_data.Data.from_problem(pb)
+
+    assert data_of(yd).held() is not None
+    assert data_of(y).held() is None  # y given as numpy: not held by the workers
     ref = aloocv.loo(X, y, sample_weight=w, offset=off, **kw)
     got = aloocv.loo(Xd, yd, sample_weight=wd, offset=od, **kw)
     close(got.fit.coef_, ref.fit.coef_)

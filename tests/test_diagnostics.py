@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import aloocv
-from conftest import loss_value, sklearn_glm
+from conftest import loss_value, make_data, sklearn_glm
 
 
 def sklearn_loo_losses(X, y, lam, idx=None):
@@ -279,3 +279,55 @@ def test_ill_conditioned_hessian_warns():
     msg = str(rec[0].message)
     got = float(msg.split("estimate ")[1].split(" <")[0])
     assert got == pytest.approx(rcond, rel=0.05) and got < aloocv.ALO_MIN_RCOND
+
+
+# ------------------------------------------------------------ where warnings point
+def _user_warnings(fn, category):
+    """The warnings of `category` that fn() issues, each checked to name this file: the
+    caller's line, however deep in the package (verbs, route table, backends) it rose."""
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        fn()
+    got = [w for w in rec if issubclass(w.category, category)]
+    assert got, f"no {category.__name__} was issued"
+    for w in got:
+        assert w.filename == __file__, (w.filename, str(w.message)[:80])
+    return got
+
+
+def test_warnings_point_at_the_callers_line():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = make_data("logistic", 80, 4, seed=211)
+    pen = aloocv.L2(1.0)
+    _user_warnings(lambda: aloocv.fit(X, y, penalty=pen, max_iter=1), ConvergenceWarning)
+    _user_warnings(lambda: aloocv.loo(X, y, penalty=pen, max_iter=1), ConvergenceWarning)
+    _user_warnings(
+        lambda: aloocv.kfold(X, y, penalty=pen, max_iter=1, n_folds=3), ConvergenceWarning
+    )
+    _user_warnings(
+        lambda: aloocv.loo(X, y, loss="multinomial", penalty=pen, max_iter=1),
+        ConvergenceWarning,
+    )
+    _user_warnings(
+        lambda: aloocv.tune(X, y, penalty=pen, method="gd", max_iter=1), ConvergenceWarning
+    )
+    # leverage near 1 (one sample alone on a feature, a tiny penalty): an ALOWarning
+    Xp, yp = dummy_feature_poisson()
+    _user_warnings(
+        lambda: aloocv.loo(Xp, yp, loss="poisson", penalty=aloocv.L2(1e-4)), aloocv.ALOWarning
+    )
+
+
+def test_warnings_point_at_the_callers_line_on_dask():
+    from sklearn.exceptions import ConvergenceWarning
+
+    dask = pytest.importorskip("dask")
+    import dask.array as da
+
+    X, y = make_data("logistic", 80, 4, seed=212)
+    with dask.config.set(scheduler="synchronous"):
+        dX = da.from_array(X, chunks=(40, -1))
+        _user_warnings(
+            lambda: aloocv.loo(dX, y, penalty=aloocv.L2(1.0), max_iter=1), ConvergenceWarning
+        )

@@ -36,7 +36,7 @@ def test_multinomial_is_a_registered_loss():
     rng = np.random.default_rng(3)
     loss = aloocv.losses.get_loss("multinomial")
     assert isinstance(loss, aloocv.Multinomial) and loss == "multinomial"
-    assert loss.n_outputs == 0 and loss.with_classes(4).n_outputs == 4
+    assert loss.n_outputs == 0 and aloocv.Multinomial(4).n_outputs == 4
     assert aloocv.Multinomial(4) == aloocv.Multinomial(3) == "multinomial"
     eta = rng.standard_normal((7, 4)) * 3
     y = rng.integers(0, 4, 7)

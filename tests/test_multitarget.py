@@ -203,6 +203,25 @@ def test_kfold_against_refits(method, weighted):
         _close(res.stderr[t], rt.stderr)
 
 
+def test_kfold_takes_cv_splitters():
+    """cv= reaches the several-target route: a partitioning splitter gives the folds its
+    test sets define (checked against Ridge refits on those folds); a splitter whose test
+    sets do not partition the samples is refused by name."""
+    from sklearn.model_selection import KFold, TimeSeriesSplit
+
+    X, Y, _ = _data(n=48, p=4, T=2, seed=9)
+    cv = KFold(4, shuffle=True, random_state=3)
+    res = aloocv.kfold(X, Y, loss="squared", penalty=aloocv.L2(1.5), cv=cv)
+    brute = np.empty_like(Y)
+    with threadpool_limits(1):
+        for tr, te in cv.split(X):
+            brute[te] = Ridge(alpha=1.5).fit(X[tr], Y[tr]).predict(X[te])
+            assert np.unique(res.folds[te]).size == 1  # one fold per test set
+    _close(res.predictions, brute)
+    with pytest.raises(ValueError, match="do not partition the samples.*several targets"):
+        aloocv.kfold(X, Y, loss="squared", penalty=aloocv.L2(1.5), cv=TimeSeriesSplit(3))
+
+
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_target_layout_and_dtype(order):
     X, Y, w = _data(seed=8)

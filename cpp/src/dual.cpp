@@ -428,6 +428,7 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
     FitOptions serial = opt;
     serial.n_threads = 1;
     Index not_converged = 0;
+    std::vector<char> singular(static_cast<size_t>(ns), 0);
     ExceptionCatcher guard;
     interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(opt.n_threads)) \
@@ -439,7 +440,14 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
         const Index i = set(k);
         double e = from.eta[i];
         if (pb.weight(i) != 0.0) {
-          const DualState r = dual_fit<Loss>(pb, K, serial, &from, i, have_x);
+          DualState r;
+          try {
+            r = dual_fit<Loss>(pb, K, serial, &from, i, have_x);
+          } catch (const SingularHessian&) {  // no curvature left without sample i
+            ++not_converged;
+            detail::mark_singular(out.loo, singular, k);
+            return;
+          }
           if (!r.converged) ++not_converged;
           e = r.eta[i];
         }
@@ -449,6 +457,7 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
     }
     guard.rethrow();
     out.loo.n_not_converged = not_converged;
+    detail::collect_singular(out.loo, singular, set);
     return out;
   }
   DualLeverages lev = dual_leverages<Loss>(pb, K, out.st);

@@ -377,8 +377,13 @@ KFoldOutput exact_impl(const Problem& pb, const FitState& st, const SampleSets& 
     }
     Problem pk = pb;
     pk.w = wk.data();
-    const FitState r = pb.has_l1() ? enet_fit<Loss>(pk, fopt, &st.beta, -1, false)
-                                   : newton_fit<Loss>(pk, fopt, &st.beta);
+    FitState r;
+    try {
+      r = pb.has_l1() ? enet_fit<Loss>(pk, fopt, &st.beta, -1, false)
+                      : newton_fit<Loss>(pk, fopt, &st.beta);
+    } catch (const SingularHessian&) {  // the refit's Hessian, named by its fold
+      throw_fold_singular(k, static_cast<Index>(S.size()), "");
+    }
     Index pos = offset[static_cast<size_t>(k)];
     for (Index i : S) {
       out.predictions[pos] = r.eta[i];

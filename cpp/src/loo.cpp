@@ -1,6 +1,8 @@
 #include "aloocv/loo.hpp"
 #include "aloocv/hypergrad.hpp"
 
+#include <limits>
+
 namespace aloocv {
 
 LooMethod loo_method_from_name(const std::string& name) {
@@ -18,8 +20,18 @@ LooResult loo(const Problem& pb, LossKind loss, LooMethod method, FitState& st,
     using Loss = decltype(L);
     if (method == LooMethod::Exact) {
       settle_deferred_end<Loss>(pb, st, opt.n_threads);
-      return pb.has_l1() ? enet_exact_loo<Loss>(pb, st, opt, set)
-                         : exact_loo<Loss>(pb, st, opt, set);
+      if (pb.has_l1()) return enet_exact_loo<Loss>(pb, st, opt, set);
+      if (!Loss::constant_curvature && st.stale_eta > 0.0) {
+        // the refits downdate the Hessian at beta (exact_loo): take it where the fit ended
+        // on an older one (clipped where not positive definite, as the fit's own factors)
+        const int nt = resolve_threads(opt.n_threads);
+        Vec g(pb.n()), d(pb.n()), H;
+        detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+        const bool clipped = detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx, true);
+        ++st.hessian_passes;
+        st.stale_eta = clipped ? std::numeric_limits<double>::infinity() : 0.0;
+      }
+      return exact_loo<Loss>(pb, st, opt, set);
     }
     return settled_approx_loo<Loss>(pb, st, method, opt.n_threads);
   });

@@ -476,7 +476,7 @@ def run(
         print(f"lambda chosen by {m:>6}: {lam:.4g}", file=out)
     for note in dict.fromkeys(notes):
         print(f"note: {note}", file=out)
-    if certify > 0 and alo_results and isinstance(loss, str) and loss == "multinomial":
+    if certify > 0 and alo_results and get_loss(loss) == "multinomial":
         print("note: no accuracy certificate for the multinomial loss (--certify 0)", file=out)
     elif certify > 0 and alo_results:
         best = int(np.argmin(scores["alo"]))
@@ -487,10 +487,7 @@ def run(
 
 
 def _losses(loss, y: np.ndarray, eta: np.ndarray) -> np.ndarray:
-    if isinstance(loss, str) and loss == "multinomial":  # eta: (n, K) class scores
-        m = eta.max(axis=1)
-        lse = m + np.log(np.exp(eta - m[:, None]).sum(axis=1))
-        return lse - eta[np.arange(y.shape[0]), y.astype(int)]
+    """Per-sample losses at eta ((n, K) class scores for the multinomial loss)."""
     return get_loss(loss).value(y, eta)
 
 

@@ -4,6 +4,8 @@ certificate's importance-sampling estimator and its interval)."""
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +56,22 @@ class ALOWarning(UserWarning):
     ``LOOResult.certify``."""
 
 
+#: The package's directory: a warning points at the first frame outside it.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of a ``warnings.warn`` in the calling function that points at the
+    first frame outside aloocv (the user's call), however deep inside the package the
+    warning is raised (verbs, route table, backends, helpers)."""
+    f = sys._getframe(1)  # the function that calls warnings.warn
+    level = 1
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR):
+        f = f.f_back
+        level += 1
+    return level
+
+
 def unreliable_mask(downdate: np.ndarray | None) -> np.ndarray | None:
     """Samples with ``d_i h_i > ALO_UNRELIABLE_DH`` from ``downdate = 1 - d_i h_i``."""
     if downdate is None:
@@ -61,15 +79,13 @@ def unreliable_mask(downdate: np.ndarray | None) -> np.ndarray | None:
     return np.asarray(downdate) < 1.0 - ALO_UNRELIABLE_DH
 
 
-def warn_unreliable(mask: np.ndarray | None, loss: str, has_l1: bool, stacklevel: int) -> None:
+def warn_unreliable(mask: np.ndarray | None, loss: str, has_l1: bool) -> None:
     if mask is None:
         return
-    warn_unreliable_count(
-        int(np.count_nonzero(mask)), mask.shape[0], loss, has_l1, stacklevel=stacklevel + 1
-    )
+    warn_unreliable_count(int(np.count_nonzero(mask)), mask.shape[0], loss, has_l1)
 
 
-def warn_unreliable_count(count: int, n: int, loss: str, has_l1: bool, stacklevel: int) -> None:
+def warn_unreliable_count(count: int, n: int, loss: str, has_l1: bool) -> None:
     """The warning of :func:`warn_unreliable` from the count of flagged samples (dask
     input reduces it over the chunks)."""
     if loss == "squared" and not has_l1:
@@ -86,11 +102,11 @@ def warn_unreliable_count(count: int, n: int, loss: str, has_l1: bool, stackleve
             "result.unreliable; result.certify() measures the error against exact refits). "
             "A larger penalty helps.",
             ALOWarning,
-            stacklevel=stacklevel + 1,
+            stacklevel=user_stacklevel(),
         )
 
 
-def warn_ill_conditioned(rcond: float | None, stacklevel: int) -> None:
+def warn_ill_conditioned(rcond: float | None) -> None:
     if rcond is not None and rcond < ALO_MIN_RCOND:
         warnings.warn(
             f"the Hessian is nearly singular (reciprocal condition estimate {rcond:.2g} < "
@@ -98,8 +114,53 @@ def warn_ill_conditioned(rcond: float | None, stacklevel: int) -> None:
             f"values may carry relative rounding errors up to about {2.2e-16 / rcond:.1g}. "
             "A larger penalty or fewer collinear features helps.",
             ALOWarning,
-            stacklevel=stacklevel + 1,
+            stacklevel=user_stacklevel(),
         )
+
+
+# ----------------------------------------------------------------------------- results
+#: The most samples an error message names (check_singular_refits).
+MAX_NAMED_SAMPLES = 10
+#: The words for the core's result fields in check_finite_result's message.
+_RESULT_NAMES = {
+    "losses": "the leave-one-out losses",
+    "predictions": "the leave-one-out predictions",
+    "leverages": "the leverages",
+    "grad_l2": "the hypergradient",
+    "grad_l1": "the hypergradient (l1 part)",
+}
+
+
+def check_finite_result(what: str, **values: Any) -> None:
+    """Raise when a computed result overflowed (never hand back NaN or inf silently)."""
+    for key, v in values.items():
+        if v is None:
+            continue
+        a = np.asarray(v)
+        if a.dtype.kind in "fc" and not np.isfinite(a).all():
+            raise ValueError(
+                f"{what}: the computation overflowed ({_RESULT_NAMES.get(key, key)} is not "
+                "finite); the data or parameters are too large in magnitude for float64 "
+                "(y values, sample weights or X): rescale X, y or the weights (or increase the "
+                "penalty)"
+            )
+
+
+def check_singular_refits(what: str, out: Any) -> None:
+    """Raise where exact refits stopped on a singular leave-one-out Hessian (the core's
+    ``n_singular`` and ``singular_samples``): without those samples the problem has no
+    unique minimizer, so there is no leave-one-out value to report."""
+    if not getattr(out, "n_singular", None):
+        return
+    idx = np.asarray(out.singular_samples)
+    named = ", ".join(str(int(i)) for i in idx[:MAX_NAMED_SAMPLES])
+    more = f" and {idx.size - MAX_NAMED_SAMPLES} more" if idx.size > MAX_NAMED_SAMPLES else ""
+    raise ValueError(
+        f"{what}: the leave-one-out Hessian is singular for sample{'s' if idx.size > 1 else ''} "
+        f"{named}{more} (without such a sample a direction has no curvature from the other "
+        "samples and no penalty: the refit has no unique minimizer); use a positive penalty "
+        "(lam > 0 on every feature)"
+    )
 
 
 # ----------------------------------------------------------------------------- fits
@@ -115,20 +176,20 @@ TOL_ROUNDING_FLOOR = 1e-15
 GIVEN_COEF_GRAD_TOL = 1e-6
 
 
-def warn_given_coef(grad_norm: float, tol: float, stacklevel: int = 3) -> None:
+def warn_given_coef(grad_norm: float, tol: float) -> None:
     """The warning of leave-one-out at a given ``coef`` that is not a minimizer
-    (max|gradient|/sum(w) = `grad_norm`); `stacklevel` counts from the caller."""
+    (max|gradient|/sum(w) = `grad_norm`)."""
     if grad_norm > max(GIVEN_COEF_GRAD_TOL, tol):
         warnings.warn(
             f"the given coef is not a minimizer of this objective (max|gradient|/sum(w) = "
             f"{grad_norm:.3g}); leave-one-out estimates assume an optimal fit. Check that the "
             "penalty matches the model's regularization.",
             ConvergenceWarning,
-            stacklevel=stacklevel + 1,
+            stacklevel=user_stacklevel(),
         )
 
 
-def warn_not_converged(res: Any, tol: float, max_iter: int, stacklevel: int = 3) -> None:
+def warn_not_converged(res: Any, tol: float, max_iter: int) -> None:
     if not res.converged_:
         hint = "Increase max_iter or the penalty."
         if tol < TOL_ROUNDING_FLOOR or res.n_iter_ < max_iter:
@@ -141,7 +202,30 @@ def warn_not_converged(res: Any, tol: float, max_iter: int, stacklevel: int = 3)
             f"the solver did not converge in {res.n_iter_} iterations (max_iter={max_iter}): "
             f"max|gradient|/sum(w) = {res.gradient_norm_:.3g} > tol = {tol:.3g}. " + hint,
             ConvergenceWarning,
-            stacklevel=stacklevel,
+            stacklevel=user_stacklevel(),
+        )
+
+
+def warn_loo_fit(
+    res: Any,
+    given: bool,
+    n_not_converged: int,
+    n: int,
+    tol: float,
+    max_iter: int,
+) -> None:
+    """The warnings of a leave-one-out call about its fits: the full fit did not converge
+    (or, at a given coef, is not a minimizer), and exact refits that did not reach tol.
+    Each points at the user's call (:func:`user_stacklevel`)."""
+    if given:
+        warn_given_coef(res.gradient_norm_, tol)
+    else:
+        warn_not_converged(res, tol, max_iter)
+    if n_not_converged:
+        warnings.warn(
+            f"exact LOO: {n_not_converged} of {n} refits did not reach tol={tol:g}",
+            ConvergenceWarning,
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -226,12 +310,11 @@ def check_separation(
     pen: np.ndarray,
     l1: np.ndarray | None,
     warn: bool,
-    stacklevel: int,
 ) -> None:
     """Logistic fits: raises when the fit separates the classes with no penalty (no finite
     solution exists), warns (``warn``) when it separates them with every margin above
     SEPARATION_MARGIN."""
-    check_separation_margin(min_margin(eta, y, w), pen, l1, warn, stacklevel=stacklevel + 1)
+    check_separation_margin(min_margin(eta, y, w), pen, l1, warn)
 
 
 def min_margin(eta: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> float:
@@ -250,9 +333,7 @@ def min_margin(eta: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> float:
     return float(m)
 
 
-def check_separation_margin(
-    m: float, pen: np.ndarray, l1: np.ndarray | None, warn: bool, stacklevel: int
-) -> None:
+def check_separation_margin(m: float, pen: np.ndarray, l1: np.ndarray | None, warn: bool) -> None:
     """:func:`check_separation` from the smallest margin ``m`` (dask input reduces it over
     the chunks)."""
     if not np.isfinite(m):
@@ -271,7 +352,7 @@ def check_separation_margin(
             "coefficients, and leave-one-out estimates, ALO especially, can be far off; "
             "check them with result.certify() or use a larger penalty",
             ALOWarning,
-            stacklevel=stacklevel + 1,
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -389,6 +470,11 @@ def check_certify_options(n_samples, n_worst, confidence) -> float:
         isinstance(n_worst, bool) or not isinstance(n_worst, (int, np.integer)) or n_worst < 0
     ):
         raise ValueError(f"n_worst must be a non-negative integer, got {n_worst!r}")
+    if n_worst is not None and n_worst > n_samples:
+        raise ValueError(
+            f"n_worst={n_worst} exceeds n_samples={n_samples}: the worst samples are refitted "
+            "among the n_samples refits (use n_worst <= n_samples)"
+        )
     confidence = float(confidence)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")

@@ -7,10 +7,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _blas, _core
-from ._diagnostics import unreliable_mask
+from ._diagnostics import check_finite_result, unreliable_mask
 from ._validation import (
     check_bool,
-    check_finite_result,
     check_kernel,
     check_loo_samples,
     check_real_scalar,

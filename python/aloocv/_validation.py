@@ -490,20 +490,6 @@ def check_labels(y: Any, n: int, name: str = "y") -> np.ndarray:
     return arr
 
 
-def check_finite_result(what: str, **values: Any) -> None:
-    """Raise when a computed result overflowed (never hand back NaN or inf silently)."""
-    for key, v in values.items():
-        if v is None:
-            continue
-        a = np.asarray(v)
-        if a.dtype.kind in "fc" and not np.isfinite(a).all():
-            raise ValueError(
-                f"{what}: the computation overflowed ({key} is not finite); the data or "
-                "parameters are too large in magnitude for float64: rescale X and y (or "
-                "increase the penalty)"
-            )
-
-
 # ----------------------------------------------------------------------------- the rest
 
 
@@ -598,17 +584,6 @@ def check_loo_samples(n: int) -> None:
         raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={n}")
 
 
-def check_fit_inputs(X, y, loss, penalty, sample_weight, fit_intercept=True):
-    check_bool(fit_intercept, "fit_intercept")
-    X = check_X(X)
-    n, p = X.shape
-    y = check_vector(y, n, "y")
-    loss = check_loss(loss)
-    pen, l1 = check_penalty(penalty, p)
-    w = check_sample_weight(sample_weight, n)
-    return X, y, loss, pen, l1, w
-
-
 MULTINOMIAL = "multinomial"
 
 
@@ -672,18 +647,6 @@ def check_multinomial_penalty(penalty: Any, n_features: int) -> np.ndarray:
             "K-class parametrization is not identifiable without it"
         )
     return pen
-
-
-def check_multinomial_inputs(X, y, penalty, sample_weight, fit_intercept=True):
-    """(X, labels, K, per-feature lam, weights) of a multinomial problem: an L2 penalty
-    with lam > 0 on every feature (the full K-class parametrization needs it)."""
-    check_bool(fit_intercept, "fit_intercept")
-    X = check_X(X)
-    n, p = X.shape
-    w = check_sample_weight(sample_weight, n)
-    y, K = check_class_labels(y, n, w)
-    pen = check_multinomial_penalty(penalty, p)
-    return X, y, K, pen, w
 
 
 SOLVERS = ("auto", "primal", "dual")

@@ -25,9 +25,9 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _blas, _core
+from ._diagnostics import check_finite_result
 from ._validation import (
     check_bool,
-    check_finite_result,
     check_real_scalar,
     check_vector,
     check_X,

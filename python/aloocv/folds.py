@@ -19,12 +19,14 @@ __all__ = [
     "FoldPlan",
     "FoldRequest",
     "assign_folds",
+    "check_fold_sums",
     "check_n_folds",
     "check_split_classes",
     "cv_splits",
     "fold_label",
     "fold_plan",
     "fold_result",
+    "fold_weights",
     "partition",
     "relabel_folds",
     "split_result",
@@ -304,6 +306,23 @@ def fold_result(
         split_losses=[losses[t] for t in test_indices],
         split_predictions=[predictions[t] for t in test_indices],
     )
+
+
+def fold_weights(
+    folds: np.ndarray, labels: np.ndarray, w: np.ndarray | None, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(per-sample weights of the means, each fold's total weight), checked: every fold
+    needs a positive total weight."""
+    ww = np.ones(n) if w is None else w
+    return ww, check_fold_sums(np.bincount(folds, weights=ww, minlength=labels.size), labels)
+
+
+def check_fold_sums(wsum: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """``wsum`` (each fold's total weight) when every fold's is positive."""
+    if np.any(wsum <= 0):
+        bad = int(np.flatnonzero(wsum <= 0)[0])
+        raise ValueError(f"fold {fold_label(labels, bad)} has zero total sample weight")
+    return wsum
 
 
 def fold_plan(pb: Any, req: FoldRequest) -> FoldPlan:

@@ -311,10 +311,6 @@ class Multinomial(Loss):
                 f"y[{bad[0]}] = {np.asarray(y).ravel()[bad[0]].item()!r}"
             )
 
-    def with_classes(self, n_classes: int) -> Multinomial:
-        """The same loss with K known."""
-        return Multinomial(n_classes)
-
     def __repr__(self) -> str:
         return (
             "Multinomial()"

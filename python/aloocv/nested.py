@@ -285,7 +285,7 @@ def nested_cv(
     errors = np.asarray(errors)
     return NestedCVResult(
         estimate=float(errors.mean()),
-        stderr=float(errors.std(ddof=1) / np.sqrt(len(errors))),
+        stderr=float(errors.std(ddof=1) / np.sqrt(len(errors))) if len(errors) > 1 else None,
         fold_errors=errors,
         chosen=chosen,
         inner_scores=np.asarray(scores),

@@ -52,9 +52,6 @@ from .penalties import Penalty
 
 __all__ = ["Problem", "SolveOptions"]
 
-#: Where a problem's data live.
-BACKENDS = ("memory", "dask")
-
 
 @dataclass(frozen=True)
 class SolveOptions:
@@ -153,24 +150,10 @@ class Problem:
         """Several squared-loss targets sharing one decomposition of X."""
         return not self.is_dask and np.ndim(self.y) == 2
 
-    @property
-    def has_l1(self) -> bool:
-        return self.l1 is not None
-
     # ------------------------------------------------------------------ derived problems
     def replace(self, **changes: Any) -> Problem:
         """A copy with some fields changed (no validation: the caller keeps them valid)."""
         return dataclasses.replace(self, **changes)
-
-    def with_penalty(self, penalty: Penalty) -> Problem:
-        """The same data under another penalty of the same shape (checked)."""
-        penalty = as_penalty(penalty)
-        if self.is_multinomial:
-            return self.replace(
-                penalty=penalty, l2=_contiguous(check_multinomial_penalty(penalty, self.n_features))
-            )
-        l2, l1 = _penalty_vectors(penalty, self.n_features)
-        return self.replace(penalty=penalty, l2=l2, l1=l1)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -201,32 +184,41 @@ class Problem:
         """
         backend = "dask" if is_dask_collection(X) else "memory"
         fit_intercept = check_bool(fit_intercept, "fit_intercept")
-        loss = check_loss(loss)
-        penalty = as_penalty(penalty)
-        options = SolveOptions.build(tol, max_iter, n_jobs, backend)
-        if isinstance(loss, Multinomial) and offset is not None:
-            raise ValueError("offset= is not available for the multinomial loss")
         if backend == "dask":
+            loss, penalty = check_loss(loss), as_penalty(penalty)
+            options = SolveOptions.build(tol, max_iter, n_jobs, backend)
+            _check_no_offset(loss, offset)
             return cls._build_dask(
                 X, y, loss, penalty, fit_intercept, sample_weight, offset, options
             )
+        # the order of the checks is the message a user sees first: X, y, then the rest
         X = check_X(X)
         n, p = X.shape
-        w = check_sample_weight(sample_weight, n)
         if multi_target and is_multi_target(y):
             Y = check_targets(y, n, loss)
+            w = check_sample_weight(sample_weight, n)
+            loss, penalty = check_loss(loss), as_penalty(penalty)
             l2, l1 = _penalty_vectors(penalty, p)
+            options = SolveOptions.build(tol, max_iter, n_jobs)
             return cls(
                 X, Y, loss, penalty, l2, l1, w, check_offset(offset, n), fit_intercept, options
             )
+        loss = check_loss(loss)
         if isinstance(loss, Multinomial):
+            w = check_sample_weight(sample_weight, n)
             labels, K = check_class_labels(y, n, w)
+            penalty = as_penalty(penalty)
             l2 = _contiguous(check_multinomial_penalty(penalty, p))
+            options = SolveOptions.build(tol, max_iter, n_jobs)
+            _check_no_offset(loss, offset)
             return cls(
                 X, labels, Multinomial(K), penalty, l2, None, w, None, fit_intercept, options
             )
         yv = check_vector(y, n, "y")
+        penalty = as_penalty(penalty)
         l2, l1 = _penalty_vectors(penalty, p)
+        w = check_sample_weight(sample_weight, n)
+        options = SolveOptions.build(tol, max_iter, n_jobs)
         return cls(X, yv, loss, penalty, l2, l1, w, check_offset(offset, n), fit_intercept, options)
 
     @classmethod
@@ -243,6 +235,11 @@ class Problem:
         l2, l1 = _penalty_vectors(penalty, p)
         yv = as_dask_vector(y, X, "y")
         return cls(X, yv, loss, penalty, l2, l1, w, off, fit_intercept, options, "dask")
+
+
+def _check_no_offset(loss: Loss, offset: Any) -> None:
+    if isinstance(loss, Multinomial) and offset is not None:  # the softmax has no offset
+        raise ValueError("offset= is not available for the multinomial loss")
 
 
 def _contiguous(v: np.ndarray) -> np.ndarray:

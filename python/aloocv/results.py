@@ -19,14 +19,15 @@ from ._diagnostics import (
     certificate_design,
     certificate_from,
     check_certify_options,
+    user_stacklevel,
 )
+from ._stats import weighted_mean_columns, weighted_stderr, weighted_stderr_columns
 from ._validation import check_offset, check_X, design_dot
 from .losses import Loss, Multinomial, get_loss, softmax
 from .penalties import Penalty
 
 __all__ = [
     "DaskLOOResult",
-    "DaskSubsetRefits",
     "FitFields",
     "FitResult",
     "KFoldResult",
@@ -39,7 +40,6 @@ __all__ = [
     "TuneResult",
     "fit_result",
     "multinomial_fit_result",
-    "weighted_stderr",
 ]
 
 
@@ -248,27 +248,50 @@ class StateOutput(FitFields):
 
 
 # ----------------------------------------------------------------------------- leave-one-out
-def weighted_stderr(losses: np.ndarray, w: np.ndarray | None) -> float:
-    """Standard error of the (weighted) mean of the per-sample losses."""
-    n = losses.shape[0]
-    if n < 2:
-        return float("nan")
-    if w is None:
-        return float(np.std(losses, ddof=1) / np.sqrt(n))
-    sw = w.sum()
-    m = np.average(losses, weights=w)
-    return float(np.sqrt(np.sum(w * (losses - m) ** 2) / max(sw - 1.0, 1e-300) / sw))
-
-
 @dataclass(frozen=True, eq=False)
 class SubsetRefits:
-    """Exact leave-one-out refits of a subset of one problem's samples, as its backend
-    does them: ``refit(beta, idx) -> (losses, n_not_converged)`` (warm-started at the
-    fit's ``beta_``), and the in-sample losses ``insample(fit) -> (n,)`` of the fit."""
+    """What :meth:`LOOResult.certify` asks of the backend that made the result.
 
-    refit: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, int]]
-    insample: Callable[[Any], np.ndarray]
+    Attributes
+    ----------
+    gather : callable
+        ``gather(losses, sample_weight) -> (losses, proxy, weights)`` as numpy arrays: the
+        leave-one-out losses, the certificate's error proxy (the leave-one-out loss minus
+        the in-sample loss at the fit) and the weights (or None); on dask input computed
+        over the chunks (n floats each; X stays on the workers).
+    refit : callable
+        ``refit(rows) -> (exact losses of those samples, refits not at tol)``: exact
+        refits without each sample, warm-started at the fit (the route's own).
+    tol : float
+        The fit tolerance the refits are solved to.
+    """
+
+    gather: Callable[[Any, Any], tuple[np.ndarray, np.ndarray, np.ndarray | None]]
+    refit: Callable[[np.ndarray], tuple[np.ndarray, int]]
     tol: float
+
+
+def _certify(res: Any, n_samples, random_state, confidence, n_worst) -> Certificate:
+    """:meth:`LOOResult.certify` of an in-memory or dask result."""
+    if res.method == "exact":
+        raise ValueError("an exact result needs no certificate (method='exact')")
+    if res._refits is None:
+        raise ValueError(
+            "this result does not carry its problem (it was not made by aloocv.loo); "
+            "call aloocv.loo(...).certify()"
+        )
+    confidence = check_certify_options(n_samples, n_worst, confidence)
+    losses, proxy, w = res._refits.gather(res.losses, res.sample_weight)
+    design = certificate_design(proxy, w, n_samples, n_worst, random_state)
+    idx = design.refits
+    exact, n_nc = res._refits.refit(np.asarray(idx, dtype=np.int64))
+    if n_nc:
+        warnings.warn(
+            f"certificate: {n_nc} of {idx.size} exact refits did not reach tol={res._refits.tol:g}",
+            ConvergenceWarning,
+            stacklevel=user_stacklevel(),
+        )
+    return certificate_from(losses, exact, design, w, res.mean, confidence, res.method)
 
 
 @dataclass
@@ -364,60 +387,7 @@ class LOOResult:
         >>> (c.n_worst, c.n_draws)
         (2, 8)
         """
-        if self.method == "exact":
-            raise ValueError("an exact result needs no certificate (method='exact')")
-        if self._refits is None:
-            raise ValueError(
-                "this result does not carry its problem (it was not made by aloocv.loo); "
-                "call aloocv.loo(...).certify()"
-            )
-        confidence = check_certify_options(n_samples, n_worst, confidence)
-        insample = self._refits.insample(self.fit)
-        design = certificate_design(
-            self.losses - insample, self.sample_weight, n_samples, n_worst, random_state
-        )
-        idx = design.refits
-        exact, n_nc = self._refits.refit(self.fit.beta_, idx)
-        if n_nc:
-            warnings.warn(
-                f"certificate: {n_nc} of {idx.size} exact refits did not reach "
-                f"tol={self._refits.tol:g}",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-        return certificate_from(
-            self.losses,
-            exact,
-            design,
-            self.sample_weight,
-            self.mean,
-            confidence,
-            self.method,
-        )
-
-
-@dataclass(frozen=True, eq=False)
-class DaskSubsetRefits:
-    """What :meth:`DaskLOOResult.certify` asks of the dask backend.
-
-    Attributes
-    ----------
-    gather : callable
-        ``gather(losses, sample_weight) -> (losses, proxy, weights)`` as numpy arrays on
-        the client: the leave-one-out losses, the certificate's error proxy (the
-        leave-one-out loss minus the in-sample loss at the fit) and the weights (or None),
-        computed over the chunks (n floats each; X stays on the workers).
-    refit : callable
-        ``refit(rows) -> (exact losses of those samples, refits not at tol)``: exact
-        refits over the chunks without each sample, warm-started at the fit (the route's
-        own: scalar, elastic net or multinomial).
-    tol : float
-        The fit tolerance the refits are solved to.
-    """
-
-    gather: Callable[[Any, Any], tuple[np.ndarray, np.ndarray, np.ndarray | None]]
-    refit: Callable[[np.ndarray], tuple[np.ndarray, int]]
-    tol: float
+        return _certify(self, n_samples, random_state, confidence, n_worst)
 
 
 @dataclass(repr=False)
@@ -456,7 +426,7 @@ class DaskLOOResult:
     n_not_converged: int = field(default=0, repr=False)
     unreliable: Any = None
     # what certify() asks of the backend (None: a result not made by aloocv.loo, or exact)
-    _refits: DaskSubsetRefits | None = field(default=None, repr=False, compare=False)
+    _refits: SubsetRefits | None = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return (
@@ -480,26 +450,7 @@ class DaskLOOResult:
         problem with the sample's weight set to zero; the elastic-net route with an L1
         term), a few passes over X each.
         """
-        if self.method == "exact":
-            raise ValueError("an exact result needs no certificate (method='exact')")
-        if self._refits is None:
-            raise ValueError(
-                "this result does not carry its problem (it was not made by aloocv.loo); "
-                "call aloocv.loo(...).certify()"
-            )
-        confidence = check_certify_options(n_samples, n_worst, confidence)
-        losses, proxy, w = self._refits.gather(self.losses, self.sample_weight)
-        design = certificate_design(proxy, w, n_samples, n_worst, random_state)
-        idx = design.refits
-        exact, n_nc = self._refits.refit(np.asarray(idx, dtype=np.int64))
-        tol = self._refits.tol
-        if n_nc:
-            warnings.warn(
-                f"certificate: {n_nc} of {idx.size} exact refits did not reach tol={tol:g}",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-        return certificate_from(losses, exact, design, w, self.mean, confidence, self.method)
+        return _certify(self, n_samples, random_state, confidence, n_worst)
 
 
 # ----------------------------------------------------------------------------- tuning
@@ -675,24 +626,6 @@ class KFoldResult:
 
 
 # ----------------------------------------------------------------------------- several targets
-def _weighted_mean(losses: np.ndarray, w: np.ndarray | None) -> np.ndarray:
-    if w is None:
-        return losses.mean(axis=0)
-    return (w @ losses) / w.sum()
-
-
-def _weighted_stderr(losses: np.ndarray, w: np.ndarray | None) -> np.ndarray:
-    n = losses.shape[0]
-    if n < 2:
-        return np.full(losses.shape[1], np.nan)
-    if w is None:
-        return losses.std(axis=0, ddof=1) / np.sqrt(n)
-    sw = w.sum()
-    m = (w @ losses) / sw
-    var = (w @ (losses - m) ** 2) / max(sw - 1.0, 1e-300)
-    return np.sqrt(var / sw)
-
-
 @dataclass
 class MultiTargetLOOResult:
     """Leave-one-out results for several targets (squared loss, L2 penalty).
@@ -730,12 +663,12 @@ class MultiTargetLOOResult:
     @property
     def mean(self) -> np.ndarray:
         """(n_targets,) (weighted) mean leave-one-out loss of each target."""
-        return _weighted_mean(self.losses, self.sample_weight)
+        return weighted_mean_columns(self.losses, self.sample_weight)
 
     @property
     def stderr(self) -> np.ndarray:
         """(n_targets,) standard error of :attr:`mean` (weights act as frequency weights)."""
-        return _weighted_stderr(self.losses, self.sample_weight)
+        return weighted_stderr_columns(self.losses, self.sample_weight)
 
     def __repr__(self) -> str:
         return (

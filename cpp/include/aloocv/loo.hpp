@@ -3,8 +3,10 @@
 // See docs/math/alo.md.
 #pragma once
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
+#include <vector>
 
 #include "enet.hpp"
 #include "losses.hpp"
@@ -22,7 +24,13 @@ struct LooResult {
   // empty for the exact method. The dual route computes it directly (a stable form);
   // otherwise loo_formulas computes it from the leverages.
   Vec den;
-  Index n_not_converged = 0;  // exact refits that missed the tolerance
+  // Exact refits that missed the tolerance, those among them that stopped on a singular
+  // (not numerically positive definite) leave-one-out Hessian, and the indices of those
+  // samples (ascending). A singular refit has no unique minimizer: its loss and prediction
+  // are NaN, and it is never counted as converged.
+  Index n_not_converged = 0;
+  Index n_singular = 0;
+  std::vector<Index> singular;
 };
 
 // The samples an exact LOO refits: all of them (idx == nullptr), or a list of indices
@@ -47,6 +55,22 @@ namespace detail {
   msg << "the leave-one-out Hessian is singular for sample " << i << " (d_i h_i = " << dh
       << " >= 1): without this sample the problem has no unique minimizer; use a larger penalty";
   throw SingularHessian(msg.str());
+}
+
+// Marks the exact refit at position k (sample i) singular (LooResult::singular): NaN loss
+// and prediction, no value to report.
+inline void mark_singular(LooResult& out, std::vector<char>& flag, Index k) {
+  flag[static_cast<size_t>(k)] = 1;
+  out.predictions[k] = out.losses[k] = std::numeric_limits<double>::quiet_NaN();
+}
+
+// Counts the singular refits and lists their samples (after the parallel loop).
+inline void collect_singular(LooResult& out, const std::vector<char>& flag, const SampleSet& set) {
+  out.singular.clear();
+  for (size_t k = 0; k < flag.size(); ++k)
+    if (flag[k]) out.singular.push_back(set(static_cast<Index>(k)));
+  std::sort(out.singular.begin(), out.singular.end());
+  out.n_singular = static_cast<Index>(out.singular.size());
 }
 }  // namespace detail
 
@@ -201,6 +225,13 @@ constexpr int kExactMaxChord = 9;
 // full fit and solved to the fit tolerance by newton_drive on a LooRefitModel: chord
 // steps on the downdated full factor while they contract the gradient 4x per step (at
 // most 9), then plain Newton with fresh leave-one-out Hessians. Parallel over samples.
+// st's factor must be the Hessian at st.beta (loo() refreshes it): the downdate is then
+// the leave-one-out Hessian at the start, and 1 - d_i h_i its singularity test. Each
+// refit takes at least one step, as a fit does: a start within tol is no evidence of a
+// leave-one-out minimum where the leave-one-out Hessian is nearly flat (a tiny penalty on
+// a feature seen by sample i only). A refit whose Hessian is singular (1 - d_i h_i at the
+// rounding level, or a fresh Hessian that Cholesky refuses) has no unique minimizer: it
+// is counted in n_not_converged and listed in LooResult::singular, with NaN values.
 template <class Loss>
 LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt,
                     SampleSet set = {}) {
@@ -213,6 +244,7 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
   out.losses.resize(ns);
   out.predictions.resize(ns);
   Index not_converged = 0;
+  std::vector<char> singular(static_cast<size_t>(ns), 0);
   RefreshPolicy pol;
   pol.chord_ratio = kExactChordRatio;
   pol.start_factored = true;
@@ -247,13 +279,25 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
         st.chol.solve(a.data());
         const double dh = di * xi.dot(a);
         const double den = 1.0 - dh;
-        if (!(den > tiny)) detail::throw_loo_singular(i, dh);
+        if (!(den > tiny)) {
+          ++not_converged;
+          detail::mark_singular(out, singular, k);
+          return;
+        }
         detail::LooRefitModel<Loss> m(pb, r, i, st.chol, xi, a, di, den);
         DriveOptions o;
         o.tol = o.target = opt.tol;
         o.scale = sw - w;
         o.max_iter = std::max<Index>(1, opt.max_iter);
-        const DriveResult res = newton_drive(m, o, pol);
+        o.check_first = false;
+        DriveResult res;
+        try {
+          res = newton_drive(m, o, pol);
+        } catch (const SingularHessian&) {  // a fresh leave-one-out Hessian refused
+          ++not_converged;
+          detail::mark_singular(out, singular, k);
+          return;
+        }
         if (!res.converged) ++not_converged;
         out.predictions[k] = r.eta[i];
         out.losses[k] = Loss::value(y, r.eta[i], pb.lp);
@@ -262,6 +306,7 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
   }
   guard.rethrow();
   out.n_not_converged = not_converged;
+  detail::collect_singular(out, singular, set);
   return out;
 }
 
@@ -277,6 +322,7 @@ LooResult enet_exact_loo(const Problem& pb, const FitState& st, const FitOptions
   out.losses.resize(ns);
   out.predictions.resize(ns);
   Index not_converged = 0;
+  std::vector<char> singular(static_cast<size_t>(ns), 0);
   FitOptions serial = opt;
   serial.n_threads = 1;
   ExceptionCatcher guard;
@@ -290,7 +336,14 @@ LooResult enet_exact_loo(const Problem& pb, const FitState& st, const FitOptions
       const Index i = set(k);
       double e = st.eta[i];
       if (pb.weight(i) != 0.0) {
-        const FitState r = enet_fit<Loss>(pb, serial, &st.beta, i, false);
+        FitState r;
+        try {
+          r = enet_fit<Loss>(pb, serial, &st.beta, i, false);
+        } catch (const SingularHessian&) {
+          ++not_converged;
+          detail::mark_singular(out, singular, k);
+          return;
+        }
         if (!r.converged) ++not_converged;
         e = r.eta[i];
       }
@@ -300,6 +353,7 @@ LooResult enet_exact_loo(const Problem& pb, const FitState& st, const FitOptions
   }
   guard.rethrow();
   out.n_not_converged = not_converged;
+  detail::collect_singular(out, singular, set);
   return out;
 }
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from .._validation import SOLVERS, choose_solver
 from ..folds import FoldRequest, fold_plan
+from ..penalties import L2
 from ..problem import Problem
 from .common import LOORequest
 from .memory import multinomial as memory_multinomial
@@ -23,8 +24,6 @@ from .memory import multitarget as memory_multitarget
 from .memory import scalar as memory_scalar
 
 __all__ = ["Route", "choose", "fit", "kfold", "loo", "tune_state"]
-
-VERBS = ("fit", "loo", "kfold", "tune")
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,8 @@ class Route:
     ----------
     backend : {"memory", "dask"}
     model : {"scalar", "multinomial", "multi_target"}
-    solver : {"primal", "dual"}
+    solver : {"primal", "dual", "ridge_path"}
+        ``"ridge_path"``: a squared-loss L2 grid from one eigendecomposition (tuning).
     """
 
     backend: str
@@ -65,6 +65,8 @@ def choose(
     solver: str = "auto",
     loo: LOORequest | None = None,
     kfold_splits: bool = False,
+    search: str | None = None,
+    gradient: str = "exact",
 ) -> Route:
     """The route of one call of ``verb`` on ``pb``; raises ValueError for a combination no
     route offers.
@@ -78,9 +80,15 @@ def choose(
         The leave-one-out options (``verb="loo"``).
     kfold_splits : bool
         Whether the K-fold call uses ``cv=``/``groups=`` (memory only).
+    search, gradient : str, optional
+        ``verb="tune"``: the search method and the gradient it asks for. A ``"grid"`` of
+        one scalar L2 parameter on the squared loss in memory (no offset) takes the
+        ridge path from one eigendecomposition (``solver="ridge_path"``).
     """
     model = _model(pb)
     req = loo or LOORequest()
+    if verb == "tune":
+        return _tune_route(pb, model, search, gradient)
     if model == "multi_target":
         _unsupported(
             "with several targets (a 2-d y)",
@@ -121,6 +129,29 @@ def choose(
     use = choose_solver(solver, pb.X, pb.l2, pb.l1, pb.loss)
     # the paper's approximate gradient lives on the primal route only
     return Route("memory", model, "primal" if paper else use)
+
+
+def _tune_route(pb: Problem, model: str, search: str | None, gradient: str) -> Route:
+    """The route of a search: the sgd and the paper's gradient need the in-memory scalar
+    route; a one-parameter ridge grid takes the ridge path."""
+    if search == "sgd" and model == "multinomial":
+        raise ValueError("method='sgd' is not available for the multinomial loss")
+    if search == "sgd" and pb.is_dask:
+        raise ValueError("method='sgd' is not available for dask input; use 'gd' or 'auto'")
+    if gradient != "exact" and model == "multinomial":
+        raise ValueError("the multinomial loss has the exact gradient only")
+    if gradient != "exact" and pb.is_dask:
+        raise ValueError("dask input has the exact gradient only (gradient='exact')")
+    ridge_path = (
+        search == "grid"
+        and not pb.is_dask
+        and pb.loss == "squared"
+        and isinstance(pb.penalty, L2)
+        and pb.l1 is None
+        and pb.penalty.params().size == 1
+        and pb.offset is None
+    )
+    return Route(pb.backend, model, "ridge_path" if ridge_path else "primal")
 
 
 # ----------------------------------------------------------------------------- the table

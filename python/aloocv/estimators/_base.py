@@ -338,7 +338,7 @@ class _ALORegressor(RegressorMixin, _ALOBase):
         """Validated ``(X, y, sample_weight, several_targets)`` of the squared-loss
         regressors (``alpha_per_target``): a dask X chunk by chunk (1-d y), a 2-d y of
         several targets as is, otherwise a 1-d y."""
-        if is_dask_collection(X):  # a dask array: chunk by chunk (aloocv._dask)
+        if is_dask_collection(X):  # a dask array: chunk by chunk (the dask backend)
             return (*dask_fit_inputs(self, X, y, sample_weight), False)
         _precheck(X)
         X, y = validate_data(

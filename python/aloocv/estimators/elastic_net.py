@@ -143,7 +143,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         """Fit, choosing alpha (and l1_ratio) by ALOOCV.
 
         ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``); ``X`` may
-        be a dask array (with a 1-d ``y``: :mod:`aloocv._dask`)."""
+        be a dask array (with a 1-d ``y``: :mod:`aloocv.backends.dask`)."""
         X, y, sample_weight, several = self._targets_inputs(X, y, sample_weight)
         if several:
             return self._fit_targets(X, y, sample_weight)

@@ -237,7 +237,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
     def _fit_inputs(self, X, y, sample_weight) -> tuple[Any, Any, Any, bool]:
         """Validated ``(X, y, sample_weight, dask_input)``; sets ``classes_``."""
         dask_input = is_dask_collection(X)
-        if dask_input:  # a dask array: chunk by chunk (aloocv._dask)
+        if dask_input:  # a dask array: chunk by chunk (the dask backend)
             X, y, sample_weight, self.classes_ = dask_labels(X, y, sample_weight)
             self.n_features_in_ = int(X.shape[1])
             check_bool(self.fit_intercept, "fit_intercept")

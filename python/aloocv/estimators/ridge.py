@@ -11,7 +11,7 @@ from numpy.typing import ArrayLike
 
 from .. import _blas, _scoring
 from .._scoring import get_scorer
-from .._validation import check_bool, check_choice, n_threads
+from .._validation import check_bool, check_choice
 from ..backends.dask.estimator_inputs import local
 from ..backends.memory.multitarget import decompose
 from ..penalties import L2
@@ -155,7 +155,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         """Fit, choosing alpha by leave-one-out.
 
         ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``); ``X`` may
-        be a dask array (with a 1-d ``y``: :mod:`aloocv._dask`)."""
+        be a dask array (with a 1-d ``y``: :mod:`aloocv.backends.dask`)."""
         X, y, sample_weight, several = self._targets_inputs(X, y, sample_weight)
         if several:
             return self._fit_targets(X, y, sample_weight)
@@ -243,7 +243,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         X, Y, w = pb.X, pb.y, pb.sample_weight
         mr = decompose(pb)[0]
         n, T = Y.shape
-        nt = n_threads(self.n_jobs)
+        nt = pb.options.n_threads
         with _blas.single_threaded_blas():
             sc = mr.scores(alphas, nt)
         s2, s4 = sc.s2, sc.s4

@@ -21,12 +21,13 @@ from numpy.typing import ArrayLike
 from sklearn.exceptions import ConvergenceWarning
 
 from .. import _blas, _core
+from .._diagnostics import user_stacklevel
 from .._validation import (
     check_loo_samples,
     core_design,
 )
 from ..backends import route
-from ..penalties import L2, Penalty
+from ..penalties import Penalty
 from ..problem import Problem
 from ..results import TuneResult
 from .grid import BRACKET_POINTS, _Bracket, _bracket, _check_grid, _grid, _neighbours, _ridge_grid
@@ -198,14 +199,14 @@ def tune(
         n_jobs=n_jobs,
         multi_target=False,
     )
-    r = route.choose(pb, "tune")
+    r = route.choose(pb, "tune", search=opts.method, gradient=opts.gradient)
     _check_search(pb, opts)
     state = route.tune_state(pb, r)
     obj = Objective(
         state, pb.penalty, pb.sample_weight, pb.n_features, opts.gradient, pb.fit_intercept
     )
     if opts.method == "grid":
-        return _grid_search(pb, obj, opts)
+        return _grid_search(pb, r, obj, opts)
     return _gradient_search(pb, obj, opts.for_samples(pb.n_samples))
 
 
@@ -297,19 +298,12 @@ class SearchOptions:
         return dataclasses.replace(self, batch_size=int(batch_size), eval_every=int(eval_every))
 
 
-def _grid_search(pb: Problem, obj: Objective, opts: SearchOptions) -> TuneResult:
+def _grid_search(pb: Problem, r: route.Route, obj: Objective, opts: SearchOptions) -> TuneResult:
     """ALOOCV at every grid point: the squared-loss ridge path from one decomposition
     (in memory, scalar L2, no offset), else warm-started fits along the grid."""
     points = _check_grid(opts.grid, pb.penalty, opts.n_grid)
     loss, intercept = pb.loss, pb.fit_intercept
-    if (
-        loss == "squared"
-        and isinstance(pb.penalty, L2)
-        and pb.l1 is None
-        and pb.penalty.params().size == 1
-        and pb.offset is None
-        and not pb.is_dask
-    ):
+    if r.solver == "ridge_path":
         with _blas.single_threaded_blas():
             path = _core.ridge_path(
                 core_design(pb.X),
@@ -358,7 +352,7 @@ def _gradient_search(pb: Problem, obj: Objective, opts: SearchOptions) -> TuneRe
             f"log(lambda) fell below tol * |ACV| = {gtol:.3g}: {message}. Returning the "
             "best point.",
             ConvergenceWarning,
-            stacklevel=4,  # _gradient_search, tune, its BLAS wrapper, the caller
+            stacklevel=user_stacklevel(),
         )
     return _finish(
         obj,
@@ -417,16 +411,9 @@ def _optimize(pb, obj, opts: SearchOptions, u0, box, grid_pts, gtol, trace) -> O
 
 
 def _check_search(pb: Problem, opts: SearchOptions) -> None:
-    """The searches a problem's route offers, and a valid starting point."""
-    method, gradient, selection = opts.method, opts.gradient, opts.selection
-    if method == "sgd" and pb.is_multinomial:
-        raise ValueError("method='sgd' is not available for the multinomial loss")
-    if method == "sgd" and pb.is_dask:
-        raise ValueError("method='sgd' is not available for dask input; use 'gd' or 'auto'")
-    if gradient != "exact" and pb.is_multinomial:
-        raise ValueError("the multinomial loss has the exact gradient only")
-    if gradient != "exact" and pb.is_dask:
-        raise ValueError("dask input has the exact gradient only (gradient='exact')")
+    """A valid problem and starting point for the search (the route table refuses the
+    searches a route does not offer)."""
+    method, selection = opts.method, opts.selection
     if not pb.is_dask:
         check_loo_samples(pb.n_samples)
         if pb.loss == "logistic" and np.unique(pb.y).size < 2:

@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from .. import _core
+from .._stats import weighted_stderr
 from .._validation import check_real_values
 from ..penalties import Penalty
-from ..results import TuneResult, weighted_stderr
+from ..results import TuneResult
 from .optimizers import LOG_BOUND
 from .record import _columns, _finish, _History, _pass_counts, _passes, _progress, _samples, _select
 

@@ -22,8 +22,9 @@ from typing import Any, Union
 import numpy as np
 
 from .. import _blas, _core
+from .._stats import weighted_stderr
 from ..penalties import Penalty
-from ..results import StateOutput, weighted_stderr
+from ..results import StateOutput
 
 __all__ = ["Evaluation", "Objective", "StateOutput"]
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_finite_result, is_dask_collection
+from .._diagnostics import check_finite_result
+from .._validation import is_dask_collection
 from ..losses import Multinomial
 from ..results import DaskLOOResult, LOOResult, TuneResult, fit_result, multinomial_fit_result
 

@@ -57,7 +57,7 @@ from .loo import loo
 from .loo_multinomial import loo as multinomial_loo
 from .multinomial import fit as multinomial_fit
 from .newton import fit
-from .tuning import DaskTuneState, check_solver, tune_state
+from .tuning import DaskTuneState, tune_state
 from .tuning_multinomial import DaskMultinomialTuneState
 from .tuning_multinomial import tune_state as multinomial_tune_state
 
@@ -65,7 +65,6 @@ __all__ = [
     "DaskMultinomialTuneState",
     "DaskTuneState",
     "Data",
-    "check_solver",
     "fit",
     "kfold",
     "loo",

@@ -11,12 +11,11 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ... import _core
-from ..._diagnostics import check_class_counts, check_fold_class_counts
+from ..._diagnostics import check_class_counts, check_fold_class_counts, user_stacklevel
 from ..._diagnostics import warn_not_converged as _warn_not_converged
 from ..._validation import is_dask_collection
-from ...folds import KFOLD_METHODS, fold_result, relabel_folds
+from ...folds import KFOLD_METHODS, check_fold_sums, fold_result, relabel_folds
 from ...folds import assign_folds as _assign_folds
-from ...folds import fold_label as _label
 from .alo import _on_active, _probe_max
 from .data import Data, _chunk_arrays, _single_blas, _vec
 from .newton import _fit_result, _settle_guard, _solve, _solve_fit, _State
@@ -100,10 +99,7 @@ def _checked_fold_weights(data: Data, fblocks: list, K: int, labels: np.ndarray)
     fit (one pass over y and w): the weight of each fold."""
 
     counts = _fold_counts(data, fblocks, K)
-    wsum = counts["ws"]
-    if np.any(wsum <= 0):
-        bad = int(np.flatnonzero(wsum <= 0)[0])
-        raise ValueError(f"fold {_label(labels, bad)} has zero total sample weight")
+    wsum = check_fold_sums(counts["ws"], labels)
     if "ones" in counts:
         check_class_counts(int(counts["zeros"].sum()), int(counts["ones"].sum()))
         try:
@@ -247,7 +243,7 @@ def kfold(
         warnings.warn(
             f"exact K-fold: {n_nc} of {K} refits did not reach tol={tol:g}",
             ConvergenceWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     w_np = None if data.w is None else np.asarray(data.w.compute())
     ww = np.ones(data.n) if w_np is None else w_np

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from ..._diagnostics import check_finite_result, user_stacklevel
 from ..._diagnostics import warn_not_converged as _warn_not_converged
-from ..._validation import check_finite_result, is_dask_collection
-from ...folds import KFOLD_METHODS, fold_result
+from ..._validation import is_dask_collection
+from ...folds import KFOLD_METHODS, fold_result, fold_weights
 from ...folds import assign_folds as _assign_folds
-from ...folds import fold_label as _label
 from ...losses import cross_entropy
 from .data import Data, _chunk_arrays
 from .multinomial import _fit_result, first_pass, newton
@@ -52,11 +52,11 @@ def kfold(
     random_state: Any = None,
 ):
     """:func:`aloocv.kfold` with ``loss="multinomial"`` on dask input, as in memory
-    (:func:`aloocv._multinomial.kfold`): ``"alo"`` one damped Newton step per fold from
-    the full fit on the fold-out objective (its exact Hessian at the full fit), ``"exact"``
-    a refit per fold warm-started from the full fit; each a fit over the chunks with the
-    fold's weights set to zero. The fold labels and the per-sample held-out values (n
-    ints, n x K floats) live on the client, X does not."""
+    (:func:`aloocv.backends.memory.multinomial.kfold`): ``"alo"`` one damped Newton step
+    per fold from the full fit on the fold-out objective (its exact Hessian at the full
+    fit), ``"exact"`` a refit per fold warm-started from the full fit; each a fit over
+    the chunks with the fold's weights set to zero. The fold labels and the per-sample
+    held-out values (n ints, n x K floats) live on the client, X does not."""
 
     import dask.array as da
     from dask import delayed
@@ -70,11 +70,7 @@ def kfold(
     idx, labels = _assign_folds(data.n, n_folds, folds, random_state)
     nf = labels.size
     w_np = None if data.w is None else np.asarray(data.w.compute(), dtype=np.float64)
-    ww = np.ones(data.n) if w_np is None else w_np
-    wsum = np.bincount(idx, weights=ww, minlength=nf)
-    if np.any(wsum <= 0):
-        bad = int(np.flatnonzero(wsum <= 0)[0])
-        raise ValueError(f"fold {_label(labels, bad)} has zero total sample weight")
+    ww, wsum = fold_weights(idx, labels, w_np, data.n)
     first = first_pass(data)
     K = first["K"]
     t0 = time.perf_counter()
@@ -118,7 +114,7 @@ def kfold(
         warnings.warn(
             f"exact K-fold: {failed} of {nf} refits did not reach tol={tol:g}",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
     return fold_result(
         losses,

@@ -13,6 +13,7 @@ from ... import _core
 from ..._diagnostics import (
     check_separation_margin,
     unreliable_mask,
+    user_stacklevel,
     warn_ill_conditioned,
     warn_unreliable_count,
 )
@@ -60,7 +61,7 @@ def loo(
             warnings.warn(
                 f"exact LOO: {n_nc} of {data.n} refits did not reach tol={tol:g}",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
         w = data.w
         ww = None if w is None else w
@@ -86,11 +87,14 @@ def loo(
     arrs = [_per_sample(outs, data, k) for k in _PER_SAMPLE]
     # the in-memory diagnostics, from what the leverage pass reduced
     if data.loss == "logistic":
-        check_separation_margin(diag["margin"], data.pen, data.l1, warn=True, stacklevel=3)
+        check_separation_margin(diag["margin"], data.pen, data.l1, warn=True)
     warn_unreliable_count(
-        int(diag["n_unreliable"]), data.n, data.loss, data.l1 is not None, stacklevel=3
+        int(diag["n_unreliable"]),
+        data.n,
+        data.loss,
+        data.l1 is not None,
     )
-    warn_ill_conditioned(_rcond(st.H), stacklevel=3)
+    warn_ill_conditioned(_rcond(st.H))
     grad = None
     if hgrad is not None:
         grad = data.penalty.chain(hgrad[1], hgrad[0])

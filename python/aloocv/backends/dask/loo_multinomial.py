@@ -16,10 +16,15 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ... import _core
-from ..._diagnostics import unreliable_mask, warn_unreliable_count
+from ..._diagnostics import (
+    check_finite_result,
+    unreliable_mask,
+    user_stacklevel,
+    warn_unreliable_count,
+)
 from ..._diagnostics import warn_given_coef as _warn_given_coef
 from ..._diagnostics import warn_not_converged as _warn_not_converged
-from ..._validation import MULTINOMIAL, check_finite_result, check_loo_samples
+from ..._validation import MULTINOMIAL, check_loo_samples
 from ...losses import cross_entropy
 from ...losses import pack_beta as _beta
 from ...results import DaskLOOResult
@@ -185,14 +190,14 @@ def loo(
     if beta0 is None:
         _warn_not_converged(fitres, tol, max_iter)
     else:
-        _warn_given_coef(fitres.gradient_norm_, tol, stacklevel=3)
+        _warn_given_coef(fitres.gradient_norm_, tol)
     if exact:
         losses, preds, n_nc = _exact(data, first, st, tol, max_iter)
         if n_nc:
             warnings.warn(
                 f"exact LOO: {n_nc} of {data.n} refits did not reach tol={tol:g}",
                 ConvergenceWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
         return DaskLOOResult(
             losses,
@@ -211,7 +216,7 @@ def loo(
     if return_gradient:
         grad = data.penalty.chain(np.zeros(data.p), _hypergradient(data, st, K, red["S"]))
         check_finite_result(f"loo(method={method!r})", gradient=grad)
-    warn_unreliable_count(int(red["n_unreliable"]), data.n, MULTINOMIAL, False, stacklevel=3)
+    warn_unreliable_count(int(red["n_unreliable"]), data.n, MULTINOMIAL, False)
     losses = _per_sample(outs, data, "losses", ())
     downdate = _per_sample(outs, data, "downdate", ())
     stats = red["stats"]

@@ -415,5 +415,5 @@ def _fit_for_loo(data: Data, coef, intercept, tol, max_iter, fresh_end: bool = T
         sw = float(s["weight"])
         gn = float(np.max(np.abs(g))) / sw
 
-    _warn_given_coef(gn, tol, stacklevel=3)
+    _warn_given_coef(gn, tol)
     return _State(beta, f, g, H, sw, 0, gn <= tol, gn, active)

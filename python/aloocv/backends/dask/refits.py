@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ... import _blas, _core
+from ..._diagnostics import check_singular_refits
 from . import policy
 from .data import Data, _chunk_arrays, _chunk_starts, _client, _single_blas, _vec
 from .newton import _cho, _solve, _solve_fit, _State
@@ -253,13 +254,6 @@ def _refits_pass(data: Data, B: np.ndarray, rows: np.ndarray, hess_cols: list) -
     return _compute(_tree(parts))
 
 
-def _loo_singular(row: int, dh: float) -> ValueError:
-    return ValueError(
-        f"the leave-one-out Hessian is singular for sample {row} (d_i h_i = {dh:g} >= 1): "
-        "without this sample the problem has no unique minimizer; use a larger penalty"
-    )
-
-
 def _per_weight(g, scale):
     """max|grad| / (sum(w) - w_j), the refits' stopping value, as the core divides: a
     refit with no weight left (scale 0) gets inf or nan, never at tol, without numpy's
@@ -306,9 +300,10 @@ class _Refits:
         dh = self.d * np.einsum("ij,ji->i", xt, self.A)
         self.den = 1.0 - dh
         tiny = 64 * np.finfo(np.float64).eps
-        bad = np.flatnonzero((self.w != 0.0) & ~(self.den > tiny))
-        if bad.size:
-            raise _loo_singular(int(rows[bad[0]]), float(dh[bad[0]]))
+        # as the core's exact_loo: a refit whose downdated Hessian is singular has no
+        # unique minimizer; it is listed (NaN values) and never moves
+        self.singular = (self.w != 0.0) & ~(self.den > tiny)
+        self.den[self.singular] = 1.0  # its chord steps are never taken
         self.L = L
         self.beta = np.repeat(st.beta[:, None], m, axis=1)  # (p1, m)
         self.f = st.f - self.w * v
@@ -322,7 +317,10 @@ class _Refits:
         self.best = np.full(m, np.inf)
         self.stalled = np.zeros(m, dtype=np.int64)
         self.gcur = np.max(np.abs(self.g), axis=0)
-        self.active = (self.w != 0.0) & (_per_weight(self.gcur, self.scale) > tol)
+        # every refit takes at least one step, as a fit does (the core's check_first =
+        # false): a start within tol is no evidence of a leave-one-out minimum where the
+        # leave-one-out Hessian is nearly flat
+        self.active = (self.w != 0.0) & ~self.singular
 
     def _directions(self, cols: np.ndarray) -> np.ndarray:
         """The steps of the refits `cols` (p1 x cols.size): those on a fresh Hessian solve
@@ -343,11 +341,18 @@ class _Refits:
 
     def _set_fresh(self, cols: np.ndarray, hess: np.ndarray) -> None:
         """Fresh penalized Hessians (hess: p1 x p1 x cols.size, unpenalized) for the refits
-        `cols`; each must be positive definite (one batched Cholesky checks them)."""
+        `cols`; one that Cholesky refuses makes its refit singular (the core's
+        SingularHessian in exact_loo): listed, stopped, NaN values."""
         H = np.moveaxis(hess, 2, 0).copy()
         i = np.arange(H.shape[1])
         H[:, i, i] += self.pen1
-        _cho(H)
+        try:
+            _cho(H)
+        except ValueError:  # find which (rare): each alone
+            bad = np.array([not _is_pd(h) for h in H])
+            self.singular[cols[bad]] = True
+            self.active[cols[bad]] = False
+            H[bad] = np.eye(H.shape[1])  # never solved with: the refit is stopped
         if self.hfresh is None:
             self.hfresh = np.empty((self.rows.size, *H.shape[1:]))
         self.hfresh[cols] = H
@@ -448,14 +453,37 @@ class _Refits:
         self.gcur[acc] = gnew
 
     def results(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """(losses, predictions, refits not at tol) of the batch."""
+        """(losses, predictions, refits not at tol) of the batch; a singular refit's
+        values are NaN (its rows in :attr:`singular`) and it counts as not at tol."""
         moved = self.w != 0.0
         eta = np.einsum("ij,ji->i", self.xt, self.beta) + self.off
         v = _core.loss_eval(self.data.loss.core, self.y, np.ascontiguousarray(eta))[0]
         losses = np.where(moved, v, self.losses)
         preds = np.where(moved, eta, self.preds)
+        losses[self.singular] = preds[self.singular] = np.nan
         gn = _per_weight(np.max(np.abs(self.g), axis=0), self.scale)
         return losses, preds, int(np.sum(moved & ~(gn <= self.tol)))
+
+
+def _is_pd(H: np.ndarray) -> bool:
+    try:
+        np.linalg.cholesky(H)
+    except np.linalg.LinAlgError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class SingularRefits:
+    """The samples whose exact refits stopped on a singular leave-one-out Hessian, in the
+    fields of the core's ``LooResult`` that
+    :func:`aloocv._diagnostics.check_singular_refits` reads."""
+
+    singular_samples: np.ndarray
+
+    @property
+    def n_singular(self) -> int:
+        return int(self.singular_samples.size)
 
 
 def _exact(data: Data, st: _State, tol: float, max_iter: int):
@@ -476,6 +504,7 @@ def _exact(data: Data, st: _State, tol: float, max_iter: int):
     held = 0
     out_l: list = []
     out_p: list = []
+    singular: list = []  # rows whose refits are singular, per batch
     n_nc = 0
 
     def emit(c: int) -> None:
@@ -506,15 +535,20 @@ def _exact(data: Data, st: _State, tol: float, max_iter: int):
                 data, st, L, rows, [None if v is None else v[a:b] for v in fetched], tol, max_iter
             )
             ref.run()
-            return ref.results()
+            return (*ref.results(), rows[ref.singular])
 
         # the fetched rows' batches, several at a time on a distributed client (_refits)
         batches = list(range(f0, f1, policy.EXACT_BATCH))
-        for lv, pv, nc in _refits(run_batch, batches, _refit_bytes(data.p1, policy.EXACT_BATCH)):
+        for lv, pv, nc, sing in _refits(
+            run_batch, batches, _refit_bytes(data.p1, policy.EXACT_BATCH)
+        ):
             n_nc += nc
+            singular.append(sing)
             pending_l.append(lv)
             pending_p.append(pv)
             held += lv.size
             while len(out_l) < len(ch) and held >= ch[len(out_l)]:
                 emit(ch[len(out_l)])
+    # as in memory: a singular refit has no leave-one-out value to report
+    check_singular_refits("loo(method='exact')", SingularRefits(np.concatenate(singular)))
     return da.concatenate(out_l), da.concatenate(out_p), n_nc

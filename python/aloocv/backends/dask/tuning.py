@@ -123,11 +123,3 @@ def tune_state(problem: Any) -> DaskTuneState:
         raise ValueError(f"leave-one-out needs at least 2 samples, got n_samples={data.n}")
     _first_pass(data)
     return DaskTuneState(data, problem.options.tol, problem.options.max_iter)
-
-
-def check_solver(solver: Any) -> None:
-    """Dask input has the primal route only."""
-    if solver not in ("auto", "primal"):
-        raise ValueError(
-            f"dask input has the primal solver only (solver='auto' or 'primal'), got {solver!r}"
-        )

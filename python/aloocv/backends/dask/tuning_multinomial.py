@@ -16,7 +16,7 @@ from .multinomial import first_pass, newton
 
 
 class DaskMultinomialTuneState:
-    """Stands in for :class:`aloocv._multinomial.MultinomialTuneState` in
+    """Stands in for :class:`aloocv.backends.memory.multinomial.MultinomialTuneState` in
     :class:`aloocv.tuning.Objective` on dask input (grid searches): per point a fit over
     the chunks warm-started at the previous one (as in memory), then the ALO pass. The
     per-sample values (n losses, n K predictions, n K^2 leverages) are gathered to the

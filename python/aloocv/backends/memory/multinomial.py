@@ -24,9 +24,16 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ... import _blas, _core
-from ..._diagnostics import ALO_UNRELIABLE_DH, warn_given_coef, warn_not_converged, warn_unreliable
-from ..._validation import check_finite_result, check_loo_samples, core_design, design_dot
-from ...folds import FoldPlan, fold_label, fold_result, split_result
+from ..._diagnostics import (
+    ALO_UNRELIABLE_DH,
+    check_finite_result,
+    user_stacklevel,
+    warn_loo_fit,
+    warn_not_converged,
+    warn_unreliable,
+)
+from ..._validation import check_loo_samples, core_design, design_dot
+from ...folds import FoldPlan, check_fold_sums, fold_result, split_result
 from ...losses import cross_entropy, pack_beta
 from ...problem import Problem
 from ...results import (
@@ -75,7 +82,7 @@ def fit(pb: Problem, warm_start: FitResult | None = None) -> MultinomialFitResul
     out = _fit_call(pb, pb.sample_weight, beta0)
     check_finite_result("fit", coef=out.coef, intercept=out.intercept)
     res = multinomial_fit_result(out, pb.penalty, pb.fit_intercept)
-    warn_not_converged(res, pb.options.tol, pb.options.max_iter, stacklevel=4)
+    warn_not_converged(res, pb.options.tol, pb.options.max_iter)
     return res
 
 
@@ -126,20 +133,11 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
         gradient=out.gradient,
     )
     fitres = multinomial_fit_result(out, pb.penalty, pb.fit_intercept)
-    tol = pb.options.tol
-    if beta is None:
-        warn_not_converged(fitres, tol, pb.options.max_iter, stacklevel=4)
-    else:
-        warn_given_coef(fitres.gradient_norm_, tol, stacklevel=3)
-    if out.n_not_converged:
-        warnings.warn(
-            f"exact LOO: {out.n_not_converged} of {pb.n_samples} refits did not reach tol={tol:g}",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
+    o = pb.options
+    warn_loo_fit(fitres, beta is not None, out.n_not_converged, pb.n_samples, o.tol, o.max_iter)
     downdate = out.det
     unreliable = None if downdate is None else downdate < 1.0 - ALO_UNRELIABLE_DH
-    warn_unreliable(unreliable, "multinomial", False, stacklevel=3)
+    warn_unreliable(unreliable, "multinomial", False)
     grad = None
     if req.return_gradient:
         grad = pb.penalty.chain(np.zeros(pb.n_features), out.gradient)
@@ -153,23 +151,23 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
         gradient=grad,
         downdate=downdate,
         unreliable=unreliable,
-        _refits=refits(pb),
+        _refits=refits(pb, fitres),
     )
 
 
-def refits(pb: Problem) -> SubsetRefits:
+def refits(pb: Problem, fit: FitResult) -> SubsetRefits:
     """Exact leave-one-out cross-entropies of a subset of the samples (refits
     warm-started at the fit's (K, p1) ``beta_``; in the order of idx)."""
 
-    def refit(beta: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, int]:
-        b = np.ascontiguousarray(beta, dtype=np.float64).ravel()
+    def refit(idx: np.ndarray) -> tuple[np.ndarray, int]:
+        b = np.ascontiguousarray(fit.beta_, dtype=np.float64).ravel()
         out = _loo_call(pb, "exact", b, False, subset=np.ascontiguousarray(idx, dtype=np.int64))
         return out.losses, int(out.n_not_converged)
 
-    def insample(fit: FitResult) -> np.ndarray:
-        return cross_entropy(fit.decision_function(pb.X), pb.y)
+    def gather(losses: np.ndarray, w: np.ndarray | None) -> tuple:
+        return losses, losses - cross_entropy(fit.decision_function(pb.X), pb.y), w
 
-    return SubsetRefits(refit=refit, insample=insample, tol=pb.options.tol)
+    return SubsetRefits(gather=gather, refit=refit, tol=pb.options.tol)
 
 
 # ----------------------------------------------------------------------------- K-fold
@@ -178,12 +176,7 @@ def _fold_parts(pb: Problem, plan: FoldPlan, ww: np.ndarray):
     n = pb.n_samples
     if plan.splits is None:
         idx, labels = plan.folds, plan.labels
-        wsum = np.bincount(idx, weights=ww, minlength=labels.size)
-        if np.any(wsum <= 0):
-            raise ValueError(
-                f"fold {fold_label(labels, int(np.flatnonzero(wsum <= 0)[0]))} has zero total "
-                "sample weight"
-            )
+        wsum = check_fold_sums(np.bincount(idx, weights=ww, minlength=labels.size), labels)
         return [
             (np.where(idx == k, 0.0, ww), np.flatnonzero(idx == k)) for k in range(labels.size)
         ], wsum
@@ -212,7 +205,7 @@ def kfold(pb: Problem, plan: FoldPlan) -> KFoldResult:
     t0 = time.perf_counter()
     full = _fit_call(pb, w, None)
     fitres = multinomial_fit_result(full, pb.penalty, pb.fit_intercept)
-    warn_not_converged(fitres, pb.options.tol, pb.options.max_iter, stacklevel=4)
+    warn_not_converged(fitres, pb.options.tol, pb.options.max_iter)
     beta = pack_beta(full.coef, full.intercept, K, pb.n_features, pb.fit_intercept)
     t1 = time.perf_counter()
     pred_tests = []
@@ -229,7 +222,7 @@ def kfold(pb: Problem, plan: FoldPlan) -> KFoldResult:
         warnings.warn(
             f"exact K-fold: {failed} of {len(parts)} refits did not reach tol={pb.options.tol:g}",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
     timings = {"fit": t1 - t0, "folds": t2 - t1}
     if plan.splits is not None:
@@ -271,21 +264,7 @@ class MultinomialTuneState:
 
     def _call(self, pen: np.ndarray, gradient: bool) -> StateOutput:
         pb = self.pb.replace(l2=pen)
-        out = _core.multinomial_loo(
-            core_design(pb.X),
-            pb.y,
-            pb.sample_weight,
-            _K(pb),
-            pen,
-            fit_intercept=pb.fit_intercept,
-            method="alo",
-            tol=pb.options.tol,
-            max_iter=pb.options.max_iter,
-            n_threads=pb.options.n_threads,
-            beta0=self.beta,
-            refit=True,
-            return_gradient=gradient,
-        )
+        out = _loo_call(pb, "alo", self.beta, True, return_gradient=gradient)
         B = np.column_stack([out.intercept, out.coef]) if pb.fit_intercept else out.coef
         return StateOutput(
             coef=out.coef,

@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 
 from ... import _blas, _core
+from ..._diagnostics import check_finite_result
 from ..._validation import (
-    check_finite_result,
     check_loo_samples,
     core_design,
     design_dot,
     multi_target_penalty,
 )
-from ...folds import FoldPlan, fold_label
+from ...folds import FoldPlan, fold_label, fold_weights
 from ...problem import Problem
 from ...results import MultiTargetKFoldResult, MultiTargetLOOResult
 from ..common import LOORequest
@@ -82,17 +82,20 @@ def loo(pb: Problem, req: LOORequest) -> MultiTargetLOOResult:
 
 def kfold(pb: Problem, plan: FoldPlan) -> MultiTargetKFoldResult:
     """:func:`aloocv.kfold` for a 2-d y (see its docstring)."""
+    if plan.splits is not None:
+        raise ValueError(
+            "cv= splits whose test sets do not partition the samples (TimeSeriesSplit, "
+            "ShuffleSplit, ...) are not supported with several targets (a 2-d y): use a "
+            "partitioning splitter (KFold, GroupKFold, LeaveOneGroupOut, ...) or one target "
+            "at a time"
+        )
     t0 = time.perf_counter()
     mr, lam, shape = decompose(pb)
     Y, w = pb.y, pb.sample_weight
     n, T = Y.shape
     idx, labels = plan.folds, plan.labels
     K = labels.size
-    ww = np.ones(n) if w is None else w
-    wsum = np.bincount(idx, weights=ww, minlength=K)
-    if np.any(wsum <= 0):
-        bad = int(np.flatnonzero(wsum <= 0)[0])
-        raise ValueError(f"fold {fold_label(labels, bad)} has zero total sample weight")
+    ww, wsum = fold_weights(idx, labels, w, n)
     nt = pb.options.n_threads
     with _blas.single_threaded_blas():
         full = mr.solve(np.full(T, lam), predictions=False, n_threads=nt)

@@ -14,17 +14,19 @@ from sklearn.exceptions import ConvergenceWarning
 from ... import _blas, _core
 from ..._diagnostics import (
     check_classes,
+    check_finite_result,
     check_fold_classes,
     check_loo_classes,
     check_separation,
+    check_singular_refits,
     unreliable_mask,
-    warn_given_coef,
+    user_stacklevel,
     warn_ill_conditioned,
+    warn_loo_fit,
     warn_not_converged,
     warn_unreliable,
 )
 from ..._validation import (
-    check_finite_result,
     check_loo_samples,
     check_real_scalar,
     check_vector,
@@ -33,8 +35,8 @@ from ..._validation import (
 from ...folds import (
     FoldPlan,
     check_split_classes,
-    fold_label,
     fold_result,
+    fold_weights,
     relabel_folds,
     split_result,
 )
@@ -60,14 +62,12 @@ def _args(pb: Problem) -> tuple:
     return (core_design(pb.X), pb.y, pb.sample_weight, pb.loss.core, pb.l2)
 
 
-def _check_separation(pb: Problem, res: FitResult, warn: bool, stacklevel: int) -> None:
+def _check_separation(pb: Problem, res: FitResult, warn: bool) -> None:
     # a separated logistic fit without penalty has no finite solution: raise before the
     # convergence warning (Newton "converges" on the vanishing gradient)
     if pb.loss == "logistic":
         eta = res.decision_function(pb.X, pb.offset)
-        check_separation(
-            eta, pb.y, pb.sample_weight, pb.l2, pb.l1, warn=warn, stacklevel=stacklevel
-        )
+        check_separation(eta, pb.y, pb.sample_weight, pb.l2, pb.l1, warn=warn)
 
 
 # ----------------------------------------------------------------------------- fit
@@ -94,8 +94,8 @@ def fit(pb: Problem, solver: str, warm_start: FitResult | None = None) -> FitRes
             out = _core.fit(*_args(pb), beta0=beta0, l1=pb.l1, **_opts(pb))
     check_finite_result("fit", coef=out.coef, intercept=out.intercept)
     res = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
-    _check_separation(pb, res, warn=False, stacklevel=4)
-    warn_not_converged(res, pb.options.tol, pb.options.max_iter, stacklevel=4)
+    _check_separation(pb, res, warn=False)
+    warn_not_converged(res, pb.options.tol, pb.options.max_iter)
     return res
 
 
@@ -151,6 +151,7 @@ def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
                 gradient_kind=req.gradient,
                 **_opts(pb),
             )
+    check_singular_refits(f"loo(method={method!r})", out)
     check_finite_result(
         f"loo(method={method!r})",
         coef=out.coef,
@@ -158,25 +159,18 @@ def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
         losses=out.losses,
         predictions=out.predictions,
         leverages=out.leverages,
+        grad_l2=out.grad_l2,
+        grad_l1=out.grad_l1,
     )
     fitres = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
-    _check_separation(pb, fitres, warn=method != "exact", stacklevel=4)
-    tol = pb.options.tol
-    if beta is None:
-        warn_not_converged(fitres, tol, pb.options.max_iter, stacklevel=4)
-    else:
-        warn_given_coef(fitres.gradient_norm_, tol, stacklevel=3)
-    if out.n_not_converged:
-        warnings.warn(
-            f"exact LOO: {out.n_not_converged} of {pb.n_samples} refits did not reach tol={tol:g}",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
+    _check_separation(pb, fitres, warn=method != "exact")
+    o = pb.options
+    warn_loo_fit(fitres, beta is not None, out.n_not_converged, pb.n_samples, o.tol, o.max_iter)
     grad = pb.penalty.chain(out.grad_l1, out.grad_l2) if req.return_gradient else None
     unreliable = unreliable_mask(out.downdate)
-    warn_unreliable(unreliable, pb.loss, pb.l1 is not None, stacklevel=3)
+    warn_unreliable(unreliable, pb.loss, pb.l1 is not None)
     rcond = out.rcond if isinstance(out, _core.LooResult) else None
-    warn_ill_conditioned(rcond, stacklevel=3)
+    warn_ill_conditioned(rcond)
     return LOOResult(
         gradient=grad,
         losses=out.losses,
@@ -187,16 +181,16 @@ def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
         sample_weight=pb.sample_weight,
         downdate=out.downdate,
         unreliable=unreliable,
-        _refits=refits(pb, solver),
+        _refits=refits(pb, solver, fitres),
     )
 
 
-def refits(pb: Problem, solver: str) -> SubsetRefits:
-    """Exact leave-one-out refits of a subset of the samples, warm-started at a fit."""
+def refits(pb: Problem, solver: str, fit: FitResult) -> SubsetRefits:
+    """Exact leave-one-out refits of a subset of the samples, warm-started at ``fit``."""
 
-    def refit(beta: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, int]:
+    def refit(idx: np.ndarray) -> tuple[np.ndarray, int]:
         opts = _opts(pb)
-        beta = np.ascontiguousarray(beta, dtype=np.float64)
+        beta = np.ascontiguousarray(fit.beta_, dtype=np.float64)
         with _blas.single_threaded_blas():
             if solver == "dual":
                 out = _core.dual(
@@ -213,12 +207,13 @@ def refits(pb: Problem, solver: str) -> SubsetRefits:
                     subset=idx,
                     **opts,
                 )
+        check_singular_refits("certify()", out)
         return out.losses, int(out.n_not_converged)
 
-    def insample(fit: FitResult) -> np.ndarray:
-        return pb.loss.value(pb.y, fit.decision_function(pb.X, pb.offset))
+    def gather(losses: np.ndarray, w: np.ndarray | None) -> tuple:
+        return losses, losses - pb.loss.value(pb.y, fit.decision_function(pb.X, pb.offset)), w
 
-    return SubsetRefits(refit=refit, insample=insample, tol=pb.options.tol)
+    return SubsetRefits(gather=gather, refit=refit, tol=pb.options.tol)
 
 
 # ----------------------------------------------------------------------------- K-fold
@@ -234,12 +229,12 @@ def _checked_core_result(pb: Problem, out: Any, method: str, n_refits: int) -> F
     )
     fitres = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
     tol = pb.options.tol
-    warn_not_converged(fitres, tol, pb.options.max_iter, stacklevel=4)
+    warn_not_converged(fitres, tol, pb.options.max_iter)
     if out.n_not_converged:
         warnings.warn(
             f"exact K-fold: {out.n_not_converged} of {n_refits} refits did not reach tol={tol:g}",
             ConvergenceWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
     return fitres
 
@@ -256,11 +251,7 @@ def kfold(pb: Problem, plan: FoldPlan) -> KFoldResult:
     n, w = pb.n_samples, pb.sample_weight
     idx, labels = plan.folds, plan.labels
     K = labels.size
-    ww = np.ones(n) if w is None else w
-    wsum = np.bincount(idx, weights=ww, minlength=K)
-    if np.any(wsum <= 0):
-        bad = int(np.flatnonzero(wsum <= 0)[0])
-        raise ValueError(f"fold {fold_label(labels, bad)} has zero total sample weight")
+    ww, wsum = fold_weights(idx, labels, w, n)
     check_classes(pb.y, w, pb.loss, pb.fit_intercept)
     try:
         check_fold_classes(pb.y, w, idx, K, pb.loss, pb.fit_intercept)

@@ -1,0 +1,65 @@
+"""Statistics of per-sample leave-one-out losses: the standard error of their (weighted)
+mean, one formula for every result and the tuning package (weights act as frequency
+weights)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["weighted_mean_columns", "weighted_stderr", "weighted_stderr_columns"]
+
+
+def weighted_stderr(losses: np.ndarray, w: np.ndarray | None) -> float | None:
+    """Standard error of the (weighted) mean of the per-sample losses (weights act as
+    frequency weights). Where the squares overflow on finite losses, the same estimator
+    on the losses scaled by their largest magnitude (:func:`_scaled_stderr`)."""
+    n = losses.shape[0]
+    if n < 2:
+        return None  # no spread to measure
+    with np.errstate(over="ignore", invalid="ignore"):  # huge losses: scaled below
+        if w is None:
+            se = float(np.std(losses, ddof=1) / np.sqrt(n))
+        else:
+            sw = w.sum()
+            m = np.average(losses, weights=w)
+            se = float(np.sqrt(np.sum(w * (losses - m) ** 2) / max(sw - 1.0, 1e-300) / sw))
+    return se if math.isfinite(se) else _scaled_stderr(losses, w)
+
+
+def _scaled_stderr(losses: np.ndarray, w: np.ndarray | None) -> float:
+    """:func:`weighted_stderr` where its squares overflow: the same estimator on the losses
+    (and weights) divided by their largest magnitude, scaled back. Finite for finite losses
+    unless the standard error itself is beyond float64."""
+    if not np.isfinite(losses).all():
+        raise ValueError("the leave-one-out losses are not finite: no standard error")
+    s = float(np.max(np.abs(losses)))
+    z = losses / s
+    n = losses.shape[0]
+    if w is None:
+        return s * float(np.std(z, ddof=1) / np.sqrt(n))
+    sw, wmax = float(w.sum()), float(w.max())
+    m = np.average(z, weights=w / wmax)
+    ss = float(np.sum((w / wmax) * (z - m) ** 2))
+    return s * math.sqrt(ss) * math.sqrt(wmax / max(sw - 1.0, 1e-300)) / math.sqrt(sw)
+
+
+def weighted_mean_columns(losses: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """(Weighted) mean of each column of per-sample losses (several targets)."""
+    if w is None:
+        return losses.mean(axis=0)
+    return (w @ losses) / w.sum()
+
+
+def weighted_stderr_columns(losses: np.ndarray, w: np.ndarray | None) -> np.ndarray | None:
+    """Standard error of each column's (weighted) mean (several targets)."""
+    n = losses.shape[0]
+    if n < 2:
+        return None  # no spread to measure
+    if w is None:
+        return losses.std(axis=0, ddof=1) / np.sqrt(n)
+    sw = w.sum()
+    m = (w @ losses) / sw
+    var = (w @ (losses - m) ** 2) / max(sw - 1.0, 1e-300)
+    return np.sqrt(var / sw)
