@@ -32,8 +32,8 @@ from .._validation import (
     is_multi_target,
     is_sparse,
 )
+from ..backends.dask.estimator_inputs import SAMPLE_FLAGS, local
 from ..backends.dask.estimator_inputs import fit_inputs as dask_fit_inputs
-from ..backends.dask.estimator_inputs import local
 from ..penalties import Penalty
 from ..plotting import plot_cv
 from ..tuning import TuneResult, tune
@@ -57,7 +57,7 @@ def _checked_input(est, X, y, sample_weight, labels: bool = False) -> None:
         check_vector(y, n, "y")
     check_sample_weight(sample_weight, n)
     check_bool(est.fit_intercept, "fit_intercept")
-    for flag in ("alpha_per_feature", "store_cv_results", "store_loo"):
+    for flag in SAMPLE_FLAGS:
         if hasattr(est, flag):
             check_bool(getattr(est, flag), flag)
     check_choice("search", est.search, ("grid", "gradient"))

@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 #: The estimators' flags that keep per-sample arrays (computed to the client).
-_SAMPLE_FLAGS = ("alpha_per_feature", "store_cv_results", "store_loo")
+SAMPLE_FLAGS = ("alpha_per_feature", "store_cv_results", "store_loo")
 
 
 def fit_inputs(est: Any, X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
@@ -43,7 +43,7 @@ def fit_inputs(est: Any, X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, 
     if sample_weight is not None:
         sample_weight = as_dask_vector(sample_weight, X, "sample_weight")
     check_bool(est.fit_intercept, "fit_intercept")
-    for flag in _SAMPLE_FLAGS:
+    for flag in SAMPLE_FLAGS:
         if hasattr(est, flag):  # the per-sample arrays that these keep (n floats per
             check_bool(getattr(est, flag), flag)  # kept array) are computed to the client
     return X, y, sample_weight
