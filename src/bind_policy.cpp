@@ -1,5 +1,5 @@
-// The core's Newton policy as module constants: the dask backend's lockstep refits
-// (python/aloocv/backends/dask) read them here instead of restating them.
+// The core's Newton policy as module constants (the dask backend's multinomial cold start
+// reads MIN_CLASS_SHARE; its lockstep refits run the core's RefitBatch, refit_batch.hpp).
 #include <pybind11/pybind11.h>
 
 #include "aloocv/loo.hpp"

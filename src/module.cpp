@@ -17,6 +17,7 @@ void bind_multi(py::module_& m);
 void bind_chunk(py::module_& m);
 void bind_sums(py::module_& m);
 void bind_policy(py::module_& m);
+void bind_refits(py::module_& m);
 }  // namespace aloocv::bind
 
 PYBIND11_MODULE(_core, m) {
@@ -34,4 +35,5 @@ PYBIND11_MODULE(_core, m) {
   aloocv::bind::bind_chunk(m);
   aloocv::bind::bind_sums(m);
   aloocv::bind::bind_policy(m);
+  aloocv::bind::bind_refits(m);
 }

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -205,7 +206,7 @@ def test_exact_loo_fresh_hessians_and_budget(sync, monkeypatch):
         return real(data, B, rows, hess_cols)
 
     monkeypatch.setattr(refits, "_refits_pass", spy)
-    monkeypatch.setattr(_core, "EXACT_MAX_CHORD", 1)
+    monkeypatch.setattr(refits, "_refit_batch", partial(refits._refit_batch, max_chord=1))
     monkeypatch.setattr(policy, "EXACT_BATCH", 16)  # batches across chunk borders, rows
     monkeypatch.setattr(policy, "EXACT_FETCH", 2)  # fetched two batches at a time
     g = aloocv.loo(dX(X, 40), y, method="exact", **kw)
@@ -236,7 +237,7 @@ def test_exact_loo_batch_mixing_chord_and_fresh_refits(sync, monkeypatch):
         return real(data, B, rows, hess_cols)
 
     monkeypatch.setattr(refits, "_refits_pass", spy)
-    monkeypatch.setattr(_core, "EXACT_CHORD_RATIO", 0.01)
+    monkeypatch.setattr(refits, "_refit_batch", partial(refits._refit_batch, chord_ratio=0.01))
     monkeypatch.setattr(policy, "EXACT_BATCH", 32)
     g = aloocv.loo(dX(X, 40), y, method="exact", **kw)
     assert any(0 < h < b for b, h in seen)

@@ -551,6 +551,36 @@ def chunk_refits(
 ) -> ChunkRefitsResult: ...
 def quadratic_cd(H: _F64, g: _F64, beta: _F64, l1: _F64, tol: float) -> _F64: ...
 
+class RefitBatch:
+    """Exact leave-one-out refits of a batch in lockstep (exact_loo's policy), their sums
+    supplied by the caller (refit_batch.hpp)."""
+
+    def __init__(
+        self,
+        H: _F64,
+        X: _F64,
+        y: _F64,
+        sample_weight: _F64 | None,
+        offset: _F64 | None,
+        loss: _Loss,
+        *,
+        fit_intercept: bool,
+        beta: _F64,
+        f: float,
+        grad: _F64,
+        penalty: _F64,
+        weight_sum: float,
+        tol: float,
+        max_iter: int,
+        chord_ratio: float | None = None,
+        max_chord: int | None = None,
+    ) -> None: ...
+    # (cols (k,), beta (p1, k), hess_cols) or None when finished
+    def request(self) -> tuple[NDArray[np.int64], _F64, NDArray[np.int64]] | None: ...
+    def feed(self, loss: _F64, grad: _F64, hess: _F64) -> None: ...
+    # (losses, predictions, n_not_converged, singular positions)
+    def results(self) -> tuple[_F64, _F64, int, NDArray[np.int64]]: ...
+
 # source(beta, *, step, hessian, clip) -> (sum w l, X~^T (w l') (p1,), X~^T D X~ (p1, p1)
 # or None, max |X~ step| or 0.0); the options come as keywords
 _SumsSource = Callable[..., tuple[float, _F64, _F64 | None, float]]

@@ -50,6 +50,10 @@ struct SampleSet {
 };
 
 namespace detail {
+// 1 - d_i h_i at or below this (the rounding level): the leave-one-out Hessian is singular.
+constexpr double kSingularDen = 64 * std::numeric_limits<double>::epsilon();
+inline bool downdate_singular(double den) { return !(den > kSingularDen); }
+
 [[noreturn]] inline void throw_loo_singular(Index i, double dh) {
   std::ostringstream msg;
   msg << "the leave-one-out Hessian is singular for sample " << i << " (d_i h_i = " << dh
@@ -85,7 +89,6 @@ void loo_formulas(const Problem& pb, const double* eta_hat, LooMethod method, Lo
   out.predictions.resize(n);
   const bool given_den = out.den.size() == n;
   if (!given_den) out.den.resize(n);
-  const double tiny = 64 * std::numeric_limits<double>::epsilon();
   ExceptionCatcher guard;
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (Index i = 0; i < n; ++i) {
@@ -95,7 +98,9 @@ void loo_formulas(const Problem& pb, const double* eta_hat, LooMethod method, Lo
       const double g = w * l1, dh = w * Loss::d2(y, eta, pb.lp) * h;
       const double den = given_den ? (w == 0.0 ? 1.0 : out.den[i]) : 1.0 - dh;
       out.den[i] = den;
-      if (method != LooMethod::IF && w != 0.0 && !(den > tiny)) detail::throw_loo_singular(i, dh);
+      if (method != LooMethod::IF && w != 0.0 && detail::downdate_singular(den)) {
+        detail::throw_loo_singular(i, dh);
+      }
       switch (method) {
         case LooMethod::IF: {
           const double e = eta + g * h;
@@ -166,7 +171,45 @@ LooResult settled_approx_loo(const Problem& pb, FitState& st, LooMethod method, 
   return out;
 }
 
+// The exact refits' chord phase: chord steps on the downdated full factor while each
+// cuts max|grad| to at most kExactChordRatio of the last, at most kExactMaxChord in a
+// row (exact_loo here, the dask backend's lockstep refits in refit_batch.hpp).
+constexpr double kExactChordRatio = 0.25;
+constexpr int kExactMaxChord = 9;
+
 namespace detail {
+
+// The refresh policy and the drive options of an exact leave-one-out refit (exact_loo and
+// the lockstep refits of refit_batch.hpp): chord steps on the downdated full factor first,
+// at least one step (a start within tol is no evidence of a leave-one-out minimum),
+// stop at max|grad| / scale <= tol with scale = sum(w) - w_i.
+inline RefreshPolicy exact_refit_policy() {
+  RefreshPolicy pol;
+  pol.chord_ratio = kExactChordRatio;
+  pol.start_factored = true;
+  pol.max_chord = kExactMaxChord;
+  return pol;
+}
+inline DriveOptions exact_refit_options(double tol, double scale, Index max_iter) {
+  DriveOptions o;
+  o.tol = o.target = tol;
+  o.scale = scale;
+  o.max_iter = std::max<Index>(1, max_iter);
+  o.check_first = false;
+  return o;
+}
+
+// The chord step of a refit without sample i on the full factor downdated by it
+// (Sherman-Morrison: (H - d_i x~_i x~_i^T)^{-1} = H^{-1} + a a^T d_i / den, a = H^{-1} x~_i,
+// den = 1 - d_i h_i): step = -(H^{-1} grad + a (d_i x~_i^T H^{-1} grad) / den); returns the
+// decrement -grad^T step.
+inline double downdated_step(const Cholesky& full, const Vec& grad, const Vec& xi, const Vec& a,
+                             double di, double den, Vec& step) {
+  step = -grad;
+  full.solve(step.data());
+  step += (di * xi.dot(step) / den) * a;
+  return -grad.dot(step);
+}
 
 // The leave-one-out problem without sample i as a Newton model: starts from the full
 // fit with the Hessian H_{-i}(beta_hat) = H - d_i x~_i x~_i^T applied through
@@ -197,10 +240,7 @@ class LooRefitModel {
   bool chord_ok() const { return false; }  // once refreshed, fresh Hessians to the end
   double direction(Vec& step) {
     if (fresh_) return core_.direction(step);
-    step = -st_.grad;
-    full_.solve(step.data());
-    step += (di_ * xi_.dot(step) / den_) * a_;
-    return -st_.grad.dot(step);
+    return downdated_step(full_, st_.grad, xi_, a_, di_, den_, step);
   }
   double move(const Vec& step, double dec) { return core_.move(step, dec); }
 
@@ -214,12 +254,6 @@ class LooRefitModel {
 };
 
 }  // namespace detail
-
-// The exact refits' chord phase: chord steps on the downdated full factor while each
-// cuts max|grad| to at most kExactChordRatio of the last, at most kExactMaxChord in a
-// row (the dask refits read both through aloocv._core).
-constexpr double kExactChordRatio = 0.25;
-constexpr int kExactMaxChord = 9;
 
 // Exact LOO: n refits of the problem without sample i, each warm-started from the
 // full fit and solved to the fit tolerance by newton_drive on a LooRefitModel: chord
@@ -239,16 +273,12 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
   const Index n = pb.n(), p1 = pb.p1(), ns = set.size(n);
   set.check(n);
   const double sw = pb.weight_sum();
-  const double tiny = 64 * std::numeric_limits<double>::epsilon();
   LooResult out;
   out.losses.resize(ns);
   out.predictions.resize(ns);
   Index not_converged = 0;
   std::vector<char> singular(static_cast<size_t>(ns), 0);
-  RefreshPolicy pol;
-  pol.chord_ratio = kExactChordRatio;
-  pol.start_factored = true;
-  pol.max_chord = kExactMaxChord;
+  const RefreshPolicy pol = detail::exact_refit_policy();
   ExceptionCatcher guard;
   interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt) reduction(+ : not_converged)
@@ -279,17 +309,13 @@ LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt
         st.chol.solve(a.data());
         const double dh = di * xi.dot(a);
         const double den = 1.0 - dh;
-        if (!(den > tiny)) {
+        if (detail::downdate_singular(den)) {
           ++not_converged;
           detail::mark_singular(out, singular, k);
           return;
         }
         detail::LooRefitModel<Loss> m(pb, r, i, st.chol, xi, a, di, den);
-        DriveOptions o;
-        o.tol = o.target = opt.tol;
-        o.scale = sw - w;
-        o.max_iter = std::max<Index>(1, opt.max_iter);
-        o.check_first = false;
+        const DriveOptions o = detail::exact_refit_options(opt.tol, sw - w, opt.max_iter);
         DriveResult res;
         try {
           res = newton_drive(m, o, pol);

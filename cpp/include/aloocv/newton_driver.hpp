@@ -52,6 +52,13 @@ inline bool tiny_decrease(double dec, double f) {
   return 0.5 * dec <= kTinyDecrease * std::max(1.0, std::abs(f));
 }
 
+// Armijo's test of the objective f_try at step length t from f along a step of predicted
+// decrease dec (tiny: tiny_decrease(dec, f), where any finite f_try passes). The one test
+// of every line search (armijo below; the lockstep refits of refit_batch.hpp).
+inline bool armijo_accepts(double f_try, double f, double t, double dec, bool tiny) {
+  return std::isfinite(f_try) && (tiny || f_try <= f - kArmijo * t * dec);
+}
+
 // Counts iterations that are stuck at the rounding floor (see kStallIters).
 struct StallDetector {
   double best = std::numeric_limits<double>::infinity();
@@ -82,7 +89,7 @@ double armijo(double f, double dec, Trial&& trial) {
   for (int ls = 0; ls < kMaxHalvings; ++ls, t *= 0.5) {
     interrupt::check();
     const double f_try = trial(t);
-    if (std::isfinite(f_try) && (tiny || f_try <= f - kArmijo * t * dec)) return t;
+    if (armijo_accepts(f_try, f, t, dec, tiny)) return t;
   }
   return 0.0;
 }

@@ -1,19 +1,14 @@
-"""The dask backend's own constants (chunk fan-in, refit batches and threads), and its
-line-search test.
+"""The dask backend's own constants (chunk fan-in, refit batches and threads).
 
-The core's Newton policy is read from :mod:`aloocv._core`, never restated: the line
-search's ``ARMIJO`` and ``MAX_HALVINGS``, ``TINY_DECREASE`` (a predicted decrease at the
-rounding level) and ``STALL_ITERS`` (newton_driver.hpp), the exact refits'
-``EXACT_CHORD_RATIO`` and ``EXACT_MAX_CHORD`` (loo.hpp's exact_loo) and the multinomial
-cold start's ``MIN_CLASS_SHARE`` (multinomial.hpp). The modules of the backend read the
+The core's Newton policy is never restated here: the smooth fits run the core's driver on
+chunk sums, the lockstep exact leave-one-out refits run the core's
+``_core.RefitBatch`` (exact_loo's policy: its line search, stall rule and chord phase,
+refit_batch.hpp), and the multinomial cold start reads ``MIN_CLASS_SHARE``
+(multinomial.hpp) from :mod:`aloocv._core`. The modules of the backend read the
 constants below as ``policy.NAME`` (one place to change, or to patch in a test).
 """
 
 from __future__ import annotations
-
-import numpy as np
-
-from ... import _core
 
 #: Partial sums added per task of the tree reduction.
 TREE_FANIN = 8
@@ -38,21 +33,3 @@ REFIT_THREADS = 8
 REFIT_POLL_S = 0.1
 #: Fewer refits run together where their client-side state (Hessians) would exceed this.
 REFIT_BYTES = 256 * 2**20
-
-
-def tiny_decrease(dec: np.ndarray, f: np.ndarray) -> np.ndarray:
-    """The core's tiny_decrease (newton_driver.hpp), elementwise: whether a step's
-    predicted decrease `dec` is at the rounding level of the objective `f` (such steps
-    are taken without the Armijo test, and count towards the stall detection)."""
-    return 0.5 * dec <= _core.TINY_DECREASE * np.maximum(1.0, np.abs(f))
-
-
-def armijo_accepts(
-    f_try: np.ndarray, f: np.ndarray, t: np.ndarray, dec: np.ndarray, tiny: np.ndarray
-) -> np.ndarray:
-    """The core's Armijo test (newton_driver.hpp's armijo), elementwise over a batch of
-    line searches: the objective `f_try` at step length `t` is finite and, unless the
-    predicted decrease `dec` is at the rounding level (`tiny`), at most
-    ``f - ARMIJO t dec``. The one line-search test of the dask backend's Newton loops
-    (the other fits run the core's own driver)."""
-    return np.isfinite(f_try) & (tiny | (f_try <= f - _core.ARMIJO * t * dec))

@@ -1,7 +1,8 @@
 """Exact refits over the chunks: refits that run several at a time in threads on a
 distributed client (:func:`_refits`), the refits without one sample (the certificate's,
 exact leave-one-out with an L1 term) and the lockstep batches of exact leave-one-out
-(:class:`_Refits`: the core's exact_loo policy, its constants read from ``_core``)."""
+(:func:`_refit_batch`: the core's exact_loo in lockstep, ``_core.RefitBatch``, fed by
+passes over the chunks)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ... import _blas, _core
+from ... import _core
 from ..._diagnostics import check_singular_refits
 from . import policy
 from .data import Data, _chunk_arrays, _chunk_starts, _client, _single_blas, _vec
-from .newton import _cho, _solve, _solve_fit, _State
+from .newton import _solve_fit, _State
 from .passes import _compute, _refit_thread, _RefitsStopped, _scattered, _tree
 
 
@@ -254,223 +255,48 @@ def _refits_pass(data: Data, B: np.ndarray, rows: np.ndarray, hess_cols: list) -
     return _compute(_tree(parts))
 
 
-def _per_weight(g, scale):
-    """max|grad| / (sum(w) - w_j), the refits' stopping value, as the core divides: a
-    refit with no weight left (scale 0) gets inf or nan, never at tol, without numpy's
-    divide-by-zero warnings."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.divide(g, scale)
-
-
-class _Refits:
-    """The exact leave-one-out refits of one batch of samples, run in lockstep: the
-    core's exact_loo (loo.hpp) with its newton_drive policy, each pass evaluating every
-    refit of the batch that moves. Refit j starts at the full fit with the objective
-    and gradient without sample j, takes chord steps on the full factor downdated by
-    sample j (Sherman-Morrison: (H - d_j x~_j x~_j^T)^{-1} = H^{-1} + a_j a_j^T d_j / den_j,
-    a_j = H^{-1} x~_j, den_j = 1 - d_j h_j) while each cuts max|grad| EXACT_CHORD_RATIO-fold
-    (at most EXACT_MAX_CHORD in a row), then Newton steps on fresh leave-one-out Hessians
-    (one p1 x p1 per such refit and pass, taken with its trial points); Armijo's search on
-    every step, stop at max|grad| / (sum(w) - w_j) <= tol."""
-
-    def __init__(
-        self, data: Data, st: _State, L: np.ndarray, rows: np.ndarray, batch, tol, max_iter
-    ):
-        """batch: (X, y, w, offset) of the rows `rows` (numpy; w, offset may be None)."""
-        self.data, self.tol = data, tol
-        self.budget = max(1, max_iter)
-        self.rows = rows
-        off = int(data.fit_intercept)
-        self.pen1 = np.concatenate([np.zeros(off), data.pen])
-        xb, yb, wb, ob = batch
-        m = rows.size
-        xt = np.array(xb, dtype=np.float64)  # buffers received may be unaligned: copies
-        if off:
-            xt = np.hstack([np.ones((m, 1)), xt])
-        self.xt = xt  # (m, p1) the batch's rows x~_j
-        self.y = _vec(yb)
-        self.w = np.ones(m) if wb is None else _vec(wb)
-        self.off = np.zeros(m) if ob is None else _vec(ob)
-        eta = xt @ st.beta + self.off
-        v, d1, d2 = _core.loss_eval(data.loss.core, self.y, np.ascontiguousarray(eta))[:3]
-        self.losses, self.preds = v.copy(), eta.copy()  # a zero weight: the full fit's
-        with _blas.single_threaded_blas():  # small solves: BLAS threads only cost here
-            self.A = _solve(L, xt.T)  # (p1, m) a_j
-        self.d = self.w * d2
-        dh = self.d * np.einsum("ij,ji->i", xt, self.A)
-        self.den = 1.0 - dh
-        tiny = 64 * np.finfo(np.float64).eps
-        # as the core's exact_loo: a refit whose downdated Hessian is singular has no
-        # unique minimizer; it is listed (NaN values) and never moves
-        self.singular = (self.w != 0.0) & ~(self.den > tiny)
-        self.den[self.singular] = 1.0  # its chord steps are never taken
-        self.L = L
-        self.beta = np.repeat(st.beta[:, None], m, axis=1)  # (p1, m)
-        self.f = st.f - self.w * v
-        self.g = st.grad[:, None] - (self.w * d1)[None, :] * xt.T
-        self.scale = st.sw - self.w
-        self.chord = np.ones(m, dtype=bool)
-        self.n_chord = np.zeros(m, dtype=np.int64)
-        self.attempts = np.zeros(m, dtype=np.int64)
-        self.on_fresh = np.zeros(m, dtype=bool)  # a fresh Hessian at the refit's point
-        self.hfresh: np.ndarray | None = None  # (m, p1, p1) those Hessians, once needed
-        self.best = np.full(m, np.inf)
-        self.stalled = np.zeros(m, dtype=np.int64)
-        self.gcur = np.max(np.abs(self.g), axis=0)
-        # every refit takes at least one step, as a fit does (the core's check_first =
-        # false): a start within tol is no evidence of a leave-one-out minimum where the
-        # leave-one-out Hessian is nearly flat
-        self.active = (self.w != 0.0) & ~self.singular
-
-    def _directions(self, cols: np.ndarray) -> np.ndarray:
-        """The steps of the refits `cols` (p1 x cols.size): those on a fresh Hessian solve
-        with it (one batched LU solve), the others take the chord step on the full factor
-        downdated by their sample, -(H^{-1} g + a (d x~^T H^{-1} g) / den)."""
-        G = self.g[:, cols]
-        steps = np.empty_like(G)
-        fr = self.on_fresh[cols]
-        if fr.any():
-            sol = np.linalg.solve(self.hfresh[cols[fr]], G[:, fr].T[:, :, None])
-            steps[:, fr] = -sol[:, :, 0].T
-        if not fr.all():
-            c = cols[~fr]
-            s = -_solve(self.L, G[:, ~fr])
-            coef = self.d[c] * np.einsum("ji,ij->j", self.xt[c], s) / self.den[c]
-            steps[:, ~fr] = s + coef * self.A[:, c]
-        return steps
-
-    def _set_fresh(self, cols: np.ndarray, hess: np.ndarray) -> None:
-        """Fresh penalized Hessians (hess: p1 x p1 x cols.size, unpenalized) for the refits
-        `cols`; one that Cholesky refuses makes its refit singular (the core's
-        SingularHessian in exact_loo): listed, stopped, NaN values."""
-        H = np.moveaxis(hess, 2, 0).copy()
-        i = np.arange(H.shape[1])
-        H[:, i, i] += self.pen1
-        try:
-            _cho(H)
-        except ValueError:  # find which (rare): each alone
-            bad = np.array([not _is_pd(h) for h in H])
-            self.singular[cols[bad]] = True
-            self.active[cols[bad]] = False
-            H[bad] = np.eye(H.shape[1])  # never solved with: the refit is stopped
-        if self.hfresh is None:
-            self.hfresh = np.empty((self.rows.size, *H.shape[1:]))
-        self.hfresh[cols] = H
-        self.on_fresh[cols] = True
-
-    def _sums(self, cols: np.ndarray, B: np.ndarray, hess: list) -> dict:
-        s = _refits_pass(self.data, B, self.rows[cols], hess)
-        f = s["loss"] + 0.5 * (self.pen1[:, None] * B * B).sum(axis=0)
-        g = s["grad"] + self.pen1[:, None] * B
-        return {"f": f, "g": g, "hess": s["hess"]}
-
-    def run(self) -> None:
-        with _blas.single_threaded_blas():  # the batch's p1 x batch algebra, many times
-            self._run()
-
-    def _run(self) -> None:
-        while self.active.any():
-            act = np.flatnonzero(self.active)
-            # leaving the chord phase: a fresh Hessian at the refit's point
-            need = act[~self.chord[act] & ~self.on_fresh[act]]
-            if need.size:
-                s = self._sums(need, self.beta[:, need], list(range(need.size)))
-                self._set_fresh(need, s["hess"])
-                self.n_chord[need] = 0
-            fresh = self.on_fresh[act]
-            steps = self._directions(act)
-            dec = -np.einsum("ij,ij->j", self.g[:, act], steps)
-            tiny = policy.tiny_decrease(dec, self.f[act])
-            t = np.ones(act.size)
-            ok = np.zeros(act.size, dtype=bool)
-            beta, f, g = np.empty_like(steps), np.empty(act.size), np.empty_like(steps)
-            hess = None  # (p1, p1, act.size) the accepted points' Hessians, where fresh
-            srch = np.arange(act.size)  # the refits (positions in act) still searching
-            for _ in range(_core.MAX_HALVINGS):
-                if not srch.size:
-                    break
-                cols = act[srch]
-                B = self.beta[:, cols] + t[srch] * steps[:, srch]
-                hc = np.flatnonzero(fresh[srch])
-                s = self._sums(cols, B, hc.tolist())
-                ft = s["f"]
-                good = policy.armijo_accepts(ft, self.f[cols], t[srch], dec[srch], tiny[srch])
-                k = srch[good]
-                ok[k] = True
-                beta[:, k], f[k], g[:, k] = B[:, good], ft[good], s["g"][:, good]
-                kh = good[hc]  # the accepted among those with a Hessian
-                if kh.any():
-                    if hess is None:
-                        hess = np.empty((*s["hess"].shape[:2], act.size))
-                    hess[:, :, srch[hc[kh]]] = s["hess"][:, :, kh]
-                t[srch[~good]] *= 0.5
-                srch = srch[~good]
-            self._update(act, ok, fresh, dec, beta, f, g, hess)
-
-    def _update(
-        self,
-        act: np.ndarray,
-        ok: np.ndarray,
-        fresh: np.ndarray,
-        dec: np.ndarray,
-        beta: np.ndarray,
-        f: np.ndarray,
-        g: np.ndarray,
-        hess: np.ndarray | None,
-    ) -> None:
-        """The refits `act` after their search: ok, which found a point (beta, f, g
-        there, and the Hessian where fresh); dec, their predicted decrease."""
-        self.attempts[act] += 1
-        rej, rf = act[~ok], fresh[~ok]
-        self.active[rej[rf]] = False  # no decrease on a fresh Hessian: stop
-        self.chord[rej[~rf]] = False  # the downdated full factor gives no descent: fresh
-        self.active[rej[self.attempts[rej] >= self.budget]] = False
-        acc = act[ok]
-        if not acc.size:
-            return
-        self.beta[:, acc], self.f[acc], self.g[:, acc] = beta[:, ok], f[ok], g[:, ok]
-        self.on_fresh[acc] = False
-        fa = ok & fresh
-        if fa.any():
-            self._set_fresh(act[fa], hess[:, :, fa])
-        gnew = np.max(np.abs(self.g[:, acc]), axis=0)
-        floor = policy.tiny_decrease(dec[ok], self.f[acc])
-        best = self.best[acc]
-        self.stalled[acc] = np.where(floor & ~(gnew < 0.5 * best), self.stalled[acc] + 1, 0)
-        self.best[acc] = np.where(gnew < best, gnew, best)
-        done = (
-            (self.stalled[acc] >= _core.STALL_ITERS)
-            | (_per_weight(gnew, self.scale[acc]) <= self.tol)
-            | (self.attempts[acc] >= self.budget)
-        )
-        self.active[acc[done]] = False
-        ch = ~done & self.chord[acc]
-        c = acc[ch]
-        self.n_chord[c] += 1
-        cut = gnew[ch] <= _core.EXACT_CHORD_RATIO * self.gcur[c]
-        leave = ~cut | (self.n_chord[c] >= _core.EXACT_MAX_CHORD)
-        self.chord[c[leave]] = False
-        self.gcur[acc] = gnew
-
-    def results(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """(losses, predictions, refits not at tol) of the batch; a singular refit's
-        values are NaN (its rows in :attr:`singular`) and it counts as not at tol."""
-        moved = self.w != 0.0
-        eta = np.einsum("ij,ji->i", self.xt, self.beta) + self.off
-        v = _core.loss_eval(self.data.loss.core, self.y, np.ascontiguousarray(eta))[0]
-        losses = np.where(moved, v, self.losses)
-        preds = np.where(moved, eta, self.preds)
-        losses[self.singular] = preds[self.singular] = np.nan
-        gn = _per_weight(np.max(np.abs(self.g), axis=0), self.scale)
-        return losses, preds, int(np.sum(moved & ~(gn <= self.tol)))
-
-
-def _is_pd(H: np.ndarray) -> bool:
-    try:
-        np.linalg.cholesky(H)
-    except np.linalg.LinAlgError:
-        return False
-    return True
+def _refit_batch(
+    data: Data,
+    st: _State,
+    rows: np.ndarray,
+    batch: list,
+    tol: float,
+    max_iter: int,
+    chord_ratio: float | None = None,
+    max_chord: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """The exact leave-one-out refits of the samples `rows` (batch: their X, y, w, offset
+    as numpy; w, offset may be None), run in lockstep by the core's
+    :class:`aloocv._core.RefitBatch` (exact_loo's policy, refit_batch.hpp): each of its
+    requests is one pass over the chunks (:func:`_refits_pass`). chord_ratio, max_chord:
+    the core's exact_loo policy unless given (tests). Returns (losses, predictions,
+    refits not at tol, the rows of the singular refits); a singular refit's values are
+    NaN."""
+    xb, yb, wb, ob = batch
+    ref = _core.RefitBatch(
+        st.H,
+        np.array(xb, dtype=np.float64),  # buffers received may be unaligned: a copy
+        _vec(yb),
+        None if wb is None else _vec(wb),
+        None if ob is None else _vec(ob),
+        data.loss.core,
+        fit_intercept=data.fit_intercept,
+        beta=st.beta,
+        f=st.f,
+        grad=st.grad,
+        penalty=data.pen,
+        weight_sum=st.sw,
+        tol=tol,
+        max_iter=max_iter,
+        chord_ratio=chord_ratio,
+        max_chord=max_chord,
+    )
+    while (req := ref.request()) is not None:
+        cols, B, hess_cols = req
+        s = _refits_pass(data, B, rows[cols], hess_cols.tolist())
+        ref.feed(_vec(s["loss"]), s["grad"], s["hess"])  # received buffers: may be unaligned
+    losses, preds, n_nc, singular = ref.results()
+    return losses, preds, n_nc, rows[singular]
 
 
 @dataclass(frozen=True)
@@ -488,7 +314,7 @@ class SingularRefits:
 
 def _exact(data: Data, st: _State, tol: float, max_iter: int):
     """Exact LOO as refits over the chunks: batches of EXACT_BATCH consecutive samples
-    refitted in lockstep (:class:`_Refits`), each iteration one pass over X returning
+    refitted in lockstep (:func:`_refit_batch`), each iteration one pass over X returning
     p1 x batch sums (X is never gathered; a task holds one chunk and a row block x batch
     of linear predictors); on a distributed client up to REFIT_THREADS batches at a
     time. The per-sample results are handed to the workers chunk by chunk on a
@@ -496,7 +322,6 @@ def _exact(data: Data, st: _State, tol: float, max_iter: int):
     dask arrays with X's row chunks."""
     import dask.array as da
 
-    L = _cho(st.H)
     ch = [int(c) for c in data.X.chunks[0]]
     client = _client()
     pending_l: list = []
@@ -531,11 +356,9 @@ def _exact(data: Data, st: _State, tol: float, max_iter: int):
         def run_batch(r0: int, f0: int = f0, f1: int = f1, fetched: list = fetched):
             rows = np.arange(r0, min(f1, r0 + policy.EXACT_BATCH), dtype=np.int64)
             a, b = r0 - f0, r0 - f0 + rows.size
-            ref = _Refits(
-                data, st, L, rows, [None if v is None else v[a:b] for v in fetched], tol, max_iter
+            return _refit_batch(
+                data, st, rows, [None if v is None else v[a:b] for v in fetched], tol, max_iter
             )
-            ref.run()
-            return (*ref.results(), rows[ref.singular])
 
         # the fetched rows' batches, several at a time on a distributed client (_refits)
         batches = list(range(f0, f1, policy.EXACT_BATCH))
