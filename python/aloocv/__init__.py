@@ -17,7 +17,6 @@ from ._diagnostics import (
     ALO_UNRELIABLE_DH,
     SEPARATION_MARGIN,
     ALOWarning,
-    Certificate,
 )
 from ._kernel import kernel_ridge_loo
 from ._version import __version__
@@ -32,16 +31,19 @@ from .estimators import (
     ALOTweedieRegressorCV,
 )
 from .losses import Huber, Multinomial, Tweedie
-from .nested import DevSetResult, NestedCVResult, dev_set, nested_cv
+from .nested import dev_set, nested_cv
 from .penalties import L1, L2, ElasticNet, Penalty
 from .problem import Problem
 from .results import (
+    Certificate,
+    DevSetResult,
     FitResult,
     KFoldResult,
     LOOResult,
     MultinomialFitResult,
     MultiTargetKFoldResult,
     MultiTargetLOOResult,
+    NestedCVResult,
 )
 from .tuning import TuneResult, tune
 

@@ -1,0 +1,58 @@
+"""Every result type of aloocv, in one place (this package; import them from here):
+plain dataclasses of arrays, None (never NaN) in a field that does not apply.
+
+- :mod:`.fits`: :class:`FitResult`, :class:`MultinomialFitResult`, and
+  :class:`StateOutput` (what a tuning state hands the tuning package);
+- :mod:`.loo`: :class:`LOOResult`, :class:`DaskLOOResult`, :class:`MultiTargetLOOResult`;
+  a leave-one-out result carries its backend's exact refits (:class:`SubsetRefits`), so
+  :meth:`LOOResult.certify` asks no route question;
+- :mod:`.certificate`: :class:`Certificate` and the design and estimator behind it;
+- :mod:`.kfold`: :class:`KFoldResult`, :class:`MultiTargetKFoldResult`;
+- :mod:`.tuning`: :class:`TuneResult`; :mod:`.nested`: :class:`NestedCVResult`,
+  :class:`DevSetResult`.
+"""
+
+from .certificate import (
+    CERTIFICATE_PROXY_SHARE,
+    Certificate,
+    CertificateDesign,
+    certificate_design,
+    certificate_from,
+    check_certify_options,
+)
+from .fits import (
+    FitFields,
+    FitResult,
+    MultinomialFitResult,
+    StateOutput,
+    fit_result,
+    multinomial_fit_result,
+)
+from .kfold import KFoldResult, MultiTargetKFoldResult
+from .loo import DaskLOOResult, LOOResult, MultiTargetLOOResult, SubsetRefits
+from .nested import DevSetResult, NestedCVResult
+from .tuning import TuneResult
+
+__all__ = [
+    "CERTIFICATE_PROXY_SHARE",
+    "Certificate",
+    "CertificateDesign",
+    "DaskLOOResult",
+    "DevSetResult",
+    "FitFields",
+    "FitResult",
+    "KFoldResult",
+    "LOOResult",
+    "MultiTargetKFoldResult",
+    "MultiTargetLOOResult",
+    "MultinomialFitResult",
+    "NestedCVResult",
+    "StateOutput",
+    "SubsetRefits",
+    "TuneResult",
+    "certificate_design",
+    "certificate_from",
+    "check_certify_options",
+    "fit_result",
+    "multinomial_fit_result",
+]
