@@ -88,6 +88,7 @@ def test_alo_mean_close_to_brute_force(loss):
     assert ex.leverages is None
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 def test_if_visibly_worse_than_alo_when_overfitting():
     X, y = make_data("logistic", 80, 30, seed=22, scale=3.0)
     lam = 0.05  # small penalty, p/n large: the fit overfits

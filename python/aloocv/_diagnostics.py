@@ -17,6 +17,7 @@ __all__ = [
     "ALO_UNRELIABLE_DH",
     "SEPARATION_MARGIN",
     "ALOWarning",
+    "warn_alo_error",
 ]
 
 #: A sample is flagged unreliable when ``d_i h_i`` exceeds this: the leave-one-out
@@ -48,9 +49,11 @@ ALO_MIN_RCOND = 1e-11
 
 
 class ALOWarning(UserWarning):
-    """A leave-one-out estimate is unreliable: samples with ``d_i h_i`` near 1, or a
-    logistic fit that separates the classes. See ``LOOResult.unreliable`` and
-    ``LOOResult.certify``."""
+    """A leave-one-out estimate is unreliable: its self-check (exact refits of the samples
+    its error indicator ranks first) estimates the error of the mean above a few percent,
+    samples with ``d_i h_i`` near 1, or a logistic fit that separates the classes. See
+    ``LOOResult.error_estimate``, ``LOOResult.unreliable``, ``LOOResult.certify`` and
+    ``rtol=`` of :func:`aloocv.loo`."""
 
 
 #: The package's directory: a warning points at the first frame outside it.
@@ -98,6 +101,19 @@ def warn_unreliable_count(count: int, n: int, loss: str, has_l1: bool) -> None:
             + " (leverage near 1): their approximate leave-one-out values are unreliable (see "
             "result.unreliable; result.certify() measures the error against exact refits). "
             "A larger penalty helps.",
+            ALOWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+
+def warn_alo_error(relative_error: float, n_refits: int, threshold: float) -> None:
+    """Plain ALO's self-check found the error of the mean above ``threshold`` (relative)."""
+    if relative_error > threshold:
+        warnings.warn(
+            f"ALO's mean may be off by about {100.0 * relative_error:.2g}% of exact "
+            f"leave-one-out (exact refits of the {n_refits} samples its error indicator "
+            "ranks first; see result.error_estimate): pass rtol=0.01 for an estimate within "
+            "1%, or use a larger penalty.",
             ALOWarning,
             stacklevel=user_stacklevel(),
         )

@@ -61,6 +61,19 @@ def check_real_scalar(value: Any, name: str) -> float:
     return out
 
 
+def check_rtol(rtol: Any, method: str = "alo") -> float | None:
+    """``rtol=`` of the error budget: None, or a real number in (0, 1) with an ALO method
+    (``"exact"`` needs no budget: returned as None)."""
+    if rtol is None:
+        return None
+    r = check_real_scalar(rtol, "rtol")
+    if not 0.0 < r < 1.0:
+        raise ValueError(f"rtol must be in (0, 1) (a relative tolerance), got {rtol!r}")
+    if method not in ("alo", "exact"):
+        raise ValueError(f"rtol= refines method='alo' (or needs nothing: 'exact'), not {method!r}")
+    return None if method == "exact" else r
+
+
 # ----------------------------------------------------------------------------- dask
 
 

@@ -12,14 +12,21 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import LOO_METHODS, check_bool
+from ._validation import LOO_METHODS, check_bool, check_rtol
 from .backends import route
 from .backends.common import LOORequest
 from .folds import KFOLD_METHODS, FoldRequest
 from .losses import Loss
 from .penalties import Penalty
 from .problem import Problem
-from .results import FitResult, KFoldResult, LOOResult, MultiTargetKFoldResult, MultiTargetLOOResult
+from .results import (
+    FitResult,
+    KFoldResult,
+    LOOResult,
+    MultiTargetKFoldResult,
+    MultiTargetLOOResult,
+    trusted,
+)
 
 __all__ = ["fit", "kfold", "loo"]
 
@@ -138,6 +145,7 @@ def loo(
     solver: str = "auto",
     gradient: str = "exact",
     offset: ArrayLike | None = None,
+    rtol: float | None = None,
 ) -> LOOResult | MultiTargetLOOResult:
     """Leave-one-out cross-validation of an L2-penalized GLM.
 
@@ -178,6 +186,18 @@ def loo(
         With ``return_gradient=True``: the exact derivative of :attr:`LOOResult.mean`
         (default; reverse mode, about three passes over X beyond ALO, any number of
         parameters), or the paper's approximation (Lemma 4, eq. 14-16; primal route only).
+    rtol : float in (0, 1), optional
+        An error budget for ``method="alo"``: the returned :attr:`LOOResult.mean` is
+        within ``rtol`` (relative) of exact leave-one-out at 95% confidence. Exact
+        warm-started refits of the samples ALO's error indicator ranks first (their
+        ``losses`` become exact), the error of the rest estimated by importance sampling;
+        the census grows until the interval fits the budget (at worst every sample is
+        refitted: exact leave-one-out). :attr:`LOOResult.error_estimate` says which
+        samples were refitted and the estimated error with its interval
+        (``docs/math/trust.md``). None (default): plain ALO, which checks itself by a few
+        exact refits when its indicator says there is risk and warns
+        (:class:`aloocv.ALOWarning`) when the error of the mean may exceed 2%. The
+        gradient (``return_gradient=True``) stays plain ALO's.
 
     Returns
     -------
@@ -214,7 +234,9 @@ def loo(
         max_iter=max_iter,
         n_jobs=n_jobs,
     )
-    return route.loo(pb, route.choose(pb, "loo", solver=solver, loo=req), req)
+    rtol = check_rtol(rtol, method)
+    res = route.loo(pb, route.choose(pb, "loo", solver=solver, loo=req), req)
+    return trusted(res, rtol)
 
 
 def kfold(

@@ -7,6 +7,8 @@ plain dataclasses of arrays, None (never NaN) in a field that does not apply.
   a leave-one-out result carries its backend's exact refits (:class:`SubsetRefits`), so
   :meth:`LOOResult.certify` asks no route question;
 - :mod:`.certificate`: :class:`Certificate` and the design and estimator behind it;
+- :mod:`.trust`: ALO's error indicator, its self-check and the refinement to a relative
+  tolerance (``rtol=``), with their :class:`ErrorEstimate`;
 - :mod:`.kfold`: :class:`KFoldResult`, :class:`MultiTargetKFoldResult`;
 - :mod:`.tuning`: :class:`TuneResult`; :mod:`.nested`: :class:`NestedCVResult`,
   :class:`DevSetResult`.
@@ -29,8 +31,9 @@ from .fits import (
     multinomial_fit_result,
 )
 from .kfold import KFoldResult, MultiTargetKFoldResult
-from .loo import DaskLOOResult, LOOResult, MultiTargetLOOResult, SubsetRefits
+from .loo import DaskLOOResult, LOOResult, MultiTargetLOOResult, SubsetRefits, trusted
 from .nested import DevSetResult, NestedCVResult
+from .trust import ErrorEstimate
 from .tuning import TuneResult
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "CertificateDesign",
     "DaskLOOResult",
     "DevSetResult",
+    "ErrorEstimate",
     "FitFields",
     "FitResult",
     "KFoldResult",
@@ -55,4 +59,5 @@ __all__ = [
     "check_certify_options",
     "fit_result",
     "multinomial_fit_result",
+    "trusted",
 ]

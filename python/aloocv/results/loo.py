@@ -3,6 +3,7 @@ certificate asks of the backend that made them."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,10 +12,11 @@ from typing import Any
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .._diagnostics import user_stacklevel
+from .._diagnostics import user_stacklevel, warn_alo_error
 from .._stats import weighted_mean_columns, weighted_stderr, weighted_stderr_columns
 from .certificate import Certificate, certificate_design, certificate_from, check_certify_options
 from .fits import FitResult
+from .trust import WARN_RTOL, ErrorEstimate, Gathered, refine, self_check
 
 __all__ = ["DaskLOOResult", "LOOResult", "MultiTargetLOOResult", "SubsetRefits"]
 
@@ -27,10 +29,10 @@ class SubsetRefits:
     Attributes
     ----------
     gather : callable
-        ``gather(losses, sample_weight) -> (losses, proxy, weights)`` as numpy arrays: the
-        leave-one-out losses, the certificate's error proxy (the leave-one-out loss minus
-        the in-sample loss at the fit) and the weights (or None); on dask input computed
-        over the chunks (n floats each; X stays on the workers).
+        ``gather(result) -> Gathered``: the result's leave-one-out losses, error indicator,
+        loss change (the leave-one-out loss minus the in-sample loss at the fit) and
+        weights as numpy arrays (:class:`aloocv.results.trust.Gathered`); on dask input
+        computed over the chunks (n floats each; X stays on the workers).
     refit : callable
         ``refit(rows) -> (exact losses of those samples, refits not at tol)``: exact
         refits without each sample, warm-started at the fit (the route's own).
@@ -38,7 +40,7 @@ class SubsetRefits:
         The fit tolerance the refits are solved to.
     """
 
-    gather: Callable[[Any, Any], tuple[np.ndarray, np.ndarray, np.ndarray | None]]
+    gather: Callable[[Any], Gathered]
     refit: Callable[[np.ndarray], tuple[np.ndarray, int]]
     tol: float
 
@@ -53,8 +55,9 @@ def _certify(res: Any, n_samples, random_state, confidence, n_worst) -> Certific
             "call aloocv.loo(...).certify()"
         )
     confidence = check_certify_options(n_samples, n_worst, confidence)
-    losses, proxy, w = res._refits.gather(res.losses, res.sample_weight)
-    design = certificate_design(proxy, w, n_samples, n_worst, random_state)
+    g = res._refits.gather(res)
+    losses, w = g.losses, g.weights
+    design = certificate_design(g.change, w, n_samples, n_worst, random_state)
     idx = design.refits
     exact, n_nc = res._refits.refit(np.asarray(idx, dtype=np.int64))
     if n_nc:
@@ -64,6 +67,50 @@ def _certify(res: Any, n_samples, random_state, confidence, n_worst) -> Certific
             stacklevel=user_stacklevel(),
         )
     return certificate_from(losses, exact, design, w, res.mean, confidence, res.method)
+
+
+def _warn_refits(n_nc: int, n_refits: int, tol: float, what: str) -> None:
+    if n_nc:
+        warnings.warn(
+            f"{what}: {n_nc} of {n_refits} exact refits did not reach tol={tol:g}",
+            ConvergenceWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+
+def trusted(res: Any, rtol: float | None, random_state: Any = 0) -> Any:
+    """An ALO result after its self-check (``rtol=None``: exact refits of the samples the
+    error indicator ranks first, only when it says there is risk; an ``ALOWarning`` when
+    the estimated error of the mean exceeds ``WARN_RTOL``) or refined to ``rtol``
+    (``docs/math/trust.md``). Other methods and results without their problem come back
+    as they are."""
+    if res.method != "alo" or getattr(res, "_refits", None) is None:
+        return res
+    if rtol is None and not isinstance(res, LOOResult):
+        return res  # dask: the screen is reduced in the leverage pass (not gathered)
+    g = res._refits.gather(res)
+    refit, tol = res._refits.refit, res._refits.tol
+    if rtol is None:
+        est, n_nc = self_check(g, refit)
+        if est is None:
+            return res
+        _warn_refits(n_nc, est.n_refits, tol, "ALO self-check")
+        warn_alo_error(est.relative_error, est.n_refits, WARN_RTOL)
+        return dataclasses.replace(res, error_estimate=est)
+    losses, est, n_nc = refine(g, refit, rtol, random_state=random_state)
+    _warn_refits(n_nc, est.n_refits, tol, f"loo(rtol={rtol:g})")
+    if isinstance(res, LOOResult):
+        return dataclasses.replace(res, losses=losses, error_estimate=est)
+    import dask.array as da
+
+    w = g.weights
+    return dataclasses.replace(
+        res,
+        losses=da.from_array(losses, chunks=res.losses.chunks),
+        mean=float(np.average(losses, weights=w)),
+        stderr=weighted_stderr(losses, w),
+        error_estimate=est,
+    )
 
 
 @dataclass
@@ -97,10 +144,20 @@ class LOOResult:
         ``1 - d_i h_i``, the factor of the rank-one downdate the closed forms divide by
         (None for ``"exact"``; 1 for zero-weight samples).
     unreliable : ndarray of bool, shape (n_samples,), or None
-        Samples with ``d_i h_i > aloocv.ALO_UNRELIABLE_DH`` (0.99): leverage near 1, where
-        the approximate leave-one-out value is unreliable (None for ``"exact"``). An
-        :class:`aloocv.ALOWarning` gives their count (not for the squared loss with an L2
+        Samples whose ALO value is unreliable (None for ``"exact"``): the error indicator
+        exceeds ``UNRELIABLE_ERROR`` (10%) of the sample's loss (or of the mean loss), or
+        ``d_i h_i > aloocv.ALO_UNRELIABLE_DH`` (0.99: leverage near 1; an
+        :class:`aloocv.ALOWarning` gives their count, not for the squared loss with an L2
         penalty, where ALO is exact). :meth:`certify` measures the actual error.
+    indicator : ndarray of shape (n_samples,) or None
+        ALO's per-sample error indicator: the second-order estimate of ``|ALO loss - exact
+        LOO loss|`` (``docs/math/trust.md``); it ranks the samples the self-check, the
+        refinement (``rtol=``) and :meth:`certify` refit. None for other methods.
+    error_estimate : ErrorEstimate or None
+        What exact refits measured of the error of :attr:`mean`: the self-check of plain
+        ALO (made only when the indicator says there is risk; None otherwise), or the
+        refinement of ``rtol=`` (the refitted samples' ``losses`` are exact; their
+        ``predictions`` stay ALO's).
     """
 
     losses: np.ndarray
@@ -112,6 +169,8 @@ class LOOResult:
     gradient: np.ndarray | None = None
     downdate: np.ndarray | None = None
     unreliable: np.ndarray | None = None
+    indicator: np.ndarray | None = None
+    error_estimate: ErrorEstimate | None = None
     # the backend's exact refits of this result's problem, for certify()
     _refits: SubsetRefits | None = field(default=None, repr=False, compare=False)
 
@@ -180,9 +239,12 @@ class DaskLOOResult:
     gradient : ndarray or None
         As in :class:`aloocv.LOOResult`.
     unreliable : dask array of bool or None
-        As in :class:`aloocv.LOOResult` (samples with ``d_i h_i > ALO_UNRELIABLE_DH``;
-        None for ``"exact"``); their count is reduced in the leverage pass and warned
-        about as in memory.
+        Samples with ``d_i h_i > ALO_UNRELIABLE_DH`` (None for ``"exact"``); their count
+        is reduced in the leverage pass and warned about as in memory.
+    error_estimate : ErrorEstimate or None
+        As in :class:`aloocv.LOOResult`; with ``rtol=`` the losses (n floats, gathered to
+        the client to rank and draw the samples) come back as a dask array of the refined
+        values.
     """
 
     losses: Any
@@ -197,6 +259,7 @@ class DaskLOOResult:
     downdate: Any = None
     n_not_converged: int = field(default=0, repr=False)
     unreliable: Any = None
+    error_estimate: ErrorEstimate | None = None
     # what certify() asks of the backend (None: a result not made by aloocv.loo, or exact)
     _refits: SubsetRefits | None = field(default=None, repr=False, compare=False)
 

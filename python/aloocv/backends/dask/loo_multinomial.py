@@ -234,28 +234,34 @@ def loo(
         unreliable=downdate.map_blocks(unreliable_mask, dtype=bool),
         _refits=subset_refits(
             insample_losses(data, st),
+            insample_losses(data, st, part=1),
+            data.y,
+            problem.loss,
             functools.partial(refit_losses, data, st, tol=tol, max_iter=max_iter),
             tol,
         ),
     )
 
 
-def _insample_task(x, y, B, intercept):
-    """The cross-entropies of one chunk's rows at the fit's coefficients B (K x p1)."""
-    return _own_rows_task(x, y, np.broadcast_to(B, (np.shape(y)[0], *B.shape)), intercept)[0]
+def _insample_task(x, y, B, intercept, part):
+    """The cross-entropies (part 0) or class scores (part 1) of one chunk's rows at the
+    fit's coefficients B (K x p1)."""
+    return _own_rows_task(x, y, np.broadcast_to(B, (np.shape(y)[0], *B.shape)), intercept)[part]
 
 
-def insample_losses(data: Data, st: _State) -> Any:
-    """The in-sample cross-entropies at the fit (a dask array with X's row chunks):
-    certify()'s error proxy is the leave-one-out loss minus this."""
+def insample_losses(data: Data, st: _State, part: int = 0) -> Any:
+    """The in-sample cross-entropies (``part=0``) or class scores (``part=1``, shape
+    (n, K)) at the fit, a dask array with X's row chunks: certify()'s loss change is the
+    leave-one-out loss minus the first; the error indicator reads the second."""
     import dask.array as da
     from dask import delayed
 
     B = st.beta.reshape(-1, data.p1)
+    K = B.shape[0]
     parts = [
         da.from_delayed(
-            delayed(_insample_task, pure=True)(x, y, B, data.fit_intercept),
-            shape=(int(c),),
+            delayed(_insample_task, pure=True)(x, y, B, data.fit_intercept, part),
+            shape=(int(c),) if part == 0 else (int(c), K),
             dtype=np.float64,
         )
         for (x, y, _, _), c in zip(data.blocks(), data.X.chunks[0])

@@ -45,6 +45,7 @@ from ...results import (
     SubsetRefits,
     multinomial_fit_result,
 )
+from ...results.trust import Gathered, multinomial_indicator, unreliable_from
 from ..common import TANGENT_LOG_STEP, LOORequest
 
 __all__ = ["MultinomialTuneState", "fit", "kfold", "loo"]
@@ -138,6 +139,13 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
     downdate = out.det
     unreliable = None if downdate is None else downdate < 1.0 - ALO_UNRELIABLE_DH
     warn_unreliable(unreliable, "multinomial", False)
+    eta = fitres.decision_function(pb.X)
+    indicator = None
+    if method == "alo":
+        indicator = multinomial_indicator(
+            pb.y, eta, out.predictions, out.leverages, pb.sample_weight
+        )
+        unreliable = unreliable_from(indicator, out.losses, pb.sample_weight, unreliable)
     grad = None
     if req.return_gradient:
         grad = pb.penalty.chain(np.zeros(pb.n_features), out.gradient)
@@ -151,11 +159,17 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
         gradient=grad,
         downdate=downdate,
         unreliable=unreliable,
-        _refits=refits(pb, fitres),
+        indicator=indicator,
+        _refits=refits(pb, fitres, eta, indicator),
     )
 
 
-def refits(pb: Problem, fit: FitResult) -> SubsetRefits:
+def refits(
+    pb: Problem,
+    fit: FitResult,
+    eta: np.ndarray | None = None,
+    indicator: np.ndarray | None = None,
+) -> SubsetRefits:
     """Exact leave-one-out cross-entropies of a subset of the samples (refits
     warm-started at the fit's (K, p1) ``beta_``; in the order of idx)."""
 
@@ -164,8 +178,14 @@ def refits(pb: Problem, fit: FitResult) -> SubsetRefits:
         out = _loo_call(pb, "exact", b, False, subset=np.ascontiguousarray(idx, dtype=np.int64))
         return out.losses, int(out.n_not_converged)
 
-    def gather(losses: np.ndarray, w: np.ndarray | None) -> tuple:
-        return losses, losses - cross_entropy(fit.decision_function(pb.X), pb.y), w
+    def gather(res: Any) -> Gathered:
+        e = fit.decision_function(pb.X) if eta is None else eta
+        ind = indicator
+        if ind is None:
+            ind = multinomial_indicator(
+                pb.y, e, res.predictions, res.leverages, res.sample_weight
+            )
+        return Gathered(res.losses, ind, res.losses - cross_entropy(e, pb.y), res.sample_weight)
 
     return SubsetRefits(gather=gather, refit=refit, tol=pb.options.tol)
 

@@ -42,6 +42,7 @@ from ...folds import (
 )
 from ...problem import Problem
 from ...results import FitResult, KFoldResult, LOOResult, SubsetRefits, fit_result
+from ...results.trust import Gathered, scalar_indicator, unreliable_from
 from ..common import LOORequest
 
 __all__ = ["fit", "kfold", "loo", "tune_state"]
@@ -167,8 +168,16 @@ def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
     o = pb.options
     warn_loo_fit(fitres, beta is not None, out.n_not_converged, pb.n_samples, o.tol, o.max_iter)
     grad = pb.penalty.chain(out.grad_l1, out.grad_l2) if req.return_gradient else None
-    unreliable = unreliable_mask(out.downdate)
-    warn_unreliable(unreliable, pb.loss, pb.l1 is not None)
+    dh_flag = unreliable_mask(out.downdate)
+    warn_unreliable(dh_flag, pb.loss, pb.l1 is not None)
+    eta = fitres.decision_function(pb.X, pb.offset)
+    indicator = None
+    unreliable = dh_flag
+    if method == "alo":
+        indicator = scalar_indicator(
+            pb.loss, pb.y, eta, out.predictions, out.leverages, pb.sample_weight
+        )
+        unreliable = unreliable_from(indicator, out.losses, pb.sample_weight, dh_flag)
     rcond = out.rcond if isinstance(out, _core.LooResult) else None
     warn_ill_conditioned(rcond)
     return LOOResult(
@@ -181,12 +190,21 @@ def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
         sample_weight=pb.sample_weight,
         downdate=out.downdate,
         unreliable=unreliable,
-        _refits=refits(pb, solver, fitres),
+        indicator=indicator,
+        _refits=refits(pb, solver, fitres, eta, indicator),
     )
 
 
-def refits(pb: Problem, solver: str, fit: FitResult) -> SubsetRefits:
-    """Exact leave-one-out refits of a subset of the samples, warm-started at ``fit``."""
+def refits(
+    pb: Problem,
+    solver: str,
+    fit: FitResult,
+    eta: np.ndarray | None = None,
+    indicator: np.ndarray | None = None,
+) -> SubsetRefits:
+    """Exact leave-one-out refits of a subset of the samples, warm-started at ``fit``;
+    ``eta`` the fit's linear predictor and ``indicator`` ALO's error indicator when known
+    (computed when asked otherwise)."""
 
     def refit(idx: np.ndarray) -> tuple[np.ndarray, int]:
         opts = _opts(pb)
@@ -210,8 +228,13 @@ def refits(pb: Problem, solver: str, fit: FitResult) -> SubsetRefits:
         check_singular_refits("certify()", out)
         return out.losses, int(out.n_not_converged)
 
-    def gather(losses: np.ndarray, w: np.ndarray | None) -> tuple:
-        return losses, losses - pb.loss.value(pb.y, fit.decision_function(pb.X, pb.offset)), w
+    def gather(res: Any) -> Gathered:
+        e = fit.decision_function(pb.X, pb.offset) if eta is None else eta
+        ind = indicator
+        if ind is None:
+            ind = scalar_indicator(pb.loss, pb.y, e, res.predictions, res.leverages, res.sample_weight)
+        change = res.losses - pb.loss.value(pb.y, e)
+        return Gathered(res.losses, ind, change, res.sample_weight)
 
     return SubsetRefits(gather=gather, refit=refit, tol=pb.options.tol)
 
