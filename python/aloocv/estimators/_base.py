@@ -23,6 +23,7 @@ from .._validation import (
     check_bool,
     check_choice,
     check_labels,
+    check_rtol,
     check_sample_weight,
     check_vector,
     check_verbose,
@@ -92,8 +93,9 @@ def _search_results(
 ) -> dict[str, np.ndarray]:
     """One row per evaluation (grid point or iterate), flat 1-d columns: the estimator's
     own parameters, ``"loss"`` and ``"loss_stderr"`` (leave-one-out loss), ``"score"``
-    (higher is better) and ``"gradient"`` (1 for the iterates of a gradient search, 0 for
-    grid points)."""
+    (higher is better), ``"gradient"`` (1 for the iterates of a gradient search, 0 for
+    grid points) and ``"refined"`` (1 where ``"loss"`` is the refined estimate of
+    ``rtol=``, 0 where it is plain ALO)."""
     h = res.history
     params = h["params"]
     if params.ndim == 2 and params.shape[1] > 1 and names == ["alpha"]:
@@ -107,6 +109,7 @@ def _search_results(
     arrays["loss_stderr"] = h["stderr"].copy()
     arrays["score"] = np.asarray(score, dtype=np.float64)
     arrays["gradient"] = (np.arange(h["acv"].size) >= n_grid).astype(np.float64)
+    arrays["refined"] = np.asarray(h["refined"], dtype=np.float64)
     return arrays
 
 
@@ -151,9 +154,15 @@ class _Search:
     """The outcome of one search: the chosen result and, per candidate of the grid (in
     the estimator's order), the history row, the mean loss and the score."""
 
-    def __init__(self, res, rows, loss, score, row_score, best_score, scorer, stderr=None):
+    def __init__(
+        self, res, rows, loss, score, row_score, best_score, scorer, stderr=None, refined=None
+    ):
         self.res = res
         self.rows = rows
+        # which candidates' loss is the refined estimate of rtol= (the history's flags)
+        if refined is None:
+            refined = _at_rows(res.history["refined"].astype(np.float64), rows) == 1.0
+        self.refined = refined
         # rows of the history that are grid points (they come first; set by _search)
         self.n_grid = int(rows.max()) + 1 if rows.size and rows.max() >= 0 else 0
         self.loss = loss
@@ -189,7 +198,16 @@ class _ALOBase(BaseEstimator):
                 "rule='1se' uses the standard error of the leave-one-out loss; with scoring= "
                 "use rule='min'"
             )
+        if scorer is not None and self._rtol() is not None:
+            raise ValueError(
+                "rtol= refines the leave-one-out loss (exact refits of some samples), not the "
+                "leave-one-out predictions a scorer reads: leave scoring=None with rtol="
+            )
         return scorer
+
+    def _rtol(self) -> float | None:
+        """``rtol``, checked (the one validation layer)."""
+        return check_rtol(getattr(self, "rtol", None))
 
     def _search(
         self,
@@ -226,6 +244,7 @@ class _ALOBase(BaseEstimator):
             grid=grid,
             selection=self.rule,
             verbose=check_verbose(getattr(self, "verbose", 0)),
+            rtol=self._rtol(),
             **common,
         )
         h = res.history
@@ -292,6 +311,7 @@ class _ALOBase(BaseEstimator):
             "loss_stderr": search.stderr,
             "score": np.asarray(search.score, dtype=np.float64),
             "scored": search.scorer is not None,
+            "refined": search.refined,
         }
         self.tune_result_ = res if self._keep() else res.without_samples()
         self.best_score_ = search.best_score

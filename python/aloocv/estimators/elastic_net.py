@@ -63,6 +63,15 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         As in :class:`ALORidgeCV`.
     verbose : int
         A progress bar per search (tqdm, when installed) when positive.
+    rtol : float in (0, 1), optional
+        Choose on the trusted estimate: near ALO's choice the leave-one-out loss is
+        refined to within ``rtol`` (relative) of exact leave-one-out, at 95% confidence,
+        by exact refits of the samples ALO's error indicator ranks first
+        (:func:`aloocv.tune`'s ``rtol=``), so that the choice is exact leave-one-out's (to
+        the grid's resolution; ``search="gradient"``: to ``tol``).
+        ``search_results_["refined"]`` is 1 on the rows whose ``"loss"`` is the refined
+        estimate, and :meth:`plot_cv` marks them. None (default): plain ALO. Not with
+        ``scoring=`` (a scorer reads the leave-one-out predictions, which stay ALO's).
     alpha_per_target : bool
         With a 2-d ``y`` (several targets): independent elastic nets, one per target,
         each with its own ``alpha`` and ``l1_ratio`` chosen by its own ALOOCV (and its own
@@ -122,6 +131,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         n_jobs: int | None = None,
         verbose: int = 0,
         alpha_per_target: bool = False,
+        rtol: float | None = None,
     ):
         self.l1_ratio = l1_ratio
         self.eps = eps
@@ -136,6 +146,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.alpha_per_target = alpha_per_target
+        self.rtol = rtol
 
     def fit(
         self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
@@ -290,6 +301,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
             "loss_stderr": err.ravel(),
             "score": self._loss_score(acv, wmean).ravel(),
             "gradient": np.zeros(acv.size),
+            "refined": np.zeros(acv.size),
         }
         return self
 

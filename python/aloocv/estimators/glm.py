@@ -46,6 +46,7 @@ class _ALOGLMRegressorCV(_ALORegressor):
         max_iter: int = 100,
         n_jobs: int | None = None,
         verbose: int = 0,
+        rtol: float | None = None,
     ):
         self.alphas = alphas
         self.fit_intercept = fit_intercept
@@ -57,6 +58,7 @@ class _ALOGLMRegressorCV(_ALORegressor):
         self.max_iter = max_iter
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.rtol = rtol
 
     def _loss(self) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -188,6 +190,15 @@ _GLM_DOC = """
         OpenMP threads.
     verbose : int
         A progress bar per search (tqdm, when installed) when positive.
+    rtol : float in (0, 1), optional
+        Choose on the trusted estimate: near ALO's choice the leave-one-out loss is
+        refined to within ``rtol`` (relative) of exact leave-one-out, at 95% confidence,
+        by exact refits of the samples ALO's error indicator ranks first
+        (:func:`aloocv.tune`'s ``rtol=``), so that the choice is exact leave-one-out's (to
+        the grid's resolution; ``search="gradient"``: to ``tol``).
+        ``search_results_["refined"]`` is 1 on the rows whose ``"loss"`` is the refined
+        estimate, and :meth:`plot_cv` marks them. None (default): plain ALO. Not with
+        ``scoring=`` (a scorer reads the leave-one-out predictions, which stay ALO's).
 
     Attributes
     ----------
@@ -287,6 +298,7 @@ class ALOTweedieRegressorCV(_ALOGLMRegressorCV):
         max_iter: int = 100,
         n_jobs: int | None = None,
         verbose: int = 0,
+        rtol: float | None = None,
     ):
         # scikit-learn reads an estimator's parameters from its __init__'s signature, so
         # Tweedie's two extra ones need this signature; the shared ones are the base's
@@ -301,6 +313,7 @@ class ALOTweedieRegressorCV(_ALOGLMRegressorCV):
             max_iter=max_iter,
             n_jobs=n_jobs,
             verbose=verbose,
+            rtol=rtol,
         )
         self.power = power
         self.link = link

@@ -97,6 +97,16 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         As in :class:`ALORidgeCV`.
     verbose : int
         A progress bar per search (tqdm, when installed) when positive.
+    rtol : float in (0, 1), optional
+        Choose on the trusted estimate: near ALO's choice the leave-one-out log-loss is
+        refined to within ``rtol`` (relative) of exact leave-one-out, at 95% confidence,
+        by exact refits of the samples ALO's error indicator ranks first
+        (:func:`aloocv.tune`'s ``rtol=``), so that the choice of C is exact
+        leave-one-out's (to the grid's resolution; ``search="gradient"``: to ``tol``;
+        one-vs-rest: each class's model's). ``search_results_["refined"]`` is 1 on the
+        rows whose ``"loss"`` is the refined estimate, and :meth:`plot_cv` marks them.
+        None (default): plain ALO. Not with ``scoring=`` (a scorer reads the
+        leave-one-out predictions, which stay ALO's).
     use_legacy_attributes : bool
         True (scikit-learn 1.9's default): the attributes below. False (scikit-learn
         1.10's default): ``C_`` and ``l1_ratio_`` floats, ``coefs_paths_`` an array of
@@ -166,6 +176,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         n_jobs: int | None = None,
         verbose: int = 0,
         use_legacy_attributes: bool = True,
+        rtol: float | None = None,
     ):
         self.Cs = Cs
         self.use_legacy_attributes = use_legacy_attributes
@@ -182,6 +193,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         self.max_iter = max_iter
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.rtol = rtol
 
     def _ratios(self) -> tuple[np.ndarray, str]:
         """The l1_ratios to try and the penalty they mean."""

@@ -66,6 +66,10 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         Tolerance and iterations of each fit.
     n_jobs : int, optional
         OpenMP threads.
+    rtol : float in (0, 1), optional
+        The error budget of the other estimators (:class:`ALOLogisticRegressionCV`):
+        accepted for one interface, but here ALO is exact leave-one-out (squared loss, L2
+        penalty), so nothing is refined.
 
     Several targets (``y`` of shape ``(n_samples, n_targets)``, ``n_targets > 1``) share
     one decomposition of ``X``: a Hessian pass, a ``p x p`` eigendecomposition and one
@@ -138,6 +142,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         tol: float = 1e-8,
         max_iter: int = 100,
         n_jobs: int | None = None,
+        rtol: float | None = None,
     ):
         self.alphas = alphas
         self.fit_intercept = fit_intercept
@@ -150,6 +155,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         self.tol = tol
         self.max_iter = max_iter
         self.n_jobs = n_jobs
+        self.rtol = rtol
 
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> ALORidgeCV:
         """Fit, choosing alpha by leave-one-out.
@@ -222,6 +228,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
             float(self._loss_score(g.acv, wmean)),
             None,
             search.stderr,
+            search.refined,
         )
         out.n_grid = 0
         return out
@@ -292,6 +299,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
             "loss_stderr": stderr.ravel(),
             "score": score.ravel(),
             "gradient": np.zeros(alphas.size * T),
+            "refined": np.zeros(alphas.size * T),
         }
         for name in ("cv_results_", "loo_predictions_", "tune_result_", "n_iter_", "n_fits_"):
             self.__dict__.pop(name, None)  # attributes of an earlier fit
@@ -310,6 +318,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         check_choice("rule", self.rule, ("min", "1se"))
         check_bool(self.alpha_per_feature, "alpha_per_feature")
         check_bool(self.store_cv_results, "store_cv_results")
+        self._rtol()
         if self.alpha_per_feature:
             raise ValueError("alpha_per_feature=True needs a 1-d y (one target)")
         if self.search != "grid":

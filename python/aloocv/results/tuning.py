@@ -28,14 +28,20 @@ class TuneResult:
         The fit at the selected penalty.
     loo : LOOResult or None
         ALO at the selected penalty (``loo.mean`` is :attr:`acv`; a ``DaskLOOResult``
-        with dask per-sample arrays on dask input); None after :meth:`without_samples`.
+        with dask per-sample arrays on dask input); with ``rtol=`` the refined estimate
+        there (``loo(..., rtol=rtol)``: its ``error_estimate`` says which samples were
+        refitted and the estimated error); None after :meth:`without_samples`.
     acv, stderr : float
-        ALOOCV estimate at the selected penalty and its standard error.
+        ALOOCV estimate at the selected penalty and its standard error (refined with
+        ``rtol=``).
     history : dict of ndarray
         Per evaluation (grid point or iterate), in order: ``"params"`` (T, m) penalty
         parameters, ``"acv"`` and ``"stderr"`` (T,), ``"grad"`` (T, m) the derivative
         of ACV in ``log(params)`` (NaN where not computed), ``"n_fits"`` (T,)
-        cumulative refits.
+        cumulative refits, ``"refined"`` (T,) bool: the row holds the refined estimate
+        (``rtol=``; on a grid the refined value replaces ALO's at that point, a gradient
+        search appends its refined evaluations), ``"plain_acv"`` (T,) plain ALO at the
+        row's point (equal to ``"acv"`` where not refined).
     method : str
     n_iter : int
         Iterations (grid points for ``"grid"``).
@@ -45,7 +51,9 @@ class TuneResult:
         The stopping test passed: for gradient methods, the (projected) gradient in
         ``log(lambda)`` fell below ``tol * |acv|``; grids always converge.
     message : str
-        Why the search stopped.
+        Why the search stopped (and, with ``rtol=``, what the refinement did).
+    rtol : float or None
+        The error budget of the refinement (None: plain ALO throughout).
     path_losses, path_predictions : ndarray, optional
         Grid points (``"grid"``, and the bracketing grid of ``"auto"``): per-sample
         leave-one-out losses ``(n, T)`` and linear predictors ``(n, T)`` (``(n, K, T)``
@@ -79,6 +87,7 @@ class TuneResult:
     message: str = ""
     path_losses: np.ndarray | None = field(default=None, repr=False)
     _best_index: int = field(default=-1, repr=False)
+    rtol: float | None = None
     path_predictions: np.ndarray | None = field(default=None, repr=False)
     path_coefs: np.ndarray | None = field(default=None, repr=False)
     path_intercepts: np.ndarray | None = field(default=None, repr=False)

@@ -24,6 +24,7 @@ from .. import _blas, _core
 from .._diagnostics import user_stacklevel
 from .._validation import (
     check_loo_samples,
+    check_rtol,
     core_design,
 )
 from ..backends import route
@@ -43,6 +44,7 @@ from .optimizers import (
     trust_newton,
 )
 from .record import _columns, _finish, _History, _progress
+from .refine import Refiner, refine_search
 
 __all__ = ["TuneResult", "tune"]
 
@@ -91,6 +93,7 @@ def tune(
     verbose: bool = False,
     callback: Callable[[int, Penalty, float], Any] | None = None,
     offset: ArrayLike | None = None,
+    rtol: float | None = None,
 ) -> TuneResult:
     """Tune regularization parameters by minimizing ALOOCV.
 
@@ -156,6 +159,29 @@ def tune(
         Progress bar (tqdm, when installed).
     callback : callable, optional
         ``callback(iteration, penalty, acv)`` after each evaluation.
+    rtol : float in (0, 1), optional
+        Tune on the trusted estimate: the search runs on plain ALO, then near its optimum
+        on the refined estimate of :func:`aloocv.loo` with ``rtol=rtol`` (exact refits of
+        the samples ALO's error indicator ranks first until the estimated error of the
+        mean is within ``rtol``), so that the choice is exact leave-one-out's. A grid
+        (``"grid"``): the refined estimate at ALO's argmin and its neighbours, then along
+        the grid until the refined argmin has refined neighbours on both sides (or is at
+        an end), warm-started at each point's fit; the choice is that argmin (to the
+        grid's resolution; ``"1se"``: also towards stronger penalties until a refined
+        value exceeds the limit). A gradient search: from ALO's optimum, a search on the
+        refined mean with its refitted samples held fixed (smooth in the penalty), until
+        the refined estimate at the optimum refits no sample outside that set: L-BFGS-B
+        on its exact derivative (ALO's hypergradient for the other samples, implicit
+        differentiation of each exact refit; ``docs/math/hypergradient.md``) to ``tol``
+        for a scalar-eta loss with an L2 penalty (scalar, per-feature or grouped) in
+        memory; elsewhere (the multinomial loss, an L1 term, dask input) a bounded
+        search of the refined mean along the ray that scales every parameter alike, to
+        ``RAY_XTOL`` (1e-3) in log lambda. The refined evaluations are rows of
+        :attr:`TuneResult.history` with ``"refined"`` True; :attr:`TuneResult.loo` is the
+        refined estimate at the choice (its ``error_estimate`` names the refitted
+        samples). For the squared loss with an L2 penalty ALO is exact leave-one-out:
+        nothing is refined. Not with ``gradient="paper"``, nor ``selection="1se"`` in a
+        gradient search.
 
     Returns
     -------
@@ -201,13 +227,37 @@ def tune(
     )
     r = route.choose(pb, "tune", search=opts.method, gradient=opts.gradient)
     _check_search(pb, opts)
+    rtol = _check_refinement(rtol, opts)
     state = route.tune_state(pb, r)
     obj = Objective(
         state, pb.penalty, pb.sample_weight, pb.n_features, opts.gradient, pb.fit_intercept
     )
+    refiner = None
+    if rtol is not None and not (pb.loss == "squared" and pb.l1 is None):
+        refiner = Refiner(pb, obj, rtol)
     if opts.method == "grid":
-        return _grid_search(pb, r, obj, opts)
-    return _gradient_search(pb, obj, opts.for_samples(pb.n_samples))
+        res = _grid_search(pb, r, obj, opts, refiner)
+    else:
+        res = _gradient_search(pb, obj, opts.for_samples(pb.n_samples), refiner)
+    if rtol is not None and refiner is None:
+        msg = "; ALO is exact leave-one-out here (squared loss, L2 penalty): nothing to refine"
+        res = dataclasses.replace(res, rtol=rtol, message=res.message + msg)
+    return res
+
+
+def _check_refinement(rtol: Any, opts: SearchOptions) -> float | None:
+    """``rtol=`` of :func:`tune`, checked against the search."""
+    rtol = check_rtol(rtol)
+    if rtol is None:
+        return None
+    if opts.gradient != "exact":
+        raise ValueError("rtol= refines on exact derivatives: use gradient='exact'")
+    if opts.selection == "1se" and opts.method != "grid":
+        raise ValueError(
+            "rtol= with selection='1se' needs method='grid' (the one-standard-error point "
+            "of a gradient search is found on plain ALO)"
+        )
+    return rtol
 
 
 @dataclass(frozen=True)
@@ -298,7 +348,9 @@ class SearchOptions:
         return dataclasses.replace(self, batch_size=int(batch_size), eval_every=int(eval_every))
 
 
-def _grid_search(pb: Problem, r: route.Route, obj: Objective, opts: SearchOptions) -> TuneResult:
+def _grid_search(
+    pb: Problem, r: route.Route, obj: Objective, opts: SearchOptions, refiner=None
+) -> TuneResult:
     """ALOOCV at every grid point: the squared-loss ridge path from one decomposition
     (in memory, scalar L2, no offset), else warm-started fits along the grid."""
     points = _check_grid(opts.grid, pb.penalty, opts.n_grid)
@@ -314,10 +366,12 @@ def _grid_search(pb: Problem, r: route.Route, obj: Objective, opts: SearchOption
                 n_threads=pb.options.n_threads,
             )
         return _ridge_grid(obj, points, path, opts.selection, loss, intercept)
-    return _grid(obj, points, opts.selection, opts.verbose, opts.callback, loss, intercept)
+    return _grid(obj, points, opts.selection, opts.verbose, opts.callback, loss, intercept, refiner)
 
 
-def _gradient_search(pb: Problem, obj: Objective, opts: SearchOptions) -> TuneResult:
+def _gradient_search(
+    pb: Problem, obj: Objective, opts: SearchOptions, refiner: Refiner | None = None
+) -> TuneResult:
     """A search on the derivatives of ALOOCV in log(lambda), from the starting penalty
     (bracketed by a coarse grid for ``"auto"``)."""
     m = pb.penalty.params().size
@@ -341,6 +395,13 @@ def _gradient_search(pb: Problem, obj: Objective, opts: SearchOptions) -> TuneRe
         u, ok, msg = _one_se(obj, res, br.points, box[1][0], opts.tol, opts.max_iter)
         converged = converged and ok
         message = f"{message}; 1-SE point: {msg}"
+    refined = None
+    if refiner is not None:
+        refined = refine_search(
+            refiner, u, box, opts.tol, opts.max_iter, _refined_rows(obj, hist, opts.callback)
+        )
+        u, converged = refined.u, converged and refined.converged
+        message = f"{message}; {refined.message}, {refiner.n_refits} exact refits"
     if not converged and pb.l1 is not None:
         message += (
             " (with an L1 term ALOOCV jumps where the active set changes; its gradient holds "
@@ -367,7 +428,22 @@ def _gradient_search(pb: Problem, obj: Objective, opts: SearchOptions) -> TuneRe
         path_losses=_columns(br.losses, 1) if br.losses else None,
         message=message,
         path=br.path(),
+        refined_loo=None if refined is None else refined.loo,
+        rtol=None if refiner is None else refiner.rtol,
     )
+
+
+def _refined_rows(obj: Objective, hist: _History, callback: Any):
+    """What a refined search records per evaluation: a history row (refined) and the
+    callback."""
+
+    def record(p) -> None:
+        g = p.grad if p.grad is not None else np.full(p.u.size, np.nan)
+        hist.add(np.exp(p.u), p.acv, p.stderr, g, obj.n_fits, plain=p.plain)
+        if callback is not None:
+            callback(len(hist.rows) - 1, obj.penalty_at(p.u), p.acv)
+
+    return record
 
 
 def _optimize(pb, obj, opts: SearchOptions, u0, box, grid_pts, gtol, trace) -> OptimizeResult:

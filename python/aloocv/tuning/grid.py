@@ -17,6 +17,7 @@ from ..penalties import Penalty
 from ..results import TuneResult
 from .optimizers import LOG_BOUND
 from .record import _columns, _finish, _History, _pass_counts, _passes, _progress, _samples, _select
+from .refine import walk_grid
 
 BRACKET_POINTS = 5  # the coarse grid of "auto": 1e3 .. 1e-3 times the start
 BRACKET_MARGIN = 3.0 * math.log(10.0)  # the box: the grid's range and 3 decades beyond
@@ -128,9 +129,17 @@ def _ridge_grid(obj, points, path: _core.RidgePathResult, selection, loss, inter
     return _grid_result(obj, points, hist, selection, loss, intercept, np.asarray(losses), arrays)
 
 
-def _grid_result(obj, points, hist, selection, loss, intercept, losses, arrays) -> TuneResult:
-    """The selected grid point as a TuneResult (per-point losses in ``path_losses``)."""
+def _grid_result(
+    obj, points, hist, selection, loss, intercept, losses, arrays, refined=None
+) -> TuneResult:
+    """The selected grid point as a TuneResult (per-point losses in ``path_losses``);
+    ``refined``: the refinement's ``(chosen index, refined result there, rtol, message)``."""
     best = _select(hist.arrays(), selection)
+    loo = rtol = None
+    message = "grid evaluated"
+    if refined is not None:
+        best, loo, rtol, note = refined
+        message += f"; {note}"
     return _finish(
         obj,
         np.log(points[best]),
@@ -143,12 +152,34 @@ def _grid_result(obj, points, hist, selection, loss, intercept, losses, arrays) 
         selection,
         best,
         losses,
-        "grid evaluated",
+        message,
         arrays,
+        refined_loo=loo,
+        rtol=rtol,
     )
 
 
-def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneResult:
+def _refine_grid(refiner, points, hist, all_losses, coefs, icpts, selection):
+    """The refinement of a grid (:func:`aloocv.tuning.refine.walk_grid`): the refined
+    values and losses replace ALO's at the points refined; ``(chosen index, refined
+    result there, rtol, message)``."""
+    _select(hist.arrays(), "min")  # ALO finite everywhere, or the same error as without
+    refined, best = walk_grid(
+        hist.arrays()["acv"],
+        lambda k: refiner.at(np.log(points[k]), coefs[k], icpts[k]),
+        selection,
+    )
+    for k, r in refined.items():
+        hist.refine(k, float(r.mean), r.stderr)
+        all_losses[k] = r.losses
+    note = (
+        f"refined (rtol={refiner.rtol:g}) at {len(refined)} of {len(points)} points, "
+        f"{refiner.n_refits} exact refits"
+    )
+    return best, refined[best], refiner.rtol, note
+
+
+def _grid(obj, points, selection, verbose, callback, loss, intercept, refiner=None) -> TuneResult:
     hist = _History(points[0].size)
     all_losses = []
     preds, coefs, icpts, iters, hpasses, mpasses = [], [], [], [], [], []
@@ -182,6 +213,9 @@ def _grid(obj, points, selection, verbose, callback, loss, intercept) -> TuneRes
     }
     if selection == "min" and best is not None:
         obj.keep(best)  # the result is this evaluation: no refit at the selected point
+    refined = None
+    if refiner is not None:
+        refined = _refine_grid(refiner, points, hist, all_losses, coefs, icpts, selection)
     return _grid_result(
-        obj, points, hist, selection, loss, intercept, _columns(all_losses, 1), arrays
+        obj, points, hist, selection, loss, intercept, _columns(all_losses, 1), arrays, refined
     )

@@ -14,24 +14,45 @@ from ..results import DaskLOOResult, LOOResult, TuneResult, fit_result, multinom
 
 
 class _History:
+    """The rows of a search's history: one per evaluation, plain ALO or refined."""
+
     def __init__(self, m: int):
         self.m = m
         self.rows: list[tuple[np.ndarray, float, float, np.ndarray, int]] = []
+        self.refined: dict[int, float] = {}  # row -> the plain ALO value there
 
-    def add(self, params, acv, se, grad, n_fits):
+    def add(self, params, acv, se, grad, n_fits, plain: float | None = None):
+        """A row; ``plain`` (the ALO value at the same point) marks a refined one."""
         self.rows.append(
             (np.asarray(params, float).copy(), acv, se, np.asarray(grad).copy(), n_fits)
         )
+        if plain is not None:
+            self.refined[len(self.rows) - 1] = float(plain)
+
+    def refine(self, row: int, acv: float, se: float) -> None:
+        """Replaces row ``row``'s ALO value by the refined one."""
+        params, plain, _, grad, n_fits = self.rows[row]
+        self.rows[row] = (params, float(acv), se, grad, n_fits)
+        self.refined[row] = float(plain)
 
     def arrays(self) -> dict[str, np.ndarray]:
         if not self.rows:
-            return {k: np.empty((0,)) for k in ("params", "acv", "stderr", "grad", "n_fits")}
+            out = {k: np.empty((0,)) for k in ("params", "acv", "stderr", "grad", "n_fits")}
+            return {**out, "refined": np.empty(0, dtype=bool), "plain_acv": np.empty(0)}
+        acv = np.array([r[1] for r in self.rows])
+        refined = np.zeros(acv.size, dtype=bool)
+        plain = acv.copy()
+        for row, v in self.refined.items():
+            refined[row] = True
+            plain[row] = v
         return {
             "params": np.array([r[0] for r in self.rows]),
-            "acv": np.array([r[1] for r in self.rows]),
+            "acv": acv,
             "stderr": np.array([r[2] for r in self.rows]),
             "grad": np.array([r[3] for r in self.rows]),
             "n_fits": np.array([r[4] for r in self.rows]),
+            "refined": refined,
+            "plain_acv": plain,
         }
 
 
@@ -49,7 +70,11 @@ def _finish(
     path_losses=None,
     message="",
     path=None,
+    refined_loo=None,
+    rtol=None,
 ) -> TuneResult:
+    """The TuneResult at ``u``; ``refined_loo`` (with ``rtol``): the refined estimate
+    there, which is then :attr:`TuneResult.loo` and gives ``acv`` and ``stderr``."""
     ev = obj.evaluate(u, 0)
     out = ev.out
     on_dask = is_dask_collection(out.losses)  # per-sample arrays stay on the workers
@@ -86,12 +111,15 @@ def _finish(
             fit=fitres,
             sample_weight=obj.w,
         )
+    acv, stderr = ev.acv, ev.stderr
+    if refined_loo is not None:
+        res_loo, acv, stderr = refined_loo, float(refined_loo.mean), refined_loo.stderr
     return TuneResult(
         penalty=pen,
         fit=fitres,
         loo=res_loo,
-        acv=ev.acv,
-        stderr=ev.stderr,
+        acv=acv,
+        stderr=stderr,
         history=hist.arrays(),
         method=method,
         n_iter=n_iter,
@@ -101,6 +129,7 @@ def _finish(
         message=message,
         path_losses=path_losses,
         _best_index=best_index,
+        rtol=rtol,
         **(path or {}),
     )
 
