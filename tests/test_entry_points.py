@@ -32,6 +32,7 @@ NO_DATA = {
     "__version__",
     "ALOWarning",
     "Certificate",
+    "ErrorEstimate",
     "ALO_UNRELIABLE_DH",
     "ALO_MIN_RCOND",
     "SEPARATION_MARGIN",

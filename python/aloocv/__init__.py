@@ -37,6 +37,7 @@ from .problem import Problem
 from .results import (
     Certificate,
     DevSetResult,
+    ErrorEstimate,
     FitResult,
     KFoldResult,
     LOOResult,
@@ -70,6 +71,7 @@ __all__ = [
     "Certificate",
     "DevSetResult",
     "ElasticNet",
+    "ErrorEstimate",
     "FitResult",
     "Huber",
     "KFoldResult",

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .._diagnostics import user_stacklevel, warn_alo_error
+from .._diagnostics import ALO_UNRELIABLE_DH, user_stacklevel, warn_alo_error
 from .._stats import weighted_mean_columns, weighted_stderr, weighted_stderr_columns
 from .certificate import Certificate, certificate_design, certificate_from, check_certify_options
 from .fits import FitResult
-from .trust import WARN_RTOL, ErrorEstimate, Gathered, refine, self_check
+from .trust import WARN_RTOL, ErrorEstimate, Gathered, refine, self_check, unreliable_from
 
 __all__ = ["DaskLOOResult", "LOOResult", "MultiTargetLOOResult", "SubsetRefits"]
 
@@ -78,6 +78,18 @@ def _warn_refits(n_nc: int, n_refits: int, tol: float, what: str) -> None:
         )
 
 
+def _flags(res: Any, g: Gathered, est: ErrorEstimate, alo_losses: np.ndarray) -> np.ndarray:
+    """The unreliable flags recalibrated by what the refits measured (ALO's losses)."""
+    dh = None if res.downdate is None else _dh_flag(res)
+    measured = (est.refitted, est.exact_losses)
+    return unreliable_from(g.indicator, alo_losses, g.weights, dh, measured)
+
+
+def _dh_flag(res: Any) -> np.ndarray:
+    d = np.asarray(res.downdate)
+    return d < 1.0 - ALO_UNRELIABLE_DH
+
+
 def trusted(res: Any, rtol: float | None, random_state: Any = 0) -> Any:
     """An ALO result after its self-check (``rtol=None``: exact refits of the samples the
     error indicator ranks first, only when it says there is risk; an ``ALOWarning`` when
@@ -96,11 +108,14 @@ def trusted(res: Any, rtol: float | None, random_state: Any = 0) -> Any:
             return res
         _warn_refits(n_nc, est.n_refits, tol, "ALO self-check")
         warn_alo_error(est.relative_error, est.n_refits, WARN_RTOL)
-        return dataclasses.replace(res, error_estimate=est)
+        return dataclasses.replace(
+            res, error_estimate=est, unreliable=_flags(res, g, est, g.losses)
+        )
     losses, est, n_nc = refine(g, refit, rtol, random_state=random_state)
     _warn_refits(n_nc, est.n_refits, tol, f"loo(rtol={rtol:g})")
     if isinstance(res, LOOResult):
-        return dataclasses.replace(res, losses=losses, error_estimate=est)
+        flags = _flags(res, g, est, g.losses)
+        return dataclasses.replace(res, losses=losses, error_estimate=est, unreliable=flags)
     import dask.array as da
 
     w = g.weights

@@ -108,8 +108,10 @@ class ErrorEstimate:
     met : bool or None
         Whether the interval lies within ``rtol`` of the exact mean (``"budget"`` only).
     refitted : ndarray of int
-        The samples refitted exactly (their losses in the result are exact for
-        ``"budget"``).
+        The samples refitted exactly, in increasing order (their losses in the result are
+        exact for ``"budget"``).
+    exact_losses : ndarray
+        Their exact leave-one-out losses.
     n_refits : int
         Exact refits made.
     plain_mean : float
@@ -120,6 +122,7 @@ class ErrorEstimate:
     error: float
     relative_error: float
     refitted: np.ndarray
+    exact_losses: np.ndarray
     n_refits: int
     plain_mean: float
     ci_low: float | None = None
@@ -204,12 +207,30 @@ def multinomial_indicator(
 
 
 def unreliable_from(
-    indicator: np.ndarray, losses: np.ndarray, weights: np.ndarray | None, dh_flag: Any
+    indicator: np.ndarray,
+    losses: np.ndarray,
+    weights: np.ndarray | None,
+    dh_flag: Any,
+    measured: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Samples whose indicator exceeds ``UNRELIABLE_ERROR`` of their loss (or of the mean
-    loss, whichever is larger), or flagged by ``d_i h_i`` (``dh_flag``, may be None)."""
+    loss, whichever is larger), or flagged by ``d_i h_i`` (``dh_flag``, may be None).
+
+    With ``measured = (rows, exact losses)`` from exact refits, the indicator is first
+    scaled by its calibration on this problem (``sum |ALO - exact| / sum I`` over the
+    refitted rows), and the refitted rows are flagged by their measured error."""
     mean = abs(float(np.average(losses, weights=weights)))
-    flag = indicator > UNRELIABLE_ERROR * np.maximum(np.abs(losses), mean)
+    scale = np.maximum(np.abs(losses), mean)
+    ind = indicator
+    if measured is not None:
+        rows, ex = measured
+        err = np.abs(losses[rows] - ex)
+        pred = float(np.sum(indicator[rows]))
+        if pred > 0 and np.isfinite(pred):
+            ind = indicator * (float(err.sum()) / pred)
+    flag = ind > UNRELIABLE_ERROR * scale
+    if measured is not None:
+        flag[rows] = err > UNRELIABLE_ERROR * scale[rows]
     return flag if dh_flag is None else (flag | np.asarray(dh_flag, dtype=bool))
 
 
@@ -282,12 +303,14 @@ def self_check(g: Gathered, refit: Refit) -> tuple[ErrorEstimate | None, int]:
     err /= W
     exact_mean = mean - float(e.sum()) / W
     rel = err / abs(exact_mean) if exact_mean != 0 else math.inf
+    srt = np.argsort(top)
     return (
         ErrorEstimate(
             kind="check",
             error=err,
             relative_error=rel,
-            refitted=np.sort(top).astype(np.int64),
+            refitted=top[srt].astype(np.int64),
+            exact_losses=np.asarray(exact, dtype=np.float64)[srt],
             n_refits=int(top.size),
             plain_mean=mean,
         ),
@@ -357,7 +380,7 @@ def refine(
             losses[ex.rows] = ex.values[ex.rows]
             mean = float(np.sum(w * losses)) / W
             est = ErrorEstimate(
-                "budget", 0.0, 0.0, ex.rows, int(ex.rows.size), plain,
+                "budget", 0.0, 0.0, ex.rows, ex.values[ex.rows], int(ex.rows.size), plain,
                 0.0, 0.0, confidence, rtol, True,
             )  # fmt: skip
             return losses, est, ex.n_not_converged
@@ -381,7 +404,7 @@ def refine(
         if met:
             rel = err / exact_mean if exact_mean != 0 else math.inf
             est = ErrorEstimate(
-                "budget", err, rel, ex.rows, int(ex.rows.size), plain,
+                "budget", err, rel, ex.rows, ex.values[ex.rows], int(ex.rows.size), plain,
                 err - half, err + half, confidence, rtol, True,
             )  # fmt: skip
             return losses, est, ex.n_not_converged

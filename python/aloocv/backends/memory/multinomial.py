@@ -182,9 +182,7 @@ def refits(
         e = fit.decision_function(pb.X) if eta is None else eta
         ind = indicator
         if ind is None:
-            ind = multinomial_indicator(
-                pb.y, e, res.predictions, res.leverages, res.sample_weight
-            )
+            ind = multinomial_indicator(pb.y, e, res.predictions, res.leverages, res.sample_weight)
         return Gathered(res.losses, ind, res.losses - cross_entropy(e, pb.y), res.sample_weight)
 
     return SubsetRefits(gather=gather, refit=refit, tol=pb.options.tol)

@@ -232,7 +232,9 @@ def refits(
         e = fit.decision_function(pb.X, pb.offset) if eta is None else eta
         ind = indicator
         if ind is None:
-            ind = scalar_indicator(pb.loss, pb.y, e, res.predictions, res.leverages, res.sample_weight)
+            ind = scalar_indicator(
+                pb.loss, pb.y, e, res.predictions, res.leverages, res.sample_weight
+            )
         change = res.losses - pb.loss.value(pb.y, e)
         return Gathered(res.losses, ind, change, res.sample_weight)
 
