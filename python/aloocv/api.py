@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike
 from ._validation import LOO_METHODS, check_bool, check_rtol
 from .backends import route
 from .backends.common import LOORequest
-from .folds import KFOLD_METHODS, FoldRequest
+from .folds import KFOLD_METHODS, FoldRequest, refine_folds
 from .losses import Loss
 from .penalties import Penalty
 from .problem import Problem
@@ -256,6 +256,7 @@ def kfold(
     offset: ArrayLike | None = None,
     cv: Any = None,
     groups: ArrayLike | None = None,
+    rtol: float | None = None,
 ) -> KFoldResult | MultiTargetKFoldResult:
     """K-fold (or leave-q-out) cross-validation of a penalized GLM.
 
@@ -311,6 +312,20 @@ def kfold(
         Approximate leave-one-group-out (blocked leave-one-out for grouped data and
         time series cut into blocks) is ``cv=LeaveOneGroupOut(), groups=g``, the same
         as ``folds=g``: one downdate per group, no refit.
+    rtol : float in (0, 1), optional
+        An error budget for ``method="alo"``: the folds (or splits) are ranked by the sum
+        of their samples' weighted error indicator (ALO's indicator of
+        :func:`aloocv.loo`, evaluated at the fold's held-out prediction: the square of the
+        fold's shift of the sample over its leverage, ``docs/math/kfold.md``), and the
+        ones ranked first are refitted exactly (their samples' ``losses`` and
+        ``predictions`` become exact K-fold's) until the estimated error of the rest --
+        their summed indicator times the largest measured error/indicator ratio of the
+        refitted folds, over the total weight: a conservative calibration -- is within
+        ``rtol`` of the refined mean. With few folds (``n_folds <= 10``) this often refits
+        every fold: exact K-fold. :attr:`KFoldResult.refinement` says which folds were
+        refitted and whether every one was. In memory (not for dask input); where the
+        approximation is exact (the squared loss with an L2 penalty, several targets)
+        nothing is refitted and ``refinement`` is None.
 
     Returns
     -------
@@ -365,5 +380,14 @@ def kfold(
         max_iter=max_iter,
         n_jobs=n_jobs,
     )
+    rtol = check_rtol(rtol, method)
+    if rtol is not None and pb.is_dask:
+        raise ValueError(
+            "kfold(rtol=) refits folds in memory; for dask input use method='exact' (every "
+            "fold refitted) or rtol=None"
+        )
     req = FoldRequest(method, n_folds, folds, random_state, cv, groups)
-    return route.kfold(pb, route.choose(pb, "kfold", kfold_splits=cv is not None), req)
+    res = route.kfold(pb, route.choose(pb, "kfold", kfold_splits=cv is not None), req)
+    if rtol is None or getattr(res, "_refits", None) is None:
+        return res
+    return refine_folds(res, rtol)

@@ -4,15 +4,20 @@ and the per-fold means and cv.glmnet standard error of held-out losses
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import re
+import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
+from ._diagnostics import user_stacklevel
 from ._validation import check_labels
-from .results import KFoldResult
+from .results import FoldRefinement, KFoldResult
 
 __all__ = [
     "KFOLD_METHODS",
@@ -28,6 +33,7 @@ __all__ = [
     "fold_result",
     "fold_weights",
     "partition",
+    "refine_folds",
     "relabel_folds",
     "split_result",
 ]
@@ -339,3 +345,110 @@ def fold_plan(pb: Any, req: FoldRequest) -> FoldPlan:
         folds = part
     idx, labels = assign_folds(n, req.n_folds, folds, req.random_state)
     return FoldPlan(req.method, idx, labels, user_labels=folds is not None)
+
+
+# ----------------------------------------------------------------------------- rtol=
+#: Measured errors of a refitted fold below this share of the budget count as zero (the
+#: refits' tolerance), for the calibration of folds whose indicator is zero.
+NEGLIGIBLE_SHARE = 1e-3
+
+
+def _census(score_sorted: np.ndarray, target: float, at_least: int) -> int:
+    """The smallest k >= at_least whose tail ``score_sorted[k:]`` sums to at most target."""
+    tail = np.concatenate([np.cumsum(score_sorted[::-1])[::-1], [0.0]])
+    ok = np.flatnonzero(tail <= target)
+    k = int(ok[0]) if ok.size else score_sorted.size
+    return min(max(k, at_least), score_sorted.size)
+
+
+def _calibration(ind: np.ndarray, err: np.ndarray, done: list, small: float) -> float:
+    """The largest measured ``|error| / indicator`` over the refitted folds (inf when a
+    fold without indicator has a measurable error, 0 when none has either)."""
+    ratios = [abs(err[u]) / ind[u] for u in done if 0 < ind[u] < np.inf]
+    if any(ind[u] == 0 and abs(err[u]) > small for u in done):
+        return np.inf
+    return max(ratios, default=0.0)
+
+
+def refine_folds(res: KFoldResult, rtol: float) -> KFoldResult:
+    """An approximate K-fold result brought within ``rtol`` of exact K-fold
+    (``kfold(..., rtol=)``, ``docs/math/kfold.md``): the folds (or splits) ranked by the
+    sum of their samples' weighted error indicator (ALO's indicator at the fold's held-out
+    prediction), the first ones refitted exactly until the estimated error of the rest
+    (their summed indicator times the largest measured error/indicator ratio of the
+    refitted folds, over the total weight) is within ``rtol`` of the refined mean."""
+    rf = res._refits
+    t0 = time.perf_counter()
+    tests = res.test_indices
+    K = len(tests)
+    w = np.ones(res.losses.shape[0]) if res.sample_weight is None else res.sample_weight
+    wt = [w[te] for te in tests]
+    W = float(sum(x.sum() for x in wt))
+    ind = np.array(
+        [float(wt[k] @ rf.indicator(tests[k], res.split_predictions[k])) for k in range(K)]
+    )
+    ind = np.where(np.isfinite(ind), ind, np.inf)
+    losses = [np.array(v, dtype=np.float64) for v in res.split_losses]
+    preds = [np.array(v, dtype=np.float64) for v in res.split_predictions]
+    plain = res.mean
+    order = np.argsort(-ind, kind="stable")
+    err = np.zeros(K)
+    done: list[int] = []
+    n_nc = 0
+    k = _census(ind[order], 0.5 * rtol * abs(plain) * W, 1)
+    while True:
+        new = np.array([u for u in order[:k] if u not in done], dtype=np.int64)
+        ls, ps, nc = rf.refit(new)
+        n_nc += int(nc)
+        for u, lu, pu in zip(new.tolist(), ls, ps):
+            err[u] = float(wt[u] @ (losses[u] - lu))
+            losses[u], preds[u] = np.asarray(lu, dtype=np.float64), np.asarray(pu)
+            done.append(u)
+        mean = float(sum(wt[u] @ losses[u] for u in range(K))) / W
+        calib = _calibration(ind, err, done, NEGLIGIBLE_SHARE * rtol * abs(mean) * W)
+        rest = np.array([u for u in order if u not in done], dtype=np.int64)
+        rest_ind = float(ind[rest].sum()) if rest.size else 0.0
+        est = 0.0 if rest_ind == 0.0 else calib * rest_ind / W
+        if rest.size == 0 or est <= rtol * abs(mean):
+            break
+        target = 0.5 * rtol * abs(mean) * W / calib if calib > 0 else np.inf
+        k = _census(ind[order], target, min(K, max(2 * len(done), len(done) + 1)))
+    if n_nc:
+        warnings.warn(
+            f"kfold(rtol={rtol:g}): {n_nc} of {len(done)} exact fold refits did not reach "
+            f"tol={rf.tol:g}",
+            ConvergenceWarning,
+            stacklevel=user_stacklevel(),
+        )
+    known = [c for c in (calib,) if np.isfinite(c) and c > 0]
+    refinement = FoldRefinement(
+        rtol=rtol,
+        refitted=np.array(done, dtype=np.int64),
+        all_refitted=len(done) == K,
+        error=est,
+        relative_error=est / abs(mean) if mean != 0 else (0.0 if est == 0 else np.inf),
+        calibration=known[0] if known else None,
+        plain_mean=plain,
+        met=bool(est <= rtol * abs(mean)),
+        indicator=ind,
+    )
+    timings = {**res.timings, "refits": time.perf_counter() - t0}
+    out = _rebuilt(res, losses, preds, timings)
+    return dataclasses.replace(out, refinement=refinement, _refits=rf)
+
+
+def _rebuilt(res: KFoldResult, losses: list, preds: list, timings: dict) -> KFoldResult:
+    """``res`` with the per-split losses and predictions replaced (means recomputed)."""
+    n = res.losses.shape[0]
+    w = res.sample_weight
+    ww = np.ones(n) if w is None else w
+    if not res.partition:
+        splits = [(None, te) for te in res.test_indices]
+        return split_result(splits, preds, losses, ww, n, res.method, res.fit, w, timings)
+    L = res.losses.copy()
+    P = np.array(res.predictions, dtype=np.float64, copy=True)
+    for te, lu, pu in zip(res.test_indices, losses, preds):
+        L[te], P[te] = lu, pu
+    idx = res.folds.astype(np.int32)
+    wsum = np.bincount(idx, weights=ww, minlength=res.fold_labels.size)
+    return fold_result(L, P, idx, res.fold_labels, ww, wsum, res.method, res.fit, w, timings)

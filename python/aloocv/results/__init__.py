@@ -30,7 +30,7 @@ from .fits import (
     fit_result,
     multinomial_fit_result,
 )
-from .kfold import KFoldResult, MultiTargetKFoldResult
+from .kfold import FoldRefinement, FoldRefits, KFoldResult, MultiTargetKFoldResult
 from .loo import DaskLOOResult, LOOResult, MultiTargetLOOResult, SubsetRefits, trusted
 from .nested import DevSetResult, NestedCVResult
 from .trust import ErrorEstimate
@@ -45,6 +45,8 @@ __all__ = [
     "ErrorEstimate",
     "FitFields",
     "FitResult",
+    "FoldRefinement",
+    "FoldRefits",
     "KFoldResult",
     "LOOResult",
     "MultiTargetKFoldResult",

@@ -2,13 +2,92 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .fits import FitResult
 
-__all__ = ["KFoldResult", "MultiTargetKFoldResult"]
+__all__ = ["FoldRefinement", "FoldRefits", "KFoldResult", "MultiTargetKFoldResult"]
+
+
+# ----------------------------------------------------------------------------- refinement
+@dataclass(frozen=True, eq=False)
+class FoldRefits:
+    """What the refinement of an approximate K-fold result (``kfold(..., rtol=)``) asks of
+    the backend that made it.
+
+    Attributes
+    ----------
+    indicator : callable
+        ``indicator(rows, predictions) -> ndarray``: ALO's per-sample error indicator
+        (:mod:`aloocv.results.trust`) of the samples ``rows`` at their held-out
+        predictions ``predictions`` (the fold's shift in place of the leave-one-out one).
+    refit : callable
+        ``refit(units) -> (losses, predictions, n_not_converged)``: exact refits without
+        each fold (or split) of ``units``, one list entry per unit, aligned with the
+        unit's test indices (:attr:`KFoldResult.test_indices`).
+    tol : float
+        The fit tolerance of the refits.
+    """
+
+    indicator: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    refit: Callable[[np.ndarray], tuple[list, list, int]]
+    tol: float
+
+
+@dataclass(frozen=True)
+class FoldRefinement:
+    """What ``kfold(..., rtol=r)`` did to an approximate K-fold result.
+
+    Attributes
+    ----------
+    rtol : float
+        The budget: the estimated error of :attr:`KFoldResult.mean` is within ``rtol`` of
+        it (relative) when :attr:`met`.
+    refitted : ndarray of int
+        The folds (split indices) refitted exactly, in the order they were refitted
+        (their samples' ``losses`` and ``predictions`` are exact).
+    all_refitted : bool
+        Every fold was refitted: the result is exact K-fold (with few folds the budget
+        often asks for that).
+    error : float
+        Estimated magnitude of the error of the mean left by the folds not refitted:
+        their summed indicator times the calibration, over the total weight.
+    relative_error : float
+        ``error`` over the refined mean.
+    calibration : float or None
+        The largest measured ``|error| / indicator`` over the refitted folds (None when
+        no refitted fold had a positive indicator).
+    plain_mean : float
+        The approximate mean before refinement.
+    met : bool
+    indicator : ndarray of shape (n_folds,)
+        Each fold's (weighted) summed indicator, what ranks the folds.
+    """
+
+    rtol: float
+    refitted: np.ndarray
+    all_refitted: bool
+    error: float
+    relative_error: float
+    calibration: float | None
+    plain_mean: float
+    met: bool
+    indicator: np.ndarray
+
+    def __str__(self) -> str:
+        if self.all_refitted:
+            return (
+                f"K-fold refined to rtol={self.rtol:g}: every fold ({self.refitted.size}) "
+                "refitted exactly (exact K-fold)"
+            )
+        return (
+            f"K-fold refined to rtol={self.rtol:g}: {self.refitted.size} of "
+            f"{self.indicator.size} folds refitted exactly, estimated error of the rest "
+            f"{100 * self.relative_error:.2g}%" + ("" if self.met else " (NOT within budget)")
+        )
 
 
 # ----------------------------------------------------------------------------- K-fold
@@ -67,6 +146,9 @@ class KFoldResult:
     partition : bool
         Whether the test sets partition the samples with each training set their
         complement (always true without ``cv=``).
+    refinement : FoldRefinement or None
+        With ``rtol=`` (``method="alo"``): which folds were refitted exactly and the
+        estimated error of the rest; None otherwise.
     """
 
     losses: np.ndarray
@@ -84,6 +166,9 @@ class KFoldResult:
     split_losses: list[np.ndarray] = field(default_factory=list)
     split_predictions: list[np.ndarray] = field(default_factory=list)
     partition: bool = True
+    refinement: FoldRefinement | None = None
+    # the backend's exact fold refits and indicator, for kfold(rtol=)
+    _refits: FoldRefits | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_folds(self) -> int:

@@ -37,11 +37,15 @@ from ..backends.common import LOORequest
 from ..results import trusted
 from .implicit import refined_terms
 
-__all__ = ["RAY_STEP", "RAY_XTOL", "REFINE_ROUNDS", "Refiner", "walk_grid"]
+__all__ = ["OUTSIDE_SHARE", "RAY_STEP", "RAY_XTOL", "REFINE_ROUNDS", "Refiner", "walk_grid"]
 
 #: Rounds of a gradient refinement: the refitted set grows by the samples the refined
 #: estimate at the new optimum refits and are not in it yet, at most this many times.
 REFINE_ROUNDS = 3
+#: A round of a gradient refinement is the last when the samples the refined estimate at
+#: its optimum refits outside the fixed set move the mean by at most this share of the
+#: budget (their exact losses against their ALO ones there).
+OUTSIDE_SHARE = 0.1
 #: Step (in log lambda) of the walk that brackets the refined minimum along the ray.
 RAY_STEP = 0.25
 #: Tolerance (in log lambda) of the bounded search along the ray.
@@ -266,6 +270,19 @@ def _ray(rf: Refiner, u0, S, box, record) -> tuple[np.ndarray, bool]:
     return u0 + t_best, bool(opt.success)
 
 
+def _outside_shift(rf: Refiner, u: np.ndarray, loo: Any, S: np.ndarray) -> tuple[np.ndarray, float]:
+    """The samples the refined estimate at ``u`` refitted outside S, and how much their
+    exact losses move the mean from their ALO values there."""
+    est = loo.error_estimate
+    outside = ~np.isin(est.refitted, S)
+    rows = np.asarray(est.refitted[outside], dtype=np.int64)
+    if rows.size == 0:
+        return rows, 0.0
+    alo = _gathered(rf.obj.evaluate(u, 0).out.losses)
+    w = np.ones(alo.size) if rf.obj.w is None else _gathered(rf.obj.w)
+    return rows, float(w[rows] @ (alo[rows] - est.exact_losses[outside])) / float(w.sum())
+
+
 def refine_search(
     rf: Refiner,
     u: np.ndarray,
@@ -274,11 +291,14 @@ def refine_search(
     max_iter: int,
     record: Callable[[RefinedPoint], None],
 ) -> SearchRefinement:
-    """From ALO's optimum ``u``: the search on the refined mean (module docstring)."""
+    """From ALO's optimum ``u``: the search on the refined mean (module docstring). A
+    round ends the search when the samples the refined estimate at its optimum refits
+    outside S move the mean by at most ``OUTSIDE_SHARE`` of the budget."""
     loo = rf.at_evaluation(u)
     S = np.asarray(loo.error_estimate.refitted, dtype=np.int64)
     derivative = exact_derivative(rf.pb)
-    converged, message = True, ""
+    how = "minimized on its exact derivative" if derivative else "minimized along the ray"
+    converged = True
     for _ in range(REFINE_ROUNDS):
         if derivative:
             gtol = tol * max(abs(loo.mean), 1e-12)
@@ -286,24 +306,14 @@ def refine_search(
         else:
             u, converged = _ray(rf, u, S, box, record)
         loo = rf.at_evaluation(u)
-        new = np.setdiff1d(loo.error_estimate.refitted, S)
-        if new.size == 0:
-            message = (
-                f"refined (rtol={rf.rtol:g}): the mean with {S.size} samples refitted exactly "
-                + ("minimized on its exact derivative" if derivative else "minimized along the ray")
-            )
+        rows, shift = _outside_shift(rf, u, loo, S)
+        if abs(shift) <= OUTSIDE_SHARE * rf.rtol * abs(loo.mean):
+            message = f"refined (rtol={rf.rtol:g}): the mean with {S.size} samples exact {how}"
             return SearchRefinement(u, loo, converged, message)
-        S = np.union1d(S, new)
+        S = np.union1d(S, rows)
     message = (
-        f"refined (rtol={rf.rtol:g}): the refitted set still grew after {REFINE_ROUNDS} "
-        f"rounds ({S.size} samples)"
+        f"refined (rtol={rf.rtol:g}): the samples refitted outside the set ({S.size}) still "
+        f"moved the mean by more than {OUTSIDE_SHARE:g} of the budget after {REFINE_ROUNDS} "
+        "rounds"
     )
     return SearchRefinement(u, loo, False, message)
-
-
-def budget_message(rf: Refiner) -> str:
-    """The refits of a refinement, in words."""
-    n = rf.n_refits
-    return f"{n} exact refit{'s' if n != 1 else ''}" + (
-        f" ({rf.n_not_converged} not at tol)" if rf.n_not_converged else ""
-    )

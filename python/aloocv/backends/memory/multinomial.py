@@ -38,6 +38,7 @@ from ...losses import cross_entropy, pack_beta
 from ...problem import Problem
 from ...results import (
     FitResult,
+    FoldRefits,
     KFoldResult,
     LOOResult,
     MultinomialFitResult,
@@ -245,12 +246,45 @@ def kfold(pb: Problem, plan: FoldPlan) -> KFoldResult:
     timings = {"fit": t1 - t0, "folds": t2 - t1}
     if plan.splits is not None:
         loss_tests = [cross_entropy(pr, pb.y[te]) for pr, (_, te) in zip(pred_tests, parts)]
-        return split_result(plan.splits, pred_tests, loss_tests, ww, n, method, fitres, w, timings)
-    pred = np.empty((n, K))
-    for pr, (_, te) in zip(pred_tests, parts):
-        pred[te] = pr
-    losses = cross_entropy(pred, pb.y)
-    return fold_result(losses, pred, plan.folds, plan.labels, ww, wsum, method, fitres, w, timings)
+        res = split_result(plan.splits, pred_tests, loss_tests, ww, n, method, fitres, w, timings)
+    else:
+        pred = np.empty((n, K))
+        for pr, (_, te) in zip(pred_tests, parts):
+            pred[te] = pr
+        losses = cross_entropy(pred, pb.y)
+        res = fold_result(
+            losses, pred, plan.folds, plan.labels, ww, wsum, method, fitres, w, timings
+        )
+    if method != "alo":
+        return res
+    eta = fitres.decision_function(pb.X)
+    return dataclasses.replace(res, _refits=fold_refits(pb, beta, eta, parts))
+
+
+def fold_refits(pb: Problem, beta: np.ndarray, eta: np.ndarray, parts: list) -> FoldRefits:
+    """Exact refits of chosen folds or splits (``parts[k]``: the training weights and the
+    test samples of unit k) warm-started at the full fit ``beta``, and ALO's error
+    indicator at the folds' held-out scores, for the refinement of ``kfold(rtol=)``."""
+    blocks: list = []
+
+    def indicator(rows: np.ndarray, predictions: np.ndarray) -> np.ndarray:
+        if not blocks:  # the full fit's leverage blocks (one ALO pass), on first use
+            blocks.append(_loo_call(pb, "alo", beta.ravel(), False).leverages)
+        w = None if pb.sample_weight is None else pb.sample_weight[rows]
+        return multinomial_indicator(pb.y[rows], eta[rows], predictions, blocks[0][rows], w)
+
+    def refit(units: np.ndarray) -> tuple[list, list, int]:
+        losses, preds, failed = [], [], 0
+        for u in units:
+            wk, te = parts[u]
+            r = _fit_call(pb, wk, beta)
+            failed += not r.converged
+            pr = design_dot(pb.X[te], r.coef.T) + r.intercept
+            preds.append(pr)
+            losses.append(cross_entropy(pr, pb.y[te]))
+        return losses, preds, failed
+
+    return FoldRefits(indicator=indicator, refit=refit, tol=pb.options.tol)
 
 
 # ----------------------------------------------------------------------------- tuning

@@ -4,6 +4,7 @@ call of the C++ core (``docs/math/alo.md``, ``docs/math/kfold.md``, ``docs/math/
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import warnings
 from typing import Any
@@ -41,7 +42,7 @@ from ...folds import (
     split_result,
 )
 from ...problem import Problem
-from ...results import FitResult, KFoldResult, LOOResult, SubsetRefits, fit_result
+from ...results import FitResult, FoldRefits, KFoldResult, LOOResult, SubsetRefits, fit_result
 from ...results.trust import Gathered, scalar_indicator, unreliable_from
 from ..common import LOORequest
 
@@ -293,9 +294,10 @@ def kfold(pb: Problem, plan: FoldPlan) -> KFoldResult:
         # the core names folds by index: name the user's label instead
         raise ValueError(relabel_folds(str(e), labels)) from None
     fitres = _checked_core_result(pb, out, plan.method, K)
-    return fold_result(
+    res = fold_result(
         out.losses, out.predictions, idx, labels, ww, wsum, plan.method, fitres, w, _timings(out)
     )
+    return _with_fold_refits(pb, plan.method, res, res.test_indices)
 
 
 def _kfold_splits(pb: Problem, plan: FoldPlan) -> KFoldResult:
@@ -335,9 +337,55 @@ def _kfold_splits(pb: Problem, plan: FoldPlan) -> KFoldResult:
         pos = indptr[k] + np.searchsorted(removed[k], te)  # test is inside the removed set
         pred_tests.append(out.predictions[pos])
         loss_tests.append(out.losses[pos])
-    return split_result(
-        splits, pred_tests, loss_tests, ww, n, plan.method, fitres, w, _timings(out)
-    )
+    res = split_result(splits, pred_tests, loss_tests, ww, n, plan.method, fitres, w, _timings(out))
+    return _with_fold_refits(pb, plan.method, res, removed)
+
+
+def _with_fold_refits(pb: Problem, method: str, res: KFoldResult, removed: list) -> KFoldResult:
+    """An approximate K-fold result with what ``kfold(rtol=)`` asks of this backend
+    (:class:`aloocv.results.FoldRefits`); as it is where the approximation is exact (the
+    squared loss with an L2 penalty) or for exact K-fold."""
+    if method != "alo" or (pb.loss == "squared" and pb.l1 is None):
+        return res
+    return dataclasses.replace(res, _refits=fold_refits(pb, res.fit, res.test_indices, removed))
+
+
+def fold_refits(pb: Problem, fit: FitResult, tests: list, removed: list) -> FoldRefits:
+    """Exact refits of chosen folds (or splits: ``removed[k]`` the samples outside split
+    k's training set, sorted, ``tests[k]`` its test samples among them) and ALO's error
+    indicator at the folds' held-out predictions, for the refinement of ``kfold(rtol=)``."""
+    eta = fit.decision_function(pb.X, pb.offset)
+    beta = np.ascontiguousarray(fit.beta_, dtype=np.float64)
+    lev: list = []
+
+    def indicator(rows: np.ndarray, predictions: np.ndarray) -> np.ndarray:
+        if not lev:  # the leverages of the full fit (one ALO pass), on first use
+            with _blas.single_threaded_blas():
+                out = _core.loo(
+                    *_args(pb), method="alo", beta=beta, refit=False, l1=pb.l1, **_opts(pb)
+                )
+            lev.append(out.leverages)
+        et = eta.copy()
+        et[rows] = predictions
+        return scalar_indicator(pb.loss, pb.y, eta, et, lev[0], pb.sample_weight)[rows]
+
+    def refit(units: np.ndarray) -> tuple[list, list, int]:
+        rem = [removed[u] for u in units]
+        indptr = np.zeros(len(rem) + 1, dtype=np.int32)
+        indptr[1:] = np.cumsum([r.size for r in rem])
+        indices = np.concatenate(rem).astype(np.int32)
+        with _blas.single_threaded_blas():
+            out = _core.holdout(
+                *_args(pb), indices=indices, indptr=indptr, method="exact", l1=pb.l1, **_opts(pb)
+            )
+        pos = [indptr[j] + np.searchsorted(rem[j], tests[u]) for j, u in enumerate(units)]
+        return (
+            [out.losses[q] for q in pos],
+            [out.predictions[q] for q in pos],
+            int(out.n_not_converged),
+        )
+
+    return FoldRefits(indicator=indicator, refit=refit, tol=pb.options.tol)
 
 
 # ----------------------------------------------------------------------------- tuning
