@@ -170,3 +170,173 @@ def test_history_and_callback_follow_the_search(method):
     # each point once (the bracketing grid's best comes back once, with derivatives)
     rows = h["params"][5:] if method == "auto" else h["params"]
     assert len({tuple(r) for r in rows}) == rows.shape[0]
+
+
+# ----------------------------------------------------------------------------- rtol=
+# Tuning on the trusted estimate: choices against exact leave-one-out computed by the
+# core's exact refits of every sample (aloocv.loo(method="exact"), tested against
+# scikit-learn refits in test_loo.py).
+RTOL = 0.01
+
+
+def breast_cancer_degree2():
+    """Breast cancer, standardized, with its degree-2 features standardized (569 x 495):
+    ALO under-estimates exact LOO more as lambda falls (issue 26), so on a grid near the
+    optimum its argmin is a weaker penalty than exact LOO's."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.preprocessing import PolynomialFeatures, StandardScaler
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    X = StandardScaler().fit_transform(PolynomialFeatures(2, include_bias=False).fit_transform(X))
+    return X, y.astype(float)
+
+
+def exact_loo(X, y, loss, lam, **kw):
+    return aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(lam), method="exact", **kw).mean
+
+
+def exact_minimum(X, y, loss, lo, hi):
+    """The minimizer of exact leave-one-out over log(lambda): a grid, then a bounded
+    refinement."""
+    us = np.linspace(lo, hi, 13)
+    vals = [exact_loo(X, y, loss, np.exp(u), tol=TOL) for u in us]
+    k = int(np.argmin(vals))
+    assert 0 < k < us.size - 1
+    ref = minimize_scalar(
+        lambda u: exact_loo(X, y, loss, np.exp(u), tol=TOL),
+        bounds=(us[k - 1], us[k + 1]),
+        method="bounded",
+        options={"xatol": 1e-5},
+    )
+    return float(np.exp(ref.x))
+
+
+def test_refined_grid_chooses_exact_loo_argmin():
+    X, y = breast_cancer_degree2()
+    grid = np.logspace(1, 0, 5)  # most to least regularized
+    exact = np.array([exact_loo(X, y, "logistic", g) for g in grid])
+    plain = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1.0), method="grid", grid=grid)
+    res = aloocv.tune(
+        X, y, loss="logistic", penalty=aloocv.L2(1.0), method="grid", grid=grid, rtol=RTOL
+    )
+    # the case is real: ALO's grid argmin is not exact LOO's
+    k_exact = int(np.argmin(exact))
+    assert plain.penalty.lam != pytest.approx(grid[k_exact])
+    assert res.penalty.lam == pytest.approx(grid[k_exact], rel=1e-12)
+    h = res.history
+    refined = np.flatnonzero(h["refined"])
+    # the refined argmin has refined neighbours on both sides
+    assert {k_exact - 1, k_exact, k_exact + 1} <= set(refined.tolist())
+    # refined values within the budget of exact LOO; the others are plain ALO
+    np.testing.assert_allclose(h["acv"][refined], exact[refined], rtol=RTOL)
+    np.testing.assert_array_equal(h["plain_acv"], plain.history["acv"])
+    rest = ~h["refined"]
+    np.testing.assert_array_equal(h["acv"][rest], plain.history["acv"][rest])
+    # the result's estimate is the refined one at the choice, with its refitted samples
+    assert res.loo.mean == pytest.approx(res.acv)
+    assert res.acv == pytest.approx(h["acv"][k_exact])
+    est = res.loo.error_estimate
+    assert est.kind == "budget" and est.met and est.refitted.size < X.shape[0] // 4
+    assert res.rtol == RTOL and "refined (rtol=0.01)" in res.message
+    np.testing.assert_allclose(res.path_losses[:, k_exact], res.loo.losses)
+
+
+def test_refined_grid_one_se_walks_towards_stronger_penalties():
+    X, y = _real("breast_cancer")
+    grid = np.logspace(2, -2, 9)
+    res = aloocv.tune(
+        X, y, penalty=aloocv.L2(1.0), method="grid", grid=grid, selection="1se", rtol=RTOL
+    )
+    h = res.history
+    k_min = int(np.argmin(np.where(h["refined"], h["acv"], np.inf)))
+    limit = h["acv"][k_min] + h["stderr"][k_min]
+    k = int(np.argmin(np.abs(np.log(grid) - np.log(res.penalty.lam))))
+    assert k <= k_min and h["acv"][k] <= limit
+    # the point before the choice (stronger) is refined and above the limit, or the grid's end
+    assert k == 0 or (h["refined"][k - 1] and h["acv"][k - 1] > limit)
+
+
+def test_refined_derivative_matches_finite_differences():
+    """The refined mean with its refitted set S held fixed: its derivative (ALO's
+    hypergradient for the others, implicit differentiation of numpy refits for S) against
+    central differences of the same mean with S refitted by the core (an independent
+    implementation of the refits)."""
+    from aloocv.problem import Problem
+    from aloocv.tuning.drivers import Objective, route
+    from aloocv.tuning.refine import Refiner
+
+    X, y = _real("breast_cancer")
+    w = np.random.default_rng(126).uniform(0.5, 2.0, y.size)
+    off = 0.1 * np.random.default_rng(127).standard_normal(y.size)
+    groups = np.arange(X.shape[1]) % 2
+    for pen in (aloocv.L2(0.05), aloocv.L2(np.array([0.03, 0.2]), groups=groups)):
+        pb = Problem.build(
+            X, y, loss="logistic", penalty=pen, sample_weight=w, offset=off, tol=1e-11
+        )
+        r = route.choose(pb, "tune", search="auto")
+        obj = Objective(route.tune_state(pb, r), pen, w, X.shape[1], "exact", True)
+        rf = Refiner(pb, obj, RTOL)
+        u = np.log(pen.params())
+        S = np.asarray(rf.at_evaluation(u).error_estimate.refitted)
+        assert 10 <= S.size < y.size // 2
+        p = rf.fixed(u, S, 1)
+        # the value: the same with the core's refits
+        assert p.acv == pytest.approx(rf.fixed(u, S, 0).acv, rel=1e-9)
+        h = 1e-4
+        for k in range(u.size):
+            e = np.zeros(u.size)
+            e[k] = h
+            fd = (rf.fixed(u + e, S, 0).acv - rf.fixed(u - e, S, 0).acv) / (2 * h)
+            assert p.grad[k] == pytest.approx(fd, rel=2e-5)
+        # and it is not ALO's hypergradient: the refitted samples change it
+        assert not np.allclose(p.grad, obj.evaluate(u, 1).grad, rtol=1e-2)
+
+
+def test_refined_gradient_search_reaches_exact_loo_minimum():
+    X, y = _real("breast_cancer")
+    lam_exact = exact_minimum(X, y, "logistic", -3.0, 3.0)
+    plain = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1.0))
+    res = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1.0), rtol=RTOL)
+    assert res.converged and res.rtol == RTOL
+    off_plain = abs(np.log(plain.penalty.lam / lam_exact))
+    off = abs(np.log(res.penalty.lam / lam_exact))
+    assert off_plain > 0.02 and off < off_plain / 10
+    h = res.history
+    assert h["refined"][-1] and not h["refined"][0]
+    assert np.all(np.isfinite(h["grad"][h["refined"]]))  # the refined rows' derivatives
+    assert res.loo.error_estimate.met
+
+
+def test_refined_ray_search_for_the_multinomial_loss():
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    y = y.astype(float)
+    lam_exact = exact_minimum(X, y, "multinomial", -4.0, 2.0)
+    plain = aloocv.tune(X, y, loss="multinomial", penalty=aloocv.L2(1.0))
+    res = aloocv.tune(X, y, loss="multinomial", penalty=aloocv.L2(1.0), rtol=RTOL)
+    assert "along the ray" in res.message
+    off_plain = abs(np.log(plain.penalty.lam / lam_exact))
+    off = abs(np.log(res.penalty.lam / lam_exact))
+    assert off_plain > 0.3 and off < 0.01
+    # the ray search has no derivative: its refined rows record none
+    refined = res.history["refined"]
+    assert refined.any() and np.all(np.isnan(res.history["grad"][refined]))
+
+
+def test_rtol_where_nothing_is_refined_and_refused_combinations():
+    X, y = make_data("squared", 200, 5, seed=128)
+    res = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(1.0), rtol=RTOL)
+    plain = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(1.0))
+    assert res.rtol == RTOL and "nothing to refine" in res.message
+    assert res.penalty.lam == plain.penalty.lam and not res.history["refined"].any()
+    Xl, yl = make_data("logistic", 200, 5, seed=129)
+    with pytest.raises(ValueError, match="rtol must be in"):
+        aloocv.tune(Xl, yl, penalty=aloocv.L2(1.0), rtol=1.5)
+    with pytest.raises(ValueError, match="gradient='exact'"):
+        aloocv.tune(Xl, yl, penalty=aloocv.L2(1.0), method="gd", gradient="paper", rtol=RTOL)
+    with pytest.raises(ValueError, match="needs method='grid'"):
+        aloocv.tune(Xl, yl, penalty=aloocv.L2(1.0), selection="1se", rtol=RTOL)

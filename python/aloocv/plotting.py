@@ -117,7 +117,8 @@ def plot_cv(estimator: Any, ax: Any = None, title: str | None = None) -> Any:
     The leave-one-out loss (with a +-1 standard-error band), or the score when the
     estimator was fitted with ``scoring=``, against ``C`` (logistic) or ``alpha``
     (Ridge, ElasticNet, GLM regressors) on a log axis: one curve per ``l1_ratio``, a
-    dashed vertical line at the choice. The iterates of a gradient search are drawn
+    dashed vertical line at the choice, open squares on the candidates whose value is the
+    refined estimate of ``rtol=``. The iterates of a gradient search are drawn
     over the grid curve ("gradient search"); with ``alpha_per_feature`` one labelled
     line per feature (its alpha along the iterates against the loss). One-vs-rest
     classifiers show the mean over classes of the grid curves and one trajectory per
@@ -158,6 +159,17 @@ def plot_cv(estimator: Any, ax: Any = None, title: str | None = None) -> Any:
         if not scored:
             se = curve["loss_stderr"][mask][order]
             ax.fill_between(x, yv - se, yv + se, alpha=0.2, color=line.get_color())
+    refined = curve.get("refined")
+    if refined is not None and np.any(refined):  # rtol=: the refined estimate there
+        ax.plot(
+            x_all[refined],
+            curve[yname][refined],
+            "s",
+            ms=7,
+            mfc="none",
+            color="k",
+            label=f"refined (rtol={estimator.rtol:g})",
+        )
     res = estimator.search_results_
     grad = res["gradient"] > 0
     if np.any(grad):

@@ -180,6 +180,8 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
             self._curve["loss"] = loss
             self._curve["loss_stderr"] = _merged(groups, [s.stderr for s in searches], len(grid))
             self._curve["score"] = _merged(groups, [s.score for s in searches], len(grid))
+            parts = [s.refined.astype(np.float64) for s in searches]
+            self._curve["refined"] = _merged(groups, parts, len(grid)) > 0
             self.n_fits_ = int(sum(s.res.n_fits for s in searches))
             self.passes_per_candidate_ = _passes_per_candidate(searches)
         l1, l2 = _l1_l2(res.penalty)

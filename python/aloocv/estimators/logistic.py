@@ -434,6 +434,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         self._curve["loss"] = np.mean([s.loss for s in searches], axis=0)
         self._curve["loss_stderr"] = np.sqrt(np.mean([s.stderr**2 for s in searches], axis=0))
         self._curve["score"] = np.mean([s.score for s in searches], axis=0)
+        self._curve["refined"] = np.any([s.refined for s in searches], axis=0)
 
     def _new_attributes(self, search: _Search, ratios: np.ndarray, Cs: np.ndarray) -> None:
         """scikit-learn 1.10's layout (``use_legacy_attributes=False``): one C and
