@@ -34,8 +34,10 @@ EXPECTED = {
         aloocv.ALOTweedieRegressorCV(alphas=(0.01, 1.0), power=1.5, search="gradient"),
         aloocv.ALORidgeCV(scoring="r2", store_cv_results=True),
         aloocv.ALOLogisticRegressionCV(Cs=3, scoring="accuracy", class_weight="balanced"),
+        aloocv.ALOLogisticRegressionCV(Cs=4, rtol=0.01),
+        aloocv.ALOPoissonRegressorCV(alphas=(0.01, 1.0), rtol=0.01, search="gradient"),
     ],
-    ids=lambda e: type(e).__name__,
+    ids=lambda e: type(e).__name__ + ("_rtol" if getattr(e, "rtol", None) else ""),
 )
 def test_check_estimator(est):
     with warnings.catch_warnings():
@@ -258,3 +260,87 @@ def test_glm_cv_plot(tmp_path):
     fig = aloocv.ALOPoissonRegressorCV().fit(X, y).plot_cv()
     fig.savefig(tmp_path / "cv.png")
     assert (tmp_path / "cv.png").stat().st_size > 1000
+
+
+# ----------------------------------------------------------------------------- rtol=
+def test_rtol_logistic_cv_chooses_exact_loo():
+    from test_tuning import breast_cancer_degree2, exact_loo
+
+    X, y = breast_cancer_degree2()
+    lams = np.logspace(1, 0, 5)
+    exact = np.array([exact_loo(X, y, "logistic", g) for g in lams])
+    Cs = 1.0 / lams
+    plain = aloocv.ALOLogisticRegressionCV(Cs=Cs).fit(X, y)
+    est = aloocv.ALOLogisticRegressionCV(Cs=Cs, rtol=0.01, store_loo=True).fit(X, y)
+    best = Cs[int(np.argmin(exact))]
+    assert plain.C_[0] != pytest.approx(best)
+    assert est.C_[0] == pytest.approx(best, rel=1e-12)
+    sr = est.search_results_
+    refined = sr["refined"] == 1.0
+    assert 3 <= refined.sum() < 5
+    for k, C in enumerate(Cs):
+        row = int(np.flatnonzero(np.isclose(sr["C"], C, rtol=1e-12))[0])
+        if refined[row]:
+            assert sr["loss"][row] == pytest.approx(exact[k], rel=0.01)
+        else:
+            assert sr["loss"][row] == pytest.approx(plain.search_results_["loss"][row], rel=1e-9)
+    assert -est.best_score_ == pytest.approx(est.tune_result_.loo.mean)
+    assert est.tune_result_.loo.error_estimate.met
+    # the model is the fit at the chosen C
+    ref = LogisticRegression(C=best, tol=1e-10, solver="newton-cholesky").fit(X, y)
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("est", "loss", "pen"),
+    [
+        (aloocv.ALOPoissonRegressorCV(alphas=(1e-3, 1e-2, 0.1), rtol=0.01), "poisson", None),
+        (aloocv.ALOElasticNetCV(alphas=[0.5, 0.1, 0.02], l1_ratio=0.5, rtol=0.01), "squared", 0.5),
+    ],
+    ids=["poisson", "elastic_net"],
+)
+def test_rtol_estimators_refine_near_their_choice(est, loss, pen):
+    X, y = make_data(loss, 120, 8, seed=133, scale=1.5)
+    est.fit(X, y)
+    sr = est.search_results_
+    refined = np.flatnonzero(sr["refined"] == 1.0)
+    assert refined.size >= 2
+    n = X.shape[0]
+    for row in refined:  # the refined losses within the budget of exact leave-one-out
+        a = sr["alpha"][row]
+        penalty = aloocv.L2(a * n) if pen is None else aloocv.ElasticNet(a * n * pen, a * n * pen)
+        ex = aloocv.loo(X, y, loss=loss, penalty=penalty, method="exact").mean
+        assert sr["loss"][row] == pytest.approx(ex, rel=0.01)
+
+
+def test_rtol_parameter_conventions(tmp_path):
+    ests = [
+        aloocv.ALORidgeCV(),
+        aloocv.ALOElasticNetCV(),
+        aloocv.ALOLogisticRegressionCV(),
+        aloocv.ALOPoissonRegressorCV(),
+        aloocv.ALOGammaRegressorCV(),
+        aloocv.ALOTweedieRegressorCV(),
+    ]
+    for e in ests:  # stored as given, None by default, settable
+        assert e.get_params()["rtol"] is None
+        assert e.set_params(rtol=0.05).rtol == 0.05
+    X, y = make_data("logistic", 80, 3, seed=134)
+    with pytest.raises(ValueError, match="rtol must be in"):
+        aloocv.ALOLogisticRegressionCV(rtol=2.0).fit(X, y)
+    with pytest.raises(ValueError, match="leave scoring=None"):
+        aloocv.ALOLogisticRegressionCV(rtol=0.01, scoring="accuracy").fit(X, y)
+    # ridge: ALO is exact leave-one-out, nothing to refine
+    Xs, ys = make_data("squared", 80, 3, seed=135)
+    r = aloocv.ALORidgeCV(alphas=[0.1, 1.0, 10.0], rtol=0.01).fit(Xs, ys)
+    p = aloocv.ALORidgeCV(alphas=[0.1, 1.0, 10.0]).fit(Xs, ys)
+    assert r.alpha_ == p.alpha_ and not r.search_results_["refined"].any()
+    # plot_cv marks the refined candidates
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    Xl, yl = make_data("logistic", 150, 4, seed=136, scale=3.0)
+    est = aloocv.ALOLogisticRegressionCV(Cs=6, rtol=0.01).fit(Xl, yl)
+    fig = est.plot_cv()
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "refined (rtol=0.01)" in labels
+    fig.savefig(tmp_path / "cv.png")

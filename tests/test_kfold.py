@@ -369,3 +369,105 @@ def test_singular_fold_is_reported():
         aloocv.kfold(X, y, loss="squared", penalty=pen, n_folds=30)  # shuffled LOO
     with pytest.raises(ValueError, match="without fold 13 .*not positive definite"):
         aloocv.kfold(X, y, loss="squared", penalty=pen, folds=np.arange(30) + 10)
+
+
+# ----------------------------------------------------------------------------- rtol=
+# The refinement of approximate K-fold against exact K-fold (one refit per fold, tested
+# against scikit-learn refits above) on real data.
+def _breast_cancer():
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_breast_cancer(return_X_y=True)
+    return StandardScaler().fit_transform(X), y.astype(float)
+
+
+@pytest.mark.parametrize("n_folds", [10, 50])
+@pytest.mark.parametrize("lam", [1.0, 0.01])
+def test_rtol_kfold_is_within_budget_of_exact_kfold(n_folds, lam):
+    X, y = _breast_cancer()
+    kw = dict(loss="logistic", penalty=aloocv.L2(lam), n_folds=n_folds)
+    a = aloocv.kfold(X, y, **kw)
+    r = aloocv.kfold(X, y, rtol=0.01, **kw)
+    e = aloocv.kfold(X, y, method="exact", **kw)
+    ref = r.refinement
+    assert ref.plain_mean == a.mean and ref.met and ref.rtol == 0.01
+    assert abs(r.mean - e.mean) <= 0.01 * e.mean
+    if lam == 0.01:  # plain approximate K-fold is far off here
+        assert abs(a.mean - e.mean) > 0.1 * e.mean
+    # the refitted folds are exact K-fold's; the others stay approximate
+    done = np.isin(r.folds, ref.refitted)
+    assert done.any() and ref.all_refitted == done.all()
+    np.testing.assert_allclose(r.losses[done], e.losses[done], rtol=1e-6)
+    np.testing.assert_allclose(r.predictions[done], e.predictions[done], rtol=1e-6, atol=1e-8)
+    np.testing.assert_array_equal(r.losses[~done], a.losses[~done])
+    # means and standard error recomputed from the refined losses
+    np.testing.assert_allclose(r.fold_means, np.bincount(r.folds, r.losses) / np.bincount(r.folds))
+    assert r.mean == pytest.approx(np.mean(r.losses))
+    assert r.stderr == pytest.approx(glmnet_stderr(r.losses, r.folds))
+    # the folds are refitted in the order of their indicator
+    np.testing.assert_array_equal(
+        ref.refitted, np.argsort(-ref.indicator, kind="stable")[: ref.refitted.size]
+    )
+    assert "refits" in r.timings
+
+
+def test_rtol_kfold_ranks_the_folds_that_carry_the_error():
+    X, y = _breast_cancer()
+    kw = dict(loss="logistic", penalty=aloocv.L2(0.01), n_folds=50)
+    r = aloocv.kfold(X, y, rtol=0.01, **kw)
+    a = aloocv.kfold(X, y, **kw)
+    e = aloocv.kfold(X, y, method="exact", **kw)
+    err = np.abs(a.fold_means - e.fold_means)
+    refitted = r.refinement.refitted
+    # the refitted folds carry most of the error; the rest's error is within the estimate
+    assert err[refitted].sum() >= 0.9 * err.sum()
+    rest = np.setdiff1d(np.arange(50), refitted)
+    assert err[rest].sum() / 50 <= r.refinement.error * (1 + 1e-9)
+
+
+def test_rtol_kfold_multinomial_and_splits():
+    from sklearn.datasets import load_wine
+    from sklearn.model_selection import TimeSeriesSplit
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    kw = dict(loss="multinomial", penalty=aloocv.L2(0.01), n_folds=20)
+    a = aloocv.kfold(X, y, **kw)
+    r = aloocv.kfold(X, y, rtol=0.01, **kw)
+    e = aloocv.kfold(X, y, method="exact", **kw)
+    assert abs(a.mean - e.mean) > 0.05 * e.mean
+    assert abs(r.mean - e.mean) <= 0.01 * e.mean and r.refinement.met
+    done = np.isin(r.folds, r.refinement.refitted)
+    np.testing.assert_allclose(r.predictions[done], e.predictions[done], rtol=1e-5, atol=1e-6)
+    # splits that do not partition the samples (a training set leaves samples out)
+    Xb, yb = _breast_cancer()
+    kw = dict(loss="logistic", penalty=aloocv.L2(0.01), cv=TimeSeriesSplit(5))
+    a = aloocv.kfold(Xb, yb, **kw)
+    r = aloocv.kfold(Xb, yb, rtol=0.01, **kw)
+    e = aloocv.kfold(Xb, yb, method="exact", **kw)
+    assert not r.partition
+    assert abs(r.mean - e.mean) <= 0.01 * e.mean
+    for k in r.refinement.refitted:
+        np.testing.assert_allclose(r.split_losses[k], e.split_losses[k], rtol=1e-6)
+
+
+def test_rtol_kfold_few_folds_may_refit_every_fold_and_exact_cases():
+    X, y = _breast_cancer()
+    r = aloocv.kfold(X, y, loss="logistic", penalty=aloocv.L2(1e-3), n_folds=3, rtol=0.001)
+    e = aloocv.kfold(X, y, loss="logistic", penalty=aloocv.L2(1e-3), n_folds=3, method="exact")
+    assert r.refinement.all_refitted and "every fold" in str(r.refinement)
+    np.testing.assert_allclose(r.losses, e.losses, rtol=1e-6)
+    assert r.refinement.error == 0.0
+    # where the approximation is exact nothing is refitted; exact K-fold needs no budget
+    Xs, ys = make_data("squared", 100, 4, seed=132)
+    s = aloocv.kfold(Xs, ys, loss="squared", penalty=aloocv.L2(1.0), n_folds=5, rtol=0.01)
+    assert s.refinement is None
+    x = aloocv.kfold(X, y, penalty=aloocv.L2(1.0), n_folds=5, method="exact", rtol=0.01)
+    assert x.refinement is None
+    with pytest.raises(ValueError, match="rtol must be in"):
+        aloocv.kfold(X, y, penalty=aloocv.L2(1.0), rtol=0.0)
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(ValueError, match="refits folds in memory"):
+        aloocv.kfold(da.from_array(X, chunks=200), y, penalty=aloocv.L2(1.0), rtol=0.01)
