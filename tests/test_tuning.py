@@ -340,3 +340,15 @@ def test_rtol_where_nothing_is_refined_and_refused_combinations():
         aloocv.tune(Xl, yl, penalty=aloocv.L2(1.0), method="gd", gradient="paper", rtol=RTOL)
     with pytest.raises(ValueError, match="needs method='grid'"):
         aloocv.tune(Xl, yl, penalty=aloocv.L2(1.0), selection="1se", rtol=RTOL)
+
+
+def test_rtol_grid_on_dask_input_is_the_in_memory_one():
+    da = pytest.importorskip("dask.array")
+    X, y = _real("breast_cancer")
+    grid = np.logspace(1, -2, 7)
+    kw = dict(penalty=aloocv.L2(1.0), method="grid", grid=grid, rtol=RTOL)
+    m = aloocv.tune(X, y, **kw)
+    d = aloocv.tune(da.from_array(X, chunks=200), da.from_array(y, chunks=200), **kw)
+    np.testing.assert_array_equal(d.history["refined"], m.history["refined"])
+    assert d.penalty.lam == m.penalty.lam
+    np.testing.assert_allclose(d.history["acv"], m.history["acv"], rtol=1e-6)

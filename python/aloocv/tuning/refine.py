@@ -1,4 +1,5 @@
-"""Tuning on the trusted estimate (``tune(..., rtol=r)``, ``docs/math/trust.md``).
+"""Tuning on the trusted estimate (``tune(..., rtol=r)``, ``docs/math/trust.md``,
+``docs/math/hypergradient.md`` "The refined objective").
 
 The search runs on plain ALO; near its optimum the estimate is replaced by the refined
 one of :func:`aloocv.loo` with ``rtol=r`` (exact refits of the samples ALO's error
@@ -126,7 +127,7 @@ class Refiner:
         """The mean with the samples S exact at ``u`` (and its derivative in ``u`` with
         ``order`` 1, where :func:`exact_derivative` applies)."""
         ev = self.obj.evaluate(u, order)
-        w = self.obj.w
+        w = None if self.obj.w is None else _gathered(self.obj.w)
         losses = _gathered(ev.out.losses).copy()
         grad = None
         if order >= 1:
