@@ -20,6 +20,7 @@ from ._validation import check_labels
 from .results import FoldRefinement, KFoldResult
 
 __all__ = [
+    "CALIBRATION_FLOOR",
     "KFOLD_METHODS",
     "FoldPlan",
     "FoldRequest",
@@ -351,6 +352,11 @@ def fold_plan(pb: Any, req: FoldRequest) -> FoldPlan:
 #: Measured errors of a refitted fold below this share of the budget count as zero (the
 #: refits' tolerance), for the calibration of folds whose indicator is zero.
 NEGLIGIBLE_SHARE = 1e-3
+#: The calibration of the folds' indicator (measured |error| / indicator) is at least this:
+#: on real data the indicator over-states the error at most about 4x
+#: (``docs/math/trust.md``, "The indicator"), so refitted folds that happen to be accurate
+#: do not let the estimate of the rest fall below a quarter of the indicator.
+CALIBRATION_FLOOR = 0.25
 
 
 def _census(score_sorted: np.ndarray, target: float, at_least: int) -> int:
@@ -362,12 +368,12 @@ def _census(score_sorted: np.ndarray, target: float, at_least: int) -> int:
 
 
 def _calibration(ind: np.ndarray, err: np.ndarray, done: list, small: float) -> float:
-    """The largest measured ``|error| / indicator`` over the refitted folds (inf when a
-    fold without indicator has a measurable error, 0 when none has either)."""
+    """The largest measured ``|error| / indicator`` over the refitted folds, at least
+    ``CALIBRATION_FLOOR`` (inf when a fold without indicator has a measurable error)."""
     ratios = [abs(err[u]) / ind[u] for u in done if 0 < ind[u] < np.inf]
     if any(ind[u] == 0 and abs(err[u]) > small for u in done):
         return np.inf
-    return max(ratios, default=0.0)
+    return max(CALIBRATION_FLOOR, *ratios)
 
 
 def refine_folds(res: KFoldResult, rtol: float) -> KFoldResult:
@@ -376,7 +382,8 @@ def refine_folds(res: KFoldResult, rtol: float) -> KFoldResult:
     sum of their samples' weighted error indicator (ALO's indicator at the fold's held-out
     prediction), the first ones refitted exactly until the estimated error of the rest
     (their summed indicator times the largest measured error/indicator ratio of the
-    refitted folds, over the total weight) is within ``rtol`` of the refined mean."""
+    refitted folds, at least ``CALIBRATION_FLOOR``, over the total weight) is within
+    ``rtol`` of the refined mean."""
     rf = res._refits
     t0 = time.perf_counter()
     tests = res.test_indices
@@ -411,7 +418,7 @@ def refine_folds(res: KFoldResult, rtol: float) -> KFoldResult:
         est = 0.0 if rest_ind == 0.0 else calib * rest_ind / W
         if rest.size == 0 or est <= rtol * abs(mean):
             break
-        target = 0.5 * rtol * abs(mean) * W / calib if calib > 0 else np.inf
+        target = 0.5 * rtol * abs(mean) * W / calib
         k = _census(ind[order], target, min(K, max(2 * len(done), len(done) + 1)))
     if n_nc:
         warnings.warn(
@@ -420,14 +427,13 @@ def refine_folds(res: KFoldResult, rtol: float) -> KFoldResult:
             ConvergenceWarning,
             stacklevel=user_stacklevel(),
         )
-    known = [c for c in (calib,) if np.isfinite(c) and c > 0]
     refinement = FoldRefinement(
         rtol=rtol,
         refitted=np.array(done, dtype=np.int64),
         all_refitted=len(done) == K,
         error=est,
         relative_error=est / abs(mean) if mean != 0 else (0.0 if est == 0 else np.inf),
-        calibration=known[0] if known else None,
+        calibration=float(calib) if np.isfinite(calib) else None,
         plain_mean=plain,
         met=bool(est <= rtol * abs(mean)),
         indicator=ind,

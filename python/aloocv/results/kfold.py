@@ -58,8 +58,10 @@ class FoldRefinement:
     relative_error : float
         ``error`` over the refined mean.
     calibration : float or None
-        The largest measured ``|error| / indicator`` over the refitted folds (None when
-        no refitted fold had a positive indicator).
+        The calibration of the indicator: the largest measured ``|error| / indicator``
+        over the refitted folds, at least ``aloocv.folds.CALIBRATION_FLOOR`` (None:
+        infinite, a refitted fold without indicator had a measurable error, and every
+        fold was refitted).
     plain_mean : float
         The approximate mean before refinement.
     met : bool
