@@ -44,6 +44,7 @@ def test_gd_per_feature_ridge_penalizes_irrelevant_features_more():
     assert res.loo.mean == pytest.approx(res.acv)
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 def test_gd_scalar_reaches_the_grid_minimum():
     X, y = make_data("logistic", 300, 10, seed=91, scale=3.0)
     grid = np.logspace(-2, 3, 60)
