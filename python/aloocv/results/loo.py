@@ -281,8 +281,8 @@ class DaskLOOResult:
         """:meth:`aloocv.LOOResult.certify` on dask input: the same design and estimator
         (:class:`aloocv.Certificate`), the exact refits run over the chunks.
 
-        The error proxy, the approximate losses and the weights (n floats each) are
-        gathered to the client to draw the samples; X is not. Each of the at most
+        The error indicator, the loss change, the approximate losses and the weights (n
+        floats each) are gathered to the client to draw the samples; X is not. Each of the at most
         ``n_samples`` refits is a fit over the chunks warm-started at the full fit (the
         problem with the sample's weight set to zero; the elastic-net route with an L1
         term), a few passes over X each.
