@@ -641,6 +641,7 @@ def test_fused_guard_rides_on_the_dask_leverage_pass(sync, monkeypatch):
         assert seen[k][1] or not np.array_equal(seen[k][0], seen[k - 1][0])
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 @pytest.mark.parametrize(("seed", "n", "p", "lam"), [(5, 40, 120, 1e-2), (4, 60, 30, 1e-3)])
 def test_fused_guard_fails_in_the_dask_leverage_pass_and_falls_back(
     sync, monkeypatch, seed, n, p, lam

@@ -160,7 +160,6 @@ def test_certificate_on_wine_reveals_the_alo_bias():
     with pytest.warns(aloocv.ALOWarning, match="may be off by about"):
         res = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(lam), tol=1e-11)
     assert not (1.0 - res.downdate > aloocv.ALO_UNRELIABLE_DH).any()
-    assert res.unreliable.any()  # the indicator flags samples
     assert res.error_estimate.relative_error > 0.5
     cert = res.certify(n_samples=20, random_state=0)
     # independent reference: all 178 leave-one-out refits by scikit-learn
@@ -171,11 +170,11 @@ def test_certificate_on_wine_reveals_the_alo_bias():
     np.testing.assert_allclose(
         cert.errors, res.losses[cert.indices] - exact[cert.indices], rtol=1e-5, atol=1e-9
     )
-    # the census of the 10 largest downdate corrections holds 99.9% of the total error: the
-    # estimate is within 1% of the truth (the t-interval of the random stratum, 0.1% wide,
-    # is optimistic for such heavy tails; its coverage is tested on tamer data below)
+    # the census of the samples the indicator ranks first holds nearly all of the error:
+    # the estimate is within 1% of the truth, its interval holds the truth and lies above 0
+    # (coverage over repeated draws on real data: tests/test_certificate.py)
     assert cert.mean_error == pytest.approx(true_error, rel=0.01)
-    assert cert.ci_low > 0  # the certificate shows that ALO overestimates here
+    assert 0 < cert.ci_low <= true_error <= cert.ci_high
     assert cert.relative_error == pytest.approx(true_error / exact.mean(), rel=0.02)
     assert cert.max_abs_error == pytest.approx(np.max(np.abs(cert.errors)))
     assert cert.median_abs_error == pytest.approx(np.median(np.abs(cert.errors)))
@@ -215,14 +214,24 @@ def test_certificate_refits_match_full_exact_loo(kw):
     res = aloocv.loo(X, y, **kw)
     exact = aloocv.loo(X, y, method="exact", **kw)
     cert = res.certify(n_samples=12, random_state=1)
-    assert cert.n_worst == 2 and cert.n_draws == 10
+    # a census of 2 (12 // 5) to 6 (half the refits), the rest drawn
+    assert 2 <= cert.n_worst <= 6 and cert.n_draws == 12 - cert.n_worst
     assert 2 < cert.indices.size <= 12 and np.unique(cert.indices).size == cert.indices.size
     np.testing.assert_allclose(cert.exact_losses, exact.losses[cert.indices], rtol=1e-7, atol=1e-10)
-    # the census holds the largest loss changes |l(y, eta~) - l(y, eta)|
-    eta_hat = res.fit.decision_function(X)
-    insample = loss_value(kw["loss"], y, eta_hat)
-    change = np.abs(res.losses - insample)
-    assert set(cert.indices[: cert.n_worst]) == set(np.argsort(-change)[: cert.n_worst])
+    # the census holds the largest error indicators I_i = 1/2 |l'(y, eta~)| rho
+    # (eta~ - eta)^2 / h, rho = sum |l3| / sum l2 at the fit (computed here)
+    eta = res.fit.decision_function(X)
+    if kw["loss"] == "logistic":
+        mu = 1.0 / (1.0 + np.exp(-eta))
+        d2, d3 = mu * (1 - mu), mu * (1 - mu) * (1 - 2 * mu)
+        g_t = 1.0 / (1.0 + np.exp(-res.predictions)) - y
+    else:
+        d2 = d3 = np.exp(eta)
+        g_t = np.exp(res.predictions) - y
+    rho = np.sum(np.abs(d3)) / np.sum(d2)
+    ind = 0.5 * np.abs(g_t) * rho * (res.predictions - eta) ** 2 / res.leverages
+    np.testing.assert_allclose(res.indicator, ind, rtol=1e-8, atol=1e-300)
+    assert set(cert.indices[: cert.n_worst]) == set(np.argsort(-ind)[: cert.n_worst])
 
 
 def test_certificate_interval_covers_on_repeated_draws():

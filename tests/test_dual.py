@@ -63,6 +63,7 @@ def test_dual_equals_primal(loss, intercept, weighted, lam):
     np.testing.assert_allclose(f.coef_, pr.fit.coef_, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 @pytest.mark.parametrize("intercept", [True, False])
 @pytest.mark.parametrize("method", ["alo", "exact"])
 def test_dual_at_given_coef(intercept, method):

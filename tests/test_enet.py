@@ -196,6 +196,7 @@ def test_coef_from_sklearn_lasso():
     np.testing.assert_allclose(a.losses, b.losses, rtol=1e-7)
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 def test_pure_lasso_is_tunable():
     # L1 has one parameter (l1); grids and gradient searches move it, the L2 weight stays 0
     pen = aloocv.L1(2.0)

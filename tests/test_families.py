@@ -343,6 +343,7 @@ def test_sparse_X_matches_dense(family):
     np.testing.assert_allclose(s.losses, d.losses, rtol=1e-7, atol=1e-10)
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 @pytest.mark.parametrize("family", ["gamma", "tweedie-1.5", "binomial", "huber"])
 def test_dual_route_matches_primal(family):
     X, y, loss = family_data(family, n=30, p=50, seed=14)

@@ -198,6 +198,7 @@ def test_fused_guard_rides_on_the_leverage_pass(lam, scale, seed):
     np.testing.assert_array_equal(r2.leverages, r.leverages)
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize(("seed", "n", "p", "lam"), [(5, 40, 120, 1e-2), (4, 60, 30, 1e-3)])
 def test_fused_guard_fails_in_the_leverage_pass_and_falls_back(seed, n, p, lam, sparse):

@@ -142,6 +142,7 @@ def _real(name):
     return (X - X.mean(0)) / np.where(sd > 0, sd, 1.0), y
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 @pytest.mark.parametrize("name", ["breast_cancer", "wine", "digits"])
 @pytest.mark.parametrize("lam", [0.1, 1.0, 10.0])
 def test_real_data_logistic_gradient(name, lam):
@@ -293,6 +294,7 @@ def test_groups_penalty():
     np.testing.assert_allclose(a.gradient, [b.gradient[:2].sum(), b.gradient[2]], rtol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 def test_search_stopped_by_max_iter_is_not_converged():
     X, y = _real("wine")
     with pytest.warns(ConvergenceWarning, match="max_iter=1"):
@@ -323,6 +325,7 @@ def test_no_active_feature_and_no_intercept():
     np.testing.assert_array_equal(res.leverages, 0.0)
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 def test_elastic_net_alo_uses_the_hessian_at_the_fit():
     # the active-set factor is taken at beta: the estimate does not depend on how tightly
     # the fit converged (beyond the fit's own error)

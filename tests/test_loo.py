@@ -171,6 +171,7 @@ def test_coef_from_sklearn_skips_fit():
     np.testing.assert_allclose(a.losses, b.losses, rtol=1e-7)
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 def test_coef_of_a_different_objective_warns():
     X, y = make_data("logistic", 200, 6, seed=28)
     m = LogisticRegression(C=100.0).fit(X, y)

@@ -406,6 +406,7 @@ def test_estimator_multinomial_labels_and_errors():
     assert ovr.multi_class_ == "ovr"
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 def test_tune_multinomial_reaches_gradient_zero(iris):
     X, y = iris
     t = aloocv.tune(X, y, loss="multinomial", penalty=aloocv.L2(1.0))

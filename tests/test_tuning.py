@@ -34,6 +34,7 @@ def dense_minimum(X, y, loss, pen_of, lo=-9.0, hi=9.0, **kw):
     return min(ref.fun, vals[k]), float(np.exp(ref.x))
 
 
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
 @pytest.mark.parametrize("name", ["breast_cancer", "wine", "digits"])
 def test_default_search_reaches_the_minimum_on_real_data(name):
     X, y = _real(name)

@@ -92,8 +92,10 @@ class Loss:
 
     # --- math through the core (one implementation of every formula)
     def _eval(self, y: Any, eta: Any) -> tuple[np.ndarray, ...]:
-        y = np.ascontiguousarray(np.broadcast_to(np.asarray(y, dtype=np.float64), np.shape(eta)))
-        eta = np.ascontiguousarray(eta, dtype=np.float64)
+        # C-contiguous and aligned: arrays unpickled from dask workers may be unaligned
+        y = np.broadcast_to(np.asarray(y, dtype=np.float64), np.shape(eta))
+        y = np.require(y, np.float64, ["C", "A"])
+        eta = np.require(eta, np.float64, ["C", "A"])
         return _core.loss_eval(self.core, y.ravel(), eta.ravel())
 
     def value(self, y: Any, eta: Any) -> np.ndarray:

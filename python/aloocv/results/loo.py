@@ -57,7 +57,7 @@ def _certify(res: Any, n_samples, random_state, confidence, n_worst) -> Certific
     confidence = check_certify_options(n_samples, n_worst, confidence)
     g = res._refits.gather(res)
     losses, w = g.losses, g.weights
-    design = certificate_design(g.change, w, n_samples, n_worst, random_state)
+    design = certificate_design(g.indicator, g.change, w, n_samples, n_worst, random_state)
     idx = design.refits
     exact, n_nc = res._refits.refit(np.asarray(idx, dtype=np.int64))
     if n_nc:
@@ -215,14 +215,16 @@ class LOOResult:
         """Measures this approximate result against exact leave-one-out refits.
 
         Refits the problem exactly without each of at most ``n_samples`` samples (the
-        core's exact-LOO refits, warm-started from the fit, on those samples only): the
-        ``n_worst`` (default ``n_samples // 5``) samples whose loss the approximation moves
-        most from its in-sample value, and draws from the others with probabilities
-        proportional to that change (importance sampling, mixed with 5% uniform). Returns
-        the per-sample errors, their median and maximum, and the estimated error of
-        :attr:`mean` with a Student-t confidence interval (see
-        :class:`aloocv.Certificate` for the estimator). Costs at most ``n_samples``
-        refits; with ``n_samples >= n`` it is the exact error.
+        core's exact-LOO refits, warm-started from the fit, on those samples only): a census
+        of the samples :attr:`indicator` ranks first (at least ``n_samples // 5``, more where
+        the indicator is concentrated, at most half of the refits; ``n_worst`` fixes the
+        number), and draws from the others with probabilities proportional to the indicator
+        (importance sampling, mixed with 10% uniform). Returns the per-sample errors, their
+        median and maximum, and the estimated error of :attr:`mean` with a confidence
+        interval that accounts for the heavy tail of the errors, or None bounds when the
+        draws cannot give one (see :class:`aloocv.Certificate` for the design, the estimator
+        and its measured coverage). Costs at most ``n_samples`` refits; with ``n_samples >=
+        n`` it is the exact error.
 
         Examples
         --------
@@ -294,8 +296,8 @@ class DaskLOOResult:
         """:meth:`aloocv.LOOResult.certify` on dask input: the same design and estimator
         (:class:`aloocv.Certificate`), the exact refits run over the chunks.
 
-        The error proxy, the approximate losses and the weights (n floats each) are
-        gathered to the client to draw the samples; X is not. Each of the at most
+        The error indicator, the loss change, the approximate losses and the weights (n
+        floats each) are gathered to the client to draw the samples; X is not. Each of the at most
         ``n_samples`` refits is a fit over the chunks warm-started at the full fit (the
         problem with the sample's weight set to zero; the elastic-net route with an L1
         term), a few passes over X each.

@@ -127,6 +127,8 @@ class Refiner:
         """The mean with the samples S exact at ``u`` (and its derivative in ``u`` with
         ``order`` 1, where :func:`exact_derivative` applies)."""
         ev = self.obj.evaluate(u, order)
+        if S.size == 0:  # nothing refitted (the budget was met by ALO as it is)
+            return RefinedPoint(np.array(u, float), ev.acv, ev.stderr, ev.acv, ev.grad)
         w = None if self.obj.w is None else _gathered(self.obj.w)
         losses = _gathered(ev.out.losses).copy()
         grad = None

@@ -38,6 +38,6 @@ def subset_refits(
             ind = multinomial_indicator(np.asarray(yy), e, pred, lev, w)
         else:
             ind = scalar_indicator(loss, np.asarray(yy, dtype=np.float64), e, pred, lev, w)
-        return Gathered(losses, ind, losses - np.asarray(ins), w)
+        return Gathered(losses, ind, losses - np.asarray(ins), w, screened=not loss.vector_valued)
 
     return SubsetRefits(gather=gather, refit=refit, tol=tol)

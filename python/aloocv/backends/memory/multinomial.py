@@ -184,7 +184,8 @@ def refits(
         ind = indicator
         if ind is None:
             ind = multinomial_indicator(pb.y, e, res.predictions, res.leverages, res.sample_weight)
-        return Gathered(res.losses, ind, res.losses - cross_entropy(e, pb.y), res.sample_weight)
+        change = res.losses - cross_entropy(e, pb.y)
+        return Gathered(res.losses, ind, change, res.sample_weight, screened=False)
 
     return SubsetRefits(gather=gather, refit=refit, tol=pb.options.tol)
 

@@ -237,7 +237,8 @@ def refits(
                 pb.loss, pb.y, e, res.predictions, res.leverages, res.sample_weight
             )
         change = res.losses - pb.loss.value(pb.y, e)
-        return Gathered(res.losses, ind, change, res.sample_weight)
+        exact = pb.loss == "squared" and pb.l1 is None  # PRESS: ALO is exact
+        return Gathered(res.losses, ind, change, res.sample_weight, exact=exact)
 
     return SubsetRefits(gather=gather, refit=refit, tol=pb.options.tol)
 
