@@ -218,8 +218,9 @@ def test_certificate_refits_match_full_exact_loo(kw):
     assert 2 <= cert.n_worst <= 6 and cert.n_draws == 12 - cert.n_worst
     assert 2 < cert.indices.size <= 12 and np.unique(cert.indices).size == cert.indices.size
     np.testing.assert_allclose(cert.exact_losses, exact.losses[cert.indices], rtol=1e-7, atol=1e-10)
-    # the census holds the largest error indicators I_i = 1/2 |l'(y, eta~)| rho
-    # (eta~ - eta)^2 / h, rho = sum |l3| / sum l2 at the fit (computed here)
+    # the census holds the largest error indicators I_i = 1/2 |l'(y, eta~)| rho r_i
+    # (eta~ - eta)^2 / h, rho = sum |l3| / sum l2 at the fit, r_i = min(1, sqrt(h_i hbar)
+    # / (1 - d_i h_i)), hbar = sum d h^2 / sum d h (computed here)
     eta = res.fit.decision_function(X)
     if kw["loss"] == "logistic":
         mu = 1.0 / (1.0 + np.exp(-eta))
@@ -229,7 +230,10 @@ def test_certificate_refits_match_full_exact_loo(kw):
         d2 = d3 = np.exp(eta)
         g_t = np.exp(res.predictions) - y
     rho = np.sum(np.abs(d3)) / np.sum(d2)
-    ind = 0.5 * np.abs(g_t) * rho * (res.predictions - eta) ** 2 / res.leverages
+    h = res.leverages
+    hbar = np.sum(d2 * h * h) / np.sum(d2 * h)
+    reach = np.minimum(1.0, np.sqrt(h * hbar) / (1.0 - d2 * h))
+    ind = 0.5 * np.abs(g_t) * rho * reach * (res.predictions - eta) ** 2 / h
     np.testing.assert_allclose(res.indicator, ind, rtol=1e-8, atol=1e-300)
     assert set(cert.indices[: cert.n_worst]) == set(np.argsort(-ind)[: cert.n_worst])
 

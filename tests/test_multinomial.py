@@ -150,7 +150,8 @@ def test_certify_against_sklearn_refits(small):
     lam = 0.5
     res = aloocv.loo(X, y, loss="multinomial", penalty=aloocv.L2(lam), tol=1e-10)
     cert = res.certify(n_samples=8, random_state=3)
-    assert cert.n_worst == 1 and np.unique(cert.indices).size == cert.indices.size
+    # a census of 8 // 5 = 1 to 4 (the take-all rule, at most half of the refits)
+    assert 1 <= cert.n_worst <= 4 and np.unique(cert.indices).size == cert.indices.size
     ref = np.empty(cert.indices.size)
     with threadpool_limits(1):
         for k, i in enumerate(cert.indices):
