@@ -89,10 +89,10 @@ def _warn_refits(n_nc: int, n_refits: int, tol: float, what: str) -> None:
         )
 
 
-def _flags(res: Any, g: Gathered | None, est: ErrorEstimate) -> Any:
+def _flags(res: Any, g: Gathered | None, est: ErrorEstimate, screen: Screen | None = None) -> Any:
     """The unreliable flags recalibrated by what the refits measured (ALO's losses): of a
-    dask result chunk by chunk, from its screen (the self-check) or ``g`` (gathered for
-    the refinement)."""
+    dask result chunk by chunk, from its ``screen`` (the self-check) or ``g`` (gathered
+    for the refinement)."""
     if isinstance(res, LOOResult):
         dh = None if res.downdate is None else _dh_flag(res)
         measured = (est.refitted, est.exact_losses)
@@ -101,8 +101,8 @@ def _flags(res: Any, g: Gathered | None, est: ErrorEstimate) -> Any:
 
     rows, exact = est.refitted, est.exact_losses
     if g is None:  # the self-check's rows: the screen's top, sorted as est's
-        srt = np.argsort(res._screen.rows)
-        alo, ind = res._screen.losses[srt], res._screen.indicator[srt]
+        srt = np.argsort(screen.rows)
+        alo, ind = screen.losses[srt], screen.indicator[srt]
     else:
         alo, ind = g.losses[rows], g.indicator[rows]
     calib = calibration_of(np.abs(alo - exact), ind)
@@ -137,9 +137,10 @@ def trusted(res: Any, rtol: float | None, random_state: Any = 0) -> Any:
         return res
     refit, tol = res._refits.refit, res._refits.tol
     if rtol is None:
-        screen = getattr(res, "_screen", None)
-        g = None
-        if screen is not None:
+        lazy = getattr(res, "_screen", None)
+        g = screen = None
+        if lazy is not None:
+            screen = lazy()
             est, n_nc = check_screen(screen, refit)
         else:
             g = res._refits.gather(res)
@@ -148,7 +149,8 @@ def trusted(res: Any, rtol: float | None, random_state: Any = 0) -> Any:
             return res
         _warn_refits(n_nc, est.n_refits, tol, "ALO self-check")
         warn_alo_error(est.relative_error, est.n_refits, WARN_RTOL)
-        return dataclasses.replace(res, error_estimate=est, unreliable=_flags(res, g, est))
+        flags = _flags(res, g, est, screen)
+        return dataclasses.replace(res, error_estimate=est, unreliable=flags)
     g = res._refits.gather(res)
     losses, est, n_nc = refine(g, refit, rtol, random_state=random_state)
     _warn_refits(n_nc, est.n_refits, tol, f"loo(rtol={rtol:g})")
@@ -303,15 +305,18 @@ class DaskLOOResult:
         reduced in the leverage pass and warned about as in memory.
     indicator : dask array or None
         ALO's per-sample error indicator, as in :class:`aloocv.LOOResult` (None for other
-        methods), chunked like X's rows: ``rho J_i``, ``J_i`` from the leverage pass's
-        outputs (held by the workers on a distributed client; lazy without one) and
-        ``rho`` reduced in it.
+        methods), chunked like X's rows: computed chunk by chunk from the leverage pass's
+        outputs (held by the workers on a distributed client; lazy without one, when
+        computing it recomputes that pass) with ``rho`` and the reach's ``hbar`` reduced
+        in it.
     error_estimate : ErrorEstimate or None
-        As in :class:`aloocv.LOOResult`. Plain ALO's self-check reads what the leverage
-        pass reduced (the indicator's sum and the top-ranked samples' values; no n-sized
-        array reaches the client); with ``rtol=`` the losses (n floats, gathered to the
-        client to rank and draw the samples) come back as a dask array of the refined
-        values.
+        As in :class:`aloocv.LOOResult`. Plain ALO's self-check decides on a bound
+        reduced in the leverage pass (``rho sum w J >= sum w I``, the reach at most 1);
+        only where that bound says there is risk (the multinomial loss: always) a second
+        pass over the leverage pass's outputs computes the exact sum and the top-ranked
+        samples' values; no n-sized array reaches the client. With ``rtol=`` the losses
+        (n floats, gathered to the client to rank and draw the samples) come back as a
+        dask array of the refined values.
     """
 
     losses: Any
@@ -330,8 +335,8 @@ class DaskLOOResult:
     error_estimate: ErrorEstimate | None = None
     # what certify() asks of the backend (None: a result not made by aloocv.loo, or exact)
     _refits: SubsetRefits | None = field(default=None, repr=False, compare=False)
-    # plain ALO's self-check, reduced in the leverage pass (None: not ALO)
-    _screen: Screen | None = field(default=None, repr=False, compare=False)
+    # plain ALO's self-check: its screen, computed when called (None: not ALO)
+    _screen: Callable[[], Screen] | None = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return (

@@ -397,13 +397,15 @@ def _ranked(g: Gathered, w: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Screen:
-    """What plain ALO's self-check reads, reduced over the samples (over the chunks, in the
-    leverage pass, for dask input: no n-sized array reaches the client).
+    """What plain ALO's self-check reads, reduced over the samples (over the chunks for
+    dask input: a bound in the leverage pass, with risk a second pass over its outputs;
+    no n-sized array reaches the client).
 
     Attributes
     ----------
     total : float
-        ``sum_i w_i I_i`` (inf when a term is not finite).
+        ``sum_i w_i I_i`` (inf when a term is not finite), or an upper bound of it that
+        says there is no risk (dask input, whose screen then has no rows).
     mean : float
         The (weighted) mean ALO loss.
     weight : float

@@ -11,10 +11,10 @@ import numpy as np
 
 from ... import _core
 from ..._diagnostics import min_margin, unreliable_mask
-from .data import Data, _chunk_arrays, _chunk_starts, _single_blas, _vec
+from .data import Data, _chunk_arrays, _single_blas, _vec
 from .newton import _cho, _settle_guard, _solve, _State
 from .passes import _compute, _stats, _tree
-from .screen import chunk_screen, scalar_values
+from .screen import scalar_values
 
 
 @_single_blas
@@ -79,14 +79,14 @@ def _chunk_record(out: _core.ChunkLooResult) -> dict[str, Any]:
     }
 
 
-def _loo_sums(out: dict, y, w, margin: bool, row0: int = 0) -> dict:
+def _loo_sums(out: dict, y, w, margin: bool) -> dict:
     """The chunk's partial sums of the leverage pass: the (weight, mean, M2) stats, the
     hypergradient accumulations, the diagnostics (the count of samples with d_i h_i
     above ALO_UNRELIABLE_DH; with `margin`, the smallest logistic training margin) and,
-    when the record holds them, ALO's screen (the chunk starts at row `row0`)."""
+    when the record holds them, the sums of ALO's error indicator (screen.py)."""
     w = None if w is None else np.asarray(w, dtype=np.float64)
     return {
-        "screen": chunk_screen(out, w, row0) if "J" in out else None,
+        "screen": out.get("bound"),
         "stats": _stats(out["losses"], w),
         "r": out["r"],
         "S": out["S"],
@@ -139,8 +139,8 @@ def _alo(
     output holds the diagnostics reduced in the pass: ``n_unreliable`` (samples with
     ``d_i h_i > ALO_UNRELIABLE_DH``) and ``margin`` (the smallest logistic training margin,
     inf for other losses), with `probe` (a deferred guard's step) ``step_max``, the
-    largest ``|x~_i^T probe|``, and with `screen` ALO's error indicator's reduction
-    ``screen`` (screen.py; the records then hold ``J`` and ``change`` per sample)."""
+    largest ``|x~_i^T probe|``, and with `screen` the sums of ALO's error indicator
+    ``screen`` (screen.py; the records then keep ``y``, ``w`` and the loss change)."""
     import dask
     from dask import delayed
 
@@ -173,8 +173,7 @@ def _alo(
         outs = list(dask.persist(*outs))
     logistic = data.loss == "logistic"
     sums = [
-        delayed(_loo_sums, pure=True)(o, blk[1], blk[2], logistic, r0)
-        for o, blk, r0 in zip(outs, blocks, _chunk_starts(data))
+        delayed(_loo_sums, pure=True)(o, blk[1], blk[2], logistic) for o, blk in zip(outs, blocks)
     ]
     if keep == "gather":
         red, outs = _compute((_tree(sums), [delayed(_per_sample_only)(o) for o in outs]))

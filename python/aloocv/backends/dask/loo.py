@@ -22,7 +22,7 @@ from .newton import _fit_for_loo, _fit_result
 from .passes import _first_pass, _per_sample
 from .refits import _exact, _exact_l1, _refit_losses
 from .result import subset_refits
-from .screen import indicator_array, rho_of, screen_from, unreliable_array
+from .screen import Indicator, unreliable_array
 
 
 def loo(
@@ -75,6 +75,7 @@ def loo(
             n_not_converged=n_nc,
         )
     keep = "persist" if _client() is not None else "lazy"
+    alo = method == "alo"
     st, (outs, stats, hgrad, diag) = _alo_settled(
         data, st, tol, return_gradient, keep, method, screen=True
     )
@@ -94,9 +95,9 @@ def loo(
     if hgrad is not None:
         grad = data.penalty.chain(hgrad[1], hgrad[0])
     sw, mean, _ = stats
-    rho = rho_of(diag["screen"])
-    indicator = indicator_array(_per_sample(outs, data, "J"), rho)
-    alo = method == "alo"
+    exact = data.loss == "squared" and data.l1 is None  # PRESS: ALO is exact
+    # the indicator (certify() reads it whatever the method) and plain ALO's screen
+    ind = Indicator(outs, data.X.chunks[0], data.loss, diag["screen"], mean, sw, exact)
     return DaskLOOResult(
         arrs[0],
         arrs[1],
@@ -109,16 +110,17 @@ def loo(
         grad,
         arrs[3],
         unreliable=(
-            unreliable_array(indicator, arrs[0], arrs[3], float(mean))
+            unreliable_array(ind.array, arrs[0], arrs[3], float(mean))
             if alo
             else arrs[3].map_blocks(unreliable_mask, dtype=bool)
         ),
-        indicator=indicator if alo else None,
-        _screen=screen_from(diag["screen"], rho, float(mean), float(sw)) if alo else None,
+        indicator=ind.array if alo else None,
+        _screen=ind.screen if alo else None,
         _refits=subset_refits(
             _per_sample(outs, data, "change"),
-            indicator,
+            ind.array,
             functools.partial(_refit_losses, data, st, tol=tol, max_iter=max_iter),
             tol,
+            exact=exact,
         ),
     )

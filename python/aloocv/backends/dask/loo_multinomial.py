@@ -35,7 +35,7 @@ from .newton import _cho, _solve, _State
 from .passes import _compute, _per_sample, _stats, _tree
 from .refits import _lean, _refit_bytes, _RefitOut, _refits, _weights_without
 from .result import subset_refits
-from .screen import chunk_screen, multinomial_values, screen_from, unreliable_array
+from .screen import Indicator, multinomial_values, unreliable_array
 
 
 @_single_blas
@@ -85,13 +85,13 @@ def _adjoint_task(x, y, w, K, pen, intercept, beta, H, M, sw, nt):
 _CHECKED = ("losses", "predictions", "leverages")
 
 
-def _loo_sums(out: dict, w, row0: int = 0) -> dict:
+def _loo_sums(out: dict, w) -> dict:
     """The chunk's partial sums of the leverage pass: the (weight, mean, M2) stats, the
     count of unreliable samples and of non-finite outputs and, when the record holds
-    them, ALO's screen (the chunk starts at row `row0`)."""
+    them, the sums of ALO's error indicator (screen.py)."""
     w = None if w is None else np.asarray(w, dtype=np.float64)
     return {
-        "screen": chunk_screen(out, w, row0) if "J" in out else None,
+        "screen": out.get("bound"),
         "stats": _stats(out["losses"], w),
         "n_unreliable": int(np.count_nonzero(unreliable_mask(out["downdate"]))),
         "nonfinite": np.array([np.count_nonzero(~np.isfinite(out[k])) for k in _CHECKED]),
@@ -111,8 +111,8 @@ def _alo_pass(
     """The closed forms over the chunks in one pass: (per-chunk outputs, reduced sums).
     `keep`: "lazy" (delayed outputs), "persist" (held by the workers) or "gather" (numpy
     dicts computed in the same pass as the reduction). With `gradient` the sums hold "S",
-    the hypergradient's first accumulation; with `screen`, "screen", ALO's error
-    indicator's reduction (the records then hold "J" and "change" per sample)."""
+    the hypergradient's first accumulation; with `screen`, "screen", the sums of ALO's
+    error indicator (screen.py; the records then keep "y", "w" and the loss change)."""
     import dask
     from dask import delayed
 
@@ -140,12 +140,7 @@ def _alo_pass(
     ]
     if keep == "persist":  # held by the workers; the reduction below reads them
         outs = list(dask.persist(*outs))
-    sums = _tree(
-        [
-            delayed(_loo_sums, pure=True)(o, blk[2], r0)
-            for o, blk, r0 in zip(outs, blocks, _chunk_starts(data))
-        ]
-    )
+    sums = _tree([delayed(_loo_sums, pure=True)(o, blk[2]) for o, blk in zip(outs, blocks)])
     if keep == "gather":
         red, outs = _compute((sums, outs))
     else:
@@ -244,6 +239,7 @@ def loo(
             n_not_converged=n_nc,
         )
     keep = "persist" if _client() is not None else "lazy"
+    alo = method == "alo"
     outs, red = _alo_pass(data, st, K, method, keep, return_gradient, screen=True)
     _check_finite(red, f"loo(method={method!r})")
     grad = None
@@ -254,8 +250,8 @@ def loo(
     losses = _per_sample(outs, data, "losses", ())
     downdate = _per_sample(outs, data, "downdate", ())
     sw, mean, _ = red["stats"]
-    indicator = _per_sample(outs, data, "J", ())  # rho = 1
-    alo = method == "alo"
+    # the indicator (rho = 1; certify() reads it whatever the method) and ALO's screen
+    ind = Indicator(outs, data.X.chunks[0], None, red["screen"], mean, sw, False)
     return DaskLOOResult(
         losses,
         _per_sample(outs, data, "predictions", (K,)),
@@ -268,17 +264,18 @@ def loo(
         grad,
         downdate,
         unreliable=(
-            unreliable_array(indicator, losses, downdate, float(mean))
+            unreliable_array(ind.array, losses, downdate, float(mean))
             if alo
             else downdate.map_blocks(unreliable_mask, dtype=bool)
         ),
-        indicator=indicator if alo else None,
-        _screen=screen_from(red["screen"], 1.0, float(mean), float(sw)) if alo else None,
+        indicator=ind.array if alo else None,
+        _screen=ind.screen if alo else None,
         _refits=subset_refits(
             _per_sample(outs, data, "change", ()),
-            indicator,
+            ind.array,
             functools.partial(refit_losses, data, st, tol=tol, max_iter=max_iter),
             tol,
+            screened=False,
         ),
     )
 

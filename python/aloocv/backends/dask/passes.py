@@ -16,7 +16,6 @@ from ..._diagnostics import check_class_counts
 from ..._validation import check_nonnegative_weight, check_vector
 from . import policy
 from .data import Data, _chunk_arrays, _chunk_starts, _single_blas, _vec
-from .screen import merge_screen
 
 # A refit thread's stop event (:func:`_refits`): set, its next pass raises _RefitsStopped.
 _refit_thread = threading.local()
@@ -65,7 +64,7 @@ def _merge_stats(a, b):
 
 def _add(*parts):
     """Elementwise sum of dicts of partial sums (min/max for the y range and max|X~ step|;
-    of the chunks' input errors the one of the first row; ALO's screens merged)."""
+    of the chunks' input errors the one of the first row; nested dicts added alike)."""
     out = dict(parts[0])
     for q in parts[1:]:
         for k, v in q.items():
@@ -81,8 +80,8 @@ def _add(*parts):
                 out[k] = max(out[k], v)
             elif k == "stats":
                 out[k] = _merge_stats(out[k], v)
-            elif k == "screen":
-                out[k] = merge_screen(out[k], v)
+            elif isinstance(v, dict):  # nested partial sums (ALO's indicator's)
+                out[k] = _add(out[k], v)
             else:
                 out[k] = out[k] + v
     return out
