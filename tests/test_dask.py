@@ -98,6 +98,12 @@ def test_fit_loo_parity_every_loss(sync, loss):
         close(g.downdate.compute(), r.downdate)
         close(g.mean, r.mean)
         close(g.stderr, r.stderr)
+        # the error indicator (with weights and an offset) and the flags it sets
+        assert (g.indicator is None) == (r.indicator is None) == (method != "alo")
+        if method == "alo":
+            close(g.indicator.compute(), r.indicator)
+        np.testing.assert_array_equal(g.unreliable.compute(), r.unreliable)
+        assert (g.error_estimate is None) == (r.error_estimate is None)
 
 
 @pytest.mark.parametrize("loss", ["logistic", "poisson", "squared", "gamma"])
@@ -535,8 +541,9 @@ def test_l1_gradient_search_estimator(sync):
 
 def test_diagnostics_parity(sync):
     # the in-memory diagnostics on dask input: unreliable samples (a feature seen by one
-    # sample only: d_i h_i near 1) with their warning, separated classes, a nearly
-    # singular Hessian; the same flags and the same messages
+    # sample only: d_i h_i near 1) with their warning, the error indicator and plain
+    # ALO's self-check (tests/test_dask_trust.py), separated classes, a nearly singular
+    # Hessian; the same flags and the same messages
     X, y, _, _ = loss_data("poisson", n=120, p=4, seed=6)
     X = np.column_stack([X, np.zeros(120)])
     X[7, 4], y[7] = 30.0, 3.0
@@ -548,7 +555,11 @@ def test_diagnostics_parity(sync):
     assert [str(m.message) for m in wg] == [str(m.message) for m in wr]
     assert "d_i h_i" in str(wg[0].message)
     np.testing.assert_array_equal(g.unreliable.compute(), r.unreliable)
-    assert r.unreliable[7] and r.unreliable.sum() == 1
+    assert r.unreliable[7]
+    # sample 7's indicator (its leverage near 1) carries its loss's 2e-9 disagreement
+    close(g.indicator.compute(), r.indicator, 1e-8)
+    np.testing.assert_array_equal(g.error_estimate.refitted, r.error_estimate.refitted)
+    assert g.error_estimate.error == pytest.approx(r.error_estimate.error, rel=1e-6)
     rng = np.random.default_rng(0)
     Xs = rng.standard_normal((30, 3))
     ys = (Xs[:, 0] > 0) * 1.0  # separable classes, a tiny penalty: margins above 10

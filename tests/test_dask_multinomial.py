@@ -223,6 +223,10 @@ def test_loo_matches_numpy(sync, method, intercept):
     close_abs(got.leverages.compute(), ref.leverages)
     close_abs(got.downdate.compute(), ref.downdate)
     np.testing.assert_array_equal(got.unreliable.compute(), ref.unreliable)
+    if method == "alo":  # the error indicator (tests/test_dask_trust.py: the self-check)
+        close_rel(got.indicator.compute(), ref.indicator)
+    else:
+        assert got.indicator is None and ref.indicator is None
     close_abs(got.mean, ref.mean)
     close_abs(got.stderr, ref.stderr)
     close_rel(got.fit.coef_, ref.fit.coef_)

@@ -16,7 +16,18 @@ from .._diagnostics import ALO_UNRELIABLE_DH, user_stacklevel, warn_alo_error
 from .._stats import weighted_mean_columns, weighted_stderr, weighted_stderr_columns
 from .certificate import Certificate, certificate_design, certificate_from, check_certify_options
 from .fits import FitResult
-from .trust import WARN_RTOL, ErrorEstimate, Gathered, refine, self_check, unreliable_from
+from .trust import (
+    WARN_RTOL,
+    ErrorEstimate,
+    Gathered,
+    Screen,
+    calibration_of,
+    check_screen,
+    refine,
+    self_check,
+    unreliable_chunk,
+    unreliable_from,
+)
 
 __all__ = ["DaskLOOResult", "LOOResult", "MultiTargetLOOResult", "SubsetRefits"]
 
@@ -78,11 +89,34 @@ def _warn_refits(n_nc: int, n_refits: int, tol: float, what: str) -> None:
         )
 
 
-def _flags(res: Any, g: Gathered, est: ErrorEstimate, alo_losses: np.ndarray) -> np.ndarray:
-    """The unreliable flags recalibrated by what the refits measured (ALO's losses)."""
-    dh = None if res.downdate is None else _dh_flag(res)
-    measured = (est.refitted, est.exact_losses)
-    return unreliable_from(g.indicator, alo_losses, g.weights, dh, measured)
+def _flags(res: Any, g: Gathered | None, est: ErrorEstimate, screen: Screen | None = None) -> Any:
+    """The unreliable flags recalibrated by what the refits measured (ALO's losses): of a
+    dask result chunk by chunk, from its ``screen`` (the self-check) or ``g`` (gathered
+    for the refinement)."""
+    if isinstance(res, LOOResult):
+        dh = None if res.downdate is None else _dh_flag(res)
+        measured = (est.refitted, est.exact_losses)
+        return unreliable_from(g.indicator, g.losses, g.weights, dh, measured)
+    import dask.array as da
+
+    rows, exact = est.refitted, est.exact_losses
+    if g is None:  # the self-check's rows: the screen's top, sorted as est's
+        srt = np.argsort(screen.rows)
+        alo, ind = screen.losses[srt], screen.indicator[srt]
+    else:
+        alo, ind = g.losses[rows], g.indicator[rows]
+    calib = calibration_of(np.abs(alo - exact), ind)
+    return da.map_blocks(
+        unreliable_chunk,
+        res.indicator,
+        res.losses,
+        res.downdate,
+        res.mean,
+        1.0 if calib is None else calib,
+        rows,
+        exact,
+        dtype=bool,
+    )
 
 
 def _dh_flag(res: Any) -> np.ndarray:
@@ -94,27 +128,34 @@ def trusted(res: Any, rtol: float | None, random_state: Any = 0) -> Any:
     """An ALO result after its self-check (``rtol=None``: exact refits of the samples the
     error indicator ranks first, only when it says there is risk; an ``ALOWarning`` when
     the estimated error of the mean exceeds ``WARN_RTOL``) or refined to ``rtol``
-    (``docs/math/trust.md``). Other methods and results without their problem come back
-    as they are."""
+    (``docs/math/trust.md``); the unreliable flags recalibrated by the refits. Other
+    methods and results without their problem come back as they are. A dask result
+    self-checks from its screen, reduced in the leverage pass (no n-sized array reaches
+    the client; with risk, the top samples' rows are refitted); its refinement gathers n
+    floats of the losses, the indicator and the loss change."""
     if res.method != "alo" or getattr(res, "_refits", None) is None:
         return res
-    if rtol is None and not isinstance(res, LOOResult):
-        return res  # dask: the screen is reduced in the leverage pass (not gathered)
-    g = res._refits.gather(res)
     refit, tol = res._refits.refit, res._refits.tol
     if rtol is None:
-        est, n_nc = self_check(g, refit)
+        lazy = getattr(res, "_screen", None)
+        g = screen = None
+        if lazy is not None:
+            screen = lazy()
+            est, n_nc = check_screen(screen, refit)
+        else:
+            g = res._refits.gather(res)
+            est, n_nc = self_check(g, refit)
         if est is None:
             return res
         _warn_refits(n_nc, est.n_refits, tol, "ALO self-check")
         warn_alo_error(est.relative_error, est.n_refits, WARN_RTOL)
-        return dataclasses.replace(
-            res, error_estimate=est, unreliable=_flags(res, g, est, g.losses)
-        )
+        flags = _flags(res, g, est, screen)
+        return dataclasses.replace(res, error_estimate=est, unreliable=flags)
+    g = res._refits.gather(res)
     losses, est, n_nc = refine(g, refit, rtol, random_state=random_state)
     _warn_refits(n_nc, est.n_refits, tol, f"loo(rtol={rtol:g})")
+    flags = _flags(res, g, est)
     if isinstance(res, LOOResult):
-        flags = _flags(res, g, est, g.losses)
         return dataclasses.replace(res, losses=losses, error_estimate=est, unreliable=flags)
     import dask.array as da
 
@@ -125,6 +166,7 @@ def trusted(res: Any, rtol: float | None, random_state: Any = 0) -> Any:
         mean=float(np.average(losses, weights=w)),
         stderr=weighted_stderr(losses, w),
         error_estimate=est,
+        unreliable=flags,
     )
 
 
@@ -256,12 +298,25 @@ class DaskLOOResult:
     gradient : ndarray or None
         As in :class:`aloocv.LOOResult`.
     unreliable : dask array of bool or None
-        Samples with ``d_i h_i > ALO_UNRELIABLE_DH`` (None for ``"exact"``); their count
-        is reduced in the leverage pass and warned about as in memory.
+        As in :class:`aloocv.LOOResult` (None for ``"exact"``), chunk by chunk: for
+        ``"alo"`` the error indicator above ``UNRELIABLE_ERROR`` of the sample's loss (or
+        of the mean loss, reduced in the leverage pass) or ``d_i h_i >
+        ALO_UNRELIABLE_DH``; for the other methods the latter. The count of the latter is
+        reduced in the leverage pass and warned about as in memory.
+    indicator : dask array or None
+        ALO's per-sample error indicator, as in :class:`aloocv.LOOResult` (None for other
+        methods), chunked like X's rows: computed chunk by chunk from the leverage pass's
+        outputs (held by the workers on a distributed client; lazy without one, when
+        computing it recomputes that pass) with ``rho`` and the reach's ``hbar`` reduced
+        in it.
     error_estimate : ErrorEstimate or None
-        As in :class:`aloocv.LOOResult`; with ``rtol=`` the losses (n floats, gathered to
-        the client to rank and draw the samples) come back as a dask array of the refined
-        values.
+        As in :class:`aloocv.LOOResult`. Plain ALO's self-check decides on a bound
+        reduced in the leverage pass (``rho sum w J >= sum w I``, the reach at most 1);
+        only where that bound says there is risk (the multinomial loss: always) a second
+        pass over the leverage pass's outputs computes the exact sum and the top-ranked
+        samples' values; no n-sized array reaches the client. With ``rtol=`` the losses
+        (n floats, gathered to the client to rank and draw the samples) come back as a
+        dask array of the refined values.
     """
 
     losses: Any
@@ -276,9 +331,12 @@ class DaskLOOResult:
     downdate: Any = None
     n_not_converged: int = field(default=0, repr=False)
     unreliable: Any = None
+    indicator: Any = None
     error_estimate: ErrorEstimate | None = None
     # what certify() asks of the backend (None: a result not made by aloocv.loo, or exact)
     _refits: SubsetRefits | None = field(default=None, repr=False, compare=False)
+    # plain ALO's self-check: its screen, computed when called (None: not ALO)
+    _screen: Callable[[], Screen] | None = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return (

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from .._diagnostics import unreliable_mask
+
 __all__ = [
     "BUDGET_DRAWS",
     "CHECK_REFITS",
@@ -33,10 +35,17 @@ __all__ = [
     "WARN_RTOL",
     "ErrorEstimate",
     "Gathered",
+    "Screen",
+    "bounded",
+    "calibration_of",
+    "check_screen",
+    "mean_leverage",
     "multinomial_indicator",
+    "multinomial_reach_terms",
     "refine",
     "scalar_indicator",
     "self_check",
+    "unreliable_chunk",
     "unreliable_from",
 ]
 
@@ -173,14 +182,23 @@ def _rho(w: np.ndarray | None, d2: np.ndarray, d3: np.ndarray) -> float:
     return float(rho) if np.isfinite(rho) else math.inf
 
 
-def _reach(h: np.ndarray, d: np.ndarray) -> np.ndarray:
+def mean_leverage(sum_dh: Any, sum_dhh: Any) -> np.float64:
+    """``hbar = sum d h^2 / sum d h`` from its two sums (0 where the first is not
+    positive): the d-weighted mean leverage of the reach."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        den = np.float64(sum_dh)
+        return np.float64(sum_dhh) / den if den > 0 else np.float64(0.0)
+
+
+def _reach(h: np.ndarray, d: np.ndarray, hbar: float | None = None) -> np.ndarray:
     """``min(1, sqrt(h_i hbar) / t_i)``: the size of the kernel entries ``K_ij / t_i``
     through which the step's curvature change reaches sample i (Cauchy-Schwarz with the
-    d-weighted mean leverage ``hbar = sum d h^2 / sum d h``), at most 1."""
+    d-weighted mean leverage ``hbar = sum d h^2 / sum d h``, of these samples unless
+    given), at most 1; ``hbar = inf`` gives the bound 1 everywhere."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         dh = d * h
-        den = np.sum(dh)
-        hbar = np.sum(dh * h) / den if den > 0 else np.float64(0.0)
+        if hbar is None:
+            hbar = mean_leverage(np.sum(dh), np.sum(dh * h))
         t = np.maximum(1.0 - dh, np.finfo(float).eps)
         r = np.minimum(1.0, np.sqrt(np.maximum(h, 0.0) * hbar) / t)
     return np.where(np.isnan(r), 1.0, r)
@@ -202,19 +220,25 @@ def scalar_indicator(
     eta_tilde: np.ndarray,
     leverages: np.ndarray,
     weights: np.ndarray | None,
+    rho: float | None = None,
+    hbar: float | None = None,
 ) -> np.ndarray:
     """The error indicator ``I_i`` of a scalar-eta loss (module docstring); 0 for losses
     without third derivative (the squared loss, where ALO with an L2 penalty is exact) and
-    for samples with zero leverage or weight."""
+    for samples with zero leverage or weight. ``rho`` and the reach's ``hbar`` when known
+    (reduced over the chunks of dask input), else computed from these samples;
+    ``rho=1, hbar=inf`` give ``I_i / (rho r_i)`` (``rho`` times it bounds ``I_i``: the
+    reach is at most 1)."""
     _, _, d2, d3, _ = loss.derivatives(y, eta)
-    rho = _rho(weights, d2, d3)
+    if rho is None:
+        rho = _rho(weights, d2, d3)
     if rho == 0.0:
         return np.zeros(eta.shape[0])
     g_t = loss.derivatives(y, eta_tilde)[1]
     shift = eta_tilde - eta
     d = d2 if weights is None else weights * d2
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = 0.5 * np.abs(g_t) * rho * shift * shift / leverages * _reach(leverages, d)
+        out = 0.5 * np.abs(g_t) * rho * shift * shift / leverages * _reach(leverages, d, hbar)
     return _finish(out, leverages, weights)
 
 
@@ -224,6 +248,7 @@ def multinomial_indicator(
     eta_tilde: np.ndarray,
     blocks: np.ndarray,
     weights: np.ndarray | None,
+    hbar: float | None = None,
 ) -> np.ndarray:
     """The indicator for the multinomial loss (class codes ``y``, scores ``eta`` and
     ``eta_tilde`` of shape (n, K), leverage blocks ``K_i`` of shape (n, K, K)): ``|g|`` the
@@ -232,13 +257,26 @@ def multinomial_indicator(
     (``C K_i C / (K - 1)``, ``C = I - 1 1^T / K``), ``d_i`` the mean of the diagonal of
     the loss Hessian ``diag(p) - p p^T``, and ``rho = 1`` (the softmax's third derivative
     along a direction is bounded by its second times the largest score change,
-    ``docs/math/trust.md``)."""
-    n, K = eta.shape
+    ``docs/math/trust.md``). ``hbar`` as in :func:`scalar_indicator`."""
+    n = eta.shape[0]
     z = np.exp(eta_tilde - eta_tilde.max(axis=1, keepdims=True))
     z /= z.sum(axis=1, keepdims=True)
     z[np.arange(n), np.asarray(y).astype(np.intp)] -= 1.0
     g = np.linalg.norm(z, axis=1)
     shift = np.sum((eta_tilde - eta) ** 2, axis=1)
+    h, d = multinomial_reach_terms(eta, blocks, weights)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out = 0.5 * g * shift / h * _reach(h, d, hbar)
+    return _finish(out, h, weights)
+
+
+def multinomial_reach_terms(
+    eta: np.ndarray, blocks: np.ndarray, weights: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The multinomial indicator's ``h_i`` (the mean diagonal of the leverage block
+    without its gauge direction) and ``d_i`` (the weighted mean diagonal of
+    ``diag(p) - p p^T``) of :func:`multinomial_indicator`."""
+    K = eta.shape[1]
     # the blocks without the gauge direction (1, ..., 1), along which no score moves
     C = np.eye(K) - 1.0 / K
     h = np.einsum("ab,iba->i", C, np.einsum("ab,ibc->iac", C, blocks)) / max(K - 1, 1)
@@ -247,9 +285,7 @@ def multinomial_indicator(
     d = np.sum(p * (1.0 - p), axis=1) / K
     if weights is not None:
         d = d * weights
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = 0.5 * g * shift / h * _reach(h, d)
-    return _finish(out, h, weights)
+    return h, d
 
 
 def unreliable_from(
@@ -258,26 +294,64 @@ def unreliable_from(
     weights: np.ndarray | None,
     dh_flag: Any,
     measured: tuple[np.ndarray, np.ndarray] | None = None,
+    mean: float | None = None,
+    calibration: float | None = None,
 ) -> np.ndarray:
     """Samples whose indicator exceeds ``UNRELIABLE_ERROR`` of their loss (or of the mean
     loss, whichever is larger), or flagged by ``d_i h_i`` (``dh_flag``, may be None).
 
     With ``measured = (rows, exact losses)`` from exact refits, the indicator is first
     scaled by its calibration on this problem (``sum |ALO - exact| / sum I`` over the
-    refitted rows), and the refitted rows are flagged by their measured error."""
-    mean = abs(float(np.average(losses, weights=weights)))
+    refitted rows), and the refitted rows are flagged by their measured error. ``mean``
+    and ``calibration`` when known (reduced over the chunks of dask input, whose chunk's
+    ``measured`` holds the refitted rows in it), else from these arrays."""
+    if mean is None:
+        mean = float(np.average(losses, weights=weights))
+    mean = abs(float(mean))
     scale = np.maximum(np.abs(losses), mean)
     ind = indicator
     if measured is not None:
         rows, ex = measured
         err = np.abs(losses[rows] - ex)
-        pred = float(np.sum(indicator[rows]))
-        if pred > 0 and np.isfinite(pred):
-            ind = indicator * (float(err.sum()) / pred)
+        if calibration is None:
+            calibration = calibration_of(err, indicator[rows])
+    if calibration is not None:
+        ind = indicator * calibration
     flag = ind > UNRELIABLE_ERROR * scale
     if measured is not None:
         flag[rows] = err > UNRELIABLE_ERROR * scale[rows]
     return flag if dh_flag is None else (flag | np.asarray(dh_flag, dtype=bool))
+
+
+def calibration_of(errors: np.ndarray, indicator: np.ndarray) -> float | None:
+    """``sum |ALO - exact| / sum I`` over refitted samples (their ``errors`` and
+    ``indicator``): the indicator's calibration on the problem; None where the indicator
+    has no finite positive mass there."""
+    pred = float(np.sum(indicator))
+    return float(np.sum(errors)) / pred if pred > 0 and np.isfinite(pred) else None
+
+
+def unreliable_chunk(
+    indicator: np.ndarray,
+    losses: np.ndarray,
+    downdate: np.ndarray,
+    mean: float,
+    calibration: float | None = None,
+    rows: np.ndarray | None = None,
+    exact: np.ndarray | None = None,
+    block_info: Any = None,
+) -> np.ndarray:
+    """:func:`unreliable_from` on one row chunk of dask input (``dask.array.map_blocks``:
+    ``block_info`` locates it): the ``d_i h_i`` flag from ``downdate = 1 - d_i h_i``, the
+    reduced ``mean`` and, after exact refits, their ``calibration`` and the refitted
+    ``rows`` (of the whole data) with their ``exact`` losses."""
+    dh = unreliable_mask(downdate)
+    measured = None
+    if rows is not None:
+        start, stop = block_info[0]["array-location"][0]
+        inb = (rows >= start) & (rows < stop)
+        measured = (np.asarray(rows[inb] - start, dtype=np.intp), exact[inb])
+    return unreliable_from(indicator, losses, None, dh, measured, mean, calibration)
 
 
 # ----------------------------------------------------------------------------- refits
@@ -321,38 +395,89 @@ def _ranked(g: Gathered, w: np.ndarray) -> np.ndarray:
     return cand[key]
 
 
-def self_check(g: Gathered, refit: Refit) -> tuple[ErrorEstimate | None, int]:
-    """Plain ALO's self-check: None (no refit) when the indicator estimates the error of the
-    mean below ``RISK_RTOL``; otherwise exact refits of the ``CHECK_REFITS`` top-ranked
-    samples, their measured error plus the rest's indicator scaled by what the refits
-    measured (the indicator's calibration on this problem). Returns the estimate and the
-    number of refits not at tol; None also where ALO is exact (``g.exact``) or a refit has
-    no unique minimizer (the check is skipped)."""
-    w = _weights(g)
-    W = float(w.sum())
-    mean = float(np.sum(w * g.losses)) / W
-    score = w * g.indicator
-    with np.errstate(over="ignore"):
-        est = float(np.sum(score)) / W if np.all(np.isfinite(score)) else math.inf
-    if g.exact or (g.screened and est <= RISK_RTOL * abs(mean)):
+@dataclass(frozen=True)
+class Screen:
+    """What plain ALO's self-check reads, reduced over the samples (over the chunks for
+    dask input: a bound in the leverage pass, with risk a second pass over its outputs;
+    no n-sized array reaches the client).
+
+    Attributes
+    ----------
+    total : float
+        ``sum_i w_i I_i`` (inf when a term is not finite), or an upper bound of it that
+        says there is no risk (dask input, whose screen then has no rows).
+    mean : float
+        The (weighted) mean ALO loss.
+    weight : float
+        The sum of the weights.
+    rows : ndarray of int
+        The (at most ``CHECK_REFITS``) samples ranked first: positive weight, by decreasing
+        ``w_i I_i``, ties by the weighted loss change ``w_i |change_i|``, then the row.
+    losses, indicator, weights : ndarray
+        Their ALO losses, indicator ``I_i`` and weights.
+    rest : float
+        ``sum_i w_i I_i`` over the other samples.
+    exact : bool
+        ALO is exact (squared loss, L2 penalty): nothing to check.
+    screened : bool
+        Whether the indicator's estimate may skip the refits (False for the multinomial
+        loss, whose indicator under-states the error: its self-check always refits).
+    """
+
+    total: float
+    mean: float
+    weight: float
+    rows: np.ndarray
+    losses: np.ndarray
+    indicator: np.ndarray
+    weights: np.ndarray
+    rest: float
+    exact: bool = False
+    screened: bool = True
+
+    @property
+    def scores(self) -> np.ndarray:
+        """``w_i I_i`` of :attr:`rows`."""
+        return self.weights * self.indicator
+
+    @property
+    def at_risk(self) -> bool:
+        """Whether the self-check refits: ALO is not exact and either the screen does not
+        apply (:attr:`screened` False) or the indicator's estimate of the error of the mean
+        exceeds ``RISK_RTOL`` of the mean."""
+        return not self.exact and (not self.screened or not bounded(self.total, self))
+
+
+def bounded(total: float, s: Screen) -> bool:
+    """Whether ``total / s.weight`` (a sum of ``w_i I_i`` or an upper bound of it) is
+    within ``RISK_RTOL`` of the mean of ``s`` (no risk: the self-check makes no refit)."""
+    est = total / s.weight if math.isfinite(total) else math.inf
+    return est <= RISK_RTOL * abs(s.mean)
+
+
+def check_screen(s: Screen, refit: Refit) -> tuple[ErrorEstimate | None, int]:
+    """Plain ALO's self-check from its :class:`Screen`: None (no refit) when the indicator
+    estimates the error of the mean below ``RISK_RTOL``; otherwise exact refits of the
+    screen's top-ranked samples, their measured error plus the rest's indicator scaled by
+    what the refits measured (the indicator's calibration on this problem). Returns the
+    estimate and the number of refits not at tol; None also where ALO is exact
+    (``s.exact``) or a refit has no unique minimizer (the check is skipped)."""
+    if not s.at_risk:
         return None, 0
-    order = _ranked(g, w)
-    top = order[:CHECK_REFITS]
-    rest = order[CHECK_REFITS:]
+    top = np.asarray(s.rows, dtype=np.int64)
     try:
-        exact, n_nc = refit(np.asarray(top, dtype=np.int64))
+        exact, n_nc = refit(top)
     except ValueError:
         # a refit without a unique minimizer (no penalty on a direction only that sample
         # reaches): there is no exact leave-one-out to check against; the d_i h_i flags
         # and the result's other warnings speak for it
         return None, 0
-    e = w[top] * (g.losses[top] - exact)
-    known = float(np.sum(score[top]))
+    e = s.weights * (s.losses - exact)
+    known = float(np.sum(s.scores))
     ratio = float(np.sum(np.abs(e))) / known if known > 0 and math.isfinite(known) else 1.0
-    rest_score = float(np.sum(score[rest])) if rest.size else 0.0
-    err = abs(float(e.sum())) + max(ratio, 0.0) * rest_score
-    err /= W
-    exact_mean = mean - float(e.sum()) / W
+    err = abs(float(e.sum())) + max(ratio, 0.0) * s.rest
+    err /= s.weight
+    exact_mean = s.mean - float(e.sum()) / s.weight
     rel = err / abs(exact_mean) if exact_mean != 0 else math.inf
     srt = np.argsort(top)
     return (
@@ -363,10 +488,40 @@ def self_check(g: Gathered, refit: Refit) -> tuple[ErrorEstimate | None, int]:
             refitted=top[srt].astype(np.int64),
             exact_losses=np.asarray(exact, dtype=np.float64)[srt],
             n_refits=int(top.size),
-            plain_mean=mean,
+            plain_mean=s.mean,
         ),
         n_nc,
     )
+
+
+def self_check(g: Gathered, refit: Refit) -> tuple[ErrorEstimate | None, int]:
+    """Plain ALO's self-check of in-memory values (:func:`check_screen` on their
+    :class:`Screen`). Returns the estimate (None: no risk, no refit) and the number of
+    refits not at tol."""
+    if g.exact:
+        return None, 0
+    w = _weights(g)
+    W = float(w.sum())
+    mean = float(np.sum(w * g.losses)) / W
+    score = w * g.indicator
+    with np.errstate(over="ignore"):
+        total = float(np.sum(score)) if np.all(np.isfinite(score)) else math.inf
+    empty = np.zeros(0)
+    screen = Screen(
+        total, mean, W, np.zeros(0, dtype=np.int64), empty, empty, empty, 0.0,
+        screened=g.screened,
+    )  # fmt: skip
+    if not screen.at_risk:
+        return None, 0
+    order = _ranked(g, w)
+    top = order[:CHECK_REFITS]
+    rest = order[CHECK_REFITS:]
+    rest_score = float(np.sum(score[rest])) if rest.size else 0.0
+    screen = dataclasses.replace(
+        screen, rows=top, losses=g.losses[top], indicator=g.indicator[top], weights=w[top],
+        rest=rest_score,
+    )  # fmt: skip
+    return check_screen(screen, refit)
 
 
 # ----------------------------------------------------------------------------- budget

@@ -21,8 +21,12 @@ and, where the next step needs it, the Hessian of the trial point together, so a
 accepted full step costs no extra pass; near the optimum chord steps on the last factor
 need gradient-only passes, and the Hessian at the solution comes with the last one).
 ALO (:mod:`.alo`): one more pass (leverages, in the same pass as the hypergradient's
-first accumulation); the exact hypergradient of a curved loss: one more pass. With an
-L1 term (L1, ElasticNet) the fit is the core's active-set proximal Newton (a gradient
+first accumulation and the sums of ALO's error indicator, :mod:`.screen`: plain ALO's
+self-check decides on their bound; where it says there is risk, and always for the
+multinomial loss, one more pass over the leverage pass's outputs (no read of X on a
+distributed client) ranks the samples, and their top ones are refitted exactly, whose
+rows of X alone come to the client); the exact hypergradient of a curved loss: one more
+pass. With an L1 term (L1, ElasticNet) the fit is the core's active-set proximal Newton (a gradient
 pass and a Hessian pass over the working-set columns per outer iteration, the quadratic
 model solved on the client by the core's coordinate descent) and ALO, its hypergradient
 and the approximate K-fold use the columns of the active set, as in memory.

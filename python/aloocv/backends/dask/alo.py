@@ -14,11 +14,26 @@ from ..._diagnostics import min_margin, unreliable_mask
 from .data import Data, _chunk_arrays, _single_blas, _vec
 from .newton import _cho, _settle_guard, _solve, _State
 from .passes import _compute, _stats, _tree
+from .screen import scalar_values
 
 
 @_single_blas
 def _loo_task(
-    x, y, w, off, loss, intercept, beta, H, method, gradient, inv_sw, nt, cols=None, probe=None
+    x,
+    y,
+    w,
+    off,
+    loss,
+    intercept,
+    beta,
+    H,
+    method,
+    gradient,
+    inv_sw,
+    nt,
+    cols=None,
+    probe=None,
+    screen=None,
 ):
     x, y, w, off = _chunk_arrays(x, y, w, off, False)
     if cols is not None:  # the active columns (an L1 fit; beta, H are on them)
@@ -41,6 +56,8 @@ def _loo_task(
     rec = _chunk_record(out)
     if probe is not None:
         rec["step_max"] = _probe_max(x, probe, intercept)
+    if screen is not None:  # the loss object: ALO's error indicator (screen.py)
+        rec.update(scalar_values(screen, y, w, rec))
     return rec
 
 
@@ -64,10 +81,12 @@ def _chunk_record(out: _core.ChunkLooResult) -> dict[str, Any]:
 
 def _loo_sums(out: dict, y, w, margin: bool) -> dict:
     """The chunk's partial sums of the leverage pass: the (weight, mean, M2) stats, the
-    hypergradient accumulations, and the diagnostics (the count of samples with d_i h_i
-    above ALO_UNRELIABLE_DH; with `margin`, the smallest logistic training margin)."""
+    hypergradient accumulations, the diagnostics (the count of samples with d_i h_i
+    above ALO_UNRELIABLE_DH; with `margin`, the smallest logistic training margin) and,
+    when the record holds them, the sums of ALO's error indicator (screen.py)."""
     w = None if w is None else np.asarray(w, dtype=np.float64)
     return {
+        "screen": out.get("bound"),
         "stats": _stats(out["losses"], w),
         "r": out["r"],
         "S": out["S"],
@@ -107,6 +126,7 @@ def _alo(
     keep: str = "lazy",
     cols: Any = None,
     probe: np.ndarray | None = None,
+    screen: bool = False,
 ):
     """The closed forms over the chunks in one leverage pass: the per-chunk outputs
     (`keep`: "lazy" delayed objects, "persist" persisted ones, "gather" numpy dicts
@@ -118,8 +138,9 @@ def _alo(
     zero for the inactive features, ``-u_k sign(theta_k)`` for the L1 weights. The last
     output holds the diagnostics reduced in the pass: ``n_unreliable`` (samples with
     ``d_i h_i > ALO_UNRELIABLE_DH``) and ``margin`` (the smallest logistic training margin,
-    inf for other losses), and with `probe` (a deferred guard's step) ``step_max``, the
-    largest ``|x~_i^T probe|``."""
+    inf for other losses), with `probe` (a deferred guard's step) ``step_max``, the
+    largest ``|x~_i^T probe|``, and with `screen` the sums of ALO's error indicator
+    ``screen`` (screen.py; the records then keep ``y``, ``w`` and the loss change)."""
     import dask
     from dask import delayed
 
@@ -144,6 +165,7 @@ def _alo(
             data.n_threads,
             c,
             pr,
+            data.loss if screen else None,
         )
         for x, y, w, o in blocks
     ]
@@ -181,7 +203,8 @@ def _alo(
         grad_l2[on] = -(u[off:] * bq + np.diag(M)[off:])
         grad_l1[on] = -u[off:] * np.sign(bq)
         grad = (grad_l2, grad_l1)
-    return outs, red["stats"], grad, {k: red[k] for k in ("n_unreliable", "margin", "step_max")}
+    diag = {k: red.get(k) for k in ("n_unreliable", "margin", "step_max", "screen")}
+    return outs, red["stats"], grad, diag
 
 
 def _on_active(data: Data, st: _State) -> tuple[np.ndarray, Any]:
@@ -194,19 +217,25 @@ def _on_active(data: Data, st: _State) -> tuple[np.ndarray, Any]:
 
 
 def _alo_settled(
-    data: Data, st: _State, tol: float, gradient: bool, keep: str, method: str = "alo"
+    data: Data,
+    st: _State,
+    tol: float,
+    gradient: bool,
+    keep: str,
+    method: str = "alo",
+    screen: bool = False,
 ) -> tuple[_State, tuple]:
     """:func:`_alo` at the fitted state, whose deferred guard (if any) is measured in the
     same leverage pass and settled (:func:`_settle_guard`); where the point moved, the
     pass is made again for the new Hessian. Returns the state and _alo's outputs."""
     beta, cols = _on_active(data, st)
     probe = None if st.guard is None else st.guard[0]
-    out = _alo(data, beta, st.H, method, gradient, st.sw, keep, cols, probe)
+    out = _alo(data, beta, st.H, method, gradient, st.sw, keep, cols, probe, screen)
     moved = out[3].get("step_max")
     st, moved_on = _settle_guard(data, st, moved, tol)
     if moved_on:
         beta, cols = _on_active(data, st)
-        out = _alo(data, beta, st.H, method, gradient, st.sw, keep, cols)
+        out = _alo(data, beta, st.H, method, gradient, st.sw, keep, cols, screen=screen)
     return st, out
 
 

@@ -6,10 +6,8 @@ import functools
 import warnings
 from typing import Any
 
-import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ... import _core
 from ..._diagnostics import (
     check_separation_margin,
     unreliable_mask,
@@ -19,16 +17,12 @@ from ..._diagnostics import (
 )
 from ...results import DaskLOOResult
 from .alo import _PER_SAMPLE, _alo_settled, _rcond, _stderr
-from .data import Data, _client, _vec
+from .data import Data, _client
 from .newton import _fit_for_loo, _fit_result
 from .passes import _first_pass, _per_sample
 from .refits import _exact, _exact_l1, _refit_losses
 from .result import subset_refits
-
-
-def _loss_values(y, eta, loss):
-    """l(y_i, eta_i) of one chunk."""
-    return _core.loss_eval(loss, _vec(y), _vec(eta))[0]
+from .screen import Indicator, unreliable_array
 
 
 def loo(
@@ -41,7 +35,6 @@ def loo(
     gradient: str = "exact",
 ):
     """:func:`aloocv.loo` on dask input (a scalar loss; see the package docstring)."""
-    import dask.array as da
 
     data = Data.from_problem(problem)
     if gradient != "exact":
@@ -82,7 +75,10 @@ def loo(
             n_not_converged=n_nc,
         )
     keep = "persist" if _client() is not None else "lazy"
-    st, (outs, stats, hgrad, diag) = _alo_settled(data, st, tol, return_gradient, keep, method)
+    alo = method == "alo"
+    st, (outs, stats, hgrad, diag) = _alo_settled(
+        data, st, tol, return_gradient, keep, method, screen=True
+    )
     fitres = _fit_result(data, st)
     arrs = [_per_sample(outs, data, k) for k in _PER_SAMPLE]
     # the in-memory diagnostics, from what the leverage pass reduced
@@ -98,7 +94,10 @@ def loo(
     grad = None
     if hgrad is not None:
         grad = data.penalty.chain(hgrad[1], hgrad[0])
-    _, mean, _ = stats
+    sw, mean, _ = stats
+    exact = data.loss == "squared" and data.l1 is None  # PRESS: ALO is exact
+    # the indicator (certify() reads it whatever the method) and plain ALO's screen
+    ind = Indicator(outs, data.X.chunks[0], data.loss, diag["screen"], mean, sw, exact)
     return DaskLOOResult(
         arrs[0],
         arrs[1],
@@ -110,19 +109,18 @@ def loo(
         data.w,
         grad,
         arrs[3],
-        unreliable=arrs[3].map_blocks(unreliable_mask, dtype=bool),
+        unreliable=(
+            unreliable_array(ind.array, arrs[0], arrs[3], float(mean))
+            if alo
+            else arrs[3].map_blocks(unreliable_mask, dtype=bool)
+        ),
+        indicator=ind.array if alo else None,
+        _screen=ind.screen if alo else None,
         _refits=subset_refits(
-            da.map_blocks(
-                _loss_values,
-                data.y,
-                _per_sample(outs, data, "eta"),
-                data.loss.core,
-                dtype=np.float64,
-            ),
-            _per_sample(outs, data, "eta"),
-            data.y,
-            data.loss,
+            _per_sample(outs, data, "change"),
+            ind.array,
             functools.partial(_refit_losses, data, st, tol=tol, max_iter=max_iter),
             tol,
+            exact=exact,
         ),
     )

@@ -35,10 +35,13 @@ from .newton import _cho, _solve, _State
 from .passes import _compute, _per_sample, _stats, _tree
 from .refits import _lean, _refit_bytes, _RefitOut, _refits, _weights_without
 from .result import subset_refits
+from .screen import Indicator, multinomial_values, unreliable_array
 
 
 @_single_blas
-def _loo_task(x, y, w, K, pen, intercept, beta, H, method, nt, gradient=False, sw=1.0):
+def _loo_task(
+    x, y, w, K, pen, intercept, beta, H, method, nt, gradient=False, sw=1.0, screen=False
+):
     x, y, w, _ = _chunk_arrays(x, y, w, None, False)
     out = _core.multinomial_chunk_loo(
         x,
@@ -54,7 +57,10 @@ def _loo_task(x, y, w, K, pen, intercept, beta, H, method, nt, gradient=False, s
         gradient=gradient,
         weight_sum=sw,
     )
-    return _chunk_record(out)
+    rec = _chunk_record(out)
+    if screen:  # ALO's error indicator (screen.py)
+        rec.update(multinomial_values(y, w, rec))
+    return rec
 
 
 @_single_blas
@@ -81,9 +87,11 @@ _CHECKED = ("losses", "predictions", "leverages")
 
 def _loo_sums(out: dict, w) -> dict:
     """The chunk's partial sums of the leverage pass: the (weight, mean, M2) stats, the
-    count of unreliable samples and of non-finite outputs."""
+    count of unreliable samples and of non-finite outputs and, when the record holds
+    them, the sums of ALO's error indicator (screen.py)."""
     w = None if w is None else np.asarray(w, dtype=np.float64)
     return {
+        "screen": out.get("bound"),
         "stats": _stats(out["losses"], w),
         "n_unreliable": int(np.count_nonzero(unreliable_mask(out["downdate"]))),
         "nonfinite": np.array([np.count_nonzero(~np.isfinite(out[k])) for k in _CHECKED]),
@@ -91,11 +99,20 @@ def _loo_sums(out: dict, w) -> dict:
     }
 
 
-def _alo_pass(data: Data, st: _State, K: int, method: str, keep: str, gradient: bool = False):
+def _alo_pass(
+    data: Data,
+    st: _State,
+    K: int,
+    method: str,
+    keep: str,
+    gradient: bool = False,
+    screen: bool = False,
+):
     """The closed forms over the chunks in one pass: (per-chunk outputs, reduced sums).
     `keep`: "lazy" (delayed outputs), "persist" (held by the workers) or "gather" (numpy
     dicts computed in the same pass as the reduction). With `gradient` the sums hold "S",
-    the hypergradient's first accumulation."""
+    the hypergradient's first accumulation; with `screen`, "screen", the sums of ALO's
+    error indicator (screen.py; the records then keep "y", "w" and the loss change)."""
     import dask
     from dask import delayed
 
@@ -105,7 +122,19 @@ def _alo_pass(data: Data, st: _State, K: int, method: str, keep: str, gradient: 
     blocks = data.blocks()
     outs = [
         delayed(_loo_task, pure=True)(
-            x, y, w, K, pen, data.fit_intercept, b, Hd, method, data.n_threads, gradient, st.sw
+            x,
+            y,
+            w,
+            K,
+            pen,
+            data.fit_intercept,
+            b,
+            Hd,
+            method,
+            data.n_threads,
+            gradient,
+            st.sw,
+            screen,
         )
         for x, y, w, _ in blocks
     ]
@@ -210,7 +239,8 @@ def loo(
             n_not_converged=n_nc,
         )
     keep = "persist" if _client() is not None else "lazy"
-    outs, red = _alo_pass(data, st, K, method, keep, return_gradient)
+    alo = method == "alo"
+    outs, red = _alo_pass(data, st, K, method, keep, return_gradient, screen=True)
     _check_finite(red, f"loo(method={method!r})")
     grad = None
     if return_gradient:
@@ -219,54 +249,35 @@ def loo(
     warn_unreliable_count(int(red["n_unreliable"]), data.n, MULTINOMIAL, False)
     losses = _per_sample(outs, data, "losses", ())
     downdate = _per_sample(outs, data, "downdate", ())
-    stats = red["stats"]
+    sw, mean, _ = red["stats"]
+    # the indicator (rho = 1; certify() reads it whatever the method) and ALO's screen
+    ind = Indicator(outs, data.X.chunks[0], None, red["screen"], mean, sw, False)
     return DaskLOOResult(
         losses,
         _per_sample(outs, data, "predictions", (K,)),
         _per_sample(outs, data, "leverages", (K, K)),
         method,
         fitres,
-        float(stats[1]),
-        _stderr(stats, data.n),
+        float(mean),
+        _stderr(red["stats"], data.n),
         data.w,
         grad,
         downdate,
-        unreliable=downdate.map_blocks(unreliable_mask, dtype=bool),
+        unreliable=(
+            unreliable_array(ind.array, losses, downdate, float(mean))
+            if alo
+            else downdate.map_blocks(unreliable_mask, dtype=bool)
+        ),
+        indicator=ind.array if alo else None,
+        _screen=ind.screen if alo else None,
         _refits=subset_refits(
-            insample_losses(data, st),
-            insample_losses(data, st, part=1),
-            data.y,
-            problem.loss,
+            _per_sample(outs, data, "change", ()),
+            ind.array,
             functools.partial(refit_losses, data, st, tol=tol, max_iter=max_iter),
             tol,
+            screened=False,
         ),
     )
-
-
-def _insample_task(x, y, B, intercept, part):
-    """The cross-entropies (part 0) or class scores (part 1) of one chunk's rows at the
-    fit's coefficients B (K x p1)."""
-    return _own_rows_task(x, y, np.broadcast_to(B, (np.shape(y)[0], *B.shape)), intercept)[part]
-
-
-def insample_losses(data: Data, st: _State, part: int = 0) -> Any:
-    """The in-sample cross-entropies (``part=0``) or class scores (``part=1``, shape
-    (n, K)) at the fit, a dask array with X's row chunks: certify()'s loss change is the
-    leave-one-out loss minus the first; the error indicator reads the second."""
-    import dask.array as da
-    from dask import delayed
-
-    B = st.beta.reshape(-1, data.p1)
-    K = B.shape[0]
-    parts = [
-        da.from_delayed(
-            delayed(_insample_task, pure=True)(x, y, B, data.fit_intercept, part),
-            shape=(int(c),) if part == 0 else (int(c), K),
-            dtype=np.float64,
-        )
-        for (x, y, _, _), c in zip(data.blocks(), data.X.chunks[0])
-    ]
-    return da.concatenate(parts)
 
 
 def refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter: int):

@@ -64,7 +64,7 @@ def _merge_stats(a, b):
 
 def _add(*parts):
     """Elementwise sum of dicts of partial sums (min/max for the y range and max|X~ step|;
-    of the chunks' input errors the one of the first row)."""
+    of the chunks' input errors the one of the first row; nested dicts added alike)."""
     out = dict(parts[0])
     for q in parts[1:]:
         for k, v in q.items():
@@ -80,6 +80,8 @@ def _add(*parts):
                 out[k] = max(out[k], v)
             elif k == "stats":
                 out[k] = _merge_stats(out[k], v)
+            elif isinstance(v, dict):  # nested partial sums (ALO's indicator's)
+                out[k] = _add(out[k], v)
             else:
                 out[k] = out[k] + v
     return out

@@ -104,64 +104,83 @@ def _lean(st: _State) -> _RefitOut:
     return _RefitOut(st.beta, bool(st.converged))
 
 
-def _without_row(w, n_rows, start, row):
+def _without_row(w, row, block_info=None):
     """One chunk of the weights with the global sample `row` set to zero."""
-    out = np.ones(n_rows) if w is None else np.array(w, dtype=np.float64)
-    if start <= row < start + n_rows:
+    start = block_info[0]["array-location"][0][0]
+    out = np.array(w, dtype=np.float64)
+    if start <= row < start + out.shape[0]:
         out[row - start] = 0.0
     return out
 
 
 def _weights_without(data: Data, row: int) -> Any:
-    """The weights as a dask array with X's row chunks, sample `row`'s set to zero (the
-    problem of a refit without it)."""
+    """The weights as a dask array with X's row chunks (empty ones kept), sample `row`'s
+    set to zero (the problem of a refit without it)."""
     import dask.array as da
-    from dask import delayed
 
-    wblocks = [b[2] for b in data.blocks()]
-    return da.concatenate(
-        [
-            da.from_delayed(
-                delayed(_without_row, pure=True)(wb, int(m), int(t0), int(row)),
-                shape=(int(m),),
-                dtype=np.float64,
-            )
-            for wb, m, t0 in zip(wblocks, data.X.chunks[0], _chunk_starts(data))
-        ]
-    )
+    w = data.w if data.w is not None else da.ones(data.n, chunks=(data.X.chunks[0],))
+    return w.map_blocks(_without_row, int(row), dtype=np.float64)
 
 
-def _refit_without(data: Data, st: _State, row: int, tol: float, max_iter: int) -> _RefitOut:
-    """The fit over the chunks without sample `row` (its weight zero), from the full fit."""
-    return _lean(
-        _solve_fit(dataclasses.replace(data, w=_weights_without(data, row)), tol, max_iter, st.beta)
-    )
+def _first_without(first: dict, w_row: float, y_row: float, off_row: float) -> dict:
+    """The first pass (:func:`_first_pass`) of the problem without one sample (its weight
+    `w_row` set to zero) from the full problem's, without a read of y: the sums less the
+    sample's terms (the y range is over every sample, as the pass reads it; the class
+    counts, which only leave-one-out's own check reads, are left out)."""
+    out = {k: v for k, v in first.items() if k not in ("zeros", "ones")}
+    out["weight"] = first["weight"] - w_row
+    out["ysum"] = first["ysum"] - w_row * y_row
+    out["offsum"] = first["offsum"] - w_row * off_row
+    return out
+
+
+def _refit_without(
+    data: Data, st: _State, row: int, tol: float, max_iter: int, first: dict | None = None
+) -> _RefitOut:
+    """The fit over the chunks without sample `row` (its weight zero), from the full fit;
+    with `first` (:func:`_first_without`) y is not read again and X not checked again."""
+    d = dataclasses.replace(data, w=_weights_without(data, row))
+    if first is not None:
+        d.first, d.checked = first, data.checked
+    return _lean(_solve_fit(d, tol, max_iter, st.beta))
 
 
 def _refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter: int):
     """Exact leave-one-out losses of the samples `rows`: per sample, the fit over the
     chunks without it (its weight zero; warm start: the full fit), then its loss at the
-    refit's linear predictor. Returns (losses, refits not at tol). The rows of X, y and
-    the offset of those samples (|rows| p floats) come to the client."""
+    refit's linear predictor. Returns (losses, refits not at tol). The rows of X, y, the
+    weights and the offset of those samples (|rows| p floats) come to the client; y is
+    not read again (the refits' first passes are the full problem's less the sample)."""
 
     rows = np.asarray(rows, dtype=np.int64)
-    parts = [data.X[rows], data.y[rows], None if data.offset is None else data.offset[rows]]
-    xr, yr, orr = _compute(parts)
+    parts = [
+        data.X[rows],
+        data.y[rows],
+        None if data.w is None else data.w[rows],
+        None if data.offset is None else data.offset[rows],
+    ]
+    xr, yr, wr, orr = _compute(parts)
     xr = np.asarray(xr, dtype=np.float64)
+    yr = _vec(yr)
+    wr = np.ones(rows.size) if wr is None else _vec(wr)
+    o = np.zeros(rows.size) if orr is None else _vec(orr)
     off = int(data.fit_intercept)
     etas = np.empty(rows.size)
     data.blocks()  # made once, before the refit threads share data
+    firsts = [
+        None if data.first is None else _first_without(data.first, wr[k], yr[k], o[k])
+        for k in range(rows.size)
+    ]
     fits = _refits(
-        lambda i: _refit_without(data, st, int(i), tol, max_iter),
-        list(rows),
+        lambda k: _refit_without(data, st, int(rows[k]), tol, max_iter, firsts[k]),
+        list(range(rows.size)),
         _refit_bytes(data.p1),
     )
     n_nc = sum(int(not sk.converged) for sk in fits)
     for k, sk in enumerate(fits):
         etas[k] = xr[k] @ sk.beta[off:] + (sk.beta[0] if off else 0.0)
-    if orr is not None:
-        etas += np.asarray(orr, dtype=np.float64)
-    exact = _core.loss_eval(data.loss.core, _vec(yr), _vec(etas))[0]
+    etas += o
+    exact = _core.loss_eval(data.loss.core, yr, _vec(etas))[0]
     return exact, n_nc
 
 

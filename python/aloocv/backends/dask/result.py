@@ -10,34 +10,31 @@ from typing import Any
 import numpy as np
 
 from ...results import SubsetRefits
-from ...results.trust import Gathered, multinomial_indicator, scalar_indicator
+from ...results.trust import Gathered
 from .passes import _compute
 
 
 def subset_refits(
-    insample: Any,
-    eta: Any,
-    y: Any,
-    loss: Any,
+    change: Any,
+    indicator: Any,
     refit: Callable[[np.ndarray], tuple[np.ndarray, int]],
     tol: float,
+    exact: bool = False,
+    screened: bool = True,
 ) -> SubsetRefits:
-    """The certificate's and the refinement's view of a dask fit: ``insample`` the
-    in-sample losses and ``eta`` the linear predictors (class scores) at the fit, ``y`` the
-    responses (class codes), dask arrays chunked like X's rows; ``refit(rows)`` the route's
-    exact refits. Gathering brings n floats of each (n K^2 for the multinomial leverage
-    blocks) to the client; X stays on the workers."""
+    """The certificate's and the refinement's view of a dask fit: ``change`` the
+    leave-one-out losses minus the in-sample ones and ``indicator`` ALO's error indicator
+    (dask arrays chunked like X's rows, from the leverage pass's records); ``refit(rows)``
+    the route's exact refits; ``exact`` and ``screened`` as in
+    :class:`aloocv.results.trust.Gathered` (ALO exact: a squared loss without L1; the
+    indicator may skip refits: False for the multinomial loss). Gathering brings n floats
+    of each, of the losses and of the weights to the client; X stays on the workers."""
 
     def gather(res: Any) -> Gathered:
-        losses, ins, e, yy, pred, lev, w = _compute(
-            (res.losses, insample, eta, y, res.predictions, res.leverages, res.sample_weight)
-        )
+        losses, ch, ind, w = _compute((res.losses, change, indicator, res.sample_weight))
         w = None if w is None else np.asarray(w, dtype=np.float64)
-        losses, e, pred, lev = (np.asarray(a) for a in (losses, e, pred, lev))
-        if loss.vector_valued:
-            ind = multinomial_indicator(np.asarray(yy), e, pred, lev, w)
-        else:
-            ind = scalar_indicator(loss, np.asarray(yy, dtype=np.float64), e, pred, lev, w)
-        return Gathered(losses, ind, losses - np.asarray(ins), w, screened=not loss.vector_valued)
+        return Gathered(
+            np.asarray(losses), np.asarray(ind), np.asarray(ch), w, exact=exact, screened=screened
+        )
 
     return SubsetRefits(gather=gather, refit=refit, tol=tol)
