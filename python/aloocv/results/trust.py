@@ -525,18 +525,28 @@ def self_check(g: Gathered, refit: Refit) -> tuple[ErrorEstimate | None, int]:
 
 
 # ----------------------------------------------------------------------------- budget
-def _draw_probs(g: Gathered, w: np.ndarray, rest: np.ndarray) -> np.ndarray:
+def _draw_probs(
+    g: Gathered, w: np.ndarray, rest: np.ndarray, census: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Draw probabilities over ``rest``: the indicator, the loss change and uniform mixed
-    (each part normalised; a part with zero total falls to uniform)."""
-    parts = []
-    for s in (w[rest] * g.indicator[rest], w[rest] * np.abs(g.change[rest])):
-        s = np.where(np.isfinite(s), s, np.max(s[np.isfinite(s)], initial=1.0))
-        tot = float(s.sum())
-        parts.append(s / tot if tot > 0 else np.full(rest.size, 1.0 / rest.size))
-    uni = np.full(rest.size, 1.0 / rest.size)
-    q = _INDICATOR_SHARE * parts[0] + _CHANGE_SHARE * parts[1]
-    q += (1.0 - _INDICATOR_SHARE - _CHANGE_SHARE) * uni
-    return q / q.sum()
+    (each part normalised over the rest; a part with zero total falls to uniform); and the
+    same rule's value at the census samples (as if they were in the rest: the scale on
+    which their errors show what the rest's may be)."""
+    qr = np.zeros(rest.size)
+    qc = np.zeros(census.size)
+    for share, v in ((_INDICATOR_SHARE, g.indicator), (_CHANGE_SHARE, np.abs(g.change))):
+        sr, sc = w[rest] * v[rest], w[census] * v[census]
+        cap = np.max(sr[np.isfinite(sr)], initial=1.0)
+        sr, sc = np.where(np.isfinite(sr), sr, cap), np.where(np.isfinite(sc), sc, np.inf)
+        tot = float(sr.sum())
+        if tot > 0:
+            qr += share * sr / tot
+            qc += share * sc / tot
+        else:
+            qr += share / rest.size
+            qc += share / rest.size
+    uni = (1.0 - _INDICATOR_SHARE - _CHANGE_SHARE) / rest.size
+    return qr + uni, qc + uni
 
 
 def _census_size(score_sorted: np.ndarray, target: float, at_least: int) -> int:
@@ -630,13 +640,18 @@ def refine(
             losses, est = _budget_estimate(g, w, ex, plain, 0.0, 0.0, confidence, rtol, True)
             return losses, est, ex.n_not_converged
         rest = order[k:]
-        q = _draw_probs(g, w, rest)
-        j = rng.choice(rest.size, size=BUDGET_DRAWS, replace=True, p=q)
+        q, q_census = _draw_probs(g, w, rest, census)
+        j = rng.choice(rest.size, size=BUDGET_DRAWS, replace=True, p=q / q.sum())
         draws = rest[j]
         ex.get(np.concatenate([census, draws]))  # one call of the route's refits a round
         z = w[draws] * (g.losses[draws] - ex.get(draws)) / q[j]
         rest_error = float(z.mean()) / W  # unbiased for the rest's error of the mean
-        half = t * float(z.std(ddof=1)) / math.sqrt(BUDGET_DRAWS) / W
+        # the interval accounts for the heavy tail as the certificate's does: the census's
+        # errors on the draws' scale show how far the rest's may stray from the indicator
+        zc = w[census] * (g.losses[census] - ex.values[census]) / q_census
+        zc = zc[np.isfinite(zc)]
+        var = max(float(np.mean(np.concatenate([z, zc]) ** 2)), float(z.var(ddof=1)))
+        half = t * math.sqrt(var / BUDGET_DRAWS) / W
         # the reported losses are exact on every refitted sample: those outside the census
         # leave the rest's error by their known amount
         known_rows = np.setdiff1d(ex.rows, census)
