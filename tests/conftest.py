@@ -99,3 +99,37 @@ def loss_value(loss: str, y, eta):
 @pytest.fixture(params=["squared", "logistic", "poisson"])
 def loss(request):
     return request.param
+
+
+# ----------------------------------------------------------------------------- dask
+def nbytes_of(v) -> int:
+    """Bytes of the arrays in a nested dict / list / tuple (8 per other leaf): what a
+    dask task hands back to the client."""
+    if isinstance(v, np.ndarray):
+        return v.nbytes
+    if isinstance(v, dict):
+        return sum(nbytes_of(x) for x in v.values())
+    if isinstance(v, (list, tuple)):
+        return sum(nbytes_of(x) for x in v)
+    return 8
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A two-process local dask.distributed cluster for a test module."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
+    )
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+@pytest.fixture
+def sync():
+    """dask's synchronous scheduler for the duration of a test."""
+    dask = pytest.importorskip("dask")
+    with dask.config.set(scheduler="synchronous"):
+        yield

@@ -21,7 +21,7 @@ from aloocv import _core
 from aloocv.backends.dask import data as dask_data
 from aloocv.backends.dask import passes, policy, refits
 from aloocv.backends.dask import tuning as dask_tuning
-from conftest import make_data
+from conftest import make_data, nbytes_of
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -41,23 +41,6 @@ def close(a, b, tol=PARITY):
     scale = max(1.0, float(np.max(np.abs(b))) if b.size else 1.0)
     assert a.shape == b.shape
     np.testing.assert_allclose(a, b, rtol=0, atol=tol * scale)
-
-
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
-    )
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
-
-
-@pytest.fixture
-def sync():
-    with dask.config.set(scheduler="synchronous"):
-        yield
 
 
 def dX(X, chunk=CHUNK):
@@ -911,7 +894,7 @@ def test_cluster_client_gathers_no_X(client, monkeypatch):
 
     def spy(obj):
         out = real(obj)
-        seen.append(sum(_nbytes(v) for v in (out if isinstance(out, list) else [out])))
+        seen.append(sum(nbytes_of(v) for v in (out if isinstance(out, list) else [out])))
         return out
 
     for mod in _DASK_MODULES:  # every module of the backend that computes
@@ -1074,7 +1057,7 @@ def test_tune_gathers_no_per_sample_arrays(sync, monkeypatch):
 
     def spy(*args, **kwargs):
         out = real(*args, **kwargs)
-        seen.append(_nbytes(list(out)))
+        seen.append(nbytes_of(list(out)))
         return out
 
     monkeypatch.setattr(dask.base, "compute", spy)
@@ -1104,16 +1087,6 @@ def test_tune_gathers_no_per_sample_arrays(sync, monkeypatch):
     close(est.coef_, er.coef_)
     close(est.best_score_, er.best_score_)
     close(est.scores_[1.0], er.scores_[1.0])
-
-
-def _nbytes(v):
-    if isinstance(v, np.ndarray):
-        return v.nbytes
-    if isinstance(v, dict):
-        return sum(_nbytes(x) for x in v.values())
-    if isinstance(v, (list, tuple)):
-        return sum(_nbytes(x) for x in v)
-    return 8
 
 
 def _slow_block(block_info=None):

@@ -47,12 +47,6 @@ def data(loss, n=230, p=6, seed=1):
     return X, y, rng.uniform(0.5, 2.0, n), 0.1 * rng.standard_normal(n)
 
 
-@pytest.fixture
-def sync():
-    with dask.config.set(scheduler="synchronous"):
-        yield
-
-
 # ------------------------------------------------------------------ the binding itself
 def numpy_source(X, y, w, off, calls=None):
     """A logistic problem's sums by plain numpy (an independent formula)."""

@@ -21,12 +21,6 @@ PARITY = 1e-10
 CHUNK = 70  # rows per chunk: uneven last chunk
 
 
-@pytest.fixture
-def sync():
-    with dask.config.set(scheduler="synchronous"):
-        yield
-
-
 def dX(X, chunk=CHUNK):
     return da.from_array(X, chunks=(chunk, X.shape[1]))
 

@@ -21,7 +21,7 @@ from threadpoolctl import threadpool_limits
 import aloocv
 from aloocv.backends.dask import passes, screen
 from aloocv.results import trust
-from conftest import loss_value, make_data, sklearn_glm
+from conftest import loss_value, make_data, nbytes_of, sklearn_glm
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -39,23 +39,6 @@ _DASK_MODULES = [
     importlib.import_module(f"aloocv.backends.dask.{m.name}")
     for m in pkgutil.iter_modules(importlib.import_module("aloocv.backends.dask").__path__)
 ]
-
-
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
-    )
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
-
-
-@pytest.fixture
-def sync():
-    with dask.config.set(scheduler="synchronous"):
-        yield
 
 
 def _scheduler(request, where):
@@ -217,16 +200,6 @@ def test_self_check_refits_equal_scikit_learn_refits(sync):
             assert ex == pytest.approx(loss_value("logistic", y[i], X[i] @ coef + b), rel=1e-5)
 
 
-def _nbytes(v):
-    if isinstance(v, np.ndarray):
-        return v.nbytes
-    if isinstance(v, dict):
-        return sum(_nbytes(x) for x in v.values())
-    if isinstance(v, (list, tuple)):
-        return sum(_nbytes(x) for x in v)
-    return 8
-
-
 @pytest.mark.parametrize("risk", [False, True])
 def test_self_check_gathers_no_per_sample_arrays(client, monkeypatch, risk):
     # structural: plain ALO's self-check reads what the leverage pass reduced; with no
@@ -242,7 +215,7 @@ def test_self_check_gathers_no_per_sample_arrays(client, monkeypatch, risk):
 
     def spy(obj):
         out = real(obj)
-        seen.append(_nbytes(out))
+        seen.append(nbytes_of(out))
         return out
 
     for mod in _DASK_MODULES:  # every module of the backend that computes

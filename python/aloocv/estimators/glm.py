@@ -191,14 +191,8 @@ _GLM_DOC = """
     verbose : int
         A progress bar per search (tqdm, when installed) when positive.
     rtol : float in (0, 1), optional
-        Choose on the trusted estimate: near ALO's choice the leave-one-out loss is
-        refined to within ``rtol`` (relative) of exact leave-one-out, at 95% confidence,
-        by exact refits of the samples ALO's error indicator ranks first
-        (:func:`aloocv.tune`'s ``rtol=``), so that the choice is exact leave-one-out's (to
-        the grid's resolution; ``search="gradient"``: to ``tol``).
-        ``search_results_["refined"]`` is 1 on the rows whose ``"loss"`` is the refined
-        estimate, and :meth:`plot_cv` marks them. None (default): plain ALO. Not with
-        ``scoring=`` (a scorer reads the leave-one-out predictions, which stay ALO's).
+        Choose on the trusted estimate (the deviance refined to within ``rtol`` of exact
+        leave-one-out near ALO's choice), as in :class:`ALOLogisticRegressionCV`.
 
     Attributes
     ----------

@@ -95,12 +95,15 @@ def _raise_first(s: dict) -> dict:
     return s
 
 
-def _tree(parts: list) -> Any:
+def _tree(parts: list, merge: Any = None) -> Any:
+    """The delayed parts merged by a tree of fan-in TREE_FANIN (``merge``: summing
+    ``_add`` by default)."""
     from dask import delayed
 
+    merge = _add if merge is None else merge
     while len(parts) > 1:
         parts = [
-            delayed(_add, pure=True)(*parts[i : i + policy.TREE_FANIN])
+            delayed(merge, pure=True)(*parts[i : i + policy.TREE_FANIN])
             for i in range(0, len(parts), policy.TREE_FANIN)
         ]
     return parts[0]

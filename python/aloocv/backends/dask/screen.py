@@ -31,8 +31,8 @@ from ...results.trust import (
     scalar_indicator,
     unreliable_chunk,
 )
-from . import policy
 from .passes import _compute
+from .passes import _tree as _merge_tree
 
 _TOP = ("rows", "score", "indicator", "tie", "losses", "weights")
 
@@ -129,14 +129,7 @@ def merge(*parts: dict) -> dict:
 
 def _tree(parts: list) -> Any:
     """The merged screen of the chunks' delayed parts (a tree of fan-in TREE_FANIN)."""
-    from dask import delayed
-
-    while len(parts) > 1:
-        parts = [
-            delayed(merge, pure=True)(*parts[i : i + policy.TREE_FANIN])
-            for i in range(0, len(parts), policy.TREE_FANIN)
-        ]
-    return parts[0]
+    return _merge_tree(parts, merge)
 
 
 # ----------------------------------------------------------------------------- the result
