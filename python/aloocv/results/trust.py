@@ -137,6 +137,17 @@ class ErrorEstimate:
         Exact refits made.
     plain_mean : float
         Plain ALO's mean, before any refinement.
+
+    Examples
+    --------
+    >>> import aloocv
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> X, y = load_breast_cancer(return_X_y=True)
+    >>> X = (X - X.mean(0)) / X.std(0)
+    >>> res = aloocv.loo(X, y * 1.0, penalty=aloocv.L2(1e-3), rtol=0.01)
+    >>> est = res.error_estimate
+    >>> (est.kind, est.met, abs(est.plain_mean / res.mean - 1) > 0.1)
+    ('budget', True, True)
     """
 
     kind: str
