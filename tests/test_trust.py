@@ -284,3 +284,25 @@ def test_rtol_needs_no_refit_where_the_indicator_is_far_within_budget():
     ref = exact(X, y, 1.0)
     assert abs(res.mean - ref.mean) <= est.ci_high
     np.testing.assert_array_equal(res.losses, aloocv.loo(X, y, penalty=aloocv.L2(1.0)).losses)
+
+
+@pytest.mark.parametrize("case", ["lasso", "huber"])
+def test_indicator_blind_spots_are_always_refitted(case):
+    """An L1 term (active-set changes) and the Huber loss (curvature jumps) are outside the
+    expansion: their zero or small indicator never spares the refits."""
+    X, y = load_diabetes(return_X_y=True)
+    X = _std(X)
+    if case == "lasso":
+        kw = {"loss": "squared", "penalty": aloocv.ElasticNet(l1=5.0, l2=0.1)}
+    else:
+        kw = {"loss": aloocv.Huber(), "penalty": aloocv.L2(1.0)}
+        y = (y - y.mean()) / y.std()
+    res = aloocv.loo(X, y, tol=1e-10, rtol=0.01, **kw)
+    ref = aloocv.loo(X, y, tol=1e-10, method="exact", **kw)
+    est = res.error_estimate
+    assert est.kind == "budget" and est.n_refits >= 10
+    assert abs(res.mean - ref.mean) <= 0.01 * ref.mean
+    rows = est.refitted
+    np.testing.assert_allclose(res.losses[rows], ref.losses[rows], rtol=1e-6, atol=1e-9)
+    plain = aloocv.loo(X, y, tol=1e-10, **kw)
+    assert plain.error_estimate is not None and plain.error_estimate.n_refits == 10

@@ -39,6 +39,7 @@ __all__ = [
     "bounded",
     "calibration_of",
     "check_screen",
+    "indicator_sees_the_error",
     "mean_leverage",
     "multinomial_indicator",
     "multinomial_reach_terms",
@@ -222,6 +223,13 @@ def _finish(out: np.ndarray, h: np.ndarray, weights: np.ndarray | None) -> np.nd
     if weights is not None:
         out[weights <= 0] = 0.0
     return out
+
+
+def indicator_sees_the_error(loss: Any, has_l1: bool) -> bool:
+    """Whether the scalar indicator's size may screen: False with an L1 term (ALO's error
+    then includes the active set's change, which the expansion does not see) and for the
+    Huber loss (its curvature jumps where the expansion assumes a third derivative)."""
+    return not has_l1 and getattr(loss, "name", loss) != "huber"
 
 
 def scalar_indicator(

@@ -16,6 +16,7 @@ from ..._diagnostics import (
     warn_unreliable_count,
 )
 from ...results import DaskLOOResult
+from ...results.trust import indicator_sees_the_error
 from .alo import _PER_SAMPLE, _alo_settled, _rcond, _stderr
 from .data import Data, _client
 from .newton import _fit_for_loo, _fit_result
@@ -97,7 +98,8 @@ def loo(
     sw, mean, _ = stats
     exact = data.loss == "squared" and data.l1 is None  # PRESS: ALO is exact
     # the indicator (certify() reads it whatever the method) and plain ALO's screen
-    ind = Indicator(outs, data.X.chunks[0], data.loss, diag["screen"], mean, sw, exact)
+    sees = indicator_sees_the_error(data.loss, data.l1 is not None)
+    ind = Indicator(outs, data.X.chunks[0], data.loss, diag["screen"], mean, sw, exact, sees)
     return DaskLOOResult(
         arrs[0],
         arrs[1],
@@ -122,5 +124,6 @@ def loo(
             functools.partial(_refit_losses, data, st, tol=tol, max_iter=max_iter),
             tol,
             exact=exact,
+            screened=sees,
         ),
     )

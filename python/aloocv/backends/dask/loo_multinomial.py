@@ -251,7 +251,7 @@ def loo(
     downdate = _per_sample(outs, data, "downdate", ())
     sw, mean, _ = red["stats"]
     # the indicator (rho = 1; certify() reads it whatever the method) and ALO's screen
-    ind = Indicator(outs, data.X.chunks[0], None, red["screen"], mean, sw, False)
+    ind = Indicator(outs, data.X.chunks[0], None, red["screen"], mean, sw, False, False)
     return DaskLOOResult(
         losses,
         _per_sample(outs, data, "predictions", (K,)),

@@ -184,11 +184,14 @@ class Indicator:
         The mean ALO loss and the sum of the weights.
     exact : bool
         ALO is exact (a squared loss without L1): nothing to check.
+    screened : bool
+        The indicator's size may screen (:func:`aloocv.results.trust.indicator_sees_the_error`;
+        False for the multinomial loss).
     """
 
     def __init__(
         self, outs: list, chunks: tuple, loss: Any, bound: dict, mean: float, weight: float,
-        exact: bool,
+        exact: bool, screened: bool,
     ) -> None:  # fmt: skip
         import dask.array as da
         from dask import delayed
@@ -209,7 +212,7 @@ class Indicator:
         self._base = Screen(
             _bound_total(bound, self.rho) if loss is not None else math.inf,
             mean, weight, np.zeros(0, dtype=np.int64), empty, empty, empty, 0.0,
-            exact=exact, screened=loss is not None,
+            exact=exact, screened=screened,
         )  # fmt: skip
         self._screen: Screen | None = None
 

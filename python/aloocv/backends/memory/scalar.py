@@ -43,7 +43,12 @@ from ...folds import (
 )
 from ...problem import Problem
 from ...results import FitResult, FoldRefits, KFoldResult, LOOResult, SubsetRefits, fit_result
-from ...results.trust import Gathered, scalar_indicator, unreliable_from
+from ...results.trust import (
+    Gathered,
+    indicator_sees_the_error,
+    scalar_indicator,
+    unreliable_from,
+)
 from ..common import LOORequest
 
 __all__ = ["fit", "kfold", "loo", "tune_state"]
@@ -238,7 +243,8 @@ def refits(
             )
         change = res.losses - pb.loss.value(pb.y, e)
         exact = pb.loss == "squared" and pb.l1 is None  # PRESS: ALO is exact
-        return Gathered(res.losses, ind, change, res.sample_weight, exact=exact)
+        sees = indicator_sees_the_error(pb.loss, pb.l1 is not None)
+        return Gathered(res.losses, ind, change, res.sample_weight, exact=exact, screened=sees)
 
     return SubsetRefits(gather=gather, refit=refit, tol=pb.options.tol)
 
