@@ -69,11 +69,13 @@ def _args(pb: Problem) -> tuple:
     return (core_design(pb.X), pb.y, pb.sample_weight, pb.loss.core, pb.l2)
 
 
-def _check_separation(pb: Problem, res: FitResult, warn: bool) -> None:
+def _check_separation(
+    pb: Problem, res: FitResult, warn: bool, eta: np.ndarray | None = None
+) -> None:
     # a separated logistic fit without penalty has no finite solution: raise before the
     # convergence warning (Newton "converges" on the vanishing gradient)
     if pb.loss == "logistic":
-        eta = res.decision_function(pb.X, pb.offset)
+        eta = res.decision_function(pb.X, pb.offset) if eta is None else eta
         check_separation(eta, pb.y, pb.sample_weight, pb.l2, pb.l1, warn=warn)
 
 
@@ -170,13 +172,13 @@ def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
         grad_l1=out.grad_l1,
     )
     fitres = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
-    _check_separation(pb, fitres, warn=method != "exact")
+    eta = fitres.decision_function(pb.X, pb.offset)  # the fit's, for the checks below
+    _check_separation(pb, fitres, warn=method != "exact", eta=eta)
     o = pb.options
     warn_loo_fit(fitres, beta is not None, out.n_not_converged, pb.n_samples, o.tol, o.max_iter)
     grad = pb.penalty.chain(out.grad_l1, out.grad_l2) if req.return_gradient else None
     dh_flag = unreliable_mask(out.downdate)
     warn_unreliable(dh_flag, pb.loss, pb.l1 is not None)
-    eta = fitres.decision_function(pb.X, pb.offset)
     indicator = None
     unreliable = dh_flag
     if method == "alo":
