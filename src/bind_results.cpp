@@ -55,8 +55,29 @@ void bind_results(py::module_& m) {
       .def_readonly("fused_end_fallbacks", &FitOut::fused_end_fallbacks,
                     "Fused ends whose guard fell back to a fresh Newton step.")
       .def_readonly("stale_eta", &FitOut::stale_eta,
-                    "max |change of eta| in the step taken after the last Hessian.");
+                    "max |change of eta| in the step taken after the last Hessian.")
+      .def_readonly("cg_iterations", &FitOut::cg_iterations,
+                    "Conjugate-gradient iterations (Newton-CG fits of the matrix-free route).");
   add_repr(fit, kFitScalars);
+
+  py::class_<RandomLeveragesOut> rl(
+      m, "RandomLeveragesResult",
+      "Per-group Hutchinson estimates of the leverages (docs/math/matrix_free.md).");
+  rl.def_readonly("plain", &RandomLeveragesOut::plain,
+                  "(n, G) group means of z_ik (A z_k)_i, A = X~ H^{-1} X~^T.")
+      .def_readonly("control", &RandomLeveragesOut::control,
+                    "(n, G) group means of z_ik ((A - A0) z_k)_i, A0 = X~ diag(H)^{-1} X~^T.")
+      .def_readonly("diag0", &RandomLeveragesOut::diag0, "(n,) the diagonal of A0.")
+      .def_readonly("eta", &RandomLeveragesOut::eta, "(n,) the linear predictor at the fit.")
+      .def_readonly("g", &RandomLeveragesOut::g, "(n,) w_i l'_i at the fit.")
+      .def_readonly("d", &RandomLeveragesOut::d, "(n,) w_i l''_i at the fit.")
+      .def_readonly("cg_iterations", &RandomLeveragesOut::cg_iterations,
+                    "Conjugate-gradient iterations of the probe solves.")
+      .def_readonly("passes", &RandomLeveragesOut::passes, "Products with X~ or X~^T.")
+      .def_readonly("converged", &RandomLeveragesOut::converged,
+                    "Whether every probe solve reached its tolerance.")
+      .def_readonly("worst_residual", &RandomLeveragesOut::worst_residual,
+                    "The largest relative residual of the probe solves.");
 
   py::class_<LooOut, FitOut> loo(m, "LooResult",
                                  "A fit and its leave-one-out values (FitResult's fields and "

@@ -18,6 +18,7 @@ void bind_chunk(py::module_& m);
 void bind_sums(py::module_& m);
 void bind_policy(py::module_& m);
 void bind_refits(py::module_& m);
+void bind_matrix_free(py::module_& m);
 }  // namespace aloocv::bind
 
 PYBIND11_MODULE(_core, m) {
@@ -36,4 +37,5 @@ PYBIND11_MODULE(_core, m) {
   aloocv::bind::bind_sums(m);
   aloocv::bind::bind_policy(m);
   aloocv::bind::bind_refits(m);
+  aloocv::bind::bind_matrix_free(m);
 }

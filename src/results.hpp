@@ -27,6 +27,7 @@ struct FitOut {
   Index matvec_passes = 0;
   Index fused_end_fallbacks = 0;
   double stale_eta = 0.0;
+  Index cg_iterations = 0;  // Newton-CG fits (matrix-free route)
 };
 
 // The fit and its leave-one-out values: aloocv._core.LooResult.
@@ -48,6 +49,21 @@ struct LooOut : FitOut {
 struct AloTangentsOut : LooOut {
   py::object tangent_l2 = py::none();  // (p, m)
   py::object tangent_l1 = py::none();  // (p, m)
+};
+
+// Per-group randomized leverage estimates (matrix-free route):
+// aloocv._core.RandomLeveragesResult.
+struct RandomLeveragesOut {
+  py::object plain = py::none();    // (n, G)
+  py::object control = py::none();  // (n, G)
+  py::object diag0 = py::none();    // (n,)
+  py::object eta = py::none();      // (n,)
+  py::object g = py::none();        // (n,)
+  py::object d = py::none();        // (n,)
+  Index cg_iterations = 0;
+  Index passes = 0;
+  bool converged = true;
+  double worst_residual = 0.0;
 };
 
 // K-fold or held-out sets: aloocv._core.KFoldResult.
@@ -207,6 +223,7 @@ inline void fill_fit(FitOut& out, const FitState& st, bool intercept) {
   out.matvec_passes = st.matvec_passes;
   out.fused_end_fallbacks = st.fused_end_fallbacks;
   out.stale_eta = st.stale_eta;
+  out.cg_iterations = st.cg_iterations;
 }
 
 inline FitOut fit_out(const FitState& st, bool intercept) {

@@ -104,6 +104,8 @@ struct FitState {
   // O(n p) passes over X (products X~ v, X~^T v; a fused step reads X once for both);
   // counted by the smooth Newton fits (newton.hpp), not by the leverage pass of ALO.
   Index matvec_passes = 0;
+  // Conjugate-gradient iterations of a matrix-free (Newton-CG) fit (matrix_free.hpp).
+  Index cg_iterations = 0;
   // The penalty vector that `grad` includes (smooth fits): along a lambda path the next
   // point's gradient at this beta is grad + (pen_new - grad_pen) .* beta, no pass over X.
   Vec grad_pen;

@@ -1,0 +1,144 @@
+// The matrix-free route (docs/math/matrix_free.md): fits, leverages and the hypergradient
+// from products with X~ and X~^T only, O(nnz) each, never a p1 x p1 (or n x n) matrix.
+//
+//  - Operator: the products X~ V and X~^T U for one vector or a block of m columns (the
+//    probes of a randomized estimate side by side), dense (BLAS where the rows have unit
+//    stride) or CSR (a CSC index of the same entries for threaded X~^T U, so that every
+//    product sums in the same order whatever the thread count).
+//  - block_pcg: preconditioned conjugate gradients on H S = B, H = X~^T D X~ + diag(pen),
+//    each column with its own step lengths, preconditioned by diag(H) (Jacobi).
+//  - cg_fit: truncated Newton (Newton-CG) as a model of the one Newton driver
+//    (newton_driver.hpp): the direction by PCG to a forcing tolerance, the move by the
+//    shared Armijo test.
+//  - random_leverages: Hutchinson estimates of h_i = x~_i^T H^{-1} x~_i from Rademacher
+//    probes, plain and with the Jacobi diagonal as a control variate, kept per group of
+//    probes (the jackknife of the Python layer debiases and gives the standard error).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "problem.hpp"
+
+namespace aloocv {
+
+// Row-major blocks: row i of an n x m block holds sample i's m probe values.
+using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+namespace mf {
+
+// Products with X~ = [1, X] (the intercept column when `intercept`), restricted to no
+// column subset. Counts the passes over X it makes.
+class Operator {
+ public:
+  Operator(const Design& X, bool intercept, int n_threads);
+  Index n() const { return X_.n; }
+  Index p1() const { return X_.p + off_; }
+  // out (n) = X~ v, v (p1).
+  void forward(const double* v, double* out) const;
+  // out (p1) = X~^T u, u (n).
+  void adjoint(const double* u, double* out) const;
+  // out (n x m) = X~ V, V (p1 x m).
+  void forward(const RowMat& V, RowMat& out) const;
+  // out (p1 x m) = X~^T U, U (n x m).
+  void adjoint(const RowMat& U, RowMat& out) const;
+  // out (p1) = sum_i d_i x~_ij^2: the diagonal of X~^T D X~.
+  void weighted_squares(const double* d, double* out) const;
+  // out (n) = sum_j x~_ij^2 c_j.
+  void squares_times(const double* c, double* out) const;
+  mutable Index passes = 0;
+
+ private:
+  const Design& X_;
+  Index off_;
+  int nt_;
+  // CSC index of a sparse X (threaded adjoints): column j's entries at [cptr[j], cptr[j+1]).
+  std::vector<Index> cptr_;
+  std::vector<int> crow_;
+  std::vector<double> cval_;
+  bool csc() const { return !cptr_.empty(); }
+};
+
+// H v = X~^T (d .* X~ v) + pen .* v for a block (the curvature d clipped at 0: a direction
+// of descent where a loss has negative curvature).
+struct HessianOp {
+  const Operator& op;
+  const Vec& d;    // (n) w_i l''_i
+  const Vec& pen;  // (p1)
+  void apply(const RowMat& V, RowMat& out, RowMat& work) const;
+};
+
+struct CgOptions {
+  double rtol = 1e-6;     // ||r_k|| <= rtol ||b_k|| per column
+  Index max_iter = 1000;  // iterations at most
+};
+
+struct CgReport {
+  Index iterations = 0;
+  bool converged = true;
+  double worst = 0.0;  // the largest ||r_k|| / ||b_k|| at the end
+};
+
+// S = H^{-1} B by PCG with the preconditioner diag(minv) (the inverse of diag(H)), from
+// S = 0, each column on its own; a column whose curvature p^T H p vanishes stops there.
+CgReport block_pcg(const HessianOp& H, const Vec& minv, const RowMat& B, RowMat& S,
+                   const CgOptions& o);
+
+// The inverse Jacobi preconditioner 1 / diag(H) (1 where a diagonal entry is 0).
+Vec jacobi(const Operator& op, const Vec& d, const Vec& pen);
+
+}  // namespace mf
+
+// Options of the matrix-free fit.
+struct CgFitOptions {
+  FitOptions fit;
+  Index max_cg = 250;  // CG iterations per Newton step at most
+};
+
+// Newton-CG from beta0 (nullptr: the loss's start) to max|grad| / sum(w) <= tol (smooth
+// L2 problems). The state holds no factor; matvec_passes counts every pass over X
+// (Hessian-vector products included), cg_iterations the CG iterations.
+FitState cg_fit(const Problem& pb, LossKind loss, const CgFitOptions& opt, const Vec* beta0);
+
+// The state at a given beta (eta, gradient; no factor), for ALO at a given fit.
+FitState cg_prepare(const Problem& pb, LossKind loss, const Vec& beta, const FitOptions& opt);
+
+struct LeverageOptions {
+  Index n_probes = 64;  // Rademacher probes in all
+  Index n_groups = 8;   // groups of n_probes / n_groups probes (the jackknife's units)
+  std::uint64_t seed = 0;
+  double cg_rtol = 1e-4;
+  Index max_cg = 1000;
+  int n_threads = 0;
+};
+
+// Per-group Hutchinson estimates of the leverages at st (st.eta at its beta).
+struct RandomLeverages {
+  RowMat plain;    // (n x G) group means of z_ik (A z_k)_i, A = X~ H^{-1} X~^T
+  RowMat control;  // (n x G) group means of z_ik ((A - A0) z_k)_i, A0 = X~ diag(H)^{-1} X~^T
+  Vec diag0;       // (n) diag(A0)_i = sum_j x~_ij^2 / H_jj
+  Vec d;           // (n) w_i l''_i at the fit
+  Vec g;           // (n) w_i l'_i at the fit
+  Index cg_iterations = 0;
+  Index passes = 0;
+  bool converged = true;
+  double worst_residual = 0.0;
+};
+
+RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitState& st,
+                                 const LeverageOptions& o);
+
+// Rademacher value (+1 or -1) of probe k at sample i for a seed: a counter-based hash, the
+// same for any batching or thread count.
+inline double rademacher(std::uint64_t seed, Index i, Index k) {
+  std::uint64_t z = seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(i) * 0xBF58476D1CE4E5B9ULL +
+                    static_cast<std::uint64_t>(k) * 0x94D049BB133111EBULL;
+  z ^= z >> 30;
+  z *= 0xBF58476D1CE4E5B9ULL;
+  z ^= z >> 27;
+  z *= 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return (z & 1ULL) ? 1.0 : -1.0;
+}
+
+}  // namespace aloocv

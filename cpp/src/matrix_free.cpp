@@ -1,0 +1,601 @@
+// The matrix-free route: products, PCG, Newton-CG and randomized leverages
+// (matrix_free.hpp; docs/math/matrix_free.md).
+#include "aloocv/matrix_free.hpp"
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "aloocv/hessian.hpp"
+#include "aloocv/newton.hpp"
+
+namespace aloocv {
+
+namespace mf {
+
+namespace {
+
+// Rows per task of the row-parallel block products.
+constexpr Index kRowsPerTask = 512;
+
+// C (r x m, row-major, leading dimension m) = M (r x p) V (p x m, row-major) through the
+// registered DGEMM where M is a float64 block with unit inner stride; false otherwise.
+template <class M>
+bool block_gemm_forward(const M& A, const double* V, Index m, double* C) {
+  if constexpr (std::is_base_of_v<Eigen::DenseBase<M>, M>) {
+    if constexpr (std::is_same_v<typename M::Scalar, double>) {
+      if (!blas::enabled() || A.innerStride() != 1 || A.rows() == 0 || A.cols() == 0) return false;
+      // column-major view: C^T (m x r) = V^T (m x p) op(A)^T
+      if constexpr (M::IsRowMajor) {
+        blas::gemm_ex(false, false, m, A.rows(), A.cols(), 1.0, V, m, A.data(), A.outerStride(),
+                      0.0, C, m);
+      } else {
+        blas::gemm_ex(false, true, m, A.rows(), A.cols(), 1.0, V, m, A.data(), A.outerStride(),
+                      0.0, C, m);
+      }
+      return true;
+    } else {
+      return false;
+    }
+  } else {
+    return false;
+  }
+}
+
+// acc (p x m, row-major) += M^T (p x r) U (r x m, row-major), as block_gemm_forward.
+template <class M>
+bool block_gemm_adjoint(const M& A, const double* U, Index m, double* acc) {
+  if constexpr (std::is_base_of_v<Eigen::DenseBase<M>, M>) {
+    if constexpr (std::is_same_v<typename M::Scalar, double>) {
+      if (!blas::enabled() || A.innerStride() != 1 || A.rows() == 0 || A.cols() == 0) return false;
+      // column-major view: acc^T (m x p) += U^T (m x r) A (r x p)
+      if constexpr (M::IsRowMajor) {
+        blas::gemm_ex(false, true, m, A.cols(), A.rows(), 1.0, U, m, A.data(), A.outerStride(),
+                      1.0, acc, m);
+      } else {
+        blas::gemm_ex(false, false, m, A.cols(), A.rows(), 1.0, U, m, A.data(), A.outerStride(),
+                      1.0, acc, m);
+      }
+      return true;
+    } else {
+      return false;
+    }
+  } else {
+    return false;
+  }
+}
+
+using RowMap = Eigen::Map<RowMat>;
+using ConstRowMap = Eigen::Map<const RowMat>;
+
+}  // namespace
+
+Operator::Operator(const Design& X, bool intercept, int n_threads)
+    : X_(X), off_(intercept ? 1 : 0), nt_(resolve_threads(n_threads)) {
+  if (!X.sparse || nt_ <= 1 || X.nnz() < 4096) return;
+  // A CSC index of the entries: threaded X~^T U gathers column by column, in the row order
+  // of a serial scatter (the same sums for any thread count).
+  const CsrView& c = X.csr;
+  const Index nnz = X.nnz();
+  cptr_.assign(static_cast<size_t>(X.p + 1), 0);
+  for (Index a = c.indptr[0]; a < c.indptr[X.n]; ++a) ++cptr_[static_cast<size_t>(c.indices[a]) + 1];
+  for (Index j = 0; j < X.p; ++j) cptr_[j + 1] += cptr_[j];
+  crow_.resize(static_cast<size_t>(nnz));
+  cval_.resize(static_cast<size_t>(nnz));
+  std::vector<Index> next(cptr_.begin(), cptr_.end() - 1);
+  for (Index i = 0; i < X.n; ++i) {
+    for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
+      const Index k = next[static_cast<size_t>(c.indices[a])]++;
+      crow_[static_cast<size_t>(k)] = static_cast<int>(i);
+      cval_[static_cast<size_t>(k)] = c.val(a);
+    }
+  }
+}
+
+void Operator::forward(const double* v, double* out) const {
+  ++passes;
+  if (!X_.sparse) {
+    linear_predictor(X_, v, off_ == 1, out, nt_);
+    return;
+  }
+  const CsrView& c = X_.csr;
+  const double b = off_ ? v[0] : 0.0;
+  const double* th = v + off_;
+  const int nt = threads_for(nt_, 2.0 * double(X_.nnz()));
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (Index i = 0; i < X_.n; ++i) {
+    double s = b;
+    for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) s += c.val(a) * th[c.indices[a]];
+    out[i] = s;
+  }
+}
+
+void Operator::adjoint(const double* u, double* out) const {
+  ++passes;
+  if (!X_.sparse) {
+    gradient(X_, u, off_ == 1, out, nt_);
+    return;
+  }
+  if (off_) {
+    double s = 0.0;
+    for (Index i = 0; i < X_.n; ++i) s += u[i];
+    out[0] = s;
+  }
+  double* o = out + off_;
+  if (csc()) {
+#pragma omp parallel for schedule(static) num_threads(nt_)
+    for (Index j = 0; j < X_.p; ++j) {
+      double s = 0.0;
+      for (Index a = cptr_[j]; a < cptr_[j + 1]; ++a) s += cval_[a] * u[crow_[a]];
+      o[j] = s;
+    }
+    return;
+  }
+  std::fill(o, o + X_.p, 0.0);
+  const CsrView& c = X_.csr;
+  for (Index i = 0; i < X_.n; ++i) {
+    const double ui = u[i];
+    for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) o[c.indices[a]] += c.val(a) * ui;
+  }
+}
+
+void Operator::forward(const RowMat& V, RowMat& out) const {
+  ++passes;
+  const Index m = V.cols(), n = X_.n, p = X_.p;
+  out.resize(n, m);
+  if (X_.sparse) {
+    const CsrView& c = X_.csr;
+    const int nt = threads_for(nt_, 2.0 * double(X_.nnz()) * double(m));
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (Index i = 0; i < n; ++i) {
+      auto o = out.row(i);
+      if (off_) {
+        o = V.row(0);
+      } else {
+        o.setZero();
+      }
+      for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a)
+        o += c.val(a) * V.row(off_ + c.indices[a]);
+    }
+    return;
+  }
+  const Partition part{n, std::max<Index>(1, n / kRowsPerTask)};
+  const int nt = threads_for(nt_, 2.0 * double(n) * double(p) * double(m));
+  const double* Vt = V.data() + off_ * m;
+  ExceptionCatcher guard;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (Index t = 0; t < part.chunks; ++t) {
+    guard.run([&] {
+      X_.for_row_blocks(part.begin(t), part.begin(t + 1), [&](const auto& M, Index a) {
+        double* C = out.data() + a * m;
+        if (!block_gemm_forward(M, Vt, m, C)) {
+          RowMap(C, M.rows(), m).noalias() = M * ConstRowMap(Vt, p, m);
+        }
+        if (off_) RowMap(C, M.rows(), m).rowwise() += V.row(0);
+      });
+    });
+  }
+  guard.rethrow();
+}
+
+void Operator::adjoint(const RowMat& U, RowMat& out) const {
+  ++passes;
+  const Index m = U.cols(), n = X_.n, p = X_.p;
+  out.setZero(p + off_, m);
+  if (off_) out.row(0) = U.colwise().sum();
+  if (X_.sparse) {
+    if (csc()) {
+#pragma omp parallel for schedule(static) num_threads(nt_)
+      for (Index j = 0; j < p; ++j) {
+        auto o = out.row(off_ + j);
+        for (Index a = cptr_[j]; a < cptr_[j + 1]; ++a) o += cval_[a] * U.row(crow_[a]);
+      }
+      return;
+    }
+    const CsrView& c = X_.csr;
+    for (Index i = 0; i < n; ++i) {
+      const auto u = U.row(i);
+      for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a)
+        out.row(off_ + c.indices[a]) += c.val(a) * u;
+    }
+    return;
+  }
+  const int nt = threads_for(nt_, 2.0 * double(n) * double(p) * double(m));
+  const Partition part{n, reduction_chunks(n, p * m, nt, kRowsPerTask)};
+  const Index wave = std::min<Index>(part.chunks, std::max(1, nt));
+  std::vector<double> partial(static_cast<size_t>(wave * p * m));
+  ExceptionCatcher guard;
+  // waves of one chunk per thread, added in chunk order (sums independent of nt)
+  for (Index c0 = 0; c0 < part.chunks; c0 += wave) {
+    const Index c1 = std::min(part.chunks, c0 + wave);
+#pragma omp parallel for schedule(static, 1) num_threads(nt)
+    for (Index c = c0; c < c1; ++c) {
+      guard.run([&] {
+        interrupt::check();
+        double* acc = partial.data() + (c - c0) * p * m;
+        std::fill(acc, acc + p * m, 0.0);
+        X_.for_row_blocks(part.begin(c), part.begin(c + 1), [&](const auto& M, Index a) {
+          const double* Ub = U.data() + a * m;
+          if (!block_gemm_adjoint(M, Ub, m, acc)) {
+            RowMap(acc, p, m).noalias() += M.transpose() * ConstRowMap(Ub, M.rows(), m);
+          }
+        });
+      });
+    }
+    guard.rethrow();
+    for (Index c = c0; c < c1; ++c)
+      out.bottomRows(p) += ConstRowMap(partial.data() + (c - c0) * p * m, p, m);
+  }
+}
+
+void Operator::weighted_squares(const double* d, double* out) const {
+  ++passes;
+  const Index n = X_.n, p = X_.p;
+  if (off_) {
+    double s = 0.0;
+    for (Index i = 0; i < n; ++i) s += d[i];
+    out[0] = s;
+  }
+  double* o = out + off_;
+  if (X_.sparse) {
+    if (csc()) {
+#pragma omp parallel for schedule(static) num_threads(nt_)
+      for (Index j = 0; j < p; ++j) {
+        double s = 0.0;
+        for (Index a = cptr_[j]; a < cptr_[j + 1]; ++a) s += cval_[a] * cval_[a] * d[crow_[a]];
+        o[j] = s;
+      }
+      return;
+    }
+    std::fill(o, o + p, 0.0);
+    const CsrView& c = X_.csr;
+    for (Index i = 0; i < n; ++i) {
+      for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
+        const double x = c.val(a);
+        o[c.indices[a]] += x * x * d[i];
+      }
+    }
+    return;
+  }
+  const int nt = threads_for(nt_, 2.0 * double(n) * double(p));
+  const Partition part{n, reduction_chunks(n, p, nt, 1024)};
+  std::vector<double> partial(static_cast<size_t>(part.chunks * p), 0.0);
+  ExceptionCatcher guard;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (Index c = 0; c < part.chunks; ++c) {
+    guard.run([&] {
+      Eigen::Map<Vec> acc(partial.data() + c * p, p);
+      X_.for_row_blocks(part.begin(c), part.begin(c + 1), [&](const auto& M, Index a) {
+        acc.noalias() += M.cwiseAbs2().transpose() * Eigen::Map<const Vec>(d + a, M.rows());
+      });
+    });
+  }
+  guard.rethrow();
+  Eigen::Map<Vec> ov(o, p);
+  ov.setZero();
+  for (Index c = 0; c < part.chunks; ++c) ov += Eigen::Map<const Vec>(partial.data() + c * p, p);
+}
+
+void Operator::squares_times(const double* cvec, double* out) const {
+  ++passes;
+  const Index n = X_.n, p = X_.p;
+  const double b = off_ ? cvec[0] : 0.0;
+  const double* th = cvec + off_;
+  if (X_.sparse) {
+    const CsrView& c = X_.csr;
+#pragma omp parallel for schedule(static) num_threads(threads_for(nt_, 2.0 * double(X_.nnz())))
+    for (Index i = 0; i < n; ++i) {
+      double s = b;
+      for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
+        const double x = c.val(a);
+        s += x * x * th[c.indices[a]];
+      }
+      out[i] = s;
+    }
+    return;
+  }
+  const Partition part{n, std::max<Index>(1, n / kRowsPerTask)};
+  Eigen::Map<const Vec> t(th, p);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_for(nt_, 2.0 * double(n) * double(p)))
+  for (Index c = 0; c < part.chunks; ++c) {
+    X_.for_row_blocks(part.begin(c), part.begin(c + 1), [&](const auto& M, Index a) {
+      Eigen::Map<Vec> o(out + a, M.rows());
+      o.noalias() = M.cwiseAbs2() * t;
+      o.array() += b;
+    });
+  }
+}
+
+void HessianOp::apply(const RowMat& V, RowMat& out, RowMat& work) const {
+  op.forward(V, work);
+  for (Index i = 0; i < work.rows(); ++i) work.row(i) *= std::max(0.0, d[i]);
+  op.adjoint(work, out);
+  for (Index j = 0; j < out.rows(); ++j) out.row(j) += pen[j] * V.row(j);
+}
+
+Vec jacobi(const Operator& op, const Vec& d, const Vec& pen) {
+  Vec dc = d.cwiseMax(0.0);
+  Vec diag(op.p1());
+  op.weighted_squares(dc.data(), diag.data());
+  diag += pen;
+  Vec minv(diag.size());
+  for (Index j = 0; j < diag.size(); ++j) minv[j] = diag[j] > 0.0 ? 1.0 / diag[j] : 1.0;
+  return minv;
+}
+
+CgReport block_pcg(const HessianOp& H, const Vec& minv, const RowMat& B, RowMat& S,
+                   const CgOptions& o) {
+  const Index p1 = B.rows(), m = B.cols();
+  CgReport rep;
+  S.setZero(p1, m);
+  RowMat R = B, Z(p1, m), P(p1, m), Q(p1, m), work;
+  Z = R.array().colwise() * minv.array();
+  P = Z;
+  Vec rz = (R.array() * Z.array()).colwise().sum().transpose();
+  Vec bnorm = B.colwise().norm().transpose();
+  std::vector<char> active(static_cast<size_t>(m), 1);
+  Index n_active = 0;
+  for (Index k = 0; k < m; ++k) {
+    if (!(bnorm[k] > 0.0)) {
+      active[k] = 0;
+      P.col(k).setZero();
+    } else {
+      ++n_active;
+    }
+  }
+  Vec rnorm = bnorm;
+  while (n_active > 0 && rep.iterations < o.max_iter) {
+    interrupt::check();
+    H.apply(P, Q, work);
+    ++rep.iterations;
+    for (Index k = 0; k < m; ++k) {
+      if (!active[k]) continue;
+      const double pq = P.col(k).dot(Q.col(k));
+      if (!(pq > 0.0)) {  // no curvature left along p (a singular H): stop this column
+        active[k] = 0;
+        --n_active;
+        P.col(k).setZero();
+        continue;
+      }
+      const double alpha = rz[k] / pq;
+      S.col(k) += alpha * P.col(k);
+      R.col(k) -= alpha * Q.col(k);
+      rnorm[k] = R.col(k).norm();
+      if (rnorm[k] <= o.rtol * bnorm[k]) {
+        active[k] = 0;
+        --n_active;
+        P.col(k).setZero();
+        continue;
+      }
+      Z.col(k) = R.col(k).cwiseProduct(minv);
+      const double rz_new = R.col(k).dot(Z.col(k));
+      P.col(k) = Z.col(k) + (rz_new / rz[k]) * P.col(k);
+      rz[k] = rz_new;
+    }
+  }
+  for (Index k = 0; k < m; ++k) {
+    if (bnorm[k] > 0.0) rep.worst = std::max(rep.worst, rnorm[k] / bnorm[k]);
+  }
+  rep.converged = rep.worst <= o.rtol;
+  return rep;
+}
+
+}  // namespace mf
+
+namespace detail {
+
+// A smooth primal problem as a model of newton_drive without any p1 x p1 matrix: the
+// direction by PCG on Hessian-vector products to the forcing tolerance
+// min(0.5, sqrt(max|grad| / sum(w))) (superlinear convergence of truncated Newton), the
+// move by the shared Armijo test on eta + t X~ step (one pass for X~ step, one for the
+// gradient at the accepted point).
+template <class Loss>
+class CgModel {
+ public:
+  CgModel(const Problem& pb, FitState& st, const mf::Operator& op, int nt, Index max_cg)
+      : pb_(pb), st_(st), op_(op), nt_(nt), max_cg_(max_cg), ypart_(y_part_cache<Loss>(pb)) {
+    const Index n = pb.n();
+    g_.resize(n);
+    d_.resize(n);
+    f_ = derivatives_objective<Loss>(pb, st.eta.data(), g_.data(), d_.data(), st.beta, nt_, -1,
+                                     cache_of(ypart_));
+    gradient_at_point();
+    sw_ = pb.weight_sum();
+  }
+  double gnorm() const { return st_.grad.cwiseAbs().maxCoeff(); }
+  double objective() const { return f_; }
+  void refactor() {
+    minv_ = mf::jacobi(op_, d_, pb_.pen);
+    at_point_ = true;
+  }
+  bool factor_at_point() const { return at_point_; }
+  bool newton_at_point() const { return at_point_; }
+  bool chord_ok() const { return false; }
+  double direction(Vec& step) {
+    const mf::HessianOp H{op_, d_, pb_.pen};
+    RowMat B = -st_.grad, S;
+    mf::CgOptions o;
+    o.rtol = std::min(0.5, std::sqrt(gnorm() / sw_));
+    o.max_iter = max_cg_;
+    const mf::CgReport rep = mf::block_pcg(H, minv_, B, S, o);
+    st_.cg_iterations += rep.iterations;
+    step = S.col(0);
+    if (!(-st_.grad.dot(step) > 0.0)) step = -st_.grad.cwiseProduct(minv_);  // no curvature
+    return -st_.grad.dot(step);
+  }
+  double move(const Vec& step, double dec) {
+    if (!(dec > 0.0)) return 0.0;
+    Vec xs(pb_.n()), eta_try(pb_.n());
+    op_.forward(step.data(), xs.data());
+    double f_try = f_;
+    const double t = armijo(f_, dec, [&](double s) {
+      eta_try = st_.eta + s * xs;
+      f_try = detail::objective<Loss>(pb_, eta_try.data(), st_.beta + s * step, nt_, -1, cache_of(ypart_));
+      return f_try;
+    });
+    if (t == 0.0) return 0.0;
+    st_.beta += t * step;
+    st_.eta.swap(eta_try);
+    f_ = derivatives_objective<Loss>(pb_, st_.eta.data(), g_.data(), d_.data(), st_.beta, nt_, -1,
+                                     cache_of(ypart_));
+    gradient_at_point();
+    at_point_ = false;
+    return t;
+  }
+  void finish(const DriveResult& r) {
+    st_.n_iter += r.n_iter;
+    st_.hessian_passes = 0;
+    st_.objective = f_;
+    st_.grad_norm = gnorm() / sw_;
+    st_.converged = r.converged;
+    st_.matvec_passes = op_.passes;
+  }
+
+ private:
+  void gradient_at_point() {
+    st_.grad.resize(pb_.p1());
+    op_.adjoint(g_.data(), st_.grad.data());
+    st_.grad.array() += pb_.pen.array() * st_.beta.array();
+    if (!st_.grad.allFinite()) {
+      throw InvalidInput(
+          "the gradient is not finite (overflow of the loss at extreme linear predictors); "
+          "rescale X or increase the penalty");
+    }
+    st_.grad_pen = pb_.pen;
+  }
+  const Problem& pb_;
+  FitState& st_;
+  const mf::Operator& op_;
+  int nt_;
+  Index max_cg_;
+  YPartCache ypart_;
+  Vec g_, d_, minv_;
+  double f_ = 0.0, sw_ = 1.0;
+  bool at_point_ = false;
+};
+
+template <class Loss>
+FitState cg_fit_t(const Problem& pb, const CgFitOptions& opt, const Vec* beta0) {
+  const int nt = resolve_threads(opt.fit.n_threads);
+  const mf::Operator op(pb.X, pb.intercept, nt);
+  FitState st;
+  st.beta = beta0 ? *beta0 : initial_beta<Loss>(pb);
+  st.eta.resize(pb.n());
+  if (st.beta.tail(pb.X.p).isZero(0.0)) {
+    st.eta.setConstant(pb.intercept ? st.beta[0] : 0.0);
+  } else {
+    op.forward(st.beta.data(), st.eta.data());
+  }
+  pb.add_offset(st.eta.data());
+  CgModel<Loss> m(pb, st, op, nt, opt.max_cg);
+  if (!std::isfinite(m.objective())) {
+    throw InvalidInput("the objective is not finite at the starting point");
+  }
+  DriveOptions o;
+  o.tol = o.target = opt.fit.tol;
+  o.scale = pb.weight_sum();
+  o.max_iter = std::max<Index>(1, opt.fit.max_iter);
+  o.check_first = true;
+  const DriveResult r = newton_drive(m, o, RefreshPolicy{});
+  m.finish(r);
+  return st;
+}
+
+}  // namespace detail
+
+FitState cg_fit(const Problem& pb, LossKind loss, const CgFitOptions& opt, const Vec* beta0) {
+  if (pb.has_l1()) {
+    throw InvalidInput(
+        "the matrix-free route fits smooth (L2) penalties; an L1 term uses solver='primal'");
+  }
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    check_response<Loss>(pb.y, pb.n(), pb.lp);
+    return detail::cg_fit_t<Loss>(pb, opt, beta0);
+  });
+}
+
+FitState cg_prepare(const Problem& pb, LossKind loss, const Vec& beta, const FitOptions& opt) {
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    check_response<Loss>(pb.y, pb.n(), pb.lp);
+    const int nt = resolve_threads(opt.n_threads);
+    const mf::Operator op(pb.X, pb.intercept, nt);
+    FitState st;
+    st.beta = beta;
+    st.eta.resize(pb.n());
+    op.forward(beta.data(), st.eta.data());
+    pb.add_offset(st.eta.data());
+    Vec g(pb.n()), d(pb.n());
+    st.objective = detail::derivatives_objective<Loss>(pb, st.eta.data(), g.data(), d.data(), beta, nt);
+    st.grad.resize(pb.p1());
+    op.adjoint(g.data(), st.grad.data());
+    st.grad.array() += pb.pen.array() * beta.array();
+    st.grad_pen = pb.pen;
+    st.matvec_passes = op.passes;
+    st.grad_norm = st.grad.cwiseAbs().maxCoeff() / pb.weight_sum();
+    st.converged = st.grad_norm <= opt.tol;
+    return st;
+  });
+}
+
+RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitState& st,
+                                 const LeverageOptions& o) {
+  if (o.n_groups < 1 || o.n_probes < o.n_groups || o.n_probes % o.n_groups != 0) {
+    throw InvalidInput("n_probes must be a positive multiple of n_groups");
+  }
+  const Index n = pb.n(), G = o.n_groups, per = o.n_probes / o.n_groups;
+  const int nt = resolve_threads(o.n_threads);
+  const mf::Operator op(pb.X, pb.intercept, nt);
+  RandomLeverages out;
+  out.g.resize(n);
+  out.d.resize(n);
+  dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    detail::derivatives<Loss>(pb, st.eta.data(), out.g.data(), out.d.data(), nt);
+  });
+  const Vec minv = mf::jacobi(op, out.d, pb.pen);
+  out.diag0.resize(n);
+  op.squares_times(minv.data(), out.diag0.data());
+  out.plain.setZero(n, G);
+  out.control.setZero(n, G);
+  const mf::HessianOp H{op, out.d, pb.pen};
+  mf::CgOptions co;
+  co.rtol = o.cg_rtol;
+  co.max_iter = o.max_cg;
+  // groups side by side in batches of about kBatchProbes probes
+  constexpr Index kBatchProbes = 32;
+  const Index gpb = std::max<Index>(1, kBatchProbes / per);
+  RowMat Z, B, S, AZ, A0Z, MB;
+  for (Index g0 = 0; g0 < G; g0 += gpb) {
+    const Index g1 = std::min(G, g0 + gpb), m = (g1 - g0) * per;
+    Z.resize(n, m);
+#pragma omp parallel for schedule(static) num_threads(threads_for(nt, double(n) * double(m)))
+    for (Index i = 0; i < n; ++i) {
+      for (Index k = 0; k < m; ++k) Z(i, k) = rademacher(o.seed, i, g0 * per + k);
+    }
+    op.adjoint(Z, B);
+    const mf::CgReport rep = mf::block_pcg(H, minv, B, S, co);
+    out.cg_iterations += rep.iterations;
+    out.converged = out.converged && rep.converged;
+    out.worst_residual = std::max(out.worst_residual, rep.worst);
+    op.forward(S, AZ);
+    MB = B.array().colwise() * minv.array();
+    op.forward(MB, A0Z);
+    for (Index i = 0; i < n; ++i) {
+      for (Index gg = g0; gg < g1; ++gg) {
+        double sp = 0.0, sc = 0.0;
+        for (Index k = (gg - g0) * per; k < (gg - g0 + 1) * per; ++k) {
+          sp += Z(i, k) * AZ(i, k);
+          sc += Z(i, k) * (AZ(i, k) - A0Z(i, k));
+        }
+        out.plain(i, gg) = sp / double(per);
+        out.control(i, gg) = sc / double(per);
+      }
+    }
+  }
+  out.passes = op.passes;
+  return out;
+}
+
+}  // namespace aloocv

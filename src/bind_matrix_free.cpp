@@ -1,0 +1,91 @@
+// Bindings of the matrix-free route (cpp/include/aloocv/matrix_free.hpp).
+#include <pybind11/stl.h>
+
+#include "aloocv/matrix_free.hpp"
+#include "arrays.hpp"
+#include "release.hpp"
+#include "results.hpp"
+
+namespace aloocv::bind {
+
+namespace {
+
+py::array_t<double> rows_to_numpy(const RowMat& M) {
+  py::array_t<double> out({M.rows(), M.cols()});
+  std::copy(M.data(), M.data() + M.size(), out.mutable_data());
+  return out;
+}
+
+}  // namespace
+
+void bind_matrix_free(py::module_& m) {
+  m.def(
+      "cg_fit",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const py::object& loss, const py::array& pen, bool intercept, double tol, Index max_iter,
+         int n_threads, const std::optional<py::array>& beta0,
+         const std::optional<py::array>& offset, Index max_cg) {
+        Problem pb = make_problem(X, y, w, pen, intercept);
+        const LossKind kind = apply_loss(loss, pb);
+        apply_offset(offset, pb);
+        CgFitOptions opt;
+        opt.fit = FitOptions{tol, max_iter, n_threads};
+        opt.max_cg = max_cg;
+        std::optional<Vec> b0;
+        if (beta0) b0 = to_vec(*beta0, pb.p1(), "beta0");
+        FitState st;
+        run_released([&] { st = cg_fit(pb, kind, opt, b0 ? &*b0 : nullptr); });
+        return fit_out(st, intercept);
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("tol"), py::arg("max_iter"),
+      py::arg("n_threads"), py::arg("beta0") = py::none(), py::arg("offset") = py::none(),
+      py::arg("max_cg") = 250,
+      "Newton-CG fit of an L2-penalized GLM from Hessian-vector products (no p x p matrix).");
+
+  m.def(
+      "random_leverages",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
+         const std::optional<py::array>& offset, Index n_probes, Index n_groups,
+         std::uint64_t seed, double cg_rtol, Index max_cg, int n_threads) {
+        Problem pb = make_problem(X, y, w, pen, intercept);
+        const LossKind kind = apply_loss(loss, pb);
+        apply_offset(offset, pb);
+        const Vec b = to_vec(beta, pb.p1(), "beta");
+        LeverageOptions o;
+        o.n_probes = n_probes;
+        o.n_groups = n_groups;
+        o.seed = seed;
+        o.cg_rtol = cg_rtol;
+        o.max_cg = max_cg;
+        o.n_threads = n_threads;
+        RandomLeverages r;
+        FitState st;
+        run_released([&] {
+          FitOptions fo;
+          fo.n_threads = n_threads;
+          st = cg_prepare(pb, kind, b, fo);
+          r = random_leverages(pb, kind, st, o);
+        });
+        RandomLeveragesOut out;
+        out.plain = rows_to_numpy(r.plain);
+        out.control = rows_to_numpy(r.control);
+        out.diag0 = move_to_numpy(std::move(r.diag0));
+        out.eta = move_to_numpy(std::move(st.eta));
+        out.g = move_to_numpy(std::move(r.g));
+        out.d = move_to_numpy(std::move(r.d));
+        out.cg_iterations = r.cg_iterations;
+        out.passes = r.passes + st.matvec_passes;
+        out.converged = r.converged;
+        out.worst_residual = r.worst_residual;
+        return out;
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
+      py::arg("n_probes"), py::arg("n_groups"), py::arg("seed"), py::arg("cg_rtol"),
+      py::arg("max_cg"), py::arg("n_threads"),
+      "Per-group Hutchinson estimates of the leverages at beta by PCG probe solves.");
+}
+
+}  // namespace aloocv::bind
