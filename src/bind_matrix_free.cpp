@@ -44,6 +44,29 @@ void bind_matrix_free(py::module_& m) {
       "Newton-CG fit of an L2-penalized GLM from Hessian-vector products (no p x p matrix).");
 
   m.def(
+      "cg_state",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
+         double tol, int n_threads, const std::optional<py::array>& offset) {
+        Problem pb = make_problem(X, y, w, pen, intercept);
+        const LossKind kind = apply_loss(loss, pb);
+        apply_offset(offset, pb);
+        const Vec b = to_vec(beta, pb.p1(), "beta");
+        FitState st;
+        run_released([&] {
+          FitOptions fo;
+          fo.tol = tol;
+          fo.n_threads = n_threads;
+          st = cg_prepare(pb, kind, b, fo);
+        });
+        return fit_out(st, intercept);
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("tol"),
+      py::arg("n_threads"), py::arg("offset") = py::none(),
+      "The objective and gradient at a given beta from two products (no p x p matrix).");
+
+  m.def(
       "random_leverages",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,

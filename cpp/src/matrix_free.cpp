@@ -539,6 +539,9 @@ FitState cg_prepare(const Problem& pb, LossKind loss, const Vec& beta, const Fit
   });
 }
 
+// The floor of the probe weights, relative to the mean curvature (random_leverages).
+constexpr double kProbeWeightFloor = 1e-3;
+
 RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitState& st,
                                  const LeverageOptions& o) {
   if (o.n_groups < 1 || o.n_probes < o.n_groups || o.n_probes % o.n_groups != 0) {
@@ -555,6 +558,13 @@ RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitStat
     detail::derivatives<Loss>(pb, st.eta.data(), out.g.data(), out.d.data(), nt);
   });
   const Vec minv = mf::jacobi(op, out.d, pb.pen);
+  // Probes weighted by s_i = sqrt(d_i + floor): the estimated matrix W A W (W = diag(s))
+  // is about the hat matrix D^{1/2} A D^{1/2}, whose eigenvalues lie in [0, 1], so that
+  // sum_j (W A W)_ij^2 <= (W A W)_ii bounds each estimate's variance; h_i is then
+  // (W A W)_ii / s_i^2. The floor keeps s_i > 0 where l''_i = 0.
+  const double dmean = out.d.cwiseMax(0.0).mean();
+  const double floor = dmean > 0.0 ? kProbeWeightFloor * dmean : 1.0;
+  const Vec s = (out.d.cwiseMax(0.0).array() + floor).sqrt().matrix();
   out.diag0.resize(n);
   op.squares_times(minv.data(), out.diag0.data());
   out.plain.setZero(n, G);
@@ -572,25 +582,27 @@ RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitStat
     Z.resize(n, m);
 #pragma omp parallel for schedule(static) num_threads(threads_for(nt, double(n) * double(m)))
     for (Index i = 0; i < n; ++i) {
-      for (Index k = 0; k < m; ++k) Z(i, k) = rademacher(o.seed, i, g0 * per + k);
+      for (Index k = 0; k < m; ++k) Z(i, k) = s[i] * rademacher(o.seed, i, g0 * per + k);
     }
-    op.adjoint(Z, B);
+    op.adjoint(Z, B);  // X~^T W z
     const mf::CgReport rep = mf::block_pcg(H, minv, B, S, co);
     out.cg_iterations += rep.iterations;
     out.converged = out.converged && rep.converged;
     out.worst_residual = std::max(out.worst_residual, rep.worst);
-    op.forward(S, AZ);
+    op.forward(S, AZ);  // A W z
     MB = B.array().colwise() * minv.array();
-    op.forward(MB, A0Z);
+    op.forward(MB, A0Z);  // A0 W z
+    // z_ik (W A W z_k)_i / s_i^2 = (W z_k)_i (A W z_k)_i / s_i^2
     for (Index i = 0; i < n; ++i) {
+      const double s2 = s[i] * s[i];
       for (Index gg = g0; gg < g1; ++gg) {
         double sp = 0.0, sc = 0.0;
         for (Index k = (gg - g0) * per; k < (gg - g0 + 1) * per; ++k) {
           sp += Z(i, k) * AZ(i, k);
           sc += Z(i, k) * (AZ(i, k) - A0Z(i, k));
         }
-        out.plain(i, gg) = sp / double(per);
-        out.control(i, gg) = sc / double(per);
+        out.plain(i, gg) = sp / (double(per) * s2);
+        out.control(i, gg) = sc / (double(per) * s2);
       }
     }
   }

@@ -662,19 +662,27 @@ def check_multinomial_penalty(penalty: Any, n_features: int) -> np.ndarray:
     return pen
 
 
-SOLVERS = ("auto", "primal", "dual")
+SOLVERS = ("auto", "primal", "dual", "matrix_free")
 
 
 def choose_solver(
     solver: Any, X: Any, pen: np.ndarray, l1: np.ndarray | None, loss: Any = None
 ) -> str:
-    """'primal' or 'dual' for a checked problem ('auto': dual when n < p, L2 only, every
-    feature penalized, and a loss whose curvature cannot be negative; see
-    ``docs/math/dual.md``)."""
+    """'primal', 'dual' or 'matrix_free' for a checked problem ('auto': dual when n < p,
+    L2 only, every feature penalized, and a loss whose curvature cannot be negative; see
+    ``docs/math/dual.md``; the route table then weighs the matrix-free route's cost,
+    ``docs/math/matrix_free.md``)."""
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)}")
     n, p = X.shape
     dual_ok = l1 is None and bool(np.all(pen > 0))
+    if solver == "matrix_free":
+        if l1 is not None:
+            raise ValueError(
+                "solver='matrix_free' fits smooth (L2) penalties; an L1 term uses the active "
+                "set (solver='primal')"
+            )
+        return "matrix_free"
     if solver == "dual":
         if l1 is not None:
             raise ValueError("solver='dual' needs an L2 penalty (an L1 term uses the active set)")

@@ -221,7 +221,6 @@ def loo(
     return_gradient = check_bool(return_gradient, "return_gradient")
     if return_gradient and method != "alo":
         raise ValueError("return_gradient=True needs method='alo'")
-    req = LOORequest(method, coef, intercept, return_gradient, gradient)
     pb = Problem.build(
         X,
         y,
@@ -235,6 +234,7 @@ def loo(
         n_jobs=n_jobs,
     )
     rtol = check_rtol(rtol, method)
+    req = LOORequest(method, coef, intercept, return_gradient, gradient, rtol)
     res = route.loo(pb, route.choose(pb, "loo", solver=solver, loo=req), req)
     return trusted(res, rtol)
 

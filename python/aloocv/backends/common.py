@@ -25,6 +25,8 @@ class LOORequest:
         A given fit (as the user passed them) or None: fit first.
     return_gradient : bool
     gradient : {"exact", "paper"}
+    rtol : float or None
+        The error budget of ``method="alo"`` (the matrix-free route sizes its probes by it).
     """
 
     method: str = "alo"
@@ -32,3 +34,4 @@ class LOORequest:
     intercept: Any = None
     return_gradient: bool = False
     gradient: str = "exact"
+    rtol: float | None = None

@@ -19,11 +19,19 @@ from ..folds import FoldRequest, fold_plan
 from ..penalties import L2
 from ..problem import Problem
 from .common import LOORequest
+from .memory import matrix_free as memory_matrix_free
 from .memory import multinomial as memory_multinomial
 from .memory import multitarget as memory_multitarget
 from .memory import scalar as memory_scalar
 
-__all__ = ["Route", "choose", "fit", "kfold", "loo", "tune_state"]
+__all__ = ["Route", "choose", "costs", "fit", "kfold", "loo", "tune_state"]
+
+#: Products with X~ (O(nnz) each) of a matrix-free ALO including its fit, about: a
+#: Newton-CG fit (~8 steps of ~20 CG iterations, two products each) and 64 probes solved
+#: in blocks by ~30 PCG iterations (a block product costs about 8 single ones per probe
+#: block of 8: measured on sparse logistic designs, docs/math/matrix_free.md). The
+#: exact routes win below this cost: their leverages are exact.
+MATRIX_FREE_PRODUCTS = 4000.0
 
 
 @dataclass(frozen=True)
@@ -34,8 +42,9 @@ class Route:
     ----------
     backend : {"memory", "dask"}
     model : {"scalar", "multinomial", "multi_target"}
-    solver : {"primal", "dual", "ridge_path"}
-        ``"ridge_path"``: a squared-loss L2 grid from one eigendecomposition (tuning).
+    solver : {"primal", "dual", "matrix_free", "ridge_path"}
+        ``"ridge_path"``: a squared-loss L2 grid from one eigendecomposition (tuning);
+        ``"matrix_free"``: Newton-CG and randomized leverages, products with X only.
     """
 
     backend: str
@@ -127,8 +136,49 @@ def choose(
     if verb in ("kfold", "tune"):
         return Route("memory", model)
     use = choose_solver(solver, pb.X, pb.l2, pb.l1, pb.loss)
+    if solver == "auto" and not paper and _matrix_free_cheaper(pb, use, req):
+        use = "matrix_free"
+    if use == "matrix_free":
+        _check_matrix_free(pb, verb, req)
     # the paper's approximate gradient lives on the primal route only
     return Route("memory", model, "primal" if paper else use)
+
+
+def costs(pb: Problem) -> dict[str, float]:
+    """Floating-point operations of one ALO (with its fit) on each in-memory scalar
+    route, the model :func:`choose` weighs (``docs/math/matrix_free.md``): the primal
+    route's Hessian and leverage passes (``n p1^2`` each; O(nnz_i^2) per sparse row for the
+    Hessian) and Cholesky factor; the dual route's n x n kernel and factor; the
+    matrix-free route's products."""
+    n, p1 = pb.n_samples, pb.n_coef
+    nnz = float(pb.X.nnz) if hasattr(pb.X, "nnz") else float(n) * pb.n_features
+    row = nnz / max(n, 1)
+    hessian = 3.0 * n * (row + 1.0) ** 2 if hasattr(pb.X, "nnz") else 3.0 * n * p1**2
+    return {
+        "primal": hessian + 2.0 * n * p1**2 + p1**3 / 3.0,
+        "dual": float(n) ** 2 * (row + 1.0) + float(n) ** 3 / 3.0,
+        "matrix_free": MATRIX_FREE_PRODUCTS * (nnz + n),
+    }
+
+
+def _matrix_free_cheaper(pb: Problem, use: str, req: LOORequest) -> bool:
+    """Whether ``solver="auto"`` takes the matrix-free route instead of ``use``: an L2
+    problem whose leave-one-out the route computes, at a lower modelled cost."""
+    if pb.l1 is not None or req.method not in ("alo", "exact") or req.return_gradient:
+        return False
+    c = costs(pb)
+    return c["matrix_free"] < c[use]
+
+
+def _check_matrix_free(pb: Problem, verb: str, req: LOORequest) -> None:
+    if verb == "loo" and req.method not in ("alo", "exact"):
+        raise ValueError(
+            f"solver='matrix_free' computes method='alo' and 'exact', not {req.method!r}"
+        )
+    if verb == "loo" and req.return_gradient:
+        raise ValueError(
+            "return_gradient=True is computed on the exact routes: use solver='primal' or 'dual'"
+        )
 
 
 def _tune_route(pb: Problem, model: str, search: str | None, gradient: str) -> Route:
@@ -151,7 +201,13 @@ def _tune_route(pb: Problem, model: str, search: str | None, gradient: str) -> R
         and pb.penalty.params().size == 1
         and pb.offset is None
     )
-    return Route(pb.backend, model, "ridge_path" if ridge_path else "primal")
+    if ridge_path:
+        return Route(pb.backend, model, "ridge_path")
+    if pb.is_dask or model != "scalar" or search != "grid":
+        return Route(pb.backend, model)
+    use = choose_solver("auto", pb.X, pb.l2, pb.l1, pb.loss)
+    mf = _matrix_free_cheaper(pb, "primal" if use == "dual" else use, LOORequest())
+    return Route(pb.backend, model, "matrix_free" if mf else "primal")
 
 
 # ----------------------------------------------------------------------------- the table
@@ -170,6 +226,8 @@ def fit(pb: Problem, route: Route, warm_start: Any = None) -> Any:
         return op(pb, warm_start=warm_start)
     if route.model == "multinomial":
         return memory_multinomial.fit(pb, warm_start)
+    if route.solver == "matrix_free":
+        return memory_matrix_free.fit(pb, warm_start)
     return memory_scalar.fit(pb, route.solver, warm_start)
 
 
@@ -190,6 +248,8 @@ def loo(pb: Problem, route: Route, req: LOORequest) -> Any:
         return memory_multitarget.loo(pb, req)
     if route.model == "multinomial":
         return memory_multinomial.loo(pb, req)
+    if route.solver == "matrix_free":
+        return memory_matrix_free.loo(pb, req)
     return memory_scalar.loo(pb, route.solver, req)
 
 
@@ -221,4 +281,6 @@ def tune_state(pb: Problem, route: Route) -> Any:
         return op(pb)
     if route.model == "multinomial":
         return memory_multinomial.MultinomialTuneState(pb)
+    if route.solver == "matrix_free":
+        return memory_matrix_free.tune_state(pb)
     return memory_scalar.tune_state(pb)

@@ -215,6 +215,12 @@ class LOOResult:
         ALO (made only when the indicator says there is risk; None otherwise), or the
         refinement of ``rtol=`` (the refitted samples' ``losses`` are exact; their
         ``predictions`` stay ALO's).
+    randomized : RandomizedLeverages or None
+        On the matrix-free route (``solver="matrix_free"``): how the leverages were
+        estimated (probes, the estimator, the standard error the randomization adds to
+        :attr:`mean`, each leverage's standard error); ``losses`` are then the jackknife's
+        debiased values (their mean is :attr:`mean`), ``predictions`` and ``leverages``
+        the plug-in ones (``docs/math/matrix_free.md``). None on the other routes.
     """
 
     losses: np.ndarray
@@ -228,6 +234,7 @@ class LOOResult:
     unreliable: np.ndarray | None = None
     indicator: np.ndarray | None = None
     error_estimate: ErrorEstimate | None = None
+    randomized: Any = None
     # the backend's exact refits of this result's problem, for certify()
     _refits: SubsetRefits | None = field(default=None, repr=False, compare=False)
 

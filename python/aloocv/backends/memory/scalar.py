@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -209,12 +210,14 @@ def refits(
     fit: FitResult,
     eta: np.ndarray | None = None,
     indicator: np.ndarray | None = None,
+    refit: Callable[[np.ndarray], tuple[np.ndarray, int]] | None = None,
 ) -> SubsetRefits:
     """Exact leave-one-out refits of a subset of the samples, warm-started at ``fit``;
     ``eta`` the fit's linear predictor and ``indicator`` ALO's error indicator when known
-    (computed when asked otherwise)."""
+    (computed when asked otherwise); ``refit`` the route's own refits (the matrix-free
+    route's Newton-CG), the core's primal or dual refits by default."""
 
-    def refit(idx: np.ndarray) -> tuple[np.ndarray, int]:
+    def core_refit(idx: np.ndarray) -> tuple[np.ndarray, int]:
         opts = _opts(pb)
         beta = np.ascontiguousarray(fit.beta_, dtype=np.float64)
         with _blas.single_threaded_blas():
@@ -248,7 +251,7 @@ def refits(
         sees = indicator_sees_the_error(pb.loss, pb.l1 is not None)
         return Gathered(res.losses, ind, change, res.sample_weight, exact=exact, screened=sees)
 
-    return SubsetRefits(gather=gather, refit=refit, tol=pb.options.tol)
+    return SubsetRefits(gather=gather, refit=refit or core_refit, tol=pb.options.tol)
 
 
 # ----------------------------------------------------------------------------- K-fold

@@ -1,0 +1,398 @@
+"""Scalar-eta losses on the matrix-free route in memory (``docs/math/matrix_free.md``):
+Newton-CG fits from Hessian-vector products and ALO from randomized leverages, with no
+p x p (or n x n) matrix anywhere.
+
+The leverages ``h_i = x~_i^T H^{-1} x~_i`` are Hutchinson estimates from Rademacher probes
+solved by preconditioned conjugate gradients (the core's ``random_leverages``), in
+``N_GROUPS`` groups. Two estimators are formed from the same solves: the plain one, and
+one with the Jacobi diagonal ``sum_j x~_ij^2 / H_jj`` as a control variate; the one whose
+jackknife standard error of the ALO mean is smaller is used. ALO is nonlinear in ``h``
+(``1 / (1 - d h)``), so a plug-in estimate is biased by the noise of ``h``; the
+delete-one-group jackknife removes the ``1 / m`` term of that bias (RandALO's
+extrapolation in the number of probes) and gives the standard error that the
+randomization adds to the mean.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ... import _blas, _core
+from ..._diagnostics import (
+    check_classes,
+    check_finite_result,
+    check_loo_classes,
+    unreliable_mask,
+    warn_loo_fit,
+    warn_not_converged,
+    warn_unreliable,
+)
+from ..._validation import check_loo_samples, core_design
+from ...problem import Problem
+from ...results import FitResult, LOOResult, StateOutput, fit_result
+from ...results.trust import scalar_indicator, unreliable_from
+from ..common import LOORequest
+from . import scalar
+
+__all__ = ["MatrixFreeTuneState", "RandomizedLeverages", "estimate", "fit", "loo", "tune_state"]
+
+#: Rademacher probes of a matrix-free ALO, in groups of PROBES_PER_GROUP (the units of
+#: the jackknife).
+N_PROBES = 64
+PROBES_PER_GROUP = 8
+#: With ``rtol=``, probes are doubled until the randomization's standard error of the
+#: mean is within RANDOM_SHARE * rtol (relative), at most MAX_PROBES.
+MAX_PROBES = 1024
+RANDOM_SHARE = 0.25
+#: Relative residual of the probe solves (the Hutchinson noise is far above it), and the
+#: most CG iterations of one solve.
+CG_RTOL = 1e-4
+MAX_CG = 2000
+#: CG iterations of one Newton-CG direction at most.
+MAX_CG_NEWTON = 250
+#: A noisy estimate can put d_i h_i at or above 1 (the true value is below 1 with a
+#: positive penalty): it is clipped to DH_CLIP.
+DH_CLIP = 0.999
+#: The probes' seed (fixed: the same call gives the same result).
+PROBE_SEED = 20240527
+
+
+@dataclass(frozen=True)
+class RandomizedLeverages:
+    """How the leverages of a matrix-free ALO were estimated.
+
+    Attributes
+    ----------
+    n_probes : int
+        Rademacher probes (one preconditioned CG solve each).
+    n_groups : int
+        Groups of probes: the units of the jackknife.
+    estimator : {"plain", "control"}
+        Hutchinson's estimator as is, or with the Jacobi diagonal as a control variate.
+    mean_stderr : float
+        The standard error that the randomization adds to the mean (jackknife).
+    bias_correction : float
+        What the jackknife removed from the plug-in mean (its ``1 / n_probes`` bias).
+    leverage_stderr : ndarray of shape (n_samples,)
+        Standard error of each estimated leverage.
+    cg_iterations : int
+        Conjugate-gradient iterations of the probe solves (a block of probes counts once).
+    converged : bool
+        Whether every probe solve reached its tolerance.
+    """
+
+    n_probes: int
+    n_groups: int
+    estimator: str
+    mean_stderr: float
+    bias_correction: float
+    leverage_stderr: np.ndarray
+    cg_iterations: int
+    converged: bool
+
+
+def _args(pb: Problem) -> tuple:
+    return (core_design(pb.X), pb.y, pb.sample_weight, pb.loss.core, pb.l2)
+
+
+def _beta(res: FitResult) -> np.ndarray:
+    return np.ascontiguousarray(res.beta_, dtype=np.float64)
+
+
+# ----------------------------------------------------------------------------- fit
+def fit(pb: Problem, warm_start: FitResult | None = None) -> FitResult:
+    """Newton-CG fit of a scalar-loss L2 problem."""
+    check_classes(pb.y, pb.sample_weight, pb.loss, pb.fit_intercept)
+    beta0 = scalar._warm_beta(pb, warm_start)
+    out = _cg_fit(pb, beta0)
+    check_finite_result("fit", coef=out.coef, intercept=out.intercept)
+    res = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
+    scalar._check_separation(pb, res, warn=False)
+    warn_not_converged(res, pb.options.tol, pb.options.max_iter)
+    return res
+
+
+def _cg_fit(
+    pb: Problem, beta0: np.ndarray | None, sample_weight: np.ndarray | None = None
+) -> Any:
+    o = pb.options
+    w = pb.sample_weight if sample_weight is None else sample_weight
+    with _blas.single_threaded_blas():
+        return _core.cg_fit(
+            core_design(pb.X),
+            pb.y,
+            w,
+            pb.loss.core,
+            pb.l2,
+            fit_intercept=pb.fit_intercept,
+            tol=o.tol,
+            max_iter=o.max_iter,
+            n_threads=o.n_threads,
+            beta0=beta0,
+            offset=pb.offset,
+            max_cg=MAX_CG_NEWTON,
+        )
+
+
+# ----------------------------------------------------------------------------- leverages
+@dataclass(frozen=True)
+class _Estimate:
+    losses: np.ndarray
+    predictions: np.ndarray
+    leverages: np.ndarray
+    downdate: np.ndarray
+    info: RandomizedLeverages
+
+
+def _alo_at(pb: Problem, eta, g, d, h) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ALO's losses, predictions and the (clipped) leverages at estimated leverages h
+    (``g = w l'``, ``d = w l''`` at the fit)."""
+    dpos = np.maximum(d, 0.0)
+    h = np.maximum(h, 0.0)
+    dh = np.minimum(dpos * h, DH_CLIP)
+    h = np.where(dpos > 0.0, dh / np.where(dpos > 0.0, dpos, 1.0), h)
+    pred = eta + g * h / (1.0 - dh)
+    return pb.loss.value(pb.y, pred), pred, h
+
+
+def _mean(v: np.ndarray, w: np.ndarray | None) -> float:
+    return float(v.mean() if w is None else v @ w / w.sum())
+
+
+def _jackknife(pb: Problem, eta, g, d, groups: np.ndarray) -> tuple[_Estimate, float]:
+    """ALO from the group estimates ``groups`` (n, G): the per-sample delete-one-group
+    jackknife of the losses, and the standard error of their mean."""
+    w = pb.sample_weight
+    G = groups.shape[1]
+    h_all = groups.mean(axis=1)
+    loss_all, pred, h = _alo_at(pb, eta, g, d, h_all)
+    loss_del = np.zeros_like(loss_all)
+    means = np.empty(G)
+    for k in range(G):  # G O(n) evaluations
+        lk = _alo_at(pb, eta, g, d, (G * h_all - groups[:, k]) / (G - 1))[0]
+        loss_del += lk
+        means[k] = _mean(lk, w)
+    losses = G * loss_all - (G - 1) / G * loss_del
+    se = float(np.sqrt((G - 1) / G * np.sum((means - means.mean()) ** 2)))
+    lev_se = groups.std(axis=1, ddof=1) / np.sqrt(G)
+    info = RandomizedLeverages(
+        n_probes=0,
+        n_groups=G,
+        estimator="",
+        mean_stderr=se,
+        bias_correction=_mean(loss_all, w) - _mean(losses, w),
+        leverage_stderr=lev_se,
+        cg_iterations=0,
+        converged=True,
+    )
+    return _Estimate(losses, pred, h, 1.0 - np.maximum(d, 0.0) * h, info), se
+
+
+def leverages(pb: Problem, beta: np.ndarray, n_groups: int, seed: int = PROBE_SEED) -> Any:
+    """The core's leverage estimates at ``beta``: ``n_groups`` groups of
+    ``PROBES_PER_GROUP`` probes."""
+    o = pb.options
+    with _blas.single_threaded_blas():
+        return _core.random_leverages(
+            *_args(pb),
+            fit_intercept=pb.fit_intercept,
+            beta=beta,
+            offset=pb.offset,
+            n_probes=n_groups * PROBES_PER_GROUP,
+            n_groups=n_groups,
+            seed=seed,
+            cg_rtol=CG_RTOL,
+            max_cg=MAX_CG,
+            n_threads=o.n_threads,
+        )
+
+
+def estimate(pb: Problem, beta: np.ndarray, rtol: float | None = None) -> _Estimate:
+    """ALO at ``beta`` from randomized leverages: ``N_PROBES`` probes, doubled (new probes
+    added to the old) while the randomization's standard error of the mean exceeds
+    ``RANDOM_SHARE * rtol`` (relative), up to ``MAX_PROBES``."""
+    parts: list = []
+    groups, seed = N_PROBES // PROBES_PER_GROUP, PROBE_SEED
+    while True:
+        parts.append(leverages(pb, beta, groups, seed))
+        est, se, kind = _best(pb, parts)
+        total = sum(q.plain.shape[1] for q in parts)
+        mean = abs(_mean(est.losses, pb.sample_weight))
+        if rtol is None or se <= RANDOM_SHARE * rtol * mean:
+            break
+        if 2 * total * PROBES_PER_GROUP > MAX_PROBES:
+            break
+        seed += 1
+        groups = total  # doubles the probes
+    info = dataclasses.replace(
+        est.info,
+        n_probes=total * PROBES_PER_GROUP,
+        estimator=kind,
+        cg_iterations=sum(int(q.cg_iterations) for q in parts),
+        converged=all(bool(q.converged) for q in parts),
+    )
+    return dataclasses.replace(est, info=info)
+
+
+def _best(pb: Problem, parts: list) -> tuple[_Estimate, float, str]:
+    """The estimator (plain, or with the control variate) whose jackknife standard error
+    is smaller, over every group computed so far."""
+    r = parts[0]
+    eta, g, d = r.eta, r.g, r.d
+    plain = np.hstack([q.plain for q in parts])
+    control = np.hstack([q.control for q in parts]) + r.diag0[:, None]
+    a = _jackknife(pb, eta, g, d, plain)
+    b = _jackknife(pb, eta, g, d, control)
+    return (a[0], a[1], "plain") if a[1] < b[1] else (b[0], b[1], "control")
+
+
+# ----------------------------------------------------------------------------- loo
+def loo(pb: Problem, req: LOORequest) -> LOOResult:
+    """Leave-one-out on the matrix-free route: ALO from randomized leverages, or exact
+    Newton-CG refits (``method="exact"``)."""
+    check_loo_samples(pb.n_samples)
+    check_loo_classes(pb.y, pb.sample_weight, pb.loss, pb.fit_intercept)
+    given = scalar.given_beta(pb, req.coef, req.intercept)
+    o = pb.options
+    if given is None:
+        out = _cg_fit(pb, None)
+    else:
+        with _blas.single_threaded_blas():
+            out = _core.cg_state(
+                *_args(pb),
+                fit_intercept=pb.fit_intercept,
+                beta=given,
+                tol=o.tol,
+                n_threads=o.n_threads,
+                offset=pb.offset,
+            )
+    check_finite_result("loo", coef=out.coef, intercept=out.intercept)
+    fitres = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
+    eta = fitres.decision_function(pb.X, pb.offset)
+    scalar._check_separation(pb, fitres, warn=req.method != "exact", eta=eta)
+    beta = _beta(fitres)
+    if req.method == "exact":
+        rows = np.arange(pb.n_samples)
+        losses, pred, n_nc = _refit_rows(pb, beta, rows)
+        warn_loo_fit(fitres, given is not None, n_nc, pb.n_samples, o.tol, o.max_iter)
+        return LOOResult(
+            losses=losses, predictions=pred, leverages=None, method="exact", fit=fitres,
+            sample_weight=pb.sample_weight,
+        )
+    warn_loo_fit(fitres, given is not None, 0, pb.n_samples, o.tol, o.max_iter)
+    est = estimate(pb, beta, req.rtol)
+    check_finite_result("loo(method='alo')", losses=est.losses, predictions=est.predictions)
+    dh_flag = unreliable_mask(est.downdate)
+    warn_unreliable(dh_flag, pb.loss, False)
+    indicator = scalar_indicator(
+        pb.loss, pb.y, eta, est.predictions, est.leverages, pb.sample_weight
+    )
+    return LOOResult(
+        losses=est.losses,
+        predictions=est.predictions,
+        leverages=est.leverages,
+        method="alo",
+        fit=fitres,
+        sample_weight=pb.sample_weight,
+        downdate=est.downdate,
+        unreliable=unreliable_from(indicator, est.losses, pb.sample_weight, dh_flag),
+        indicator=indicator,
+        randomized=est.info,
+        _refits=scalar.refits(pb, "matrix_free", fitres, eta, indicator, refit=_refitter(pb, beta)),
+    )
+
+
+def _refit_rows(pb: Problem, beta: np.ndarray, rows: np.ndarray) -> tuple:
+    """Exact leave-one-out by Newton-CG refits without each sample of ``rows``,
+    warm-started at ``beta``: (losses, predictions, refits not at tol)."""
+    n = pb.n_samples
+    base = np.ones(n) if pb.sample_weight is None else np.array(pb.sample_weight)
+    losses, pred = np.empty(rows.size), np.empty(rows.size)
+    n_nc = 0
+    Xr = pb.X[rows]
+    off = None if pb.offset is None else pb.offset[rows]
+    for k, i in enumerate(rows):  # one Newton-CG fit per refitted sample
+        w = base.copy()
+        w[i] = 0.0
+        out = _cg_fit(pb, beta, sample_weight=w)
+        n_nc += not out.converged
+        e = Xr[k] @ out.coef + out.intercept
+        pred[k] = float(np.ravel(e)[0]) + (0.0 if off is None else off[k])
+    losses[:] = pb.loss.value(pb.y[rows], pred)
+    return losses, pred, n_nc
+
+
+def _refitter(pb: Problem, beta: np.ndarray):
+    def refit(idx: np.ndarray) -> tuple[np.ndarray, int]:
+        losses, _, n_nc = _refit_rows(pb, beta, np.asarray(idx, dtype=np.int64))
+        return losses, n_nc
+
+    return refit
+
+
+# ----------------------------------------------------------------------------- tuning
+class MatrixFreeTuneState:
+    """Stands in for ``_core.TuneState`` in :class:`aloocv.tuning.Objective` on the
+    matrix-free route: a Newton-CG fit warm-started from the previous point, then ALO from
+    randomized leverages (the same probes at every point: the curve is smooth in lambda)."""
+
+    def __init__(self, pb: Problem):
+        self.pb = pb
+        self.beta: np.ndarray | None = None
+        self._out: Any = None
+
+    def set_penalty(self, l2: np.ndarray, l1: np.ndarray | None = None) -> None:
+        if l1 is not None and np.any(np.asarray(l1) > 0):
+            raise ValueError("the matrix-free route tunes L2 penalties only")
+        self.pb = self.pb.replace(l2=np.ascontiguousarray(l2, dtype=np.float64))
+        self._out = None
+
+    def set_beta(self, beta: np.ndarray) -> None:
+        self.beta = np.array(beta, dtype=np.float64)
+        self._out = None
+
+    def fit(self) -> None:
+        if self._out is None:
+            self._out = _cg_fit(self.pb, self.beta)
+            c = np.asarray(self._out.coef, dtype=np.float64)
+            self.beta = np.concatenate([[self._out.intercept], c]) if self.pb.fit_intercept else c
+
+    def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> StateOutput:
+        if gradient:
+            raise ValueError(
+                "the matrix-free route has no hypergradient: use a grid search "
+                "(method='grid') or solver='primal'"
+            )
+        self.fit()
+        assert self.beta is not None
+        est = estimate(self.pb, self.beta)
+        o = self._out
+        return StateOutput(
+            coef=o.coef,
+            intercept=o.intercept,
+            n_iter=o.n_iter,
+            converged=o.converged,
+            objective=o.objective,
+            grad_norm=o.grad_norm,
+            matvec_passes=o.matvec_passes,
+            losses=est.losses,
+            predictions=est.predictions,
+            leverages=est.leverages,
+            beta=self.beta.copy(),
+        )
+
+    def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> StateOutput:
+        raise ValueError("the matrix-free route has no second derivatives: use method='grid'")
+
+    def sample_gradient(self, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("method='sgd' is not available on the matrix-free route")
+
+
+def tune_state(pb: Problem) -> MatrixFreeTuneState:
+    """The tuning state of a problem on the matrix-free route."""
+    check_loo_samples(pb.n_samples)
+    return MatrixFreeTuneState(pb)
