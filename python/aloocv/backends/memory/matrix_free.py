@@ -50,7 +50,7 @@ MAX_PROBES = 1024
 RANDOM_SHARE = 0.25
 #: Relative residual of the probe solves (the Hutchinson noise is far above it), and the
 #: most CG iterations of one solve.
-CG_RTOL = 1e-4
+CG_RTOL = 1e-3
 MAX_CG = 2000
 #: CG iterations of one Newton-CG direction at most.
 MAX_CG_NEWTON = 250
@@ -116,9 +116,7 @@ def fit(pb: Problem, warm_start: FitResult | None = None) -> FitResult:
     return res
 
 
-def _cg_fit(
-    pb: Problem, beta0: np.ndarray | None, sample_weight: np.ndarray | None = None
-) -> Any:
+def _cg_fit(pb: Problem, beta0: np.ndarray | None, sample_weight: np.ndarray | None = None) -> Any:
     o = pb.options
     w = pb.sample_weight if sample_weight is None else sample_weight
     with _blas.single_threaded_blas():
@@ -280,7 +278,11 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
         losses, pred, n_nc = _refit_rows(pb, beta, rows)
         warn_loo_fit(fitres, given is not None, n_nc, pb.n_samples, o.tol, o.max_iter)
         return LOOResult(
-            losses=losses, predictions=pred, leverages=None, method="exact", fit=fitres,
+            losses=losses,
+            predictions=pred,
+            leverages=None,
+            method="exact",
+            fit=fitres,
             sample_weight=pb.sample_weight,
         )
     warn_loo_fit(fitres, given is not None, 0, pb.n_samples, o.tol, o.max_iter)

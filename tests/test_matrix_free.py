@@ -1,0 +1,219 @@
+"""The matrix-free route (``solver="matrix_free"``, docs/math/matrix_free.md): Newton-CG
+fits against the exact-Hessian fits, randomized leverages against the exact ones (rate in
+the number of probes), the jackknife's standard error against the true error, the
+route's choice and its refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+import aloocv
+from aloocv import _core
+from aloocv._validation import core_design
+from aloocv.backends import route
+from aloocv.backends.memory import matrix_free as mfm
+from aloocv.problem import Problem
+from conftest import make_data
+
+
+def _sparse_text(n: int, p: int, per_row: int, seed: int = 0):
+    """A small text-like design: Zipf column frequencies, L2-normalized rows."""
+    rng = np.random.default_rng(seed)
+    prob = np.arange(1, p + 1) ** -1.1
+    prob /= prob.sum()
+    cols = rng.choice(p, size=n * per_row, p=prob)
+    rows = np.repeat(np.arange(n), per_row)
+    X = sp.csr_matrix((rng.exponential(1.0, n * per_row), (rows, cols)), shape=(n, p))
+    X.sum_duplicates()
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    X = sp.csr_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ X)
+    eta = X @ (rng.standard_normal(p) * 3.0)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(np.float64)
+    return X, y
+
+
+def _quiet(f, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return f(*args, **kwargs)
+
+
+# ----------------------------------------------------------------------------- fits
+@pytest.mark.parametrize("loss", ["logistic", "poisson", "gamma", "squared"])
+@pytest.mark.parametrize("layout", ["C", "F", "csr", "float32"])
+def test_newton_cg_fit_equals_the_exact_hessian_fit(loss, layout):
+    X, y = make_data(loss, 300, 20, seed=3)
+    rng = np.random.default_rng(1)
+    w = rng.uniform(0.5, 2.0, X.shape[0])
+    if layout == "F":
+        X = np.asfortranarray(X)
+    elif layout == "csr":
+        X = sp.csr_matrix(np.where(np.abs(X) > 0.8, X, 0.0))
+    elif layout == "float32":
+        X = X.astype(np.float32)
+    pen = aloocv.L2(np.linspace(0.5, 3.0, X.shape[1]))
+    ref = aloocv.fit(X, y, loss=loss, penalty=pen, sample_weight=w, tol=1e-10, solver="primal")
+    got = aloocv.fit(X, y, loss=loss, penalty=pen, sample_weight=w, tol=1e-10, solver="matrix_free")
+    assert got.converged_
+    scale = 1.0 + np.abs(ref.coef_).max()
+    np.testing.assert_allclose(got.coef_, ref.coef_, atol=1e-7 * scale)
+    np.testing.assert_allclose(got.intercept_, ref.intercept_, atol=1e-7 * scale)
+    assert got.hessian_passes_ == 0  # no p x p matrix was formed
+
+
+def test_newton_cg_fit_with_an_offset_matches_the_primal_fit():
+    X, y = make_data("poisson", 250, 12, seed=5)
+    off = np.random.default_rng(2).normal(0.0, 0.3, X.shape[0])
+    kw = dict(loss="poisson", penalty=aloocv.L2(1.0), offset=off, tol=1e-10)
+    ref = aloocv.fit(X, y, solver="primal", **kw)
+    got = aloocv.fit(X, y, solver="matrix_free", **kw)
+    np.testing.assert_allclose(got.coef_, ref.coef_, atol=1e-7)
+
+
+# ----------------------------------------------------------------------------- leverages
+def _exact_and_estimates(n_probes_list, seed=1):
+    X, y = make_data("logistic", 400, 30, seed=7)
+    lam = 2.0
+    exact = aloocv.loo(X, y, penalty=aloocv.L2(lam), solver="primal", tol=1e-10)
+    pb = Problem.build(X, y, penalty=aloocv.L2(lam), n_jobs=1)
+    beta = np.ascontiguousarray(exact.fit.beta_)
+    out = []
+    for m in n_probes_list:
+        r = _core.random_leverages(
+            core_design(pb.X),
+            y,
+            None,
+            "logistic",
+            pb.l2,
+            fit_intercept=True,
+            beta=beta,
+            n_probes=m,
+            n_groups=8,
+            seed=seed,
+            cg_rtol=1e-10,
+            max_cg=500,
+            n_threads=1,
+        )
+        out.append((r.plain.mean(axis=1), r.diag0 + r.control.mean(axis=1)))
+    return exact.leverages, out
+
+
+def test_randomized_leverages_converge_at_the_monte_carlo_rate():
+    h, est = _exact_and_estimates([16, 256])
+    for which in (0, 1):  # plain and with the control variate
+        e16 = np.sqrt(np.mean((est[0][which] - h) ** 2))
+        e256 = np.sqrt(np.mean((est[1][which] - h) ** 2))
+        # 16x the probes: 4x smaller error (Monte Carlo rate 1/sqrt(m))
+        assert 2.5 < e16 / e256 < 6.5
+
+
+def test_leverage_estimates_are_unbiased():
+    h, est = _exact_and_estimates([1024])
+    for which in (0, 1):
+        err = est[0][which] - h
+        # the mean error over samples is far below the per-sample error
+        assert abs(err.mean()) < 0.1 * np.sqrt(np.mean(err**2))
+
+
+def test_jackknife_stderr_covers_the_error_of_the_mean():
+    X, y = _sparse_text(600, 3000, 20, seed=2)
+    lam = 0.2
+    exact = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(lam), solver="dual", tol=1e-10)
+    pb = Problem.build(X, y, penalty=aloocv.L2(lam), n_jobs=1)
+    beta = np.ascontiguousarray(exact.fit.beta_)
+    z = []
+    for seed in range(12):
+        parts = [mfm.leverages(pb, beta, 8, seed=seed)]
+        est, se, _ = mfm._best(pb, parts)
+        z.append((est.losses.mean() - exact.mean) / se)
+    z = np.abs(np.array(z))
+    assert np.mean(z < 2.0) >= 0.75  # ~95% nominal; 12 draws
+    assert np.max(z) < 4.5
+
+
+def test_matrix_free_alo_is_close_to_exact_alo_on_text_like_data():
+    X, y = _sparse_text(800, 4000, 25, seed=4)
+    for lam in (1.0, 0.1):
+        exact = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(lam), solver="dual")
+        got = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(lam), solver="matrix_free")
+        r = got.randomized
+        assert r is not None and r.n_probes == mfm.N_PROBES and r.converged
+        assert abs(got.mean - exact.mean) <= 4.0 * r.mean_stderr + 1e-3 * exact.mean
+        np.testing.assert_allclose(got.mean, got.losses.mean())  # the reported mean
+        assert got.leverages.min() >= 0.0 and got.downdate.min() > 0.0
+
+
+def test_rtol_adds_probes_and_refits_until_the_budget_holds():
+    X, y = make_data("logistic", 200, 8, seed=11)
+    lam = 0.5
+    exact = aloocv.loo(X, y, penalty=aloocv.L2(lam), method="exact", solver="primal", tol=1e-10)
+    got = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(lam), solver="matrix_free", rtol=0.01)
+    assert got.randomized.n_probes > mfm.N_PROBES or got.randomized.mean_stderr <= (
+        mfm.RANDOM_SHARE * 0.01 * got.mean
+    )
+    assert abs(got.mean - exact.mean) <= 0.02 * exact.mean
+
+
+def test_threads_give_the_same_leverages():
+    X, y = _sparse_text(500, 6000, 20, seed=6)
+    pb = Problem.build(X, y, penalty=aloocv.L2(0.5), n_jobs=1)
+    fit = aloocv.fit(X, y, penalty=aloocv.L2(0.5), solver="matrix_free", n_jobs=1)
+    beta = np.ascontiguousarray(fit.beta_)
+    one = mfm.leverages(pb, beta, 4)
+    with threadpool_limits(2):
+        two = mfm.leverages(
+            pb.replace(options=dataclasses.replace(pb.options, n_threads=2)), beta, 4
+        )
+    np.testing.assert_array_equal(one.plain, two.plain)
+    np.testing.assert_array_equal(one.control, two.control)
+
+
+def test_exact_loo_on_the_matrix_free_route_equals_the_primal_refits():
+    X, y = make_data("logistic", 60, 5, seed=2)
+    kw = dict(penalty=aloocv.L2(1.0), method="exact", tol=1e-10)
+    ref = aloocv.loo(X, y, solver="primal", **kw)
+    got = aloocv.loo(X, y, solver="matrix_free", **kw)
+    np.testing.assert_allclose(got.losses, ref.losses, rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- routes
+def test_auto_takes_the_matrix_free_route_for_wide_sparse_data_only():
+    Xw, yw = _sparse_text(3000, 20000, 20)
+    pb = Problem.build(Xw, yw, penalty=aloocv.L2(1.0))
+    c = route.costs(pb)
+    assert c["matrix_free"] < min(c["primal"], c["dual"])
+    assert route.choose(pb, "loo").solver == "matrix_free"
+    Xd, yd = make_data("logistic", 500, 20)
+    pd = Problem.build(Xd, yd, penalty=aloocv.L2(1.0))
+    assert route.choose(pd, "loo").solver == "primal"
+    res = _quiet(aloocv.loo, Xw, yw, penalty=aloocv.L2(1.0))
+    assert res.randomized is not None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(penalty=aloocv.ElasticNet(0.1, 1.0)), "L1 term"),
+        (dict(method="if"), "method='alo' and 'exact'"),
+        (dict(return_gradient=True), "return_gradient"),
+    ],
+)
+def test_matrix_free_refuses_what_it_does_not_compute(kwargs, message):
+    X, y = make_data("logistic", 80, 5)
+    kwargs.setdefault("penalty", aloocv.L2(1.0))
+    with pytest.raises(ValueError, match=message):
+        aloocv.loo(X, y, solver="matrix_free", **kwargs)
+
+
+def test_the_estimator_tunes_wide_sparse_data_on_the_matrix_free_route():
+    X, y = _sparse_text(500, 8000, 20, seed=8)
+    est = _quiet(aloocv.ALOLogisticRegressionCV(Cs=4).fit, X, y)
+    assert est.coef_.shape == (1, 8000)
+    pb = Problem.build(X, y, penalty=aloocv.L2(1.0))
+    assert route.choose(pb, "tune", search="grid").solver == "matrix_free"
