@@ -72,9 +72,13 @@ using ConstRowMap = Eigen::Map<const RowMat>;
 
 Operator::Operator(const Design& X, bool intercept, int n_threads)
     : X_(X), off_(intercept ? 1 : 0), nt_(resolve_threads(n_threads)) {
-  if (!X.sparse || nt_ <= 1 || X.nnz() < 4096) return;
-  // A CSC index of the entries: threaded X~^T U gathers column by column, in the row order
-  // of a serial scatter (the same sums for any thread count).
+  if (!X.sparse || X.nnz() < 4096) return;
+  // A CSC index of the entries (nnz values and row indices, a copy of the structure, not of
+  // a dense X): X~^T U gathers column by column, in the row order of a serial scatter (the
+  // same sums for any thread count), and its random reads go to the rows of U; for a wide
+  // X (n < p1) a serial X~ V scatters column by column into the n x m output, so that the
+  // random accesses of both products hit the smaller of the two blocks (measured at
+  // n = 2e4, p = 1e5, m = 32: the p1 x m block, 26 MB, does not stay in a 32 MB L3 cache).
   const CsrView& c = X.csr;
   const Index nnz = X.nnz();
   cptr_.assign(static_cast<size_t>(X.p + 1), 0);
@@ -146,16 +150,36 @@ void Operator::forward(const RowMat& V, RowMat& out) const {
   if (X_.sparse) {
     const CsrView& c = X_.csr;
     const int nt = threads_for(nt_, 2.0 * double(X_.nnz()) * double(m));
+    const double* Vd = V.data();
+    double* Od = out.data();
+    if (csc() && nt == 1 && n < p + off_) {
+      for (Index i = 0; i < n; ++i) {
+        double* o = Od + i * m;
+        for (Index k = 0; k < m; ++k) o[k] = off_ ? Vd[k] : 0.0;
+      }
+      for (Index j = 0; j < p; ++j) {
+        const double* v = Vd + (off_ + j) * m;
+        for (Index a = cptr_[j]; a < cptr_[j + 1]; ++a) {
+          const double x = cval_[a];
+          double* o = Od + Index(crow_[a]) * m;
+          for (Index k = 0; k < m; ++k) o[k] += x * v[k];
+        }
+      }
+      return;
+    }
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (Index i = 0; i < n; ++i) {
-      auto o = out.row(i);
+      double* o = Od + i * m;
       if (off_) {
-        o = V.row(0);
+        for (Index k = 0; k < m; ++k) o[k] = Vd[k];
       } else {
-        o.setZero();
+        for (Index k = 0; k < m; ++k) o[k] = 0.0;
       }
-      for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a)
-        o += c.val(a) * V.row(off_ + c.indices[a]);
+      for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
+        const double x = c.val(a);
+        const double* v = Vd + (off_ + c.indices[a]) * m;
+        for (Index k = 0; k < m; ++k) o[k] += x * v[k];
+      }
     }
     return;
   }
@@ -184,19 +208,28 @@ void Operator::adjoint(const RowMat& U, RowMat& out) const {
   out.setZero(p + off_, m);
   if (off_) out.row(0) = U.colwise().sum();
   if (X_.sparse) {
+    const double* Ud = U.data();
+    double* Od = out.data() + off_ * m;
     if (csc()) {
 #pragma omp parallel for schedule(static) num_threads(nt_)
       for (Index j = 0; j < p; ++j) {
-        auto o = out.row(off_ + j);
-        for (Index a = cptr_[j]; a < cptr_[j + 1]; ++a) o += cval_[a] * U.row(crow_[a]);
+        double* o = Od + j * m;
+        for (Index a = cptr_[j]; a < cptr_[j + 1]; ++a) {
+          const double x = cval_[a];
+          const double* u = Ud + Index(crow_[a]) * m;
+          for (Index k = 0; k < m; ++k) o[k] += x * u[k];
+        }
       }
       return;
     }
     const CsrView& c = X_.csr;
     for (Index i = 0; i < n; ++i) {
-      const auto u = U.row(i);
-      for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a)
-        out.row(off_ + c.indices[a]) += c.val(a) * u;
+      const double* u = Ud + i * m;
+      for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
+        const double x = c.val(a);
+        double* o = Od + Index(c.indices[a]) * m;
+        for (Index k = 0; k < m; ++k) o[k] += x * u[k];
+      }
     }
     return;
   }
@@ -308,9 +341,19 @@ void Operator::squares_times(const double* cvec, double* out) const {
 
 void HessianOp::apply(const RowMat& V, RowMat& out, RowMat& work) const {
   op.forward(V, work);
-  for (Index i = 0; i < work.rows(); ++i) work.row(i) *= std::max(0.0, d[i]);
+  const Index m = V.cols();
+  for (Index i = 0; i < work.rows(); ++i) {
+    const double di = std::max(0.0, d[i]);
+    double* w = work.data() + i * m;
+    for (Index k = 0; k < m; ++k) w[k] *= di;
+  }
   op.adjoint(work, out);
-  for (Index j = 0; j < out.rows(); ++j) out.row(j) += pen[j] * V.row(j);
+  for (Index j = 0; j < out.rows(); ++j) {
+    const double pj = pen[j];
+    const double* v = V.data() + j * m;
+    double* o = out.data() + j * m;
+    for (Index k = 0; k < m; ++k) o[k] += pj * v[k];
+  }
 }
 
 Vec jacobi(const Operator& op, const Vec& d, const Vec& pen) {
@@ -325,52 +368,78 @@ Vec jacobi(const Operator& op, const Vec& d, const Vec& pen) {
 
 CgReport block_pcg(const HessianOp& H, const Vec& minv, const RowMat& B, RowMat& S,
                    const CgOptions& o) {
+  // Row-major blocks: every update runs over the rows with the m columns' coefficients
+  // side by side (a column at a time would stride through the whole block).
   const Index p1 = B.rows(), m = B.cols();
   CgReport rep;
   S.setZero(p1, m);
   RowMat R = B, Z(p1, m), P(p1, m), Q(p1, m), work;
-  Z = R.array().colwise() * minv.array();
-  P = Z;
-  Vec rz = (R.array() * Z.array()).colwise().sum().transpose();
-  Vec bnorm = B.colwise().norm().transpose();
-  std::vector<char> active(static_cast<size_t>(m), 1);
-  Index n_active = 0;
-  for (Index k = 0; k < m; ++k) {
-    if (!(bnorm[k] > 0.0)) {
-      active[k] = 0;
-      P.col(k).setZero();
-    } else {
-      ++n_active;
+  Vec rz = Vec::Zero(m), bnorm = Vec::Zero(m), rnorm(m), pq(m), alpha(m), beta(m), rz_new(m);
+  for (Index j = 0; j < p1; ++j) {
+    for (Index k = 0; k < m; ++k) {
+      const double r = R(j, k), z = r * minv[j];
+      Z(j, k) = z;
+      P(j, k) = z;
+      rz[k] += r * z;
+      bnorm[k] += r * r;
     }
   }
-  Vec rnorm = bnorm;
+  bnorm = bnorm.cwiseSqrt();
+  rnorm = bnorm;
+  std::vector<char> active(static_cast<size_t>(m), 0);
+  Index n_active = 0;
+  for (Index k = 0; k < m; ++k) {
+    if (bnorm[k] > 0.0) {
+      active[k] = 1;
+      ++n_active;
+    } else {
+      P.col(k).setZero();
+    }
+  }
   while (n_active > 0 && rep.iterations < o.max_iter) {
     interrupt::check();
     H.apply(P, Q, work);
     ++rep.iterations;
+    pq.setZero();
+    for (Index j = 0; j < p1; ++j)
+      for (Index k = 0; k < m; ++k) pq[k] += P(j, k) * Q(j, k);
     for (Index k = 0; k < m; ++k) {
+      alpha[k] = 0.0;
       if (!active[k]) continue;
-      const double pq = P.col(k).dot(Q.col(k));
-      if (!(pq > 0.0)) {  // no curvature left along p (a singular H): stop this column
+      if (!(pq[k] > 0.0)) {  // no curvature left along p (a singular H): stop this column
         active[k] = 0;
         --n_active;
-        P.col(k).setZero();
         continue;
       }
-      const double alpha = rz[k] / pq;
-      S.col(k) += alpha * P.col(k);
-      R.col(k) -= alpha * Q.col(k);
-      rnorm[k] = R.col(k).norm();
+      alpha[k] = rz[k] / pq[k];
+    }
+    rnorm.setZero();
+    rz_new.setZero();
+    for (Index j = 0; j < p1; ++j) {
+      for (Index k = 0; k < m; ++k) {
+        S(j, k) += alpha[k] * P(j, k);
+        const double r = R(j, k) - alpha[k] * Q(j, k);
+        R(j, k) = r;
+        const double z = r * minv[j];
+        Z(j, k) = z;
+        rnorm[k] += r * r;
+        rz_new[k] += r * z;
+      }
+    }
+    for (Index k = 0; k < m; ++k) {
+      rnorm[k] = std::sqrt(rnorm[k]);
+      beta[k] = 0.0;
+      if (!active[k]) continue;
       if (rnorm[k] <= o.rtol * bnorm[k]) {
         active[k] = 0;
         --n_active;
-        P.col(k).setZero();
         continue;
       }
-      Z.col(k) = R.col(k).cwiseProduct(minv);
-      const double rz_new = R.col(k).dot(Z.col(k));
-      P.col(k) = Z.col(k) + (rz_new / rz[k]) * P.col(k);
-      rz[k] = rz_new;
+      beta[k] = rz_new[k] / rz[k];
+      rz[k] = rz_new[k];
+    }
+    for (Index j = 0; j < p1; ++j) {
+      for (Index k = 0; k < m; ++k) P(j, k) = active[k] ? Z(j, k) + beta[k] * P(j, k) : 0.0;
     }
   }
   for (Index k = 0; k < m; ++k) {
