@@ -82,11 +82,14 @@ def fit(
         threads of each chunk task (None: 1; dask runs the chunks in parallel).
     warm_start : FitResult, optional
         Start Newton from this solution (primal solver).
-    solver : {"auto", "primal", "dual"}
+    solver : {"auto", "primal", "dual", "matrix_free"}
         ``"primal"``: Newton on the p x p Hessian, O(n p^2 + p^3) per step.
         ``"dual"``: Newton on the n x n system with ``K = X P^{-1} X^T`` computed once
         (O(n^2 p)), then O(n^3) per step; needs an L2 penalty > 0 on every feature.
-        ``"auto"``: the dual when n < p and it applies.
+        ``"matrix_free"``: Newton-CG from Hessian-vector products, O(nnz) each, no
+        p x p or n x n matrix (wide or sparse X; L2 penalties; ``docs/math/matrix_free.md``).
+        ``"auto"``: the dual when n < p and it applies; the matrix-free route where its
+        modelled cost is lower (:func:`aloocv.backends.route.costs`).
     offset : array_like of shape (n_samples,), optional
         Known part of the linear predictor: ``eta = X coef + intercept + offset``
         (e.g. ``log(exposure)`` with a log link).
@@ -178,10 +181,14 @@ def loo(
     return_gradient : bool
         Also compute the ALO hypergradient (``method="alo"`` only) in the same
         blocked pass that computes the leverages; see :attr:`LOOResult.gradient`.
-    solver : {"auto", "primal", "dual"}
+    solver : {"auto", "primal", "dual", "matrix_free"}
         As in :func:`aloocv.fit`: with ``"dual"`` (default when n < p, L2 > 0 on every
         feature) the leverages come from the n x n system, ``O(n^2 p + n^3)``, also
-        at a given ``coef`` and for the hypergradient.
+        at a given ``coef`` and for the hypergradient. With ``"matrix_free"`` (``"alo"``
+        and ``"exact"``) the leverages are Hutchinson estimates from 64 Rademacher probes
+        solved by preconditioned CG, debiased by a jackknife over probe groups; their
+        standard error and more are in :attr:`LOOResult.randomized`, and ``rtol=``
+        adds probes before exact refits.
     gradient : {"exact", "paper"}
         With ``return_gradient=True``: the exact derivative of :attr:`LOOResult.mean`
         (default; reverse mode, about three passes over X beyond ALO, any number of
