@@ -1,6 +1,8 @@
 // The extension module aloocv._core: only the module definition.
 #include <pybind11/pybind11.h>
 
+#include "release.hpp"
+
 namespace py = pybind11;
 
 namespace aloocv::bind {
@@ -23,6 +25,7 @@ void bind_matrix_free(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "aloocv C++ core: Newton fits, Hessian kernels and leave-one-out estimators";
+  aloocv::bind::register_translators();  // std::bad_alloc -> a MemoryError that says why
   aloocv::bind::bind_results(m);  // first: the classes the functions return
   aloocv::bind::bind_blas(m);
   aloocv::bind::bind_fit(m);

@@ -754,3 +754,27 @@ def check_verbose(verbose: Any) -> bool:
     if not isinstance(verbose, (int, np.integer)) or verbose < 0:
         raise ValueError(f"verbose must be a non-negative integer, got {verbose!r}")
     return verbose > 0
+
+
+def check_memory_limit(memory_limit: Any) -> float | None:
+    """``memory_limit=``: None (the available memory is the budget), a positive finite
+    number of bytes, or a string such as ``"2GB"``, ``"1.5 GiB"``, ``"500MB"`` (see
+    :mod:`aloocv._memory`). Returns the bytes as a float, or None."""
+    from ._memory import parse_bytes
+
+    if memory_limit is None:
+        return None
+    if isinstance(memory_limit, str):
+        out = parse_bytes(memory_limit)
+    elif isinstance(memory_limit, (bool, np.bool_)) or not isinstance(memory_limit, numbers.Real):
+        raise TypeError(
+            f"memory_limit must be None, a number of bytes or a string such as '2GB', got "
+            f"{memory_limit!r}"
+        )
+    else:
+        out = float(memory_limit)
+    if not (np.isfinite(out) and out >= 1.0):
+        raise ValueError(
+            f"memory_limit must be a finite size of at least 1 byte, got {memory_limit!r}"
+        )
+    return out

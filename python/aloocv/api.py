@@ -44,6 +44,7 @@ def fit(
     warm_start: FitResult | None = None,
     solver: str = "auto",
     offset: ArrayLike | None = None,
+    memory_limit: float | str | None = None,
 ) -> FitResult:
     """Fit ``min_beta sum_i w_i l(y_i, x~_i^T beta) + lambda^T r(theta)`` by Newton's method.
 
@@ -93,6 +94,14 @@ def fit(
     offset : array_like of shape (n_samples,), optional
         Known part of the linear predictor: ``eta = X coef + intercept + offset``
         (e.g. ``log(exposure)`` with a log link).
+    memory_limit : int, float or str, optional
+        The memory budget of the route's large matrices (the ``p x p`` Hessian and its
+        factor, the dual route's ``n x n`` kernel, the multinomial ``Kp x Kp`` Hessian):
+        bytes, or a string such as ``"2GB"``, ``"1.5 GiB"``, ``"500MB"``. None (default):
+        the memory available now. Before it allocates them the call compares their size
+        with 80% of the budget and raises ``MemoryError`` naming the matrix, its size and
+        the route to take instead (e.g. ``solver="matrix_free"``); see
+        ``docs/memory.md``.
 
     Returns
     -------
@@ -114,6 +123,12 @@ def fit(
     >>> res = aloocv.fit(X, y, loss="logistic", penalty=aloocv.L2(1.0))
     >>> res.converged_
     True
+    >>> try:  # the 2001 x 2001 Hessian (and its factor) does not fit 10 MB
+    ...     aloocv.fit(np.zeros((10, 2000)), np.zeros(10), loss="squared",
+    ...                solver="primal", memory_limit="10MB")
+    ... except MemoryError as e:
+    ...     print(str(e).split(" (with")[0])
+    aloocv.fit: the 2001 x 2001 Hessian of the primal route
     """
     pb = Problem.build(
         X,
@@ -127,6 +142,7 @@ def fit(
         max_iter=max_iter,
         n_jobs=n_jobs,
         multi_target=False,
+        memory_limit=memory_limit,
     )
     return route.fit(pb, route.choose(pb, "fit", solver=solver), warm_start)
 
@@ -149,12 +165,14 @@ def loo(
     gradient: str = "exact",
     offset: ArrayLike | None = None,
     rtol: float | None = None,
+    memory_limit: float | str | None = None,
 ) -> LOOResult | MultiTargetLOOResult:
     """Leave-one-out cross-validation of an L2-penalized GLM.
 
     Parameters
     ----------
     X, y, loss, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, offset
+    memory_limit
         As in :func:`aloocv.fit`. ``y`` may also be 2-d, ``(n_samples, n_targets)``, for
         ``loss="squared"`` with an L2 penalty (scalar, or per feature with every entry
         > 0): every target shares one decomposition of ``X`` and the result is a
@@ -239,6 +257,7 @@ def loo(
         tol=tol,
         max_iter=max_iter,
         n_jobs=n_jobs,
+        memory_limit=memory_limit,
     )
     rtol = check_rtol(rtol, method)
     req = LOORequest(method, coef, intercept, return_gradient, gradient, rtol)
@@ -264,12 +283,14 @@ def kfold(
     cv: Any = None,
     groups: ArrayLike | None = None,
     rtol: float | None = None,
+    memory_limit: float | str | None = None,
 ) -> KFoldResult | MultiTargetKFoldResult:
     """K-fold (or leave-q-out) cross-validation of a penalized GLM.
 
     Parameters
     ----------
     X, y, loss, penalty, fit_intercept, sample_weight, tol, max_iter, n_jobs, offset
+    memory_limit
         As in :func:`aloocv.fit`. A 2-d ``y`` ``(n_samples, n_targets)`` with
         ``loss="squared"`` and an L2 penalty gives a
         :class:`aloocv.MultiTargetKFoldResult` (per-target losses, fold means, mean and
@@ -386,6 +407,7 @@ def kfold(
         tol=tol,
         max_iter=max_iter,
         n_jobs=n_jobs,
+        memory_limit=memory_limit,
     )
     rtol = check_rtol(rtol, method)
     if rtol is not None and pb.is_dask:
@@ -394,7 +416,8 @@ def kfold(
             "fold refitted) or rtol=None"
         )
     req = FoldRequest(method, n_folds, folds, random_state, cv, groups)
-    res = route.kfold(pb, route.choose(pb, "kfold", kfold_splits=cv is not None), req)
+    r = route.choose(pb, "kfold", kfold_splits=cv is not None, folds=req)
+    res = route.kfold(pb, r, req)
     if rtol is None or getattr(res, "_refits", None) is None:
         return res
     return refine_folds(res, rtol)

@@ -34,6 +34,7 @@ from ._validation import (
     check_bool,
     check_class_labels,
     check_loss,
+    check_memory_limit,
     check_multinomial_penalty,
     check_offset,
     check_options,
@@ -67,19 +68,31 @@ class SolveOptions:
         OpenMP threads of each core call, converted once from ``n_jobs`` (in memory:
         None means OpenMP's default under threadpoolctl's limits; on dask: the threads of
         each chunk task, None meaning 1).
+    memory_limit : float or None
+        Bytes the call may use for its large matrices (``memory_limit=``, checked); None:
+        the available memory (:mod:`aloocv._memory`).
     """
 
     tol: float = 1e-8
     max_iter: int = 100
     n_threads: int = 1
+    memory_limit: float | None = None
 
     @classmethod
-    def build(cls, tol: Any, max_iter: Any, n_jobs: Any, backend: str = "memory") -> SolveOptions:
+    def build(
+        cls,
+        tol: Any,
+        max_iter: Any,
+        n_jobs: Any,
+        backend: str = "memory",
+        memory_limit: Any = None,
+    ) -> SolveOptions:
         """Checked options (TypeError/ValueError naming a bad one)."""
         tol, max_iter = check_options(tol, max_iter)
+        limit = check_memory_limit(memory_limit)
         if backend == "dask" and n_jobs is None:
-            return cls(tol, max_iter, 1)
-        return cls(tol, max_iter, n_threads(n_jobs))
+            return cls(tol, max_iter, 1, limit)
+        return cls(tol, max_iter, n_threads(n_jobs), limit)
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,10 +184,13 @@ class Problem:
         max_iter: Any = 100,
         n_jobs: Any = None,
         multi_target: bool = True,
+        memory_limit: Any = None,
     ) -> Problem:
         """Validate the arguments of a public verb once.
 
-        ``multi_target=False`` refuses a 2-d y (verbs that fit one target).
+        ``multi_target=False`` refuses a 2-d y (verbs that fit one target);
+        ``memory_limit``: the budget of the route's large matrices (bytes, a string such as
+        ``"2GB"``, or None for the available memory; :mod:`aloocv._memory`).
 
         Raises
         ------
@@ -186,7 +202,7 @@ class Problem:
         fit_intercept = check_bool(fit_intercept, "fit_intercept")
         if backend == "dask":
             loss, penalty = check_loss(loss), as_penalty(penalty)
-            options = SolveOptions.build(tol, max_iter, n_jobs, backend)
+            options = SolveOptions.build(tol, max_iter, n_jobs, backend, memory_limit)
             _check_no_offset(loss, offset)
             return cls._build_dask(
                 X, y, loss, penalty, fit_intercept, sample_weight, offset, options
@@ -199,7 +215,7 @@ class Problem:
             w = check_sample_weight(sample_weight, n)
             loss, penalty = check_loss(loss), as_penalty(penalty)
             l2, l1 = _penalty_vectors(penalty, p)
-            options = SolveOptions.build(tol, max_iter, n_jobs)
+            options = SolveOptions.build(tol, max_iter, n_jobs, memory_limit=memory_limit)
             return cls(
                 X, Y, loss, penalty, l2, l1, w, check_offset(offset, n), fit_intercept, options
             )
@@ -209,7 +225,7 @@ class Problem:
             labels, K = check_class_labels(y, n, w)
             penalty = as_penalty(penalty)
             l2 = _contiguous(check_multinomial_penalty(penalty, p))
-            options = SolveOptions.build(tol, max_iter, n_jobs)
+            options = SolveOptions.build(tol, max_iter, n_jobs, memory_limit=memory_limit)
             _check_no_offset(loss, offset)
             return cls(
                 X, labels, Multinomial(K), penalty, l2, None, w, None, fit_intercept, options
@@ -218,7 +234,7 @@ class Problem:
         penalty = as_penalty(penalty)
         l2, l1 = _penalty_vectors(penalty, p)
         w = check_sample_weight(sample_weight, n)
-        options = SolveOptions.build(tol, max_iter, n_jobs)
+        options = SolveOptions.build(tol, max_iter, n_jobs, memory_limit=memory_limit)
         return cls(X, yv, loss, penalty, l2, l1, w, check_offset(offset, n), fit_intercept, options)
 
     @classmethod

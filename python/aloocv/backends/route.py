@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .._memory import check_memory, largest_fold
 from .._validation import SOLVERS, choose_solver
 from ..folds import FoldRequest, fold_plan
 from ..penalties import L2
@@ -76,9 +77,11 @@ def choose(
     kfold_splits: bool = False,
     search: str | None = None,
     gradient: str = "exact",
+    folds: FoldRequest | None = None,
 ) -> Route:
     """The route of one call of ``verb`` on ``pb``; raises ValueError for a combination no
-    route offers.
+    route offers, and MemoryError when the route's large matrices exceed the budget
+    (``memory_limit=`` or the available memory; :func:`aloocv._memory.check_memory`).
 
     Parameters
     ----------
@@ -93,9 +96,28 @@ def choose(
         ``verb="tune"``: the search method and the gradient it asks for. A ``"grid"`` of
         one scalar L2 parameter on the squared loss in memory (no offset) takes the
         ridge path from one eigendecomposition (``solver="ridge_path"``).
+    folds : FoldRequest, optional
+        ``verb="kfold"``: the folds asked for (their size and method enter the memory
+        check).
     """
+    r = _choose(pb, verb, solver, loo or LOORequest(), kfold_splits, search, gradient)
+    method = folds.method if folds is not None else (loo.method if loo is not None else "alo")
+    size = largest_fold(pb.n_samples, folds) if verb == "kfold" and not pb.is_dask else None
+    check_memory(pb, r, verb, method=method, fold_size=size)
+    return r
+
+
+def _choose(
+    pb: Problem,
+    verb: str,
+    solver: str,
+    req: LOORequest,
+    kfold_splits: bool,
+    search: str | None,
+    gradient: str,
+) -> Route:
+    """:func:`choose` before the memory check."""
     model = _model(pb)
-    req = loo or LOORequest()
     if verb == "tune":
         return _tune_route(pb, model, search, gradient)
     if model == "multi_target":

@@ -232,6 +232,7 @@ class _ALOBase(BaseEstimator):
             fit_max_iter=self.max_iter,
             n_jobs=self.n_jobs,
             offset=offset,
+            memory_limit=getattr(self, "memory_limit", None),
         )
         # "gradient": the grid brackets the minimum, second-order steps on the exact
         # derivatives of ALOOCV reach it (tune's "auto" search on this grid)

@@ -81,6 +81,8 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         ``scoring=None`` only). This is *not* the multi-task (group) penalty of
         scikit-learn's ``MultiTaskElasticNetCV``: every target has its own sparsity
         pattern. Ignored for a 1-d ``y``.
+    memory_limit : int, float or str, optional
+        The memory budget of the search's large matrices, as in :class:`ALORidgeCV`.
 
     Attributes
     ----------
@@ -132,6 +134,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         verbose: int = 0,
         alpha_per_target: bool = False,
         rtol: float | None = None,
+        memory_limit: float | str | None = None,
     ):
         self.l1_ratio = l1_ratio
         self.eps = eps
@@ -147,6 +150,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         self.verbose = verbose
         self.alpha_per_target = alpha_per_target
         self.rtol = rtol
+        self.memory_limit = memory_limit
 
     def fit(
         self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
@@ -284,6 +288,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
                 tol=self.tol,
                 max_iter=self.max_iter,
                 n_jobs=self.n_jobs,
+                memory_limit=self.memory_limit,
             )
             for t in range(T)
         ]

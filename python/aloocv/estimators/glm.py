@@ -47,6 +47,7 @@ class _ALOGLMRegressorCV(_ALORegressor):
         n_jobs: int | None = None,
         verbose: int = 0,
         rtol: float | None = None,
+        memory_limit: float | str | None = None,
     ):
         self.alphas = alphas
         self.fit_intercept = fit_intercept
@@ -59,6 +60,7 @@ class _ALOGLMRegressorCV(_ALORegressor):
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.rtol = rtol
+        self.memory_limit = memory_limit
 
     def _loss(self) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -193,6 +195,8 @@ _GLM_DOC = """
     rtol : float in (0, 1), optional
         Choose on the trusted estimate (the deviance refined to within ``rtol`` of exact
         leave-one-out near ALO's choice), as in :class:`ALOLogisticRegressionCV`.
+    memory_limit : int, float or str, optional
+        The memory budget of the search's large matrices, as in :class:`ALORidgeCV`.
 
     Attributes
     ----------
@@ -293,6 +297,7 @@ class ALOTweedieRegressorCV(_ALOGLMRegressorCV):
         n_jobs: int | None = None,
         verbose: int = 0,
         rtol: float | None = None,
+        memory_limit: float | str | None = None,
     ):
         # scikit-learn reads an estimator's parameters from its __init__'s signature, so
         # Tweedie's two extra ones need this signature; the shared ones are the base's
@@ -308,6 +313,7 @@ class ALOTweedieRegressorCV(_ALOGLMRegressorCV):
             n_jobs=n_jobs,
             verbose=verbose,
             rtol=rtol,
+            memory_limit=memory_limit,
         )
         self.power = power
         self.link = link

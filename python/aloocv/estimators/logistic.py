@@ -112,6 +112,9 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         1.10's default): ``C_`` and ``l1_ratio_`` floats, ``coefs_paths_`` an array of
         shape (1, n_l1_ratios, n_cs, n_classes or 1, n_dof), ``scores_`` and ``n_iter_``
         of shape (1, n_l1_ratios, n_cs); not with one-vs-rest (a C per class).
+    memory_limit : int, float or str, optional
+        The memory budget of the search's large matrices (the multinomial model's
+        ``K (p+1) x K (p+1)`` Hessian included), as in :class:`ALORidgeCV`.
 
     Attributes
     ----------
@@ -177,6 +180,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         verbose: int = 0,
         use_legacy_attributes: bool = True,
         rtol: float | None = None,
+        memory_limit: float | str | None = None,
     ):
         self.Cs = Cs
         self.use_legacy_attributes = use_legacy_attributes
@@ -194,6 +198,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.rtol = rtol
+        self.memory_limit = memory_limit
 
     def _ratios(self) -> tuple[np.ndarray, str]:
         """The l1_ratios to try and the penalty they mean."""

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import _blas, _scoring
+from .._memory import check_memory
 from .._scoring import get_scorer
 from .._validation import check_bool, check_choice
 from ..backends.dask.estimator_inputs import local
@@ -70,6 +71,12 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         The error budget of the other estimators (:class:`ALOLogisticRegressionCV`):
         accepted for one interface, but here ALO is exact leave-one-out (squared loss, L2
         penalty), so nothing is refined.
+    memory_limit : int, float or str, optional
+        The memory budget of the search's large matrices (the ``p x p`` Hessian or
+        eigendecomposition): bytes, or a string such as ``"2GB"`` or ``"1.5 GiB"``; None
+        (default): the memory available at ``fit``. A search whose matrices would exceed
+        80% of it raises ``MemoryError`` naming the matrix, its size and the alternative
+        before anything large is allocated (as :func:`aloocv.fit`'s ``memory_limit``).
 
     Several targets (``y`` of shape ``(n_samples, n_targets)``, ``n_targets > 1``) share
     one decomposition of ``X``: a Hessian pass, a ``p x p`` eigendecomposition and one
@@ -143,6 +150,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         max_iter: int = 100,
         n_jobs: int | None = None,
         rtol: float | None = None,
+        memory_limit: float | str | None = None,
     ):
         self.alphas = alphas
         self.fit_intercept = fit_intercept
@@ -156,6 +164,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         self.max_iter = max_iter
         self.n_jobs = n_jobs
         self.rtol = rtol
+        self.memory_limit = memory_limit
 
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> ALORidgeCV:
         """Fit, choosing alpha by leave-one-out.
@@ -215,6 +224,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
             fit_tol=self.tol,
             fit_max_iter=self.max_iter,
             n_jobs=self.n_jobs,
+            memory_limit=self.memory_limit,
         )
         if not g.acv <= res.acv:
             return search
@@ -246,7 +256,9 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
             fit_intercept=self.fit_intercept,
             sample_weight=sample_weight,
             n_jobs=self.n_jobs,
+            memory_limit=self.memory_limit,
         )
+        check_memory(pb, "primal", "loo")  # the p x p eigendecomposition of several targets
         X, Y, w = pb.X, pb.y, pb.sample_weight
         mr = decompose(pb)[0]
         n, T = Y.shape

@@ -94,13 +94,15 @@ def tune(
     callback: Callable[[int, Penalty, float], Any] | None = None,
     offset: ArrayLike | None = None,
     rtol: float | None = None,
+    memory_limit: float | str | None = None,
 ) -> TuneResult:
     """Tune regularization parameters by minimizing ALOOCV.
 
     Parameters
     ----------
-    X, y, loss, fit_intercept, sample_weight, n_jobs, offset
-        As in :func:`aloocv.fit`.
+    X, y, loss, fit_intercept, sample_weight, n_jobs, offset, memory_limit
+        As in :func:`aloocv.fit` (``memory_limit``: the budget of the search's large
+        matrices, checked once before the search starts).
     penalty : Penalty
         The starting point and the structure being tuned: ``L2(lam)`` (one
         parameter), ``L2(lam_vector)`` (one per feature), ``L2(lam, groups=labels)``
@@ -224,6 +226,7 @@ def tune(
         max_iter=fit_max_iter,
         n_jobs=n_jobs,
         multi_target=False,
+        memory_limit=memory_limit,
     )
     r = route.choose(pb, "tune", search=opts.method, gradient=opts.gradient)
     _check_search(pb, opts)
