@@ -17,6 +17,7 @@ import aloocv
 from aloocv import _memory
 from aloocv._memory import SAFETY_FRACTION, allocations, budget, check_memory, fits, parse_bytes
 from aloocv._validation import check_memory_limit
+from aloocv.backends import route
 from aloocv.problem import Problem
 from conftest import make_data
 
@@ -156,9 +157,22 @@ def test_primal_route_names_the_hessian_and_matrix_free():
     msg = _raises(
         "31 x 31 Hessian of the primal route",
         "solver='matrix_free'",
-        lambda: aloocv.fit(X, y, memory_limit=TINY),
+        lambda: aloocv.fit(X, y, memory_limit=TINY, solver="primal"),
     )
     assert "800 bytes (80% of memory_limit=1.0 kB)" in msg
+
+
+def test_auto_takes_the_matrix_free_route_where_the_primal_does_not_fit():
+    X, y = make_data("logistic", 400, 300)
+    p1 = 301
+    limit = 2 * p1 * p1 * 8  # below the primal route's buffers, far above matrix-free's
+    pb = Problem.build(X, y, penalty=aloocv.L2(1.0), memory_limit=limit)
+    assert not _memory.fits(pb, "primal", "loo") and _memory.fits(pb, "matrix_free", "loo")
+    assert route.choose(pb, "loo").solver == "matrix_free"
+    res = aloocv.fit(X, y, penalty=aloocv.L2(1.0), memory_limit=limit)
+    ref = aloocv.fit(X, y, penalty=aloocv.L2(1.0))
+    np.testing.assert_allclose(res.coef_, ref.coef_, atol=1e-6)
+    assert res.hessian_passes_ == 0
 
 
 def test_primal_route_offers_the_dual_where_it_fits():
@@ -299,7 +313,9 @@ ESTIMATORS = [
 )
 def test_estimators_check_memory(cls, loss, params):
     X, y = make_data(loss, 60, 8)
-    with pytest.raises(MemoryError, match="9 x 9"):
+    # the exact routes' 9 x 9 matrices, or (scalar L2 grids, which then take the
+    # matrix-free route) its probe blocks
+    with pytest.raises(MemoryError, match="9 x 9|probe blocks of the matrix-free route"):
         cls(memory_limit=TINY, **params).fit(X, y)
     a = cls(memory_limit=GENEROUS, **params).fit(X, y)
     b = cls(**params).fit(X, y)
@@ -386,8 +402,12 @@ def test_dual_route_at_n_30000(machine_16gb):
     X = _sparse(30000, 40000)
     y = (np.arange(30000) % 2).astype(float)
     _raises(
-        "30000 x 30000 kernel of the dual route", "solver='matrix_free'", lambda: aloocv.loo(X, y)
+        "30000 x 30000 kernel of the dual route",
+        "solver='matrix_free'",
+        lambda: aloocv.loo(X, y, solver="dual"),
     )
+    res = aloocv.loo(X, y)  # solver="auto" takes the matrix-free route instead
+    assert res.randomized is not None
 
 
 def test_multinomial_with_500_classes(machine_16gb):
@@ -450,7 +470,8 @@ def test_the_model_counts_the_core_buffers():
     assert allocations(pb, "primal", "fit")[0].nbytes == 8 * 4 * p1**2
     # dual: the kernel's 2 column chunks (p = 70 < 8 x 32) or 5 Newton/leverage matrices
     assert allocations(pb, "dual", "fit")[0].nbytes == 8 * 5 * 50**2
-    assert allocations(pb, "matrix_free", "fit") == []
+    # matrix-free: its probe blocks (3 n and 7 p1 rows of 32 doubles; dense: no CSC index)
+    assert allocations(pb, "matrix_free", "fit")[0].nbytes == 8 * 32 * (3 * 50 + 7 * p1)
     # multinomial: K p1 x K p1 Hessian and factor
     yk = np.arange(50) % 4
     pbk = Problem.build(X, yk, loss="multinomial")

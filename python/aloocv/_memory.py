@@ -84,6 +84,8 @@ DASK_CLIENT_MATRICES = 3
 #: ... and one partial Hessian per chunk task on each worker.
 DASK_WORKER_MATRICES = 1
 #: The alternative solver for scalar L2 losses that holds no p x p matrix.
+#: Probes solved side by side by the matrix-free route (cpp/src/matrix_free.cpp).
+MATRIX_FREE_BLOCK = 32
 MATRIX_FREE = "solver='matrix_free' (Newton-CG and randomized leverages, no p x p matrix)"
 #: Units of ``memory_limit=`` strings (case-insensitive; as dask's ``parse_bytes``):
 #: decimal (kB = 1000 bytes) and binary (KiB = 1024 bytes).
@@ -307,7 +309,13 @@ def allocations(
             ),
         ]
     if solver == "matrix_free":
-        return []  # O(nnz + 40 (n + p1)) doubles: nothing of the sizes counted here
+        # the probe blocks (3 n x m and 7 p1 x m, m = MATRIX_FREE_BLOCK) and the CSC index
+        n = pb.n_samples
+        nnz = int(pb.X.nnz) if hasattr(pb.X, "nnz") else 0
+        nbytes = 8 * MATRIX_FREE_BLOCK * (3 * n + 7 * p1) + 12 * nnz
+        m = MATRIX_FREE_BLOCK
+        what = f"the {n} x {m} and {p1} x {m} probe blocks of the matrix-free route"
+        return [Allocation(what, nbytes, "a larger memory_limit=, or dask input")]
     if model == "multi_target" or solver == "ridge_path":
         what = "several targets" if model == "multi_target" else "the ridge path"
         return [

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._memory import check_memory, largest_fold
+from .._memory import check_memory, fits, largest_fold
 from .._validation import SOLVERS, choose_solver
 from ..folds import FoldRequest, fold_plan
 from ..penalties import L2
@@ -158,7 +158,7 @@ def _choose(
     if verb in ("kfold", "tune"):
         return Route("memory", model)
     use = choose_solver(solver, pb.X, pb.l2, pb.l1, pb.loss)
-    if solver == "auto" and not paper and _matrix_free_cheaper(pb, use, req):
+    if solver == "auto" and not paper and _matrix_free_cheaper(pb, use, req, verb):
         use = "matrix_free"
     if use == "matrix_free":
         _check_matrix_free(pb, verb, req)
@@ -183,13 +183,14 @@ def costs(pb: Problem) -> dict[str, float]:
     }
 
 
-def _matrix_free_cheaper(pb: Problem, use: str, req: LOORequest) -> bool:
+def _matrix_free_cheaper(pb: Problem, use: str, req: LOORequest, verb: str = "loo") -> bool:
     """Whether ``solver="auto"`` takes the matrix-free route instead of ``use``: an L2
-    problem whose leave-one-out the route computes, at a lower modelled cost."""
+    problem whose leave-one-out the route computes, at a lower modelled cost, or whose
+    route ``use`` does not fit the memory budget (``aloocv._memory.fits``)."""
     if pb.l1 is not None or req.method not in ("alo", "exact") or req.return_gradient:
         return False
     c = costs(pb)
-    return c["matrix_free"] < c[use]
+    return c["matrix_free"] < c[use] or not fits(pb, use, verb)
 
 
 def _check_matrix_free(pb: Problem, verb: str, req: LOORequest) -> None:
@@ -228,7 +229,7 @@ def _tune_route(pb: Problem, model: str, search: str | None, gradient: str) -> R
     if pb.is_dask or model != "scalar" or search != "grid":
         return Route(pb.backend, model)
     use = choose_solver("auto", pb.X, pb.l2, pb.l1, pb.loss)
-    mf = _matrix_free_cheaper(pb, "primal" if use == "dual" else use, LOORequest())
+    mf = _matrix_free_cheaper(pb, "primal" if use == "dual" else use, LOORequest(), "tune")
     return Route(pb.backend, model, "matrix_free" if mf else "primal")
 
 
