@@ -38,6 +38,32 @@ class FitResult:
     def fused_end_fallbacks(self) -> int: ...
     @property
     def stale_eta(self) -> float: ...
+    @property
+    def cg_iterations(self) -> int: ...
+
+class RandomLeveragesResult:
+    """Per-group Hutchinson estimates of the leverages (docs/math/matrix_free.md)."""
+
+    @property
+    def plain(self) -> _F64: ...
+    @property
+    def control(self) -> _F64: ...
+    @property
+    def diag0(self) -> _F64: ...
+    @property
+    def eta(self) -> _F64: ...
+    @property
+    def g(self) -> _F64: ...
+    @property
+    def d(self) -> _F64: ...
+    @property
+    def cg_iterations(self) -> int: ...
+    @property
+    def passes(self) -> int: ...
+    @property
+    def converged(self) -> bool: ...
+    @property
+    def worst_residual(self) -> float: ...
 
 class LooResult(FitResult):
     """A fit and its leave-one-out values."""
@@ -268,6 +294,51 @@ def fit(
     offset: _F64 | None = None,
 ) -> FitResult: ...
 def hessian(X: _Design, d: _F64, *, fit_intercept: bool, n_threads: int) -> _F64: ...
+def cg_fit(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: _Loss,
+    penalty: _F64,
+    *,
+    fit_intercept: bool,
+    tol: float,
+    max_iter: int,
+    n_threads: int,
+    beta0: _F64 | None = None,
+    offset: _F64 | None = None,
+    max_cg: int = 250,
+) -> FitResult: ...
+def cg_state(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: _Loss,
+    penalty: _F64,
+    *,
+    fit_intercept: bool,
+    beta: _F64,
+    tol: float,
+    n_threads: int,
+    offset: _F64 | None = None,
+) -> FitResult: ...
+def random_leverages(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: _Loss,
+    penalty: _F64,
+    *,
+    fit_intercept: bool,
+    beta: _F64,
+    offset: _F64 | None = None,
+    n_probes: int,
+    n_groups: int,
+    seed: int,
+    cg_rtol: float,
+    max_cg: int,
+    n_threads: int,
+) -> RandomLeveragesResult: ...
 def loss_eval(
     loss: _Loss, y: _F64, eta: _F64, *, fused: bool = False
 ) -> tuple[_F64, _F64, _F64, _F64, _F64, _F64]: ...
