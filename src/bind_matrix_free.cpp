@@ -109,6 +109,46 @@ void bind_matrix_free(py::module_& m) {
       py::arg("n_probes"), py::arg("n_groups"), py::arg("seed"), py::arg("cg_rtol"),
       py::arg("max_cg"), py::arg("n_threads"),
       "Per-group Hutchinson estimates of the leverages at beta by PCG probe solves.");
+
+  m.def(
+      "random_leverages_gradient",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
+         const std::optional<py::array>& offset, Index n_probes, Index n_groups,
+         std::uint64_t seed, double cg_rtol, Index max_cg, int n_threads, bool control,
+         const py::array& rho, const py::array& alpha, const py::array& gamma) {
+        Problem pb = make_problem(X, y, w, pen, intercept);
+        const LossKind kind = apply_loss(loss, pb);
+        apply_offset(offset, pb);
+        const Vec b = to_vec(beta, pb.p1(), "beta");
+        const Mat rho_c = to_mat(rho, pb.n(), "rho");
+        const RowMat rho_r = rho_c;
+        const Vec a = to_vec(alpha, pb.n(), "alpha");
+        const Vec gm = to_vec(gamma, pb.n(), "gamma");
+        LeverageOptions o;
+        o.n_probes = n_probes;
+        o.n_groups = n_groups;
+        o.seed = seed;
+        o.cg_rtol = cg_rtol;
+        o.max_cg = max_cg;
+        o.n_threads = n_threads;
+        Vec grad;
+        run_released([&] {
+          FitOptions fo;
+          fo.n_threads = n_threads;
+          const FitState st = cg_prepare(pb, kind, b, fo);
+          grad = random_leverages_gradient(pb, kind, st, o, control, rho_r, a, gm);
+        });
+        const Index off = intercept ? 1 : 0;
+        return to_numpy(Vec(grad.tail(grad.size() - off)));
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
+      py::arg("n_probes"), py::arg("n_groups"), py::arg("seed"), py::arg("cg_rtol"),
+      py::arg("max_cg"), py::arg("n_threads"), py::arg("control"), py::arg("rho"),
+      py::arg("alpha"), py::arg("gamma"),
+      "d mean / d (per-feature L2 weights) of an ALO mean on randomized leverages, given the "
+      "mean's coefficients on the group estimates (rho), on eta (alpha) and on h (gamma).");
 }
 
 }  // namespace aloocv::bind

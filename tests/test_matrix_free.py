@@ -201,7 +201,7 @@ def test_auto_takes_the_matrix_free_route_for_wide_sparse_data_only():
     [
         (dict(penalty=aloocv.ElasticNet(0.1, 1.0)), "L1 term"),
         (dict(method="if"), "method='alo' and 'exact'"),
-        (dict(return_gradient=True), "return_gradient"),
+        (dict(return_gradient=True, loss=aloocv.Tweedie(3.0)), "non-negative curvature"),
     ],
 )
 def test_matrix_free_refuses_what_it_does_not_compute(kwargs, message):
@@ -217,3 +217,64 @@ def test_the_estimator_tunes_wide_sparse_data_on_the_matrix_free_route():
     assert est.coef_.shape == (1, 8000)
     pb = Problem.build(X, y, penalty=aloocv.L2(1.0))
     assert route.choose(pb, "tune", search="grid").solver == "matrix_free"
+
+
+# ----------------------------------------------------------------------------- gradient
+def _force_estimator(monkeypatch, kind: str) -> None:
+    """Makes the matrix-free route use one estimator (plain or control)."""
+
+    def best(pb, parts):
+        r = parts[0]
+        groups = np.hstack([q.plain for q in parts])
+        if kind == "control":
+            groups = np.hstack([q.control for q in parts]) + r.diag0[:, None]
+        est, se = mfm._jackknife(pb, r.eta, r.g, r.d, groups)
+        return est, se, kind
+
+    monkeypatch.setattr(mfm, "_best", best)
+
+
+@pytest.mark.parametrize("kind", ["plain", "control"])
+@pytest.mark.parametrize("loss", ["logistic", "poisson"])
+def test_hypergradient_is_the_derivative_of_the_reported_mean(monkeypatch, kind, loss):
+    monkeypatch.setattr(mfm, "CG_RTOL", 1e-11)
+    _force_estimator(monkeypatch, kind)
+    X, y = _sparse_text(250, 1200, 12, seed=5)
+    if loss == "poisson":
+        y = np.random.default_rng(1).poisson(1.0 + 2.0 * y).astype(np.float64)
+    w = np.random.default_rng(2).uniform(0.5, 1.5, X.shape[0])
+    lam = np.random.default_rng(3).uniform(0.2, 0.6, X.shape[1])
+    kw = dict(loss=loss, solver="matrix_free", sample_weight=w, tol=1e-12)
+    res = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(lam), return_gradient=True, **kw)
+    assert res.randomized.estimator == kind
+    rng = np.random.default_rng(4)
+    for j in rng.choice(np.flatnonzero(np.asarray(X.getnnz(axis=0)) > 2), 3, replace=False):
+        step = 1e-4 * lam[j]
+        vals = []
+        for s in (1.0, -1.0):
+            lj = lam.copy()
+            lj[j] += s * step
+            vals.append(_quiet(aloocv.loo, X, y, penalty=aloocv.L2(lj), **kw).mean)
+        fd = (vals[0] - vals[1]) / (2 * step)
+        assert abs(res.gradient[j] - fd) <= 1e-4 * abs(fd) + 1e-9, (j, res.gradient[j], fd)
+    # a scalar penalty: the sum over features
+    one = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(0.4), return_gradient=True, **kw)
+    fd = (
+        _quiet(aloocv.loo, X, y, penalty=aloocv.L2(0.4 * (1 + 1e-4)), **kw).mean
+        - _quiet(aloocv.loo, X, y, penalty=aloocv.L2(0.4 * (1 - 1e-4)), **kw).mean
+    ) / (0.8e-4)
+    np.testing.assert_allclose(one.gradient[0], fd, rtol=1e-4)
+
+
+def test_the_tuning_state_gives_loo_s_value_and_gradient():
+    X, y = _sparse_text(300, 2000, 15, seed=9)
+    pen = aloocv.L2(0.7)
+    pb = Problem.build(X, y, penalty=pen)
+    st = route.tune_state(pb, route.Route("memory", "scalar", "matrix_free"))
+    st.set_penalty(pb.l2)
+    out = st.alo(gradient=True)
+    ref = _quiet(aloocv.loo, X, y, penalty=pen, solver="matrix_free", return_gradient=True)
+    np.testing.assert_allclose(out.losses.mean(), ref.mean, rtol=1e-10)
+    np.testing.assert_allclose(out.grad_l2.sum(), ref.gradient[0], rtol=1e-8)
+    tan = st.alo_tangents(np.ones((2000, 1)), np.zeros((2000, 1)))
+    assert tan.tangent_l2.shape == (2000, 1) and np.all(np.isfinite(tan.tangent_l2))

@@ -128,6 +128,20 @@ struct RandomLeverages {
 RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitState& st,
                                  const LeverageOptions& o);
 
+// The exact derivative of a reported ALO mean built on random_leverages' estimates, in
+// the per-feature penalty weights (docs/math/matrix_free.md, "Hypergradient"): the caller
+// (the Python layer, which assembles the jackknife) gives, per sample, the coefficients of
+// the mean on the group estimates and on eta:
+//   rho (n x G)  d mean / d (per-probe contribution z_ik (A W z_k)_i / s_i) of a probe of
+//                group g, summed over the jackknife's subsets that hold the group;
+//   alpha (n)    d mean / d eta_i at fixed leverages;
+//   gamma (n)    d mean / d h_i summed over the subsets (the control variate's diagonal).
+// The probes are solved again (same seed: the same solves), then one adjoint PCG solve per
+// probe and one for beta. Returns d mean / d pen (p1; the intercept's entry is 0).
+Vec random_leverages_gradient(const Problem& pb, LossKind loss, const FitState& st,
+                              const LeverageOptions& o, bool control, const RowMat& rho,
+                              const Vec& alpha, const Vec& gamma);
+
 // Rademacher value (+1 or -1) of probe k at sample i for a seed: a counter-based hash, the
 // same for any batching or thread count.
 inline double rademacher(std::uint64_t seed, Index i, Index k) {

@@ -187,7 +187,7 @@ def _matrix_free_cheaper(pb: Problem, use: str, req: LOORequest, verb: str = "lo
     """Whether ``solver="auto"`` takes the matrix-free route instead of ``use``: an L2
     problem whose leave-one-out the route computes, at a lower modelled cost, or whose
     route ``use`` does not fit the memory budget (``aloocv._memory.fits``)."""
-    if pb.l1 is not None or req.method not in ("alo", "exact") or req.return_gradient:
+    if pb.l1 is not None or req.method not in ("alo", "exact"):
         return False
     c = costs(pb)
     return c["matrix_free"] < c[use] or not fits(pb, use, verb)
@@ -198,9 +198,10 @@ def _check_matrix_free(pb: Problem, verb: str, req: LOORequest) -> None:
         raise ValueError(
             f"solver='matrix_free' computes method='alo' and 'exact', not {req.method!r}"
         )
-    if verb == "loo" and req.return_gradient:
+    if verb == "loo" and req.return_gradient and float(pb.loss.params().get("power", 1.0)) > 2:
         raise ValueError(
-            "return_gradient=True is computed on the exact routes: use solver='primal' or 'dual'"
+            "return_gradient=True on the matrix-free route needs a loss with non-negative "
+            "curvature (Tweedie power <= 2): use solver='primal'"
         )
 
 
@@ -226,7 +227,7 @@ def _tune_route(pb: Problem, model: str, search: str | None, gradient: str) -> R
     )
     if ridge_path:
         return Route(pb.backend, model, "ridge_path")
-    if pb.is_dask or model != "scalar" or search != "grid":
+    if pb.is_dask or model != "scalar" or search == "sgd" or gradient != "exact":
         return Route(pb.backend, model)
     use = choose_solver("auto", pb.X, pb.l2, pb.l1, pb.loss)
     mf = _matrix_free_cheaper(pb, "primal" if use == "dual" else use, LOORequest(), "tune")

@@ -35,7 +35,7 @@ from ..._validation import check_loo_samples, core_design
 from ...problem import Problem
 from ...results import FitResult, LOOResult, StateOutput, fit_result
 from ...results.trust import scalar_indicator, unreliable_from
-from ..common import LOORequest
+from ..common import TANGENT_LOG_STEP, LOORequest
 from . import scalar
 
 __all__ = ["MatrixFreeTuneState", "RandomizedLeverages", "estimate", "fit", "loo", "tune_state"]
@@ -144,6 +144,7 @@ class _Estimate:
     leverages: np.ndarray
     downdate: np.ndarray
     info: RandomizedLeverages
+    gradient: np.ndarray | None = None
 
 
 def _alo_at(pb: Problem, eta, g, d, h) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -209,10 +210,14 @@ def leverages(pb: Problem, beta: np.ndarray, n_groups: int, seed: int = PROBE_SE
         )
 
 
-def estimate(pb: Problem, beta: np.ndarray, rtol: float | None = None) -> _Estimate:
+def estimate(
+    pb: Problem, beta: np.ndarray, rtol: float | None = None, want_gradient: bool = False
+) -> _Estimate:
     """ALO at ``beta`` from randomized leverages: ``N_PROBES`` probes, doubled (new probes
     added to the old) while the randomization's standard error of the mean exceeds
-    ``RANDOM_SHARE * rtol`` (relative), up to ``MAX_PROBES``."""
+    ``RANDOM_SHARE * rtol`` (relative), up to ``MAX_PROBES``. ``want_gradient``: also the
+    exact derivative, in the per-feature L2 weights, of the mean of the first
+    ``N_PROBES`` probes (the mean reported without ``rtol``)."""
     parts: list = []
     groups, seed = N_PROBES // PROBES_PER_GROUP, PROBE_SEED
     while True:
@@ -233,7 +238,11 @@ def estimate(pb: Problem, beta: np.ndarray, rtol: float | None = None) -> _Estim
         cg_iterations=sum(int(q.cg_iterations) for q in parts),
         converged=all(bool(q.converged) for q in parts),
     )
-    return dataclasses.replace(est, info=info)
+    grad = None
+    if want_gradient:
+        first = kind if len(parts) == 1 else _best(pb, parts[:1])[2]
+        grad = gradient(pb, beta, parts[0], first)
+    return dataclasses.replace(est, info=info, gradient=grad)
 
 
 def _best(pb: Problem, parts: list) -> tuple[_Estimate, float, str]:
@@ -246,6 +255,73 @@ def _best(pb: Problem, parts: list) -> tuple[_Estimate, float, str]:
     a = _jackknife(pb, eta, g, d, plain)
     b = _jackknife(pb, eta, g, d, control)
     return (a[0], a[1], "plain") if a[1] < b[1] else (b[0], b[1], "control")
+
+
+# ----------------------------------------------------------------------------- gradient
+def _coefficients(pb: Problem, eta, g, d, groups: np.ndarray) -> tuple:
+    """The reported mean's coefficients for the core's gradient
+    (:func:`aloocv._core.random_leverages_gradient`): on each probe group's contributions
+    (rho, n x G), on eta at fixed leverages (alpha) and on h over the jackknife's subsets
+    (gamma); see docs/math/matrix_free.md, "Hypergradient"."""
+    n, G = groups.shape
+    m, per = G * PROBES_PER_GROUP, PROBES_PER_GROUP
+    w = pb.sample_weight
+    omega = np.full(n, 1.0 / n) if w is None else w / w.sum()
+    l3 = pb.loss.derivatives(pb.y, eta)[3]
+    dpos = np.maximum(d, 0.0)
+    wl3 = np.where(d > 0.0, (1.0 if w is None else w) * l3, 0.0)
+    safe = np.where(dpos > 0.0, dpos, 1.0)
+    K = DH_CLIP / (1.0 - DH_CLIP)
+
+    def terms(h: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
+        h0 = np.maximum(h, 0.0)
+        dh = dpos * h0
+        top = dh > DH_CLIP
+        dhc = np.minimum(dh, DH_CLIP)
+        hc = np.where(dpos > 0.0, dhc / safe, h0)
+        t = 1.0 - dhc
+        lp = pb.loss.derivatives(pb.y, eta + g * hc / t)[1]
+        A = 1.0 + dpos * hc / t + g * wl3 * hc**2 / t**2
+        A = np.where(top, 1.0 + K * (1.0 - g * wl3 / safe**2), A)
+        B = np.where(top | (h < 0.0), 0.0, g / t**2)
+        return c * omega * lp * B, c * omega * lp * A
+
+    h_all = groups.mean(axis=1)
+    g_all, alpha = terms(h_all, float(G))
+    g_del = np.empty((n, G))
+    for k in range(G):  # G O(n) evaluations
+        gk, ak = terms((G * h_all - groups[:, k]) / (G - 1), -(G - 1) / G)
+        g_del[:, k] = gk
+        alpha = alpha + ak
+    total_del = g_del.sum(axis=1)
+    rho = g_all[:, None] / m + (total_del[:, None] - g_del) / (m - per)
+    return rho, alpha, g_all + total_del
+
+
+def gradient(pb: Problem, beta: np.ndarray, r: Any, kind: str) -> np.ndarray:
+    """d mean / d (per-feature L2 weights) of the matrix-free ALO mean at ``beta`` from the
+    probes of ``r`` (one :func:`leverages` call with ``PROBE_SEED``) and its estimator."""
+    G = r.plain.shape[1]
+    groups = r.plain if kind == "plain" else r.control + r.diag0[:, None]
+    rho, alpha, gamma = _coefficients(pb, r.eta, r.g, r.d, groups)
+    o = pb.options
+    with _blas.single_threaded_blas():
+        return _core.random_leverages_gradient(
+            *_args(pb),
+            fit_intercept=pb.fit_intercept,
+            beta=beta,
+            offset=pb.offset,
+            n_probes=G * PROBES_PER_GROUP,
+            n_groups=G,
+            seed=PROBE_SEED,
+            cg_rtol=CG_RTOL,
+            max_cg=MAX_CG,
+            n_threads=o.n_threads,
+            control=kind == "control",
+            rho=rho,
+            alpha=alpha,
+            gamma=gamma,
+        )
 
 
 # ----------------------------------------------------------------------------- loo
@@ -286,8 +362,9 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
             sample_weight=pb.sample_weight,
         )
     warn_loo_fit(fitres, given is not None, 0, pb.n_samples, o.tol, o.max_iter)
-    est = estimate(pb, beta, req.rtol)
+    est = estimate(pb, beta, req.rtol, want_gradient=req.return_gradient)
     check_finite_result("loo(method='alo')", losses=est.losses, predictions=est.predictions)
+    grad = None if est.gradient is None else pb.penalty.chain(None, est.gradient)
     dh_flag = unreliable_mask(est.downdate)
     warn_unreliable(dh_flag, pb.loss, False)
     indicator = scalar_indicator(
@@ -304,6 +381,7 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
         unreliable=unreliable_from(indicator, est.losses, pb.sample_weight, dh_flag),
         indicator=indicator,
         randomized=est.info,
+        gradient=grad,
         _refits=scalar.refits(pb, "matrix_free", fitres, eta, indicator, refit=_refitter(pb, beta)),
     )
 
@@ -364,14 +442,11 @@ class MatrixFreeTuneState:
             self.beta = np.concatenate([[self._out.intercept], c]) if self.pb.fit_intercept else c
 
     def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> StateOutput:
-        if gradient:
-            raise ValueError(
-                "the matrix-free route has no hypergradient: use a grid search "
-                "(method='grid') or solver='primal'"
-            )
+        if gradient and gradient_kind != "exact":
+            raise ValueError("the matrix-free route has the exact gradient only")
         self.fit()
         assert self.beta is not None
-        est = estimate(self.pb, self.beta)
+        est = estimate(self.pb, self.beta, want_gradient=gradient)
         o = self._out
         return StateOutput(
             coef=o.coef,
@@ -384,11 +459,30 @@ class MatrixFreeTuneState:
             losses=est.losses,
             predictions=est.predictions,
             leverages=est.leverages,
+            grad_l2=est.gradient,
             beta=self.beta.copy(),
         )
 
     def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> StateOutput:
-        raise ValueError("the matrix-free route has no second derivatives: use method='grid'")
+        """Second derivatives by central differences of the exact gradient along each
+        parameter's direction ``J2[:, k]`` of the per-feature L2 weights (as the dask and
+        multinomial states), with a step of TANGENT_LOG_STEP in the log of the parameter:
+        used only to propose Newton steps of the searches."""
+        out = self.alo(gradient=True)
+        at, pen = self.beta.copy(), self.pb.l2.copy()
+        T2 = np.empty((pen.size, J2.shape[1]))
+        for k in range(J2.shape[1]):
+            h = float(np.max(J2[:, k] * pen)) * TANGENT_LOG_STEP
+            g = []
+            for sgn in (1.0, -1.0):
+                self.set_penalty(pen + sgn * h * J2[:, k])
+                self.set_beta(at)
+                g.append(self.alo(gradient=True).grad_l2)
+            T2[:, k] = (g[0] - g[1]) / (2.0 * h)
+        self.set_penalty(pen)
+        self.set_beta(at)
+        self.fit()
+        return dataclasses.replace(out, tangent_l2=T2, tangent_l1=np.zeros_like(T2))
 
     def sample_gradient(self, *args: Any, **kwargs: Any) -> Any:
         raise ValueError("method='sgd' is not available on the matrix-free route")
