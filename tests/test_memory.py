@@ -470,8 +470,8 @@ def test_the_model_counts_the_core_buffers():
     assert allocations(pb, "primal", "fit")[0].nbytes == 8 * 4 * p1**2
     # dual: the kernel's 2 column chunks (p = 70 < 8 x 32) or 5 Newton/leverage matrices
     assert allocations(pb, "dual", "fit")[0].nbytes == 8 * 5 * 50**2
-    # matrix-free: its probe blocks (3 n and 7 p1 rows of 32 doubles; dense: no CSC index)
-    assert allocations(pb, "matrix_free", "fit")[0].nbytes == 8 * 32 * (3 * 50 + 7 * p1)
+    # matrix-free: its probe blocks (3 n and 7 p1 rows of 8 doubles; dense: no CSC index)
+    assert allocations(pb, "matrix_free", "fit")[0].nbytes == 8 * 8 * (3 * 50 + 7 * p1)
     # multinomial: K p1 x K p1 Hessian and factor
     yk = np.arange(50) % 4
     pbk = Problem.build(X, yk, loss="multinomial")

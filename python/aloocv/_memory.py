@@ -85,7 +85,7 @@ DASK_CLIENT_MATRICES = 3
 DASK_WORKER_MATRICES = 1
 #: The alternative solver for scalar L2 losses that holds no p x p matrix.
 #: Probes solved side by side by the matrix-free route (cpp/src/matrix_free.cpp).
-MATRIX_FREE_BLOCK = 32
+MATRIX_FREE_BLOCK = 8
 MATRIX_FREE = "solver='matrix_free' (Newton-CG and randomized leverages, no p x p matrix)"
 #: Units of ``memory_limit=`` strings (case-insensitive; as dask's ``parse_bytes``):
 #: decimal (kB = 1000 bytes) and binary (KiB = 1024 bytes).

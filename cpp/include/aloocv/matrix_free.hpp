@@ -52,11 +52,14 @@ class Operator {
   const Design& X_;
   Index off_;
   int nt_;
-  // CSC index of a sparse X (threaded adjoints): column j's entries at [cptr[j], cptr[j+1]).
-  std::vector<Index> cptr_;
-  std::vector<int> crow_;
-  std::vector<double> cval_;
-  bool csc() const { return !cptr_.empty(); }
+  // CSC index of a sparse X, built on first use (csc): column j's entries at
+  // [cptr[j], cptr[j+1]).
+  mutable std::vector<Index> cptr_;
+  mutable std::vector<int> crow_;
+  mutable std::vector<double> cval_;
+  // Whether the CSC index serves a product (a block of columns, or one vector threaded):
+  // builds it then. Call outside parallel regions.
+  bool csc(bool block) const;
 };
 
 // H v = X~^T (d .* X~ v) + pen .* v for a block (the curvature d clipped at 0: a direction

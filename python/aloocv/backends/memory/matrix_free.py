@@ -50,7 +50,7 @@ MAX_PROBES = 1024
 RANDOM_SHARE = 0.25
 #: Relative residual of the probe solves (the Hutchinson noise is far above it), and the
 #: most CG iterations of one solve.
-CG_RTOL = 1e-3
+CG_RTOL = 1e-2
 MAX_CG = 2000
 #: CG iterations of one Newton-CG direction at most.
 MAX_CG_NEWTON = 250
