@@ -339,6 +339,27 @@ def random_leverages(
     max_cg: int,
     n_threads: int,
 ) -> RandomLeveragesResult: ...
+def random_leverages_gradient(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: _Loss,
+    penalty: _F64,
+    *,
+    fit_intercept: bool,
+    beta: _F64,
+    offset: _F64 | None = None,
+    n_probes: int,
+    n_groups: int,
+    seed: int,
+    cg_rtol: float,
+    max_cg: int,
+    n_threads: int,
+    control: bool,
+    rho: _F64,
+    alpha: _F64,
+    gamma: _F64,
+) -> _F64: ...
 def loss_eval(
     loss: _Loss, y: _F64, eta: _F64, *, fused: bool = False
 ) -> tuple[_F64, _F64, _F64, _F64, _F64, _F64]: ...

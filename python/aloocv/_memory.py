@@ -314,7 +314,7 @@ def allocations(
         nnz = int(pb.X.nnz) if hasattr(pb.X, "nnz") else 0
         nbytes = 8 * MATRIX_FREE_BLOCK * (3 * n + 7 * p1) + 12 * nnz
         m = MATRIX_FREE_BLOCK
-        what = f"the {n} x {m} and {p1} x {m} probe blocks of the matrix-free route"
+        what = f"the probe storage of the matrix-free route ({n} x {m} and {p1} x {m} blocks)"
         return [Allocation(what, nbytes, "a larger memory_limit=, or dask input")]
     if model == "multi_target" or solver == "ridge_path":
         what = "several targets" if model == "multi_target" else "the ridge path"

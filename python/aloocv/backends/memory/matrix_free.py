@@ -250,8 +250,9 @@ def _best(pb: Problem, parts: list) -> tuple[_Estimate, float, str]:
     is smaller, over every group computed so far."""
     r = parts[0]
     eta, g, d = r.eta, r.g, r.d
-    plain = np.hstack([q.plain for q in parts])
-    control = np.hstack([q.control for q in parts]) + r.diag0[:, None]
+    plain = r.plain if len(parts) == 1 else np.hstack([q.plain for q in parts])
+    control = np.hstack([q.control for q in parts])  # a new array: the sum goes in place
+    control += r.diag0[:, None]
     a = _jackknife(pb, eta, g, d, plain)
     b = _jackknife(pb, eta, g, d, control)
     return (a[0], a[1], "plain") if a[1] < b[1] else (b[0], b[1], "control")
