@@ -71,7 +71,7 @@ void bind_matrix_free(py::module_& m) {
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
          const std::optional<py::array>& offset, Index n_probes, Index n_groups,
-         std::uint64_t seed, double cg_rtol, Index max_cg, int n_threads) {
+         std::uint64_t seed, double cg_rtol, Index max_cg, int n_threads, Index first_probe) {
         Problem pb = make_problem(X, y, w, pen, intercept);
         const LossKind kind = apply_loss(loss, pb);
         apply_offset(offset, pb);
@@ -80,6 +80,7 @@ void bind_matrix_free(py::module_& m) {
         o.n_probes = n_probes;
         o.n_groups = n_groups;
         o.seed = seed;
+        o.first_probe = first_probe;
         o.cg_rtol = cg_rtol;
         o.max_cg = max_cg;
         o.n_threads = n_threads;
@@ -107,7 +108,7 @@ void bind_matrix_free(py::module_& m) {
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
       py::arg("n_probes"), py::arg("n_groups"), py::arg("seed"), py::arg("cg_rtol"),
-      py::arg("max_cg"), py::arg("n_threads"),
+      py::arg("max_cg"), py::arg("n_threads"), py::arg("first_probe") = 0,
       "Per-group Hutchinson estimates of the leverages at beta by PCG probe solves.");
 
   m.def(
@@ -115,7 +116,8 @@ void bind_matrix_free(py::module_& m) {
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
          const std::optional<py::array>& offset, Index n_probes, Index n_groups,
-         std::uint64_t seed, double cg_rtol, Index max_cg, int n_threads, bool control,
+         std::uint64_t seed, double cg_rtol, Index max_cg, int n_threads, Index first_probe,
+         bool control,
          const py::array& rho, const py::array& alpha, const py::array& gamma) {
         Problem pb = make_problem(X, y, w, pen, intercept);
         const LossKind kind = apply_loss(loss, pb);
@@ -129,6 +131,7 @@ void bind_matrix_free(py::module_& m) {
         o.n_probes = n_probes;
         o.n_groups = n_groups;
         o.seed = seed;
+        o.first_probe = first_probe;
         o.cg_rtol = cg_rtol;
         o.max_cg = max_cg;
         o.n_threads = n_threads;
@@ -145,7 +148,8 @@ void bind_matrix_free(py::module_& m) {
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
       py::arg("n_probes"), py::arg("n_groups"), py::arg("seed"), py::arg("cg_rtol"),
-      py::arg("max_cg"), py::arg("n_threads"), py::arg("control"), py::arg("rho"),
+      py::arg("max_cg"), py::arg("n_threads"), py::arg("first_probe") = 0, py::arg("control"),
+      py::arg("rho"),
       py::arg("alpha"), py::arg("gamma"),
       "d mean / d (per-feature L2 weights) of an ALO mean on randomized leverages, given the "
       "mean's coefficients on the group estimates (rho), on eta (alpha) and on h (gamma).");

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy.stats import t as student_t
 from threadpoolctl import threadpool_limits
 
 import aloocv
@@ -128,12 +129,14 @@ def test_jackknife_stderr_covers_the_error_of_the_mean():
     pb = Problem.build(X, y, penalty=aloocv.L2(lam), n_jobs=1)
     beta = np.ascontiguousarray(exact.fit.beta_)
     z = []
+    G = 16
     for seed in range(12):
-        parts = [mfm.leverages(pb, beta, 8, seed=seed)]
+        parts = [mfm.leverages(pb, beta, G, seed=seed)]
         est, se, _ = mfm._best(pb, parts)
         z.append((est.losses.mean() - exact.mean) / se)
     z = np.abs(np.array(z))
-    assert np.mean(z < 2.0) >= 0.75  # ~95% nominal; 12 draws
+    # 95% nominal with the jackknife's G - 1 degrees of freedom (t = 2.13); 12 draws
+    assert np.mean(z < student_t.ppf(0.975, G - 1)) >= 0.75
     assert np.max(z) < 4.5
 
 
@@ -143,7 +146,7 @@ def test_matrix_free_alo_is_close_to_exact_alo_on_text_like_data():
         exact = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(lam), solver="dual")
         got = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(lam), solver="matrix_free")
         r = got.randomized
-        assert r is not None and r.n_probes == mfm.N_PROBES and r.converged
+        assert r is not None and r.n_probes >= mfm.N_PROBES and r.converged
         assert abs(got.mean - exact.mean) <= 4.0 * r.mean_stderr + 1e-3 * exact.mean
         np.testing.assert_allclose(got.mean, got.losses.mean())  # the reported mean
         assert got.leverages.min() >= 0.0 and got.downdate.min() > 0.0

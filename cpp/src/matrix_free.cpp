@@ -670,7 +670,7 @@ RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitStat
     Z.resize(n, m);
 #pragma omp parallel for schedule(static) num_threads(threads_for(nt, double(n) * double(m)))
     for (Index i = 0; i < n; ++i) {
-      for (Index k = 0; k < m; ++k) Z(i, k) = s[i] * rademacher(o.seed, i, g0 * per + k);
+      for (Index k = 0; k < m; ++k) Z(i, k) = s[i] * rademacher(o.seed, i, o.first_probe + g0 * per + k);
     }
     op.adjoint(Z, B);  // X~^T W z
     const mf::CgReport rep = mf::block_pcg(H, minv, B, S, co);
@@ -741,7 +741,7 @@ Vec random_leverages_gradient(const Problem& pb, LossKind loss, const FitState& 
     Q.resize(n, m);
     for (Index i = 0; i < n; ++i) {
       for (Index k = 0; k < m; ++k) {
-        const double z = rademacher(o.seed, i, g0 * per + k);
+        const double z = rademacher(o.seed, i, o.first_probe + g0 * per + k);
         Z(i, k) = s[i] * z;
         // q_ik = rho_i^(g) z_ik / s_i: the weights of the probe's contributions
         Q(i, k) = rho(i, g0 + k / per) * z / s[i];

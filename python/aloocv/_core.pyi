@@ -338,6 +338,7 @@ def random_leverages(
     cg_rtol: float,
     max_cg: int,
     n_threads: int,
+    first_probe: int = 0,
 ) -> RandomLeveragesResult: ...
 def random_leverages_gradient(
     X: _Design,
@@ -355,6 +356,7 @@ def random_leverages_gradient(
     cg_rtol: float,
     max_cg: int,
     n_threads: int,
+    first_probe: int = 0,
     control: bool,
     rho: _F64,
     alpha: _F64,

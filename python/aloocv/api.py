@@ -203,7 +203,7 @@ def loo(
         As in :func:`aloocv.fit`: with ``"dual"`` (default when n < p, L2 > 0 on every
         feature) the leverages come from the n x n system, ``O(n^2 p + n^3)``, also
         at a given ``coef`` and for the hypergradient. With ``"matrix_free"`` (``"alo"``
-        and ``"exact"``) the leverages are Hutchinson estimates from 64 Rademacher probes
+        and ``"exact"``) the leverages are Hutchinson estimates from 16-128 Rademacher probes
         solved by preconditioned CG, debiased by a jackknife over probe groups; their
         standard error and more are in :attr:`LOOResult.randomized`, and ``rtol=``
         adds probes before exact refits.

@@ -110,6 +110,7 @@ struct LeverageOptions {
   Index n_probes = 64;  // Rademacher probes in all
   Index n_groups = 8;   // groups of n_probes / n_groups probes (the jackknife's units)
   std::uint64_t seed = 0;
+  Index first_probe = 0;  // probes first_probe, first_probe + 1, ... of the seed's sequence
   double cg_rtol = 1e-4;
   Index max_cg = 1000;
   int n_threads = 0;
