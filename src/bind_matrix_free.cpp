@@ -10,6 +10,19 @@ namespace aloocv::bind {
 
 namespace {
 
+LeverageOptions leverage_options(Index n_probes, Index n_groups, std::uint64_t seed,
+                                 Index first_probe, double cg_rtol, Index max_cg, int n_threads) {
+  LeverageOptions o;
+  o.n_probes = n_probes;
+  o.n_groups = n_groups;
+  o.seed = seed;
+  o.first_probe = first_probe;
+  o.cg_rtol = cg_rtol;
+  o.max_cg = max_cg;
+  o.n_threads = n_threads;
+  return o;
+}
+
 py::array_t<double> rows_to_numpy(const RowMat& M) {
   py::array_t<double> out({M.rows(), M.cols()});
   std::copy(M.data(), M.data() + M.size(), out.mutable_data());
@@ -70,20 +83,14 @@ void bind_matrix_free(py::module_& m) {
       "random_leverages",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
-         const std::optional<py::array>& offset, Index n_probes, Index n_groups,
-         std::uint64_t seed, double cg_rtol, Index max_cg, int n_threads, Index first_probe) {
+         const std::optional<py::array>& offset, Index n_probes, Index n_groups, std::uint64_t seed,
+         double cg_rtol, Index max_cg, int n_threads, Index first_probe) {
         Problem pb = make_problem(X, y, w, pen, intercept);
         const LossKind kind = apply_loss(loss, pb);
         apply_offset(offset, pb);
         const Vec b = to_vec(beta, pb.p1(), "beta");
-        LeverageOptions o;
-        o.n_probes = n_probes;
-        o.n_groups = n_groups;
-        o.seed = seed;
-        o.first_probe = first_probe;
-        o.cg_rtol = cg_rtol;
-        o.max_cg = max_cg;
-        o.n_threads = n_threads;
+        const LeverageOptions o =
+            leverage_options(n_probes, n_groups, seed, first_probe, cg_rtol, max_cg, n_threads);
         RandomLeverages r;
         FitState st;
         run_released([&] {
@@ -115,9 +122,8 @@ void bind_matrix_free(py::module_& m) {
       "random_leverages_gradient",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
-         const std::optional<py::array>& offset, Index n_probes, Index n_groups,
-         std::uint64_t seed, double cg_rtol, Index max_cg, int n_threads, Index first_probe,
-         bool control,
+         const std::optional<py::array>& offset, Index n_probes, Index n_groups, std::uint64_t seed,
+         double cg_rtol, Index max_cg, int n_threads, Index first_probe, bool control,
          const py::array& rho, const py::array& alpha, const py::array& gamma) {
         Problem pb = make_problem(X, y, w, pen, intercept);
         const LossKind kind = apply_loss(loss, pb);
@@ -127,14 +133,8 @@ void bind_matrix_free(py::module_& m) {
         const RowMat rho_r = rho_c;
         const Vec a = to_vec(alpha, pb.n(), "alpha");
         const Vec gm = to_vec(gamma, pb.n(), "gamma");
-        LeverageOptions o;
-        o.n_probes = n_probes;
-        o.n_groups = n_groups;
-        o.seed = seed;
-        o.first_probe = first_probe;
-        o.cg_rtol = cg_rtol;
-        o.max_cg = max_cg;
-        o.n_threads = n_threads;
+        const LeverageOptions o =
+            leverage_options(n_probes, n_groups, seed, first_probe, cg_rtol, max_cg, n_threads);
         Vec grad;
         run_released([&] {
           FitOptions fo;
@@ -149,8 +149,7 @@ void bind_matrix_free(py::module_& m) {
       py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
       py::arg("n_probes"), py::arg("n_groups"), py::arg("seed"), py::arg("cg_rtol"),
       py::arg("max_cg"), py::arg("n_threads"), py::arg("first_probe") = 0, py::arg("control"),
-      py::arg("rho"),
-      py::arg("alpha"), py::arg("gamma"),
+      py::arg("rho"), py::arg("alpha"), py::arg("gamma"),
       "d mean / d (per-feature L2 weights) of an ALO mean on randomized leverages, given the "
       "mean's coefficients on the group estimates (rho), on eta (alpha) and on h (gamma).");
 }

@@ -26,7 +26,7 @@ void bind_matrix_free(py::module_& m);
 PYBIND11_MODULE(_core, m) {
   m.doc() = "aloocv C++ core: Newton fits, Hessian kernels and leave-one-out estimators";
   aloocv::bind::register_translators();  // std::bad_alloc -> a MemoryError that says why
-  aloocv::bind::bind_results(m);  // first: the classes the functions return
+  aloocv::bind::bind_results(m);         // first: the classes the functions return
   aloocv::bind::bind_blas(m);
   aloocv::bind::bind_fit(m);
   aloocv::bind::bind_loo(m);

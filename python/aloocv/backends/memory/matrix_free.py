@@ -202,25 +202,29 @@ def _jackknife(pb: Problem, eta, g, d, groups: np.ndarray) -> tuple[_Estimate, f
     return _Estimate(losses, pred, h, 1.0 - np.maximum(d, 0.0) * h, info), se
 
 
+def _probes(pb: Problem, beta: np.ndarray, n_groups: int, seed: int) -> dict[str, Any]:
+    """The keyword options of the core's probe calls at ``beta``."""
+    return {
+        "fit_intercept": pb.fit_intercept,
+        "beta": beta,
+        "offset": pb.offset,
+        "n_probes": n_groups * PROBES_PER_GROUP,
+        "n_groups": n_groups,
+        "seed": seed,
+        "cg_rtol": CG_RTOL,
+        "max_cg": MAX_CG,
+        "n_threads": pb.options.n_threads,
+    }
+
+
 def leverages(
     pb: Problem, beta: np.ndarray, n_groups: int, seed: int = PROBE_SEED, first_probe: int = 0
 ) -> Any:
     """The core's leverage estimates at ``beta``: ``n_groups`` groups of
     ``PROBES_PER_GROUP`` probes, the seed's probes ``first_probe, first_probe + 1, ...``."""
-    o = pb.options
     with _blas.single_threaded_blas():
         return _core.random_leverages(
-            *_args(pb),
-            fit_intercept=pb.fit_intercept,
-            beta=beta,
-            offset=pb.offset,
-            n_probes=n_groups * PROBES_PER_GROUP,
-            n_groups=n_groups,
-            seed=seed,
-            cg_rtol=CG_RTOL,
-            max_cg=MAX_CG,
-            n_threads=o.n_threads,
-            first_probe=first_probe,
+            *_args(pb), **_probes(pb, beta, n_groups, seed), first_probe=first_probe
         )
 
 
@@ -330,19 +334,10 @@ def gradient(pb: Problem, beta: np.ndarray, parts: list, kind: str) -> np.ndarra
         groups += r.diag0[:, None]
     G = groups.shape[1]
     rho, alpha, gamma = _coefficients(pb, r.eta, r.g, r.d, groups)
-    o = pb.options
     with _blas.single_threaded_blas():
         return _core.random_leverages_gradient(
             *_args(pb),
-            fit_intercept=pb.fit_intercept,
-            beta=beta,
-            offset=pb.offset,
-            n_probes=G * PROBES_PER_GROUP,
-            n_groups=G,
-            seed=PROBE_SEED,
-            cg_rtol=CG_RTOL,
-            max_cg=MAX_CG,
-            n_threads=o.n_threads,
+            **_probes(pb, beta, G, PROBE_SEED),
             control=kind == "control",
             rho=rho,
             alpha=alpha,
