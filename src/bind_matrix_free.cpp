@@ -119,6 +119,34 @@ void bind_matrix_free(py::module_& m) {
       "Per-group Hutchinson estimates of the leverages at beta by PCG probe solves.");
 
   m.def(
+      "row_leverages",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
+         const std::optional<py::array>& offset, const py::array_t<Index>& rows, double cg_rtol,
+         Index max_cg, int n_threads) {
+        Problem pb = make_problem(X, y, w, pen, intercept);
+        const LossKind kind = apply_loss(loss, pb);
+        apply_offset(offset, pb);
+        const Vec b = to_vec(beta, pb.p1(), "beta");
+        const auto rr = rows.unchecked<1>();
+        std::vector<Index> idx(static_cast<size_t>(rr.shape(0)));
+        for (size_t k = 0; k < idx.size(); ++k) idx[k] = rr(static_cast<py::ssize_t>(k));
+        Vec h;
+        run_released([&] {
+          FitOptions fo;
+          fo.n_threads = n_threads;
+          const FitState st = cg_prepare(pb, kind, b, fo);
+          h = row_leverages(pb, kind, st, idx.data(), static_cast<Index>(idx.size()), cg_rtol,
+                            max_cg, n_threads);
+        });
+        return move_to_numpy(std::move(h));
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
+      py::arg("rows"), py::arg("cg_rtol"), py::arg("max_cg"), py::arg("n_threads"),
+      "Exact leverages of some samples by one block PCG solve (the matrix-free route).");
+
+  m.def(
       "random_leverages_gradient",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,

@@ -281,3 +281,18 @@ def test_the_tuning_state_gives_loo_s_value_and_gradient():
     np.testing.assert_allclose(out.grad_l2.sum(), ref.gradient[0], rtol=1e-8)
     tan = st.alo_tangents(np.ones((2000, 1)), np.zeros((2000, 1)))
     assert tan.tangent_l2.shape == (2000, 1) and np.all(np.isfinite(tan.tangent_l2))
+
+
+def test_self_check_measures_alo_not_the_noise_of_the_leverages():
+    X, y = _sparse_text(300, 1500, 20, seed=4)
+    lam = 0.1
+    mf = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(lam), solver="matrix_free")
+    ref = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(lam), solver="dual")
+    exact_rows = _quiet(
+        aloocv.loo, X, y, penalty=aloocv.L2(lam), solver="dual", method="exact"
+    ).losses
+    true = abs(ref.mean - exact_rows.mean()) / exact_rows.mean()  # ALO's own error
+    est = mf.error_estimate
+    assert est is not None  # the indicator saw risk: the check ran
+    # its estimate is of ALO's error, not of the noise of the estimated leverages
+    assert est.relative_error <= 3.0 * true + 0.005, (est.relative_error, true)

@@ -696,4 +696,33 @@ RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitStat
   return out;
 }
 
+Vec row_leverages(const Problem& pb, LossKind loss, const FitState& st, const Index* rows, Index r,
+                  double rtol, Index max_cg, int n_threads) {
+  const Index n = pb.n(), p1 = pb.p1();
+  for (Index k = 0; k < r; ++k) {
+    if (rows[k] < 0 || rows[k] >= n) throw InvalidInput("row_leverages: a row is out of range");
+  }
+  const int nt = resolve_threads(n_threads);
+  const mf::Operator op(pb.X, pb.intercept, nt);
+  Vec g(n), d(n);
+  dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+  });
+  const Vec minv = mf::jacobi(op, d, pb.pen);
+  RowMat B = RowMat::Zero(p1, r), S;
+  Vec x(p1);
+  for (Index k = 0; k < r; ++k) {
+    pb.row(rows[k], x.data());
+    B.col(k) = x;
+  }
+  mf::CgOptions co;
+  co.rtol = rtol;
+  co.max_iter = max_cg;
+  mf::block_pcg(mf::HessianOp{op, d, pb.pen}, minv, B, S, co);
+  Vec h(r);
+  for (Index k = 0; k < r; ++k) h[k] = B.col(k).dot(S.col(k));
+  return h;
+}
+
 }  // namespace aloocv

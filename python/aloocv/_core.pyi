@@ -340,6 +340,21 @@ def random_leverages(
     n_threads: int,
     first_probe: int = 0,
 ) -> RandomLeveragesResult: ...
+def row_leverages(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: _Loss,
+    penalty: _F64,
+    *,
+    fit_intercept: bool,
+    beta: _F64,
+    offset: _F64 | None = None,
+    rows: NDArray[np.int64],
+    cg_rtol: float,
+    max_cg: int,
+    n_threads: int,
+) -> _F64: ...
 def random_leverages_gradient(
     X: _Design,
     y: _F64,

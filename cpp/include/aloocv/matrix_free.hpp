@@ -139,6 +139,11 @@ struct RandomLeverages {
 RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitState& st,
                                  const LeverageOptions& o);
 
+// The exact leverages h_i = x~_i^T H^{-1} x~_i of the samples rows[0..r) at st, by one
+// block PCG solve with the columns x~_i (H with the curvature clipped at 0, as the probes').
+Vec row_leverages(const Problem& pb, LossKind loss, const FitState& st, const Index* rows, Index r,
+                  double rtol, Index max_cg, int n_threads);
+
 // The exact derivative of a reported ALO mean built on random_leverages' estimates, in
 // the per-feature penalty weights (docs/math/matrix_free.md, "Hypergradient"): the caller
 // (the Python layer, which assembles the jackknife) gives, per sample, the coefficients of

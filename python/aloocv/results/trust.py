@@ -92,6 +92,11 @@ class Gathered:
         ``l(y_i, eta~_i) - l(y_i, eta_i)``: how far the approximation moves the loss from
         its in-sample value.
     weights : ndarray or None
+    at_rows : callable or None
+        ``at_rows(rows) -> (losses, indicator)``: ALO's losses and indicator of some samples
+        with their exact leverages, where the route's leverages are estimates (the
+        matrix-free route): the self-check then measures ALO's own error on the samples it
+        refits, not the noise of their estimated leverages.
     """
 
     losses: np.ndarray
@@ -100,6 +105,7 @@ class Gathered:
     weights: np.ndarray | None
     exact: bool = False
     screened: bool = True
+    at_rows: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
 
 
 @dataclass(frozen=True)
@@ -536,8 +542,11 @@ def self_check(g: Gathered, refit: Refit) -> tuple[ErrorEstimate | None, int]:
     top = order[:CHECK_REFITS]
     rest = order[CHECK_REFITS:]
     rest_score = float(np.sum(score[rest])) if rest.size else 0.0
+    losses, indicator = g.losses[top], g.indicator[top]
+    if g.at_rows is not None:
+        losses, indicator = g.at_rows(top)
     screen = dataclasses.replace(
-        screen, rows=top, losses=g.losses[top], indicator=g.indicator[top], weights=w[top],
+        screen, rows=top, losses=losses, indicator=indicator, weights=w[top],
         rest=rest_score,
     )  # fmt: skip
     return check_screen(screen, refit)

@@ -62,6 +62,8 @@ RACE_Z = 4.0
 #: Relative residual of the probe solves (the Hutchinson noise is far above it), and the
 #: most CG iterations of one solve.
 CG_RTOL = 1e-2
+#: Relative residual of the solves of exact leverages (a few samples: the self-check's).
+EXACT_CG_RTOL = 1e-8
 MAX_CG = 2000
 #: CG iterations of one Newton-CG direction at most.
 MAX_CG_NEWTON = 250
@@ -403,8 +405,43 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
         indicator=indicator,
         randomized=est.info,
         gradient=grad,
-        _refits=scalar.refits(pb, "matrix_free", fitres, eta, indicator, refit=_refitter(pb, beta)),
+        _refits=_subset_refits(pb, fitres, beta, eta, est, indicator),
     )
+
+
+def _subset_refits(pb, fitres, beta, eta, est: _Estimate, indicator) -> Any:
+    """The trust layer's refits (Newton-CG) and gathered values, with ALO at exact leverages
+    for the samples the self-check refits (``Gathered.at_rows``)."""
+    sr = scalar.refits(pb, "matrix_free", fitres, eta, indicator, refit=_refitter(pb, beta))
+    derivs = pb.loss.derivatives(pb.y, eta)
+    ww = 1.0 if pb.sample_weight is None else pb.sample_weight
+    g, d = ww * derivs[1], ww * derivs[2]
+
+    def at_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.asarray(rows, dtype=np.int64)
+        with _blas.single_threaded_blas():
+            h_rows = _core.row_leverages(
+                *_args(pb),
+                fit_intercept=pb.fit_intercept,
+                beta=beta,
+                offset=pb.offset,
+                rows=rows,
+                cg_rtol=EXACT_CG_RTOL,
+                max_cg=MAX_CG,
+                n_threads=pb.options.n_threads,
+            )
+        h = est.leverages.copy()
+        h[rows] = h_rows
+        pred = est.predictions.copy()
+        t = 1.0 - np.minimum(np.maximum(d[rows], 0.0) * h_rows, DH_CLIP)
+        pred[rows] = eta[rows] + g[rows] * h_rows / t
+        ind = scalar_indicator(pb.loss, pb.y, eta, pred, h, pb.sample_weight)
+        return pb.loss.value(pb.y[rows], pred[rows]), ind[rows]
+
+    def gather(res: Any) -> Any:
+        return dataclasses.replace(sr.gather(res), at_rows=at_rows)
+
+    return dataclasses.replace(sr, gather=gather)
 
 
 def _refit_rows(pb: Problem, beta: np.ndarray, rows: np.ndarray) -> tuple:
