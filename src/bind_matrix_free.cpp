@@ -84,13 +84,14 @@ void bind_matrix_free(py::module_& m) {
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
          const std::optional<py::array>& offset, Index n_probes, Index n_groups, std::uint64_t seed,
-         double cg_rtol, Index max_cg, int n_threads, Index first_probe) {
+         double cg_rtol, Index max_cg, int n_threads, Index first_probe, bool dual) {
         Problem pb = make_problem(X, y, w, pen, intercept);
         const LossKind kind = apply_loss(loss, pb);
         apply_offset(offset, pb);
         const Vec b = to_vec(beta, pb.p1(), "beta");
-        const LeverageOptions o =
+        LeverageOptions o =
             leverage_options(n_probes, n_groups, seed, first_probe, cg_rtol, max_cg, n_threads);
+        o.dual = dual;
         RandomLeverages r;
         FitState st;
         run_released([&] {
@@ -110,12 +111,14 @@ void bind_matrix_free(py::module_& m) {
         out.passes = r.passes + st.matvec_passes;
         out.converged = r.converged;
         out.worst_residual = r.worst_residual;
+        out.dual = r.dual;
+        out.exact_rows = r.exact_rows;
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
       py::arg("n_probes"), py::arg("n_groups"), py::arg("seed"), py::arg("cg_rtol"),
-      py::arg("max_cg"), py::arg("n_threads"), py::arg("first_probe") = 0,
+      py::arg("max_cg"), py::arg("n_threads"), py::arg("first_probe") = 0, py::arg("dual") = false,
       "Per-group Hutchinson estimates of the leverages at beta by PCG probe solves.");
 
   m.def(
@@ -123,7 +126,7 @@ void bind_matrix_free(py::module_& m) {
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
          const std::optional<py::array>& offset, const py::array_t<Index>& rows, double cg_rtol,
-         Index max_cg, int n_threads) {
+         Index max_cg, int n_threads, bool return_solves) -> py::object {
         Problem pb = make_problem(X, y, w, pen, intercept);
         const LossKind kind = apply_loss(loss, pb);
         apply_offset(offset, pb);
@@ -132,19 +135,23 @@ void bind_matrix_free(py::module_& m) {
         std::vector<Index> idx(static_cast<size_t>(rr.shape(0)));
         for (size_t k = 0; k < idx.size(); ++k) idx[k] = rr(static_cast<py::ssize_t>(k));
         Vec h;
+        RowMat S;
         run_released([&] {
           FitOptions fo;
           fo.n_threads = n_threads;
           const FitState st = cg_prepare(pb, kind, b, fo);
           h = row_leverages(pb, kind, st, idx.data(), static_cast<Index>(idx.size()), cg_rtol,
-                            max_cg, n_threads);
+                            max_cg, n_threads, return_solves ? &S : nullptr);
         });
-        return move_to_numpy(std::move(h));
+        if (!return_solves) return move_to_numpy(std::move(h));
+        return py::make_tuple(move_to_numpy(std::move(h)), rows_to_numpy(S));
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
       py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
       py::arg("rows"), py::arg("cg_rtol"), py::arg("max_cg"), py::arg("n_threads"),
-      "Exact leverages of some samples by one block PCG solve (the matrix-free route).");
+      py::arg("return_solves") = false,
+      "Exact leverages of some samples by one block PCG solve (the matrix-free route); "
+      "return_solves: also the solves H^{-1} x~_i, one row each.");
 
   m.def(
       "random_leverages_gradient",

@@ -77,7 +77,11 @@ void bind_results(py::module_& m) {
       .def_readonly("converged", &RandomLeveragesOut::converged,
                     "Whether every probe solve reached its tolerance.")
       .def_readonly("worst_residual", &RandomLeveragesOut::worst_residual,
-                    "The largest relative residual of the probe solves.");
+                    "The largest relative residual of the probe solves.")
+      .def_readonly("dual", &RandomLeveragesOut::dual,
+                    "Whether the probes ran in the dual form (CG on n-vectors).")
+      .def_readonly("exact_rows", &RandomLeveragesOut::exact_rows,
+                    "Rows whose leverages the dual form computed exactly.");
 
   py::class_<LooOut, FitOut> loo(m, "LooResult",
                                  "A fit and its leave-one-out values (FitResult's fields and "

@@ -64,6 +64,8 @@ struct RandomLeveragesOut {
   Index passes = 0;
   bool converged = true;
   double worst_residual = 0.0;
+  bool dual = false;
+  Index exact_rows = 0;
 };
 
 // K-fold or held-out sets: aloocv._core.KFoldResult.

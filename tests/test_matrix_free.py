@@ -247,8 +247,10 @@ def test_hypergradient_is_the_derivative_of_the_reported_mean(monkeypatch, kind,
         y = np.random.default_rng(1).poisson(1.0 + 2.0 * y).astype(np.float64)
     w = np.random.default_rng(2).uniform(0.5, 1.5, X.shape[0])
     lam = np.random.default_rng(3).uniform(0.2, 0.6, X.shape[1])
-    kw = dict(loss=loss, solver="matrix_free", sample_weight=w, tol=1e-12)
-    res = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(lam), return_gradient=True, **kw)
+    # return_gradient=True everywhere: the differentiated estimate (the primal form's; the
+    # value-only call may take the dual form, another estimate within its standard error)
+    kw = dict(loss=loss, solver="matrix_free", sample_weight=w, tol=1e-12, return_gradient=True)
+    res = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(lam), **kw)
     assert res.randomized.estimator == kind
     rng = np.random.default_rng(4)
     for j in rng.choice(np.flatnonzero(np.asarray(X.getnnz(axis=0)) > 2), 3, replace=False):
@@ -261,7 +263,7 @@ def test_hypergradient_is_the_derivative_of_the_reported_mean(monkeypatch, kind,
         fd = (vals[0] - vals[1]) / (2 * step)
         assert abs(res.gradient[j] - fd) <= 1e-4 * abs(fd) + 1e-9, (j, res.gradient[j], fd)
     # a scalar penalty: the sum over features
-    one = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(0.4), return_gradient=True, **kw)
+    one = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(0.4), **kw)
     fd = (
         _quiet(aloocv.loo, X, y, penalty=aloocv.L2(0.4 * (1 + 1e-4)), **kw).mean
         - _quiet(aloocv.loo, X, y, penalty=aloocv.L2(0.4 * (1 - 1e-4)), **kw).mean
@@ -296,3 +298,99 @@ def test_self_check_measures_alo_not_the_noise_of_the_leverages():
     assert est is not None  # the indicator saw risk: the check ran
     # its estimate is of ALO's error, not of the noise of the estimated leverages
     assert est.relative_error <= 3.0 * true + 0.005, (est.relative_error, true)
+    # the refits (Newton-CG started at the ALO step) are exact leave-one-out
+    np.testing.assert_allclose(est.exact_losses, exact_rows[est.refitted], rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- dual form
+def _probe_call(pb, beta, *, n_probes, dual, seed=1):
+    return _core.random_leverages(
+        core_design(pb.X),
+        pb.y,
+        pb.sample_weight,
+        pb.loss.core,
+        pb.l2,
+        fit_intercept=pb.fit_intercept,
+        beta=beta,
+        n_probes=n_probes,
+        n_groups=8,
+        seed=seed,
+        cg_rtol=1e-10,
+        max_cg=2000,
+        n_threads=1,
+        dual=dual,
+    )
+
+
+@pytest.mark.parametrize("intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_dual_form_estimates_the_exact_leverages(intercept, weighted):
+    X, y = _sparse_text(300, 1500, 20, seed=5)
+    w = np.random.default_rng(6).uniform(0.5, 2.0, 300) if weighted else None
+    lam = 0.05
+    kw = {"penalty": aloocv.L2(lam), "fit_intercept": intercept, "sample_weight": w}
+    exact = _quiet(aloocv.loo, X, y, solver="dual", tol=1e-10, **kw)
+    pb = Problem.build(X, y, n_jobs=1, **kw)
+    beta = np.ascontiguousarray(exact.fit.beta_)
+    ww = np.ones(300) if w is None else w
+    mu = 1.0 / (1.0 + np.exp(-(X @ exact.fit.coef_ + exact.fit.intercept_)))
+    d = ww * mu * (1.0 - mu)
+    errs = {}
+    for m in (32, 512):
+        r = _probe_call(pb, beta, n_probes=m, dual=True)
+        assert r.dual and r.exact_rows <= 16
+        for name, h in (("plain", r.plain.mean(1)), ("control", r.diag0 + r.control.mean(1))):
+            # the error of d_i h_i (the hat matrix's diagonal, what ALO uses)
+            errs[name, m] = np.sqrt(np.mean((d * (h - exact.leverages)) ** 2))
+    for name in ("plain", "control"):
+        # 16x the probes: about 4x smaller error (Monte Carlo rate 1/sqrt(m))
+        assert 2.5 < errs[name, 32] / errs[name, 512] < 6.5, errs
+    # the same probes in the primal form: the same statistical error
+    r = _probe_call(pb, beta, n_probes=512, dual=False)
+    assert not r.dual
+    e_primal = np.sqrt(np.mean((d * (r.plain.mean(1) - exact.leverages)) ** 2))
+    assert 0.7 < errs["plain", 512] / e_primal < 1.4
+
+
+def test_dual_form_applies_only_where_it_can():
+    X, y = _sparse_text(300, 1500, 20, seed=5)
+    lam = 0.05
+    exact = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(lam), solver="dual", tol=1e-10)
+    beta = np.ascontiguousarray(exact.fit.beta_)
+    pb = Problem.build(X, y, penalty=aloocv.L2(lam), n_jobs=1)
+    assert _probe_call(pb, beta, n_probes=8, dual=True).dual
+    # a feature without a penalty: no dual form
+    l2 = np.full(1500, lam)
+    l2[3] = 0.0
+    pb0 = Problem.build(X, y, penalty=aloocv.L2(l2), n_jobs=1)
+    assert not _probe_call(pb0, beta, n_probes=8, dual=True).dual
+    # n >= p + 1: no dual form
+    Xt, yt = make_data("logistic", 200, 10, seed=8)
+    rt = aloocv.fit(Xt, yt, penalty=aloocv.L2(1.0))
+    pbt = Problem.build(Xt, yt, penalty=aloocv.L2(1.0), n_jobs=1)
+    assert not _probe_call(pbt, np.ascontiguousarray(rt.beta_), n_probes=8, dual=True).dual
+    # confidently wrong rows (|l'| > 10 l''): exact leverages for those rows (logistic l''
+    # does not depend on y, so the exact leverages stay those of the fit)
+    mu = 1.0 / (1.0 + np.exp(-(X @ exact.fit.coef_ + exact.fit.intercept_)))
+    conf = np.flatnonzero(np.maximum(mu, 1.0 - mu) > 0.95)[:3]
+    assert conf.size == 3
+    y2 = y.copy()
+    y2[conf] = (mu[conf] < 0.5).astype(np.float64)  # the label the fit finds unlikely
+    pb2 = Problem.build(X, y2, penalty=aloocv.L2(lam), n_jobs=1)
+    r = _probe_call(pb2, beta, n_probes=8, dual=True)
+    assert r.dual and r.exact_rows == 3
+    np.testing.assert_allclose(
+        r.plain[conf], exact.leverages[conf, None] * np.ones((1, 8)), rtol=1e-6
+    )
+    np.testing.assert_allclose(r.diag0[conf, None] + r.control[conf], r.plain[conf], rtol=1e-12)
+
+
+def test_loo_on_wide_data_takes_the_dual_form_unless_differentiated():
+    X, y = _sparse_text(300, 1500, 20, seed=4)
+    kw = {"penalty": aloocv.L2(0.1), "solver": "matrix_free"}
+    a = _quiet(aloocv.loo, X, y, **kw)
+    b = _quiet(aloocv.loo, X, y, return_gradient=True, **kw)
+    ref = _quiet(aloocv.loo, X, y, penalty=aloocv.L2(0.1), solver="dual")
+    assert a.randomized.form == "dual" and b.randomized.form == "primal"
+    for r in (a, b):  # both within their stated error of the exact-leverage ALO
+        assert abs(r.mean - ref.mean) <= 4.0 * r.randomized.mean_stderr + 1e-3 * ref.mean

@@ -384,8 +384,50 @@ Vec jacobi(const Operator& op, const Vec& d, const Vec& pen) {
   return minv;
 }
 
-CgReport block_pcg(const HessianOp& H, const Vec& minv, const RowMat& B, RowMat& S,
-                   const CgOptions& o) {
+void DualHatOp::project(RowMat& V) const {
+  if (!intercept) return;
+  const Index n = V.rows(), m = V.cols();
+  const double uu = sd.squaredNorm();
+  if (!(uu > 0.0)) return;
+  Vec c = Vec::Zero(m);
+  for (Index i = 0; i < n; ++i) {
+    const double* v = V.data() + i * m;
+    for (Index k = 0; k < m; ++k) c[k] += sd[i] * v[k];
+  }
+  c /= uu;
+  for (Index i = 0; i < n; ++i) {
+    double* v = V.data() + i * m;
+    for (Index k = 0; k < m; ++k) v[k] -= sd[i] * c[k];
+  }
+}
+
+void DualHatOp::apply(const RowMat& V, RowMat& out, RowMat& work) const {
+  const Index n = V.rows(), m = V.cols();
+  out = V;
+  project(out);
+  for (Index i = 0; i < n; ++i) {
+    double* o = out.data() + i * m;
+    for (Index k = 0; k < m; ++k) o[k] *= sd[i];
+  }
+  op.adjoint(out, work);  // A^T M V (up to P^{-1/2})
+  for (Index j = 0; j < work.rows(); ++j) {
+    double* w = work.data() + j * m;
+    for (Index k = 0; k < m; ++k) w[k] *= pinv[j];
+  }
+  op.forward(work, out);
+  for (Index i = 0; i < n; ++i) {
+    double* o = out.data() + i * m;
+    for (Index k = 0; k < m; ++k) o[k] *= sd[i];
+  }
+  project(out);
+  out += V;
+}
+
+namespace {
+
+template <class Op>
+CgReport block_pcg_impl(const Op& H, const Vec& minv, const RowMat& B, RowMat& S,
+                        const CgOptions& o) {
   // Row-major blocks: every update runs over the rows with the m columns' coefficients
   // side by side (a column at a time would stride through the whole block).
   const Index p1 = B.rows(), m = B.cols();
@@ -465,6 +507,18 @@ CgReport block_pcg(const HessianOp& H, const Vec& minv, const RowMat& B, RowMat&
   }
   rep.converged = rep.worst <= o.rtol;
   return rep;
+}
+
+}  // namespace
+
+CgReport block_pcg(const HessianOp& H, const Vec& minv, const RowMat& B, RowMat& S,
+                   const CgOptions& o) {
+  return block_pcg_impl(H, minv, B, S, o);
+}
+
+CgReport block_pcg(const DualHatOp& K, const Vec& minv, const RowMat& B, RowMat& S,
+                   const CgOptions& o) {
+  return block_pcg_impl(K, minv, B, S, o);
 }
 
 }  // namespace mf
@@ -628,6 +682,104 @@ FitState cg_prepare(const Problem& pb, LossKind loss, const Vec& beta, const Fit
   });
 }
 
+namespace {
+
+// Whether the dual form serves this call (LeverageOptions::dual); `exact` gets the rows
+// whose leverages it computes exactly (kDualGainRatio).
+bool dual_applies(const Problem& pb, const Vec& g, const Vec& d, const LeverageOptions& o,
+                  std::vector<Index>& exact) {
+  const Index n = pb.n(), p1 = pb.p1(), off = pb.intercept ? 1 : 0;
+  if (!o.dual || n >= p1) return false;
+  for (Index j = off; j < p1; ++j) {
+    if (!(pb.pen[j] > 0.0)) return false;
+  }
+  for (Index i = 0; i < n; ++i) {
+    if (std::abs(g[i]) > kDualGainRatio * std::max(0.0, d[i])) {
+      exact.push_back(i);
+      if (Index(exact.size()) > kDualExactRows) return false;
+    }
+  }
+  return true;
+}
+
+// The probes of random_leverages in the dual form (docs/math/matrix_free.md, "The dual
+// form"): per batch of unweighted Rademacher probes r, T = (M A A^T M + I)^{-1} r by PCG on
+// n-vectors (Jacobi: 1 + d_i sum_j x_ij^2 / P_j), S r = P_u r + r - T (S the weighted hat
+// matrix), and h_i estimated by r_i (S r)_i / d_i; the control variate subtracts
+// r_i (D^{1/2} A0 D^{1/2} r)_i / d_i as in the primal form. Rows with d_i = 0 and g_i = 0 have
+// no use for a leverage (they keep A0's); the rows in `exact` get theirs by one PCG solve.
+void dual_probes(const Problem& pb, LossKind loss, const FitState& st, const LeverageOptions& o,
+                 const Vec& minv, const std::vector<Index>& exact, RandomLeverages& out) {
+  const Index n = pb.n(), p1 = pb.p1(), off = pb.intercept ? 1 : 0, G = o.n_groups;
+  const Index per = o.n_probes / G;
+  const int nt = resolve_threads(o.n_threads);
+  const mf::Operator op(pb.X, pb.intercept, nt), op0(pb.X, false, nt);
+  const Vec sd = out.d.cwiseMax(0.0).cwiseSqrt();
+  const Vec pinv = pb.pen.tail(p1 - off).cwiseInverse();
+  Vec kinv(n);
+  op0.squares_times(pinv.data(), kinv.data());
+  for (Index i = 0; i < n; ++i) kinv[i] = 1.0 / (1.0 + sd[i] * sd[i] * kinv[i]);
+  const mf::DualHatOp K{op0, sd, pinv, pb.intercept};
+  const double uu = sd.squaredNorm();
+  mf::CgOptions co;
+  co.rtol = o.cg_rtol;
+  co.max_iter = o.max_cg;
+  out.dual = true;
+  const Index gpb = std::max<Index>(1, kBatchProbes / per);
+  RowMat Z, T, SZ, B, A0Z;
+  for (Index g0 = 0; g0 < G; g0 += gpb) {
+    const Index g1 = std::min(G, g0 + gpb), m = (g1 - g0) * per;
+    Z.resize(n, m);
+#pragma omp parallel for schedule(static) num_threads(threads_for(nt, double(n) * double(m)))
+    for (Index i = 0; i < n; ++i) {
+      for (Index k = 0; k < m; ++k) Z(i, k) = rademacher(o.seed, i, o.first_probe + g0 * per + k);
+    }
+    const mf::CgReport rep = mf::block_pcg(K, kinv, Z, T, co);
+    out.cg_iterations += rep.iterations;
+    out.converged = out.converged && rep.converged;
+    out.worst_residual = std::max(out.worst_residual, rep.worst);
+    SZ = Z - T;  // S r = P_u r + r - T
+    if (pb.intercept && uu > 0.0) {
+      const Vec c = (Z.transpose() * sd) / uu;
+      SZ.noalias() += sd * c.transpose();
+    }
+    B = Z.array().colwise() * sd.array();
+    RowMat XB;
+    op.adjoint(B, XB);  // X~^T D^{1/2} r
+    XB.array().colwise() *= minv.array();
+    op.forward(XB, A0Z);  // A0 D^{1/2} r
+    for (Index i = 0; i < n; ++i) {
+      const double di = sd[i] * sd[i];
+      for (Index gg = g0; gg < g1; ++gg) {
+        if (!(di > 0.0)) {
+          out.plain(i, gg) = out.diag0[i];
+          out.control(i, gg) = 0.0;
+          continue;
+        }
+        double sp = 0.0, sc = 0.0;
+        for (Index k = (gg - g0) * per; k < (gg - g0 + 1) * per; ++k) {
+          sp += Z(i, k) * SZ(i, k);
+          sc += Z(i, k) * (SZ(i, k) - sd[i] * A0Z(i, k));
+        }
+        out.plain(i, gg) = sp / (double(per) * di);
+        out.control(i, gg) = sc / (double(per) * di);
+      }
+    }
+  }
+  out.passes = op.passes + op0.passes;
+  if (exact.empty()) return;
+  const Vec h = row_leverages(pb, loss, st, exact.data(), Index(exact.size()), o.cg_rtol, o.max_cg,
+                              o.n_threads);
+  out.exact_rows = Index(exact.size());
+  for (Index k = 0; k < out.exact_rows; ++k) {
+    const Index i = exact[k];
+    out.plain.row(i).setConstant(h[k]);
+    out.control.row(i).setConstant(h[k] - out.diag0[i]);
+  }
+}
+
+}  // namespace
+
 RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitState& st,
                                  const LeverageOptions& o) {
   if (o.n_groups < 1 || o.n_probes < o.n_groups || o.n_probes % o.n_groups != 0) {
@@ -661,6 +813,11 @@ RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitStat
   co.max_iter = o.max_cg;
   // groups side by side in batches of about kBatchProbes probes
   const Index gpb = std::max<Index>(1, kBatchProbes / per);
+  std::vector<Index> exact;
+  if (dual_applies(pb, out.g, out.d, o, exact)) {
+    dual_probes(pb, loss, st, o, minv, exact, out);
+    return out;
+  }
   RowMat Z, B, S, AZ, A0Z, MB;
   for (Index g0 = 0; g0 < G; g0 += gpb) {
     const Index g1 = std::min(G, g0 + gpb), m = (g1 - g0) * per;
@@ -697,7 +854,7 @@ RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitStat
 }
 
 Vec row_leverages(const Problem& pb, LossKind loss, const FitState& st, const Index* rows, Index r,
-                  double rtol, Index max_cg, int n_threads) {
+                  double rtol, Index max_cg, int n_threads, RowMat* solves) {
   const Index n = pb.n(), p1 = pb.p1();
   for (Index k = 0; k < r; ++k) {
     if (rows[k] < 0 || rows[k] >= n) throw InvalidInput("row_leverages: a row is out of range");
@@ -722,6 +879,7 @@ Vec row_leverages(const Problem& pb, LossKind loss, const FitState& st, const In
   mf::block_pcg(mf::HessianOp{op, d, pb.pen}, minv, B, S, co);
   Vec h(r);
   for (Index k = 0; k < r; ++k) h[k] = B.col(k).dot(S.col(k));
+  if (solves != nullptr) *solves = S.transpose();  // (r x p1): H^{-1} x~_i per row
   return h;
 }
 

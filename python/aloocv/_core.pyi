@@ -57,6 +57,10 @@ class RandomLeveragesResult:
     @property
     def d(self) -> _F64: ...
     @property
+    def dual(self) -> bool: ...
+    @property
+    def exact_rows(self) -> int: ...
+    @property
     def cg_iterations(self) -> int: ...
     @property
     def passes(self) -> int: ...
@@ -339,6 +343,7 @@ def random_leverages(
     max_cg: int,
     n_threads: int,
     first_probe: int = 0,
+    dual: bool = False,
 ) -> RandomLeveragesResult: ...
 def row_leverages(
     X: _Design,
@@ -354,7 +359,8 @@ def row_leverages(
     cg_rtol: float,
     max_cg: int,
     n_threads: int,
-) -> _F64: ...
+    return_solves: bool = False,
+) -> _F64 | tuple[_F64, _F64]: ...
 def random_leverages_gradient(
     X: _Design,
     y: _F64,

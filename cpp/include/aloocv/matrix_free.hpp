@@ -87,6 +87,24 @@ struct CgReport {
 CgReport block_pcg(const HessianOp& H, const Vec& minv, const RowMat& B, RowMat& S,
                    const CgOptions& o);
 
+// The dual operator of the leverages (docs/math/matrix_free.md, "The dual form"): with
+// A = D^{1/2} X P^{-1/2} (P the features' L2 weights, all positive) and M the projection
+// off u = D^{1/2} 1 (the identity without an intercept), V -> (M A A^T M + I) V on blocks of
+// n-vectors. Its inverse gives the weighted hat matrix D^{1/2} X~ H^{-1} X~^T D^{1/2} =
+// P_u + I - (M A A^T M + I)^{-1}, with every CG vector of length n instead of p + 1.
+struct DualHatOp {
+  const Operator& op;  // X without the intercept column
+  const Vec& sd;       // (n) sqrt(max(d, 0))
+  const Vec& pinv;     // (p) 1 / P_j
+  bool intercept;
+  // M V in place (per column: V - u (u^T V) / |u|^2; nothing without an intercept)
+  void project(RowMat& V) const;
+  void apply(const RowMat& V, RowMat& out, RowMat& work) const;
+};
+
+CgReport block_pcg(const DualHatOp& K, const Vec& minv, const RowMat& B, RowMat& S,
+                   const CgOptions& o);
+
 // The inverse Jacobi preconditioner 1 / diag(H) (1 where a diagonal entry is 0).
 Vec jacobi(const Operator& op, const Vec& d, const Vec& pen);
 
@@ -112,6 +130,11 @@ constexpr double kProbeWeightFloor = 1e-3;
 // entries, one thread: 3.6 ms one at a time (through the block code), 1.1 ms in blocks of
 // 8, 1.4 ms in blocks of 32 (the p1 x 32 block, 26 MB, leaves the cache).
 constexpr Index kBatchProbes = 8;
+// The dual form: rows whose |w l'| exceeds kDualGainRatio x w l'' turn the dual's absolute
+// error in d_i h_i into a large error of ALO's step g_i h_i; at most kDualExactRows of them
+// get exact leverages (one PCG solve), more send the call to the primal form.
+constexpr double kDualGainRatio = 10.0;
+constexpr Index kDualExactRows = 16;
 
 struct LeverageOptions {
   Index n_probes = 64;  // Rademacher probes in all
@@ -121,6 +144,9 @@ struct LeverageOptions {
   double cg_rtol = 1e-4;
   Index max_cg = 1000;
   int n_threads = 0;
+  // Allow the dual form (CG on n-vectors) where it applies: n < p + 1, every feature
+  // penalized, few rows with a large gain |g_i| / d_i (kDualExactRows).
+  bool dual = false;
 };
 
 // Per-group Hutchinson estimates of the leverages at st (st.eta at its beta).
@@ -134,6 +160,8 @@ struct RandomLeverages {
   Index passes = 0;
   bool converged = true;
   double worst_residual = 0.0;
+  bool dual = false;     // whether the dual form ran
+  Index exact_rows = 0;  // rows given exact leverages by the dual form
 };
 
 RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitState& st,
@@ -142,7 +170,7 @@ RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitStat
 // The exact leverages h_i = x~_i^T H^{-1} x~_i of the samples rows[0..r) at st, by one
 // block PCG solve with the columns x~_i (H with the curvature clipped at 0, as the probes').
 Vec row_leverages(const Problem& pb, LossKind loss, const FitState& st, const Index* rows, Index r,
-                  double rtol, Index max_cg, int n_threads);
+                  double rtol, Index max_cg, int n_threads, RowMat* solves = nullptr);
 
 // The exact derivative of a reported ALO mean built on random_leverages' estimates, in
 // the per-feature penalty weights (docs/math/matrix_free.md, "Hypergradient"): the caller

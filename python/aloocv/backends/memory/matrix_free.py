@@ -63,7 +63,7 @@ RACE_Z = 4.0
 #: most CG iterations of one solve.
 CG_RTOL = 1e-2
 #: Relative residual of the solves of exact leverages (a few samples: the self-check's).
-EXACT_CG_RTOL = 1e-8
+EXACT_CG_RTOL = 1e-6
 MAX_CG = 2000
 #: CG iterations of one Newton-CG direction at most.
 MAX_CG_NEWTON = 250
@@ -96,6 +96,12 @@ class RandomizedLeverages:
         Conjugate-gradient iterations of the probe solves (a block of probes counts once).
     converged : bool
         Whether every probe solve reached its tolerance.
+    form : {"primal", "dual"}
+        Where the probe solves ran: on coefficient vectors (length p + 1), or on sample
+        vectors (length n; wide data whose every feature is penalized, when no derivative is
+        asked for). Both estimate the same matrix with the same probes.
+    exact_rows : int
+        Rows the dual form gave exact leverages (a large ``|l'| / l''``).
     """
 
     n_probes: int
@@ -106,6 +112,8 @@ class RandomizedLeverages:
     leverage_stderr: np.ndarray
     cg_iterations: int
     converged: bool
+    form: str = "primal"
+    exact_rows: int = 0
 
 
 def _args(pb: Problem) -> tuple:
@@ -220,13 +228,20 @@ def _probes(pb: Problem, beta: np.ndarray, n_groups: int, seed: int) -> dict[str
 
 
 def leverages(
-    pb: Problem, beta: np.ndarray, n_groups: int, seed: int = PROBE_SEED, first_probe: int = 0
+    pb: Problem,
+    beta: np.ndarray,
+    n_groups: int,
+    seed: int = PROBE_SEED,
+    first_probe: int = 0,
+    dual: bool = False,
 ) -> Any:
     """The core's leverage estimates at ``beta``: ``n_groups`` groups of
-    ``PROBES_PER_GROUP`` probes, the seed's probes ``first_probe, first_probe + 1, ...``."""
+    ``PROBES_PER_GROUP`` probes, the seed's probes ``first_probe, first_probe + 1, ...``;
+    ``dual``: the dual form where it applies (the core decides; not for the derivative,
+    whose adjoint solves follow the primal form)."""
     with _blas.single_threaded_blas():
         return _core.random_leverages(
-            *_args(pb), **_probes(pb, beta, n_groups, seed), first_probe=first_probe
+            *_args(pb), **_probes(pb, beta, n_groups, seed), first_probe=first_probe, dual=dual
         )
 
 
@@ -246,7 +261,11 @@ def estimate(
     groups, total = N_PROBES // PROBES_PER_GROUP, 0
     cap = DEFAULT_MAX_PROBES if rtol is None else MAX_PROBES
     while True:
-        parts.append(leverages(pb, beta, groups, first_probe=total * PROBES_PER_GROUP))
+        parts.append(
+            leverages(
+                pb, beta, groups, first_probe=total * PROBES_PER_GROUP, dual=not want_gradient
+            )
+        )
         total += groups
         est, se, kind = _best(pb, parts)
         # the jackknife's G - 1 degrees of freedom: its standard error is noisy at few groups
@@ -266,6 +285,8 @@ def estimate(
         estimator=kind,
         cg_iterations=sum(int(q.cg_iterations) for q in parts),
         converged=all(bool(q.converged) for q in parts),
+        form="dual" if all(bool(q.dual) for q in parts) else "primal",
+        exact_rows=max(int(q.exact_rows) for q in parts),
     )
     grad = gradient(pb, beta, parts, kind) if want_gradient else None
     return dataclasses.replace(est, info=info, gradient=grad)
@@ -412,24 +433,17 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
 def _subset_refits(pb, fitres, beta, eta, est: _Estimate, indicator) -> Any:
     """The trust layer's refits (Newton-CG) and gathered values, with ALO at exact leverages
     for the samples the self-check refits (``Gathered.at_rows``)."""
-    sr = scalar.refits(pb, "matrix_free", fitres, eta, indicator, refit=_refitter(pb, beta))
     derivs = pb.loss.derivatives(pb.y, eta)
     ww = 1.0 if pb.sample_weight is None else pb.sample_weight
     g, d = ww * derivs[1], ww * derivs[2]
+    solves = _RowSolves(pb, beta)
+    sr = scalar.refits(
+        pb, "matrix_free", fitres, eta, indicator, refit=_refitter(pb, beta, solves, g, d)
+    )
 
     def at_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows = np.asarray(rows, dtype=np.int64)
-        with _blas.single_threaded_blas():
-            h_rows = _core.row_leverages(
-                *_args(pb),
-                fit_intercept=pb.fit_intercept,
-                beta=beta,
-                offset=pb.offset,
-                rows=rows,
-                cg_rtol=EXACT_CG_RTOL,
-                max_cg=MAX_CG,
-                n_threads=pb.options.n_threads,
-            )
+        h_rows = solves(rows)[0]
         h = est.leverages.copy()
         h[rows] = h_rows
         pred = est.predictions.copy()
@@ -444,9 +458,45 @@ def _subset_refits(pb, fitres, beta, eta, est: _Estimate, indicator) -> Any:
     return dataclasses.replace(sr, gather=gather)
 
 
-def _refit_rows(pb: Problem, beta: np.ndarray, rows: np.ndarray) -> tuple:
+class _RowSolves:
+    """Exact leverages ``h_i`` and solves ``H^{-1} x~_i`` of the samples the self-check
+    refits, by one block PCG call per new set of rows, shared by ALO at exact leverages
+    (``Gathered.at_rows``) and the refits' Newton start."""
+
+    def __init__(self, pb: Problem, beta: np.ndarray) -> None:
+        self.pb, self.beta = pb, beta
+        self._h: dict[int, float] = {}
+        self._s: dict[int, np.ndarray] = {}
+
+    def __call__(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        new = np.array([i for i in np.unique(rows) if int(i) not in self._h], dtype=np.int64)
+        if new.size:
+            pb = self.pb
+            with _blas.single_threaded_blas():
+                h, S = _core.row_leverages(
+                    *_args(pb),
+                    fit_intercept=pb.fit_intercept,
+                    beta=self.beta,
+                    offset=pb.offset,
+                    rows=new,
+                    cg_rtol=EXACT_CG_RTOL,
+                    max_cg=MAX_CG,
+                    n_threads=pb.options.n_threads,
+                    return_solves=True,
+                )
+            for k, i in enumerate(new.tolist()):
+                self._h[i], self._s[i] = float(h[k]), S[k]
+        h = np.array([self._h[int(i)] for i in rows])
+        S = np.array([self._s[int(i)] for i in rows]).reshape(len(rows), -1)
+        return h, S
+
+
+def _refit_rows(
+    pb: Problem, beta: np.ndarray, rows: np.ndarray, starts: np.ndarray | None = None
+) -> tuple:
     """Exact leave-one-out by Newton-CG refits without each sample of ``rows``,
-    warm-started at ``beta``: (losses, predictions, refits not at tol)."""
+    warm-started at ``beta`` (or at ``starts[k]`` for row k): (losses, predictions, refits
+    not at tol)."""
     n = pb.n_samples
     base = np.ones(n) if pb.sample_weight is None else np.array(pb.sample_weight)
     losses, pred = np.empty(rows.size), np.empty(rows.size)
@@ -456,7 +506,7 @@ def _refit_rows(pb: Problem, beta: np.ndarray, rows: np.ndarray) -> tuple:
     for k, i in enumerate(rows):  # one Newton-CG fit per refitted sample
         w = base.copy()
         w[i] = 0.0
-        out = _cg_fit(pb, beta, sample_weight=w)
+        out = _cg_fit(pb, beta if starts is None else starts[k], sample_weight=w)
         n_nc += not out.converged
         e = Xr[k] @ out.coef + out.intercept
         pred[k] = float(np.ravel(e)[0]) + (0.0 if off is None else off[k])
@@ -464,9 +514,18 @@ def _refit_rows(pb: Problem, beta: np.ndarray, rows: np.ndarray) -> tuple:
     return losses, pred, n_nc
 
 
-def _refitter(pb: Problem, beta: np.ndarray):
+def _refitter(pb: Problem, beta: np.ndarray, solves: _RowSolves, g: np.ndarray, d: np.ndarray):
+    """The self-check's refits, each started at the Newton step of its own objective from
+    ``beta``: ``beta + g_i H^{-1} x~_i / (1 - d_i h_i)`` (Sherman-Morrison; the solves are
+    the exact leverages' own), one Newton-CG iteration from the exact refit where ALO is
+    accurate (docs/math/matrix_free.md, "The error budget")."""
+
     def refit(idx: np.ndarray) -> tuple[np.ndarray, int]:
-        losses, _, n_nc = _refit_rows(pb, beta, np.asarray(idx, dtype=np.int64))
+        idx = np.asarray(idx, dtype=np.int64)
+        h, S = solves(idx)
+        t = 1.0 - np.minimum(np.maximum(d[idx], 0.0) * h, DH_CLIP)
+        starts = beta[None, :] + (g[idx] / t)[:, None] * S
+        losses, _, n_nc = _refit_rows(pb, beta, idx, starts=starts)
         return losses, n_nc
 
     return refit
