@@ -366,7 +366,7 @@ def test_plot_logistic_in_C_one_curve_per_l1_ratio(agg):
     X, y = make_data("logistic", 150, 5, seed=315, scale=2.0)
     Cs = np.logspace(-2, 2, 5)
     est = aloocv.ALOLogisticRegressionCV(Cs=Cs, l1_ratios=[0.3, 0.7]).fit(X, y)
-    ax = est.plot_cv().axes[0]
+    ax = est.plot_cv().ax_
     lines = _lines(ax)
     assert {"l1_ratio=0.3", "l1_ratio=0.7", "chosen C"} <= set(lines)
     for r in (0.3, 0.7):
@@ -383,9 +383,10 @@ def test_plot_gradient_keeps_the_grid_curve(agg):
     X, y = make_data("poisson", 150, 4, seed=316)
     alphas = (1e-3, 1e-2, 1e-1, 1.0)
     est = aloocv.ALOPoissonRegressorCV(alphas=alphas, search="gradient").fit(X, y)
-    ax = est.plot_cv().axes[0]
+    ax = est.plot_cv().ax_
     lines = _lines(ax)
-    np.testing.assert_allclose(lines["leave-one-out loss"].get_xdata(), alphas)
+    curve = lines["leave-one-out mean Poisson deviance (ALO)"]
+    np.testing.assert_allclose(curve.get_xdata(), alphas)
     traj = lines["gradient search"]
     grad = est.search_results_["gradient"] > 0
     np.testing.assert_allclose(traj.get_xdata(), est.search_results_["alpha"][grad])
@@ -398,21 +399,22 @@ def test_plot_per_feature_lines_are_labelled(agg):
     X, y = make_data("squared", 100, 3, seed=317)
     Xf = pd.DataFrame(X, columns=["age", "dose", "weight"])
     est = aloocv.ALORidgeCV(alphas=np.logspace(-2, 2, 5), alpha_per_feature=True).fit(Xf, y)
-    lines = _lines(est.plot_cv().axes[0])
-    assert {"age", "dose", "weight", "leave-one-out loss"} <= set(lines)
-    np.testing.assert_allclose(lines["leave-one-out loss"].get_xdata(), np.logspace(-2, 2, 5))
+    lines = _lines(est.plot_cv().ax_)
+    curve = "leave-one-out mean squared error (ALO)"
+    assert {"age", "dose", "weight", curve} <= set(lines)
+    np.testing.assert_allclose(lines[curve].get_xdata(), np.logspace(-2, 2, 5))
     np.testing.assert_allclose(lines["dose"].get_xdata(), est.search_results_["alpha_1"])
 
 
 def test_plot_scored_enet(agg):
     X, y = make_data("squared", 100, 5, seed=318)
     est = aloocv.ALOElasticNetCV(alphas=6, scoring="r2").fit(X, y)
-    ax = est.plot_cv().axes[0]
+    ax = est.plot_cv().ax_
     lines = _lines(ax)
-    line = lines["leave-one-out score"]
+    line = lines["leave-one-out r2 (ALO)"]
     np.testing.assert_allclose(line.get_xdata(), np.sort(est.alphas_))
     np.testing.assert_allclose(line.get_ydata(), est.search_results_["score"][::-1])
-    assert ax.get_ylabel() == "leave-one-out score"
+    assert ax.get_ylabel() == "leave-one-out r2 (ALO)"
 
 
 def test_verbose_is_validated():
