@@ -199,3 +199,25 @@ def test_one_standard_error_index():
     )
     assert idx == 2
     assert one_standard_error_index([1.0], [np.nan], [0.1]) is None
+
+
+def test_tune_display_one_se_mark_against_refits(plt):
+    """TuneResult.plot(): ACV (the mean of e^2 / 2) against lambda, the 1-SE mark at the
+    largest lambda within one standard error of the best, as selection="1se" chooses."""
+    X, y, alphas = _ridge_data()
+    res = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(1.0), method="grid", grid=alphas)
+    disp = res.plot()
+    assert isinstance(disp, aloocv.plotting.TuneDisplay)
+    assert disp.ax_.get_ylabel() == "leave-one-out mean of (y - eta)^2 / 2 (ALO)"
+    mse, se = _ridge_brute_force(X, y, alphas)
+    k = _one_se_by_hand(alphas, mse / 2.0, se / 2.0)
+    assert k != int(np.argmin(mse))
+    lam = res.history["params"].sum(axis=1)
+    assert lam[disp.one_se_index_] == pytest.approx(alphas[k], rel=1e-12)
+    (marker,) = [ln for ln in disp.ax_.get_lines() if ln.get_label().startswith("1-SE choice")]
+    np.testing.assert_allclose(marker.get_xdata(), [alphas[k]], rtol=1e-12)
+    np.testing.assert_allclose(marker.get_ydata(), [mse[k] / 2.0], rtol=1e-10)
+    one_se = aloocv.tune(
+        X, y, loss="squared", penalty=aloocv.L2(1.0), method="grid", grid=alphas, selection="1se"
+    )
+    assert float(one_se.penalty.lam) == pytest.approx(alphas[k], rel=1e-12)

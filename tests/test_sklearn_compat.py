@@ -478,14 +478,14 @@ def test_plot_tune_curves_per_l1_share_and_labelled_parameters(agg):
     X, y = make_data("squared", 100, 4, seed=323)
     grid = [aloocv.ElasticNet(r * a, (1 - r) * a) for r in (0.25, 0.75) for a in (1.0, 10.0, 100.0)]
     res = aloocv.tune(X, y, loss="squared", penalty=grid[0], method="grid", grid=grid)
-    lines = _lines(res.plot().axes[0])
+    lines = _lines(res.plot().ax_)
     for r in (0.25, 0.75):
         np.testing.assert_allclose(lines[f"l1 / (l1 + l2) = {r:g}"].get_xdata(), [1, 10, 100])
     per = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(np.ones(4)), method="newton")
-    right = _lines(per.plot().axes[1])
+    right = _lines(per.plot().axes_[1])
     assert [f"lambda[{j}]" for j in range(4)] == [k for k in right if k.startswith("lambda")]
     np.testing.assert_allclose(right["lambda[2]"].get_ydata(), per.history["params"][:, 2])
     auto = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(1.0), n_grid=5)
-    left = _lines(auto.plot().axes[0])
+    left = _lines(auto.plot().ax_)
     np.testing.assert_allclose(np.sort(left["grid"].get_xdata()), np.logspace(-3, 3, 5))
     np.testing.assert_allclose(left["gradient search"].get_xdata(), auto.history["params"][5:, 0])

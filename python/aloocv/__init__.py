@@ -34,7 +34,7 @@ from .estimators import (
 from .losses import Huber, Multinomial, Tweedie
 from .nested import dev_set, nested_cv
 from .penalties import L1, L2, ElasticNet, Penalty
-from .plotting import CVCurveDisplay
+from .plotting import CVCurveDisplay, TuneDisplay
 from .problem import Problem
 from .results import (
     Certificate,
@@ -87,6 +87,7 @@ __all__ = [
     "Penalty",
     "Problem",
     "SBKKRegressor",
+    "TuneDisplay",
     "TuneResult",
     "Tweedie",
     "__version__",

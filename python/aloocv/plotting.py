@@ -10,7 +10,14 @@ from numpy.typing import ArrayLike
 
 from .penalties import ElasticNet
 
-__all__ = ["CVCurveDisplay", "Trajectory", "one_standard_error_index", "plot_cv", "plot_tune"]
+__all__ = [
+    "CVCurveDisplay",
+    "Trajectory",
+    "TuneDisplay",
+    "one_standard_error_index",
+    "plot_cv",
+    "plot_tune",
+]
 
 
 def _pyplot():
@@ -27,85 +34,181 @@ def _param_labels(result: Any, m: int) -> list[str]:
     return ["lambda"] if m == 1 else [f"lambda[{j}]" for j in range(m)]
 
 
-def plot_tune(result: Any, ax: Any = None, title: str | None = None) -> Any:
-    """Plot a :class:`aloocv.TuneResult`.
+def _tune_loss_name(result: Any) -> str:
+    """What a tuning result's ACV averages, for an axis label."""
+    loss = getattr(result.fit, "loss", None)
+    name = str(loss) if loss is not None else ""
+    if name == "squared":
+        return "leave-one-out mean of (y - eta)^2 / 2 (ALO)"
+    return f"leave-one-out mean {name} loss (ALO)" if name else "leave-one-out mean loss (ALO)"
 
-    Grid results: ACV against the total regularization with a +-1 standard-error
-    band and the selected point; elastic-net grids draw one curve per share
-    ``l1 / (l1 + l2)``. Gradient runs (the paper's Figures 1-2): ACV per evaluation
-    (for a one-parameter ``"auto"`` search: ACV against lambda, the bracketing grid as a
-    curve and the iterates over it), and each parameter per evaluation on a log scale,
-    one labelled line each.
 
-    Returns the matplotlib figure.
+class TuneDisplay:
+    """Plot of a :class:`aloocv.TuneResult`, scikit-learn's display convention.
+
+    Grid results: ACV (the mean leave-one-out loss, ALO) against the total
+    regularization with a +-1 standard-error band, the selected point, and (one
+    parameter) the one-standard-error choice (:func:`one_standard_error_index`, what
+    ``selection="1se"`` selects); elastic-net grids draw one curve per share
+    ``l1 / (l1 + l2)``. Gradient runs (the paper's Figures 1-2): ACV per evaluation (for a
+    one-parameter ``"auto"`` search: ACV against lambda, the bracketing grid as a curve
+    and the iterates over it), and each parameter per evaluation on a log scale, one
+    labelled line each.
+
+    Parameters
+    ----------
+    result : TuneResult
+
+    Attributes
+    ----------
+    result : TuneResult
+    one_se_index_ : int or None
+        History row of the one-standard-error choice (grids of one parameter only).
+    ax_ : matplotlib Axes
+        The ACV axes.
+    axes_ : ndarray of matplotlib Axes
+        All axes (two for gradient runs: ACV, and the parameters per evaluation).
+    figure_ : matplotlib Figure
+
+    Examples
+    --------
+    >>> import numpy as np, aloocv
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((60, 3)); y = X[:, 0] + rng.standard_normal(60)
+    >>> res = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(1.0), method="grid")
+    >>> disp = res.plot()
+    >>> disp.ax_.get_xlabel()
+    'lambda (sum of penalty parameters)'
     """
-    plt = _pyplot()
-    h = result.history
-    params = h["params"] if h["params"].ndim == 2 else h["params"][:, None]
-    m = params.shape[1]
-    if result.method == "grid":
-        if ax is None:
-            fig, ax = plt.subplots(figsize=(6, 4))
+
+    def __init__(self, result: Any):
+        self.result = result
+        self.one_se_index_: int | None = None
+
+    @classmethod
+    def from_result(cls, result: Any, *, ax: Any = None, title: str | None = None) -> TuneDisplay:
+        """The display of ``result``, drawn (see :meth:`plot`)."""
+        return cls(result).plot(ax=ax, title=title)
+
+    def plot(self, ax: Any = None, *, title: str | None = None) -> TuneDisplay:
+        """Draw the result.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, or a pair of them for a gradient run, optional
+        title : str, optional
+
+        Returns
+        -------
+        TuneDisplay
+            ``self``, with ``ax_``, ``axes_`` and ``figure_`` set.
+        """
+        plt = _pyplot()
+        result = self.result
+        h = result.history
+        params = h["params"] if h["params"].ndim == 2 else h["params"][:, None]
+        m = params.shape[1]
+        ylabel = _tune_loss_name(result)
+        if result.method == "grid":
+            if ax is None:
+                _, ax = plt.subplots(figsize=(6, 4))
+            total = params.sum(axis=1)
+            if m == 2:
+                share = np.round(params[:, 0] / np.where(total > 0, total, 1.0), 12)
+            else:
+                share = np.zeros(total.size)
+            groups = list(dict.fromkeys(share.tolist()))
+            for r in groups:
+                mask = share == r
+                order = np.argsort(total[mask])
+                lam = total[mask][order]
+                acv, se = h["acv"][mask][order], h["stderr"][mask][order]
+                label = "ALOOCV" if len(groups) == 1 else f"l1 / (l1 + l2) = {r:g}"
+                (line,) = ax.plot(lam, acv, "o-", ms=3, label=label)
+                ax.fill_between(lam, acv - se, acv + se, alpha=0.2, color=line.get_color())
+            chosen = float(np.sum(result.penalty.params()))
+            ax.axvline(chosen, color="k", ls="--", lw=1, label=f"selected ({result.selection})")
+            # one parameter: the strongest within one standard error, as selection="1se"
+            k = one_standard_error_index(total, h["acv"], h["stderr"]) if m == 1 else None
+            self.one_se_index_ = k
+            if k is not None:
+                ax.plot(
+                    [total[k]],
+                    [h["acv"][k]],
+                    "D",
+                    ms=7,
+                    mfc="none",
+                    mew=1.5,
+                    color="C3",
+                    label=f"1-SE choice (lambda={total[k]:.3g})",
+                )
+            ax.set_xscale("log")
+            ax.set_xlabel("lambda (sum of penalty parameters)")
+            ax.set_ylabel(ylabel)
+            ax.legend()
+            ax.set_title(title or "ALOOCV along the grid")
+            self.axes_ = np.array([ax])
         else:
-            fig = ax.figure
-        total = params.sum(axis=1)
-        if m == 2:
-            share = np.round(params[:, 0] / np.where(total > 0, total, 1.0), 12)
+            if ax is None:
+                _, axes = plt.subplots(1, 2, figsize=(10, 4))
+            else:
+                axes = np.atleast_1d(ax)
+            self._plot_run(axes, params, title, ylabel)
+            self.axes_ = axes
+        self.ax_ = self.axes_[0]
+        self.figure_ = self.ax_.figure
+        self.figure_.tight_layout()
+        return self
+
+    def _plot_run(self, axes: Any, params: np.ndarray, title: str | None, ylabel: str) -> None:
+        """A gradient run: ACV per evaluation (or against lambda for a one-parameter
+        ``"auto"`` search) and the parameters per evaluation."""
+        result = self.result
+        h = result.history
+        m = params.shape[1]
+        it = np.arange(h["acv"].shape[0])
+        n_grid = (
+            len(result.path_n_iter)
+            if result.method == "auto" and result.path_n_iter is not None
+            else 0
+        )
+        if n_grid and m == 1:
+            lam = params[:, 0]
+            order = np.argsort(lam[:n_grid])
+            axes[0].plot(lam[:n_grid][order], h["acv"][:n_grid][order], "o-", ms=3, label="grid")
+            axes[0].plot(lam[n_grid:], h["acv"][n_grid:], "x--", lw=1, label="gradient search")
+            chosen = float(np.sum(result.penalty.params()))
+            axes[0].axvline(chosen, color="k", ls="--", lw=1, label="selected")
+            axes[0].set_xscale("log")
+            axes[0].set_xlabel("lambda")
+            axes[0].legend()
         else:
-            share = np.zeros(total.size)
-        groups = list(dict.fromkeys(share.tolist()))
-        for r in groups:
-            mask = share == r
-            order = np.argsort(total[mask])
-            lam = total[mask][order]
-            acv, se = h["acv"][mask][order], h["stderr"][mask][order]
-            label = "ALOOCV" if len(groups) == 1 else f"l1 / (l1 + l2) = {r:g}"
-            (line,) = ax.plot(lam, acv, "o-", ms=3, label=label)
-            ax.fill_between(lam, acv - se, acv + se, alpha=0.2, color=line.get_color())
-        chosen = float(np.sum(result.penalty.params()))
-        ax.axvline(chosen, color="k", ls="--", lw=1, label=f"selected ({result.selection})")
-        ax.set_xscale("log")
-        ax.set_xlabel("lambda (sum of penalty parameters)")
-        ax.set_ylabel("leave-one-out loss")
-        ax.legend()
-        ax.set_title(title or "ALOOCV along the grid")
-        fig.tight_layout()
-        return fig
-    if ax is None:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    else:
-        axes = np.atleast_1d(ax)
-        fig = axes[0].figure
-    it = np.arange(h["acv"].shape[0])
-    n_grid = (
-        len(result.path_n_iter) if result.method == "auto" and result.path_n_iter is not None else 0
-    )
-    if n_grid and m == 1:
-        lam = params[:, 0]
-        order = np.argsort(lam[:n_grid])
-        axes[0].plot(lam[:n_grid][order], h["acv"][:n_grid][order], "o-", ms=3, label="grid")
-        axes[0].plot(lam[n_grid:], h["acv"][n_grid:], "x--", lw=1, label="gradient search")
-        chosen = float(np.sum(result.penalty.params()))
-        axes[0].axvline(chosen, color="k", ls="--", lw=1, label="selected")
-        axes[0].set_xscale("log")
-        axes[0].set_xlabel("lambda")
-        axes[0].legend()
-    else:
-        axes[0].plot(it, h["acv"], "-", lw=1.5)
-        axes[0].set_xlabel("evaluation")
-    axes[0].set_ylabel("ALOOCV")
-    axes[0].set_title(title or f"ALOOCV ({result.method})")
-    if len(axes) > 1:
-        for j, label in enumerate(_param_labels(result, m)):
-            axes[1].plot(it, params[:, j], lw=0.8, label=label)
-        axes[1].set_yscale("log")
-        axes[1].set_xlabel("evaluation")
-        axes[1].set_ylabel("lambda")
-        axes[1].set_title("penalty parameters per evaluation")
-        if m <= 20:
-            axes[1].legend(fontsize="small", ncol=max(1, m // 10))
-    fig.tight_layout()
-    return fig
+            axes[0].plot(it, h["acv"], "-", lw=1.5)
+            axes[0].set_xlabel("evaluation")
+        axes[0].set_ylabel(ylabel)
+        axes[0].set_title(title or f"ALOOCV ({result.method})")
+        if len(axes) > 1:
+            for j, label in enumerate(_param_labels(result, m)):
+                axes[1].plot(it, params[:, j], lw=0.8, label=label)
+            axes[1].set_yscale("log")
+            axes[1].set_xlabel("evaluation")
+            axes[1].set_ylabel("lambda")
+            axes[1].set_title("penalty parameters per evaluation")
+            if m <= 20:
+                axes[1].legend(fontsize="small", ncol=max(1, m // 10))
+
+
+def plot_tune(result: Any, ax: Any = None, title: str | None = None) -> TuneDisplay:
+    """Plot a :class:`aloocv.TuneResult`: ``TuneDisplay.from_result(result, ax=ax,
+    title=title)`` (see :class:`TuneDisplay`).
+
+    Returns
+    -------
+    TuneDisplay
+    """
+    return TuneDisplay.from_result(result, ax=ax, title=title)
 
 
 def _feature_names(estimator: Any, p: int) -> list[str]:
