@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -188,3 +189,37 @@ def test_too_few_draws_give_no_interval_and_say_so():
     assert cert.n_unrefitted == 0 and cert.n_draws == 0
     assert cert.ci_low == cert.ci_high == cert.mean_error
     assert cert.mean_error == pytest.approx(res.mean - exact.mean, rel=1e-6)
+
+
+# ----------------------------------------------------------------------------- summary
+_SUMMARY = re.compile(
+    r"exact refits of (\d+) distinct samples of (\d+): (\d+) with the largest error indicator "
+    r"\(refitted for certain\) \+ (\d+) drawn by importance sampling \((\d+) draws? with "
+    r"replacement, (?:(\d+) of them repeats|no repeats)\)"
+)
+
+
+def test_summary_counts_add_up():
+    """The printed counts: distinct refits = census + distinct drawn samples, and draws =
+    distinct drawn samples + repeats (draws are with replacement)."""
+    from conftest import make_data
+
+    X, y = make_data("logistic", 300, 5, seed=506, scale=3.0)
+    res = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(0.3))
+    repeats_seen = False
+    for n_samples in (5, 20, 60):
+        for seed in range(4):
+            cert = res.certify(n_samples=n_samples, random_state=seed)
+            m = _SUMMARY.search(str(cert))
+            assert m, str(cert)
+            total, pop, census, drawn, draws = (int(g) for g in m.groups()[:5])
+            repeats = int(m.group(6) or 0)
+            # against the certificate's own arrays, counted here
+            assert total == cert.indices.size == np.unique(cert.indices).size
+            assert pop == 300 and census == cert.n_worst and draws == cert.n_draws
+            assert census + drawn == total
+            assert drawn + repeats == draws
+            assert drawn == np.unique(cert.indices[cert.n_worst :]).size == cert.n_drawn_samples
+            assert census + draws == n_samples  # the refits asked for
+            repeats_seen |= repeats > 0
+    assert repeats_seen  # the case the counts once failed to add up in

@@ -4,6 +4,7 @@ and the speed column."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -156,9 +157,11 @@ def test_progress_bar(capsys, monkeypatch):
     assert "estimate" in err  # tqdm's unit
     assert main(["--dataset", "wine", "--lam", "1", "--no-exact", "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
+    # without tqdm (or a terminal): plain lines, the last one when the run ends
     monkeypatch.setitem(sys.modules, "tqdm", None)
-    assert main(["--dataset", "wine", "--lam", "1", "--no-exact", "--progress"]) == 2
-    assert "--progress needs tqdm" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    assert main(["--dataset", "wine", "--lam", "1", "--no-exact", "--progress"]) == 0
+    assert "estimates: 3/3 estimates (100%) in" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -190,3 +193,21 @@ def test_default_job_runs_without_pandas():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "breast cancer" in res.stdout and "ALOOCV" in res.stdout
+
+
+def test_certificate_line_counts_add_up(capsys):
+    """The certificate line's counts: distinct refits = census + distinct drawn samples,
+    draws = distinct drawn samples + repeats, census + draws = --certify."""
+    argv = ["--lam", "1", "--methods", "alo", "--certify", "20", "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    m = re.search(
+        r"exact refits of (\d+) distinct samples of 569: (\d+) with the largest error "
+        r"indicator \(refitted for certain\) \+ (\d+) drawn by importance sampling \((\d+) "
+        r"draws with replacement, (?:(\d+) of them repeats|no repeats)\)",
+        out,
+    )
+    assert m, out
+    total, census, drawn, draws = (int(g) for g in m.groups()[:4])
+    repeats = int(m.group(5) or 0)
+    assert census + drawn == total and drawn + repeats == draws and census + draws == 20

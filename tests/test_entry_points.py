@@ -20,8 +20,11 @@ X0, Y0 = make_data("squared", N, P, seed=170)
 YC = (Y0 > np.median(Y0)).astype(float)  # class labels for the classifier
 
 # public names that take no data: penalties (checked in test_hardening), result types,
-# the diagnostics' warning class, certificate and thresholds
+# the diagnostics' warning class, certificate and thresholds, the plots' displays (of a
+# fitted estimator or a result: tests/test_plotting.py)
 NO_DATA = {
+    "CVCurveDisplay",
+    "TuneDisplay",
     "L1",
     "L2",
     "ElasticNet",

@@ -184,8 +184,9 @@ def test_plot_cv(tmp_path):
     mpl = pytest.importorskip("matplotlib")
     mpl.use("Agg")
     X, y = make_data("squared", 100, 5, seed=117)
-    fig = aloocv.ALORidgeCV(alphas=np.logspace(-2, 2, 9)).fit(X, y).plot_cv()
-    fig.savefig(tmp_path / "cv.png")
+    disp = aloocv.ALORidgeCV(alphas=np.logspace(-2, 2, 9)).fit(X, y).plot_cv()
+    assert isinstance(disp, aloocv.CVCurveDisplay)
+    disp.figure_.savefig(tmp_path / "cv.png")
     assert (tmp_path / "cv.png").stat().st_size > 1000
 
 
@@ -257,8 +258,8 @@ def test_glm_cv_plot(tmp_path):
     mpl = pytest.importorskip("matplotlib")
     mpl.use("Agg")
     X, y = make_data("poisson", 60, 3, seed=124)
-    fig = aloocv.ALOPoissonRegressorCV().fit(X, y).plot_cv()
-    fig.savefig(tmp_path / "cv.png")
+    disp = aloocv.ALOPoissonRegressorCV().fit(X, y).plot_cv()
+    disp.figure_.savefig(tmp_path / "cv.png")
     assert (tmp_path / "cv.png").stat().st_size > 1000
 
 
@@ -340,7 +341,7 @@ def test_rtol_parameter_conventions(tmp_path):
     mpl.use("Agg")
     Xl, yl = make_data("logistic", 150, 4, seed=136, scale=3.0)
     est = aloocv.ALOLogisticRegressionCV(Cs=6, rtol=0.01).fit(Xl, yl)
-    fig = est.plot_cv()
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    disp = est.plot_cv()
+    labels = [t.get_text() for t in disp.ax_.get_legend().get_texts()]
     assert "refined (rtol=0.01)" in labels
-    fig.savefig(tmp_path / "cv.png")
+    disp.figure_.savefig(tmp_path / "cv.png")

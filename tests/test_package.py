@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import aloocv
 from aloocv import _core
@@ -48,3 +49,29 @@ def test_version_is_single_sourced():
     import importlib.metadata
 
     assert importlib.metadata.version("aloocv") == aloocv.__version__
+
+
+def _changelog_versions() -> list[tuple[int, ...]]:
+    root = pathlib.Path(__file__).resolve().parents[1]
+    text = (root / "CHANGELOG.md").read_text()
+    return [
+        tuple(int(v) for v in m.split(".")) for m in re.findall(r"(?m)^## (\d+\.\d+\.\d+) ", text)
+    ]
+
+
+def test_changelog_has_a_section_per_version_newest_first():
+    versions = _changelog_versions()
+    current = tuple(int(v) for v in aloocv.__version__.split("."))
+    assert versions[0] == current  # the version being released is the top section
+    assert versions == sorted(set(versions), reverse=True)  # distinct, newest first
+    root = pathlib.Path(__file__).resolve().parents[1]
+    assert "## Unreleased" not in (root / "CHANGELOG.md").read_text()
+
+
+def test_release_workflow_reads_the_single_sourced_version():
+    """The wheel workflow's tag check parses _version.py as pyproject's regex does."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    flow = (root / ".github" / "workflows" / "wheels.yml").read_text()
+    assert "python/aloocv/_version.py" in flow and "CHANGELOG.md" in flow
+    source = (root / "python" / "aloocv" / "_version.py").read_text()
+    assert re.search(r'__version__ = "(.+)"', source).group(1) == aloocv.__version__

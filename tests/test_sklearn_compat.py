@@ -366,7 +366,7 @@ def test_plot_logistic_in_C_one_curve_per_l1_ratio(agg):
     X, y = make_data("logistic", 150, 5, seed=315, scale=2.0)
     Cs = np.logspace(-2, 2, 5)
     est = aloocv.ALOLogisticRegressionCV(Cs=Cs, l1_ratios=[0.3, 0.7]).fit(X, y)
-    ax = est.plot_cv().axes[0]
+    ax = est.plot_cv().ax_
     lines = _lines(ax)
     assert {"l1_ratio=0.3", "l1_ratio=0.7", "chosen C"} <= set(lines)
     for r in (0.3, 0.7):
@@ -383,9 +383,10 @@ def test_plot_gradient_keeps_the_grid_curve(agg):
     X, y = make_data("poisson", 150, 4, seed=316)
     alphas = (1e-3, 1e-2, 1e-1, 1.0)
     est = aloocv.ALOPoissonRegressorCV(alphas=alphas, search="gradient").fit(X, y)
-    ax = est.plot_cv().axes[0]
+    ax = est.plot_cv().ax_
     lines = _lines(ax)
-    np.testing.assert_allclose(lines["leave-one-out loss"].get_xdata(), alphas)
+    curve = lines["leave-one-out mean Poisson deviance (ALO)"]
+    np.testing.assert_allclose(curve.get_xdata(), alphas)
     traj = lines["gradient search"]
     grad = est.search_results_["gradient"] > 0
     np.testing.assert_allclose(traj.get_xdata(), est.search_results_["alpha"][grad])
@@ -398,21 +399,22 @@ def test_plot_per_feature_lines_are_labelled(agg):
     X, y = make_data("squared", 100, 3, seed=317)
     Xf = pd.DataFrame(X, columns=["age", "dose", "weight"])
     est = aloocv.ALORidgeCV(alphas=np.logspace(-2, 2, 5), alpha_per_feature=True).fit(Xf, y)
-    lines = _lines(est.plot_cv().axes[0])
-    assert {"age", "dose", "weight", "leave-one-out loss"} <= set(lines)
-    np.testing.assert_allclose(lines["leave-one-out loss"].get_xdata(), np.logspace(-2, 2, 5))
+    lines = _lines(est.plot_cv().ax_)
+    curve = "leave-one-out mean squared error (ALO)"
+    assert {"age", "dose", "weight", curve} <= set(lines)
+    np.testing.assert_allclose(lines[curve].get_xdata(), np.logspace(-2, 2, 5))
     np.testing.assert_allclose(lines["dose"].get_xdata(), est.search_results_["alpha_1"])
 
 
 def test_plot_scored_enet(agg):
     X, y = make_data("squared", 100, 5, seed=318)
     est = aloocv.ALOElasticNetCV(alphas=6, scoring="r2").fit(X, y)
-    ax = est.plot_cv().axes[0]
+    ax = est.plot_cv().ax_
     lines = _lines(ax)
-    line = lines["leave-one-out score"]
+    line = lines["leave-one-out r2 (ALO)"]
     np.testing.assert_allclose(line.get_xdata(), np.sort(est.alphas_))
     np.testing.assert_allclose(line.get_ydata(), est.search_results_["score"][::-1])
-    assert ax.get_ylabel() == "leave-one-out score"
+    assert ax.get_ylabel() == "leave-one-out r2 (ALO)"
 
 
 def test_verbose_is_validated():
@@ -476,14 +478,14 @@ def test_plot_tune_curves_per_l1_share_and_labelled_parameters(agg):
     X, y = make_data("squared", 100, 4, seed=323)
     grid = [aloocv.ElasticNet(r * a, (1 - r) * a) for r in (0.25, 0.75) for a in (1.0, 10.0, 100.0)]
     res = aloocv.tune(X, y, loss="squared", penalty=grid[0], method="grid", grid=grid)
-    lines = _lines(res.plot().axes[0])
+    lines = _lines(res.plot().ax_)
     for r in (0.25, 0.75):
         np.testing.assert_allclose(lines[f"l1 / (l1 + l2) = {r:g}"].get_xdata(), [1, 10, 100])
     per = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(np.ones(4)), method="newton")
-    right = _lines(per.plot().axes[1])
+    right = _lines(per.plot().axes_[1])
     assert [f"lambda[{j}]" for j in range(4)] == [k for k in right if k.startswith("lambda")]
     np.testing.assert_allclose(right["lambda[2]"].get_ydata(), per.history["params"][:, 2])
     auto = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(1.0), n_grid=5)
-    left = _lines(auto.plot().axes[0])
+    left = _lines(auto.plot().ax_)
     np.testing.assert_allclose(np.sort(left["grid"].get_xdata()), np.logspace(-3, 3, 5))
     np.testing.assert_allclose(left["gradient search"].get_xdata(), auto.history["params"][5:, 0])

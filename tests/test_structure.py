@@ -124,6 +124,7 @@ LAYERS = {
     "aloocv._validation": ("aloocv.api", "aloocv.backends", "aloocv.problem", "aloocv.results"),
     "aloocv._diagnostics": ("aloocv.api", "aloocv.backends", "aloocv.problem", "aloocv.results"),
     "aloocv._memory": ("aloocv.api", "aloocv.backends", "aloocv.problem", "aloocv.results"),
+    "aloocv._progress": ("aloocv.api", "aloocv.backends", "aloocv.problem", "aloocv.results"),
     "aloocv.backends.memory": ("aloocv.api", "aloocv.tuning", "aloocv.backends.dask"),
     "aloocv.backends.dask": ("aloocv.api", "aloocv.tuning", "aloocv.backends.memory"),
 }

@@ -225,13 +225,14 @@ def test_plot(tmp_path):
     mpl.use("Agg")
     X, y, _ = diag_ridge_data(seed=100)
     g = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(1.0), method="grid", n_grid=8)
-    fig = g.plot()
-    fig.savefig(tmp_path / "grid.png")
+    disp = g.plot()
+    assert isinstance(disp, aloocv.plotting.TuneDisplay)
+    disp.figure_.savefig(tmp_path / "grid.png")
     r = aloocv.tune(X, y, loss="squared", penalty=aloocv.L2(np.ones(20)), max_iter=20, tol=1e-3)
-    fig2 = r.plot()
-    fig2.savefig(tmp_path / "gd.png")
+    disp2 = r.plot()
+    disp2.figure_.savefig(tmp_path / "gd.png")
     assert (tmp_path / "grid.png").stat().st_size > 1000
-    assert len(fig2.axes) == 2
+    assert len(disp2.figure_.axes) == 2 and disp2.ax_ is disp2.axes_[0]
 
 
 @pytest.mark.parametrize("intercept", [True, False])

@@ -12,6 +12,7 @@ from . import _threads  # first: it loads the core under its OpenMP wait policy
 # isort: on
 from . import _blas
 from . import losses as losses  # the public registry: aloocv.losses
+from . import plotting as plotting  # the displays: aloocv.plotting
 from ._diagnostics import (
     ALO_MIN_RCOND,
     ALO_UNRELIABLE_DH,
@@ -33,6 +34,7 @@ from .estimators import (
 from .losses import Huber, Multinomial, Tweedie
 from .nested import dev_set, nested_cv
 from .penalties import L1, L2, ElasticNet, Penalty
+from .plotting import CVCurveDisplay, TuneDisplay
 from .problem import Problem
 from .results import (
     Certificate,
@@ -68,6 +70,7 @@ __all__ = [
     "ALOWarning",
     "BKKCriterion",
     "BKKRidge",
+    "CVCurveDisplay",
     "Certificate",
     "DevSetResult",
     "ElasticNet",
@@ -84,6 +87,7 @@ __all__ = [
     "Penalty",
     "Problem",
     "SBKKRegressor",
+    "TuneDisplay",
     "TuneResult",
     "Tweedie",
     "__version__",

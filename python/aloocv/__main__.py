@@ -14,15 +14,18 @@ without it), missing cells (empty, "NA", "nan", ...) are reported by data row an
 or dropped with ``--drop-missing``; a text target is fitted with the logistic loss (two
 classes) or the multinomial loss (more; ``--loss multinomial`` for numeric labels).
 ``--l1-ratio`` fits the elastic net ``lam (r ||theta||_1 + (1 - r)/2 ||theta||^2)``.
-Each lambda's row is printed (and flushed) as soon as it is computed; a tqdm progress
-bar shows on stderr when tqdm is installed, stderr is a terminal and the run lasts over
-two seconds (``--progress`` / ``--no-progress`` to force). Warnings about unreliable
+Each lambda's row is printed (and flushed) as soon as it is computed. Progress shows on
+stderr once a run lasts over two seconds (``--progress``: at once; ``--no-progress``:
+never): the estimates done and, within exact leave-one-out, its refits batch by batch; a
+tqdm bar when tqdm is installed and stderr is a terminal, otherwise a plain line every 10
+seconds and one when each part ends. Warnings about unreliable
 estimates (aloocv.ALOWarning) are printed as notes under the table.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import re
 import sys
@@ -36,6 +39,7 @@ import numpy as np
 
 from . import L1, L2, ElasticNet, __version__, fit, loo
 from ._diagnostics import ALOWarning
+from ._progress import Progress, ProgressOptions, has_tqdm, progress_options
 from .losses import DEFAULT_HUBER_DELTA, DEFAULT_TWEEDIE_POWER, Huber, Tweedie, get_loss
 from .losses import names as loss_names
 
@@ -109,8 +113,9 @@ def _parser() -> argparse.ArgumentParser:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="tqdm progress bar on stderr (default: when tqdm is installed, stderr is a "
-        "terminal and the run lasts over 2 s)",
+        help="progress on stderr, including exact leave-one-out's refits: a tqdm bar when "
+        "tqdm is installed and stderr is a terminal, plain lines otherwise (default: on "
+        "runs over 2 s)",
     )
     p.add_argument(
         "--power",
@@ -358,25 +363,22 @@ def _ratio(a: float, b: float) -> str:
     return f"{r:.3g}x" if r < 1000 else f"{r:.0f}x"
 
 
-def _progress(enabled: bool | None, total: int) -> Any:
-    """A tqdm bar on stderr (None when off or tqdm is missing): ``enabled`` None means
-    when stderr is a terminal."""
+def _progress_style(enabled: bool | None) -> ProgressOptions | None:
+    """How progress shows (None: not at all): a tqdm bar when tqdm is installed and stderr
+    is a terminal, plain lines on stderr otherwise (a log, or no tqdm); ``enabled`` None
+    (the default) shows it only on runs over :data:`PROGRESS_DELAY` seconds."""
     if enabled is False:
         return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        if enabled:
-            raise CLIError("--progress needs tqdm (pip install tqdm)") from None
-        return None
-    if enabled is None and not sys.stderr.isatty():
-        return None
-    # by default only on long runs: the bar appears after PROGRESS_DELAY seconds
+    bar = sys.stderr.isatty() and has_tqdm()
     delay = 0.0 if enabled else PROGRESS_DELAY
-    try:
-        return tqdm(total=total, file=sys.stderr, unit="estimate", leave=False, delay=delay)
-    except TypeError:  # tqdm < 4.60 has no delay
-        return tqdm(total=total, file=sys.stderr, unit="estimate", leave=False)
+    return ProgressOptions(style="bar" if bar else "plain", delay=delay)
+
+
+def _inner(shown: ProgressOptions | None, lam: float) -> Any:
+    """The progress options of the calls at one lambda (their lines name it)."""
+    if shown is None:
+        return contextlib.nullcontext()
+    return progress_options(style=shown.style, delay=shown.delay, prefix=f"lambda {lam:.4g}: ")
 
 
 def run(
@@ -408,8 +410,18 @@ def run(
     if both:
         cols.append("exact/alo")
     widths = [max(10, len(c)) for c in cols]
-    widths[cols.index("ALOOCV +- se")] = 22 if "alo" in methods else widths[0]
-    bar = _progress(progress, len(lams) * len(methods))
+    if "alo" in methods:
+        widths[cols.index("ALOOCV +- se")] = 22
+    shown = _progress_style(progress)
+    bar = None
+    if shown is not None:
+        bar = Progress(
+            len(lams) * len(methods),
+            "estimates",
+            unit="estimate",
+            style=shown.style,
+            delay=shown.delay,
+        )
 
     def emit(line: str) -> None:
         if bar is not None:
@@ -433,8 +445,9 @@ def run(
                 if bar is not None:
                     bar.set_description(f"lambda {lam:.3g} {m}")
                 t0 = time.perf_counter()
-                with warnings.catch_warnings(record=True) as rec:
+                with warnings.catch_warnings(record=True) as rec, _inner(shown, lam):
                     warnings.simplefilter("always", ALOWarning)
+                    # exact leave-one-out reports its refits batch by batch
                     r = loo(
                         X,
                         y,
@@ -443,6 +456,7 @@ def run(
                         method=m,
                         fit_intercept=intercept,
                         n_jobs=n_jobs,
+                        verbose=shown is not None and m == "exact",
                     )
                 times[m] = time.perf_counter() - t0
                 if bar is not None:
@@ -464,6 +478,7 @@ def run(
             emit("  ".join(c.rjust(w) for c, w in zip(row, widths)))
     finally:
         if bar is not None:
+            bar.set_description("estimates")
             bar.close()
     if both:
         print(

@@ -1,3 +1,3 @@
 """The package version, single-sourced (pyproject.toml reads it from here)."""
 
-__version__ = "0.1.0"
+__version__ = "0.11.0"

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import LOO_METHODS, check_bool, check_rtol
+from ._validation import LOO_METHODS, check_bool, check_rtol, check_verbose
 from .backends import route
 from .backends.common import LOORequest
 from .folds import KFOLD_METHODS, FoldRequest, refine_folds
@@ -166,6 +166,7 @@ def loo(
     offset: ArrayLike | None = None,
     rtol: float | None = None,
     memory_limit: float | str | None = None,
+    verbose: bool | int = 0,
 ) -> LOOResult | MultiTargetLOOResult:
     """Leave-one-out cross-validation of an L2-penalized GLM.
 
@@ -260,7 +261,8 @@ def loo(
         memory_limit=memory_limit,
     )
     rtol = check_rtol(rtol, method)
-    req = LOORequest(method, coef, intercept, return_gradient, gradient, rtol)
+    verbose = check_verbose(verbose)
+    req = LOORequest(method, coef, intercept, return_gradient, gradient, rtol, verbose)
     res = route.loo(pb, route.choose(pb, "loo", solver=solver, loo=req), req)
     return trusted(res, rtol)
 

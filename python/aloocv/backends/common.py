@@ -27,6 +27,8 @@ class LOORequest:
     gradient : {"exact", "paper"}
     rtol : float or None
         The error budget of ``method="alo"`` (the matrix-free route sizes its probes by it).
+    verbose : bool
+        Progress of ``method="exact"`` on stderr (its refits in batches).
     """
 
     method: str = "alo"
@@ -35,3 +37,4 @@ class LOORequest:
     return_gradient: bool = False
     gradient: str = "exact"
     rtol: float | None = None
+    verbose: bool = False

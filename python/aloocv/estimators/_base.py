@@ -36,7 +36,7 @@ from .._validation import (
 from ..backends.dask.estimator_inputs import SAMPLE_FLAGS, local
 from ..backends.dask.estimator_inputs import fit_inputs as dask_fit_inputs
 from ..penalties import Penalty
-from ..plotting import plot_cv
+from ..plotting import CVCurveDisplay
 from ..tuning import TuneResult, tune
 
 
@@ -323,16 +323,23 @@ class _ALOBase(BaseEstimator):
         if self._keep():
             self.loo_predictions_ = local(res.loo.predictions).copy()
 
-    def plot_cv(self, ax: Any = None) -> Any:
-        """Leave-one-out loss against the estimator's own regularization parameter (see
-        :func:`aloocv.plotting.plot_cv`)."""
-        check_is_fitted(self, "search_results_")
-        if np.ndim(self.coef_) == 2 and "target" in self.search_results_:
-            raise ValueError(
-                "plot_cv draws one curve of one target: plot search_results_ per target (column "
-                "'target') for a fit on several targets"
-            )
-        return plot_cv(self, ax=ax)
+    def plot_cv(self, ax: Any = None, *, title: str | None = None) -> CVCurveDisplay:
+        """The leave-one-out curve against the estimator's own regularization parameter,
+        in the units of ``best_score_``, with its standard-error band, the choice and the
+        one-standard-error choice marked.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, optional
+        title : str, optional
+
+        Returns
+        -------
+        aloocv.plotting.CVCurveDisplay
+            Its ``ax_`` and ``figure_`` hold the plot (see
+            :meth:`aloocv.plotting.CVCurveDisplay.from_estimator`).
+        """
+        return CVCurveDisplay.from_estimator(self, ax=ax, title=title)
 
 
 class _ALORegressor(RegressorMixin, _ALOBase):

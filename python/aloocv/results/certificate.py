@@ -104,7 +104,8 @@ class Certificate:
         approximate mean against the exact LOO mean.
     confidence : float
     n_worst, n_draws : int
-        Census size and number of random draws.
+        Census size and number of random draws (with replacement: ``n_drawn_samples``
+        of them distinct, so ``indices.size == n_worst + n_drawn_samples``).
     n_population : int
         Samples with positive weight.
     method : str
@@ -135,6 +136,12 @@ class Certificate:
     score: str = "indicator"
 
     @property
+    def n_drawn_samples(self) -> int:
+        """Distinct samples among the ``n_draws`` draws (drawn with replacement, a sample
+        may come more than once): ``indices.size - n_worst``."""
+        return int(self.indices.size - self.n_worst)
+
+    @property
     def exact_mean(self) -> float:
         """Estimated exact LOO mean: ``approx_mean - mean_error``."""
         return self.approx_mean - self.mean_error
@@ -149,10 +156,13 @@ class Certificate:
             )
         else:
             interval = f"{pct:g}% CI [{self.ci_low:+.4g}, {self.ci_high:+.4g}]"
+        drawn, repeats = self.n_drawn_samples, self.n_draws - self.n_drawn_samples
+        draws = f"{self.n_draws} draw{'' if self.n_draws == 1 else 's'} with replacement"
+        draws += f", {repeats} of them repeats" if repeats else ", no repeats"
         return (
-            f"accuracy certificate: {self.method} vs exact refits of {self.indices.size} of "
-            f"{self.n_population} samples ({self.n_worst} with the {ranked}, "
-            f"{self.n_draws} drawn by importance sampling)\n"
+            f"accuracy certificate: {self.method} vs exact refits of {self.indices.size} "
+            f"distinct samples of {self.n_population}: {self.n_worst} with the {ranked} "
+            f"(refitted for certain) + {drawn} drawn by importance sampling ({draws})\n"
             f"  per-sample |error|: median {self.median_abs_error:.3g}, "
             f"max {self.max_abs_error:.3g}\n"
             f"  error of the mean: {self.mean_error:+.4g} ({interval}); {self.method} mean "

@@ -103,7 +103,9 @@ class TuneResult:
     def plot(self, ax: Any = None, **kwargs: Any) -> Any:
         """ACV against lambda (grid) or ACV and lambda per iteration (gradient runs).
 
-        Needs matplotlib (``pip install aloocv[plot]``); returns the figure.
+        Needs matplotlib (``pip install aloocv[plot]``); returns an
+        :class:`aloocv.plotting.TuneDisplay` (its ``figure_`` and ``axes_`` hold the
+        plot).
         """
         from ..plotting import plot_tune
 

@@ -158,7 +158,8 @@ def tune(
     fit_tol, fit_max_iter
         Tolerance and iterations of each refit.
     verbose : bool
-        Progress bar (tqdm, when installed).
+        Progress on stderr: a tqdm bar when tqdm is installed, plain lines otherwise
+        (:mod:`aloocv._progress`).
     callback : callable, optional
         ``callback(iteration, penalty, acv)`` after each evaluation.
     rtol : float in (0, 1), optional

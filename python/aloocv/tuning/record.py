@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .._diagnostics import check_finite_result
+from .._progress import Progress
 from .._validation import is_dask_collection
 from ..losses import Multinomial
 from ..results import DaskLOOResult, LOOResult, TuneResult, fit_result, multinomial_fit_result
@@ -173,11 +174,7 @@ def _pass_counts(counts: list[int | None]) -> np.ndarray | None:
     return np.array(counts, dtype=np.int64)
 
 
-def _progress(total: int, verbose: bool, desc: str):
-    if not verbose:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - optional
-        return None
-    return tqdm(total=total, desc=desc, leave=False)
+def _progress(total: int, verbose: bool, desc: str) -> Progress | None:
+    """The progress of a search with ``verbose`` (a tqdm bar, or plain lines without
+    tqdm); None without."""
+    return Progress(total, desc, unit="point") if verbose else None

@@ -48,6 +48,7 @@ from ...results import (
 )
 from ...results.trust import Gathered, multinomial_indicator, unreliable_from
 from ..common import TANGENT_LOG_STEP, LOORequest
+from .exact_batches import run_batches
 
 __all__ = ["MultinomialTuneState", "fit", "kfold", "loo"]
 
@@ -125,7 +126,16 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
         beta = pack_beta(req.coef, req.intercept, _K(pb), pb.n_features, pb.fit_intercept)
     elif req.intercept is not None:
         raise ValueError("intercept= requires coef=")
-    out = _loo_call(pb, method, beta, beta is None, return_gradient=req.return_gradient)
+    if method == "exact" and req.verbose:  # refits in batches, progress after each
+        out = run_batches(
+            pb.n_samples,
+            pb.options.n_threads,
+            lambda idx, b: _loo_call(pb, method, b, b is None, subset=idx),
+            lambda o: pack_beta(o.coef, o.intercept, _K(pb), pb.n_features, pb.fit_intercept),
+            beta,
+        )
+    else:
+        out = _loo_call(pb, method, beta, beta is None, return_gradient=req.return_gradient)
     check_finite_result(
         f"loo(method={method!r})",
         coef=out.coef,

@@ -51,6 +51,7 @@ from ...results.trust import (
     unreliable_from,
 )
 from ..common import LOORequest
+from .exact_batches import run_batches
 
 __all__ = ["fit", "kfold", "loo", "tune_state"]
 
@@ -134,11 +135,8 @@ def given_beta(pb: Problem, coef: Any, intercept: Any) -> np.ndarray | None:
     return np.ascontiguousarray(c)
 
 
-def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
-    """Leave-one-out of a scalar-loss problem (ALO, IF, Lemma 3 or exact refits)."""
-    check_loo_samples(pb.n_samples)
-    check_loo_classes(pb.y, pb.sample_weight, pb.loss, pb.fit_intercept)
-    beta = given_beta(pb, req.coef, req.intercept)
+def _loo_call(pb: Problem, solver: str, req: LOORequest, beta: np.ndarray | None) -> Any:
+    """One core call of leave-one-out (all samples)."""
     method = req.method
     with _blas.single_threaded_blas():
         if solver == "dual":
@@ -161,6 +159,40 @@ def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
                 gradient_kind=req.gradient,
                 **_opts(pb),
             )
+    return out
+
+
+def _exact_with_progress(pb: Problem, solver: str, beta: np.ndarray | None) -> Any:
+    """Exact leave-one-out in batches of refits, progress on stderr after each."""
+    opts = _opts(pb)
+
+    def refit(idx: np.ndarray, b: np.ndarray | None) -> Any:
+        with _blas.single_threaded_blas():
+            if solver == "dual":
+                return _core.dual(
+                    *_args(pb), method="exact", want_loo=True, beta=b, subset=idx, **opts
+                )
+            return _core.loo(
+                *_args(pb), method="exact", beta=b, refit=False, l1=pb.l1, subset=idx, **opts
+            )
+
+    def beta_of(out: Any) -> np.ndarray | None:
+        return given_beta(pb, out.coef, out.intercept if pb.fit_intercept else None)
+
+    n_threads = int(opts["n_threads"])
+    return run_batches(pb.n_samples, n_threads, refit, beta_of, beta)
+
+
+def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
+    """Leave-one-out of a scalar-loss problem (ALO, IF, Lemma 3 or exact refits)."""
+    check_loo_samples(pb.n_samples)
+    check_loo_classes(pb.y, pb.sample_weight, pb.loss, pb.fit_intercept)
+    beta = given_beta(pb, req.coef, req.intercept)
+    method = req.method
+    if method == "exact" and req.verbose:
+        out = _exact_with_progress(pb, solver, beta)
+    else:
+        out = _loo_call(pb, solver, req, beta)
     check_singular_refits(f"loo(method={method!r})", out)
     check_finite_result(
         f"loo(method={method!r})",
