@@ -20,7 +20,7 @@ sys.path.insert(0, str(HERE / "_ext"))
 
 project = "aloocv"
 author = "aloocv developers"
-copyright = "aloocv developers"  # noqa: A001 (Sphinx's name)
+copyright = "aloocv developers"
 release = aloocv.__version__
 version = ".".join(release.split(".")[:2])
 

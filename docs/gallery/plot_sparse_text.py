@@ -56,8 +56,6 @@ for lam in lams:
 means, stderrs = np.array(means), np.array(stderrs)
 best = lams[np.argmin(means)]
 print(f"lambda with the lowest leave-one-out log-loss: {best:.3g} (C = {1 / best:.3g})")
-print(f"{res.randomized.n_probes} random probes; the standard error they add to the mean: "
-      f"{res.randomized.mean_stderr:.2g}")
 
 # %%
 # Checking the randomized leverages
@@ -67,7 +65,8 @@ print(f"{res.randomized.n_probes} random probes; the standard error they add to 
 # the randomization.
 free = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(best), solver="matrix_free")
 dual = aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(best), solver="dual")
-print(f"matrix-free: {free.mean:.5f} +- {free.randomized.mean_stderr:.1g} (randomization)")
+print(f"matrix-free, {free.randomized.n_probes} random probes: {free.mean:.5f}")
+print(f"  the standard error the probes add to it: {free.randomized.mean_stderr:.1g}")
 print(f"dual, exact leverages: {dual.mean:.5f}")
 assert abs(free.mean - dual.mean) < 4 * free.randomized.mean_stderr
 
