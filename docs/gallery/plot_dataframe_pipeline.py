@@ -55,7 +55,7 @@ model = make_pipeline(preprocess, aloocv.ALORidgeCV(alphas=alphas))
 model.fit(X, y)
 ridge = model[-1]
 print(f"chosen alpha: {ridge.alpha_:.3g}")
-print(f"leave-one-out mean squared error at it: {-2 * ridge.best_score_:.1f}")
+print(f"leave-one-out mean squared error at it: {-ridge.best_score_:.1f}")
 
 # %%
 # The search results are a table, one row per candidate, and the fitted coefficients
