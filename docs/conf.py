@@ -28,7 +28,6 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
-    "sphinx.ext.intersphinx",
     "numpydoc",
     "myst_parser",
     "sphinx_gallery.gen_gallery",
@@ -41,26 +40,19 @@ templates_path = ["_templates"]
 
 # -- API reference ---------------------------------------------------------------------
 autosummary_generate = True
-autosummary_imported_members = True
 autodoc_default_options = {"members": False}
 autodoc_typehints = "none"  # numpydoc's Parameters sections carry the types
 numpydoc_show_class_members = False  # the class templates list their members
-numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
 
 # -- Markdown (the math pages, the memory notes) ----------------------------------------
 myst_heading_anchors = 3
-suppress_warnings = []
-
-# -- Offline: no inventories are fetched ------------------------------------------------
-intersphinx_mapping: dict[str, tuple[str, str | None]] = {}
 
 # -- Gallery ----------------------------------------------------------------------------
 sphinx_gallery_conf = {
     "examples_dirs": ["gallery"],
     "gallery_dirs": ["auto_examples"],
     "filename_pattern": r"/plot_",
-    "ignore_pattern": r"^(?!.*plot_)",
     "download_all_examples": False,
     "backreferences_dir": "generated/backreferences",
     "doc_module": ("aloocv",),
