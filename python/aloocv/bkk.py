@@ -160,8 +160,8 @@ class BKKRidge(RegressorMixin, BaseEstimator):
         In the original units of y.
     criterion_ : float
     n_iter_ : int
-    history_ : ndarray of shape (n_iter_ + 1, 2)
-        (lambda, criterion) per iteration.
+    history_ : ndarray of shape (n_steps, 2)
+        (lambda, criterion) per iteration, ``n_iter_ + 1`` rows.
     """
 
     def __init__(

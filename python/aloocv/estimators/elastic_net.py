@@ -115,6 +115,17 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         Only with ``store_loo=True`` (not for a shared alpha over several targets).
     tune_result_ : TuneResult
         1-d ``y`` only.
+
+    Examples
+    --------
+    >>> import numpy as np, aloocv
+    >>> from sklearn.datasets import load_diabetes
+    >>> X, y = load_diabetes(return_X_y=True)
+    >>> model = aloocv.ALOElasticNetCV(l1_ratio=[0.5, 1.0], alphas=20).fit(X, y)
+    >>> print(f"alpha = {model.alpha_:.3g}, l1_ratio = {model.l1_ratio_}")
+    alpha = 0.00309, l1_ratio = 1.0
+    >>> int(np.count_nonzero(model.coef_))  # the lasso keeps 9 of the 10 features
+    9
     """
 
     def __init__(

@@ -159,6 +159,28 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         Only with ``store_loo=True``: leave-one-out probabilities of ``classes_[1]``
         (binary) or of every class.
     tune_result_ : TuneResult or list of TuneResult (one per class)
+
+    Examples
+    --------
+    >>> import aloocv
+    >>> from sklearn.datasets import load_breast_cancer, load_wine
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> X, y = load_breast_cancer(return_X_y=True)
+    >>> model = make_pipeline(StandardScaler(), aloocv.ALOLogisticRegressionCV(Cs=10))
+    >>> clf = model.fit(X, y)[-1]
+    >>> print(f"C = {clf.C_[0]:.3g}, leave-one-out log-loss {-clf.best_score_:.3f}")
+    C = 0.359, leave-one-out log-loss 0.077
+    >>> model.predict(X[:3])
+    array([0, 0, 0])
+
+    Three classes give one multinomial (softmax) model:
+
+    >>> X, y = load_wine(return_X_y=True)
+    >>> model = make_pipeline(StandardScaler(), aloocv.ALOLogisticRegressionCV(Cs=5))
+    >>> clf = model.fit(X, y)[-1]
+    >>> clf.multi_class_, clf.coef_.shape
+    ('multinomial', (3, 13))
     """
 
     def __init__(
