@@ -43,7 +43,7 @@ What is measured, for each thread count k (1, 2, 4, ..., up to the cores availab
   ALO's closed forms), not as a difference of two noisy totals;
 * ``fit``: ``aloocv.fit`` (logistic, L2 lambda=1, tol 1e-6): Newton iterations, each a
   Hessian pass and O(n p) passes (the issue's target: >= 70% efficiency at 16 threads);
-* ``dgemm``: a square DGEMM (scipy's BLAS, m=2048, ``2 m^3`` flops) under
+* ``dgemm``: a square DGEMM (scipy's BLAS, m=4096, ``2 m^3`` flops) under
   ``threadpool_limits(k)``: the machine's attainable peak at k threads, measured in the
   same child as the passes, for reference.
 
@@ -87,7 +87,7 @@ from dataclasses import dataclass, field
 #: The timed calls, in the order they run inside a child.
 COLUMNS = ("hessian", "dsyrk", "numpy", "leverage", "fit", "dgemm")
 #: Side of the square DGEMM that measures the attainable peak.
-DGEMM_M = 2048
+DGEMM_M = 4096
 #: Problem sizes of the full and the quick run.
 FULL = {"n": 1_000_000, "p": 200, "rounds": 3, "repeat": 3}
 QUICK = {"n": 300_000, "p": 200, "rounds": 3, "repeat": 2}
