@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import multiprocessing
-import statistics
-import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -23,8 +21,9 @@ import numpy as np
 
 @dataclass(frozen=True)
 class BbaiFit:
-    """One bbai ``LogisticRegression`` measurement: the median wall time of the timed
-    fits, the C it chose, and P(y = 1) on the held-out rows (None without them)."""
+    """One bbai ``LogisticRegression`` measurement: the minimum wall time of the timed
+    fits (wall: bbai computes in a helper process whose CPU time this process does not
+    see), the C it chose, and P(y = 1) on the held-out rows (None without them)."""
 
     seconds: float
     C: float
@@ -44,21 +43,19 @@ def _fit_in_child(
     repeat: int,
     warmup: bool,
 ) -> BbaiFit:
+    from _timing import best_of
     from bbai.glm import LogisticRegression
     from threadpoolctl import threadpool_limits
 
     try:
         yi = np.asarray(y).astype(int)
         with threadpool_limits(threads) if threads else nullcontext():
-            if warmup:
-                LogisticRegression().fit(X, yi)
-            ts, m = [], None
-            for _ in range(max(1, repeat)):
-                t0 = time.perf_counter()
-                m = LogisticRegression().fit(X, yi)
-                ts.append(time.perf_counter() - t0)
+            t = best_of(
+                lambda: LogisticRegression().fit(X, yi), repeat, clock="wall", warmup=warmup
+            )
+        m = t.result
         proba = None if Xte is None else np.asarray(m.predict_proba(Xte))[:, 1]
-        return BbaiFit(statistics.median(ts), float(np.ravel(m.C_)[0]), proba)
+        return BbaiFit(t.seconds, float(np.ravel(m.C_)[0]), proba)
     finally:
         # the bridge outlives its parent unless stopped (an orphan keeps spinning)
         from bbai._computation import _bridge

@@ -3,13 +3,21 @@
     python benchmarks/compare.py                 # full sizes (several minutes on 2 cores)
     python benchmarks/compare.py --quick         # hessian, fit, exact, designs small (~1 min)
     python benchmarks/compare.py --quick --only all   # every section at small sizes
-    python benchmarks/compare.py --threads 1     # OpenMP and BLAS limited to one thread
+    python benchmarks/compare.py --threads 0     # all cores, wall seconds, load printed
     python benchmarks/compare.py --markdown results.md --only hessian fit exact
 
-Every row times aloocv and a peer on the same data in the same process (median of
-repeats after one untimed warm-up call) and prints their ratio aloocv / peer; ratios
-< 1 mean aloocv is faster. Absolute times are context only: shared machines are noisy,
-the ratios measured side by side are what the targets refer to.
+Every row times aloocv and a peer on the same data in the same process and prints their
+ratio aloocv / peer; ratios < 1 mean aloocv is faster. The protocol is
+``benchmarks/_timing.py``'s: one untimed warm-up call each, then the calls of a row in
+rotation (ours, peer, ours, peer, ...), the minimum over the repeats. By default
+everything runs on one thread (``--threads 1``: aloocv's ``n_jobs=1``, OpenMP and BLAS
+limited by threadpoolctl) and the rows are **CPU seconds** (``time.process_time``), which
+another process on the machine does not inflate. ``--threads N`` (N > 1) or
+``--threads 0`` (all cores) times **wall seconds** instead and prints the load average
+before and after, since a threaded wall time means nothing without the machine's load.
+The ``clock`` column says which clock a row read, ``spread`` the larger of the two sides'
+``max / min - 1`` over the repeats. Absolute times are context only: the ratios measured
+side by side are what the targets refer to.
 
 The three headline comparisons:
 
@@ -39,8 +47,12 @@ newton-cholesky (saga too on sparse X in the full run), ``GridSearchCV`` (full r
 by optimizing ALO, bbai's ``LogisticRegression`` (dense X only), with the held-out
 log-loss of every candidate and aloocv's Newton iterations per C (each one Hessian pass
 over X; the library does not expose a count of all passes). Then one fit at the chosen C
-against scikit-learn lbfgs / newton-cholesky and glum. Use ``--threads 1`` on a loaded
-machine.
+against scikit-learn lbfgs / newton-cholesky and glum. Single-threaded CPU seconds
+(the default) are the numbers to compare on a loaded machine.
+
+bbai computes in a helper process of its own (``benchmarks/_bbai.py``), whose CPU time the
+benchmark's process cannot read: its rows are wall seconds in a child process, not
+interleaved with aloocv's, and say so in the ``clock`` column.
 """
 
 from __future__ import annotations
@@ -49,7 +61,6 @@ import argparse
 import math
 import os
 import platform
-import statistics
 import sys
 import time
 import warnings
@@ -64,9 +75,12 @@ from aloocv import _blas, _core
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _bbai
+from _timing import Clock, Stopwatch, Timing, clock_for, interleaved, load_line
 
-#: n_jobs handed to aloocv (None: OpenMP's default; set by ``--threads``).
-JOBS: int | None = None
+#: n_jobs handed to aloocv (None: OpenMP's default, ``--threads 0``; set by ``--threads``).
+JOBS: int | None = 1
+#: The clock of the rows: CPU seconds on one thread, wall seconds threaded.
+CLOCK: Clock = "cpu"
 
 
 @dataclass
@@ -81,6 +95,8 @@ class Row:
     max_ratio: float | None = None
     note: str = ""
     target_text: str = ""
+    clock: str = "cpu"
+    spread: float | None = None
 
     @property
     def ratio(self) -> float:
@@ -123,6 +139,8 @@ class Row:
             self.peer_name,
             f"{self.peer:.4g}" if self.peer else "-",
             r,
+            self.clock,
+            "-" if self.spread is None else f"{100 * self.spread:.0f}%",
             self.target,
             self.met,
             self.note,
@@ -136,41 +154,58 @@ HEADER = [
     "peer",
     "peer [s]",
     "ratio",
+    "clock",
+    "spread",
     "target",
     "met",
     "notes",
 ]
+#: Columns right-aligned (numbers).
+NUMERIC = {2, 4, 5, 7}
 ROWS: list[Row] = []
 
 
-def timeit(f: Callable[[], Any], repeat: int, warmup: bool = True) -> tuple[float, Any]:
-    """Median wall time of ``repeat`` calls of ``f`` (after one untimed call) and its result."""
-    out = f() if warmup else None
-    ts = []
-    for _ in range(max(1, repeat)):
-        t0 = time.perf_counter()
-        out = f()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), out
+def measure(
+    calls: dict[str, Callable[[], Any]], repeat: int, warmup: bool = True
+) -> dict[str, Timing]:
+    """The ``calls`` of one row timed in rotation on the run's clock (``_timing.py``)."""
+    return interleaved(calls, repeat, clock=CLOCK, warmup=warmup)
 
 
 def row(
     section: str,
     measurement: str,
-    ours: float,
-    peer: float | None,
+    ours: Timing | float,
+    peer: Timing | float | None,
     peer_name: str,
     max_ratio: float | None = None,
     note: str = "",
     target_text: str = "",
+    clock: str | None = None,
 ) -> None:
-    """Record a table row and print it at once (a long run shows progress)."""
-    r = Row(section, measurement, ours, peer, peer_name, max_ratio, note, target_text)
+    """Record a table row and print it at once (a long run shows progress).
+
+    ``ours`` and ``peer`` are Timings (their minimum and spread are used) or plain seconds
+    (a reference number, or a sum over refits); ``clock`` overrides the run's clock.
+    """
+    spreads = [t.spread for t in (ours, peer) if isinstance(t, Timing) and len(t.samples) > 1]
+    r = Row(
+        section,
+        measurement,
+        ours.seconds if isinstance(ours, Timing) else ours,
+        peer.seconds if isinstance(peer, Timing) else peer,
+        peer_name,
+        max_ratio,
+        note,
+        target_text,
+        clock or CLOCK,
+        max(spreads) if spreads else None,
+    )
     ROWS.append(r)
     c = r.cells()
     print(
-        f"  {measurement}: aloocv {c[2]} s | {peer_name} {c[4]} s | ratio {c[5]}"
-        + (f" | target {c[6]}: {c[7]}" if r.max_ratio is not None else "")
+        f"  {measurement}: aloocv {c[2]} s | {peer_name} {c[4]} s | ratio {c[5]} ({c[6]})"
+        + (f" | target {c[8]}: {c[9]}" if r.max_ratio is not None else "")
         + (f" | {note}" if note else ""),
         flush=True,
     )
@@ -180,7 +215,7 @@ def render_table(rows: list[Row]) -> str:
     """The rows as an aligned plain-text table."""
     cells = [HEADER, *(r.cells() for r in rows)]
     widths = [max(len(c[j]) for c in cells) for j in range(len(HEADER))]
-    numeric = {2, 4, 5}
+    numeric = NUMERIC
     lines = []
     for k, c in enumerate(cells):
         parts = [
@@ -196,7 +231,7 @@ def render_table(rows: list[Row]) -> str:
 def render_markdown(rows: list[Row], machine: str) -> str:
     """The rows as a markdown table, preceded by the machine line."""
     out = [f"Machine: {machine}", "", "| " + " | ".join(HEADER) + " |"]
-    out.append("|" + "|".join("---:" if j in (2, 4, 5) else "---" for j in range(9)) + "|")
+    out.append("|" + "|".join("---:" if j in NUMERIC else "---" for j in range(len(HEADER))) + "|")
     for r in rows:
         out.append("| " + " | ".join(c.replace("|", r"\|") for c in r.cells()) + " |")
     return "\n".join(out) + "\n"
@@ -231,15 +266,19 @@ def bench_hessian(q: bool, rep: int) -> None:
     def syrk() -> np.ndarray:
         return dsyrk(1.0, X * np.sqrt(d)[:, None], trans=1)
 
-    t_np, Hn = timeit(lambda: (X * d[:, None]).T @ X, rep)
-    t_syrk, Hs = timeit(syrk, rep)
-    t_blas, H = timeit(ours, rep)
-    _blas.use_blas(False)
-    try:
-        t_eig, He = timeit(ours, rep)
-    finally:
-        _blas.use_blas(True)
-    for M in (H, He, np.triu(Hs) + np.triu(Hs, 1).T):
+    def eigen() -> np.ndarray:
+        _blas.use_blas(False)
+        try:
+            return ours()
+        finally:
+            _blas.use_blas(True)
+
+    T = measure(
+        {"np": lambda: (X * d[:, None]).T @ X, "syrk": syrk, "blas": ours, "eigen": eigen}, rep
+    )
+    t_np, t_syrk, t_blas, t_eig = T["np"], T["syrk"], T["blas"], T["eigen"]
+    Hn, Hs = t_np.result, t_syrk.result
+    for M in (t_blas.result, t_eig.result, np.triu(Hs) + np.triu(Hs, 1).T):
         assert np.allclose(M, Hn, rtol=1e-10, atol=1e-8), "Hessians disagree"
     m = f"Hessian n={n} p={p}"
     row("hessian", f"{m}, aloocv scipy-BLAS kernel", t_blas, t_np, "numpy (X*d).T @ X", 1.0)
@@ -271,11 +310,16 @@ def bench_fit(q: bool, rep: int) -> None:
     def sk() -> Any:
         return LogisticRegression(C=1.0 / lam, solver="newton-cholesky", tol=tol).fit(X, y)
 
-    t_sk, m = timeit(sk, rep)
-    t_fit, f = timeit(ours, rep)
-    t_loo, a = timeit(
-        lambda: aloocv.loo(X, y, loss="logistic", penalty=pen, tol=tol, n_jobs=JOBS), rep
+    T = measure(
+        {
+            "sk": sk,
+            "fit": ours,
+            "loo": lambda: aloocv.loo(X, y, loss="logistic", penalty=pen, tol=tol, n_jobs=JOBS),
+        },
+        rep,
     )
+    t_sk, t_fit, t_loo = T["sk"], T["fit"], T["loo"]
+    m, f, a = t_sk.result, t_fit.result, t_loo.result
     diff = float(np.max(np.abs(f.coef_ - m.coef_[0])))
     row(
         "fit",
@@ -310,7 +354,7 @@ def bench_exact(q: bool, rep: int) -> None:
     def alo(Xa: np.ndarray, ya: np.ndarray) -> aloocv.LOOResult:
         return aloocv.loo(Xa, ya, loss="logistic", penalty=pen, n_jobs=JOBS)
 
-    t_alo, a = timeit(lambda: alo(X, y), rep)
+    t_alo = measure({"alo": lambda: alo(X, y)}, rep)["alo"]
 
     # brute force: k random left-out samples, timed, extrapolated to all n
     idx = np.random.default_rng(0).choice(n, k, replace=False)
@@ -318,21 +362,20 @@ def bench_exact(q: bool, rep: int) -> None:
     cold = LogisticRegression(C=1.0, solver="newton-cholesky", tol=1e-8)
     warm = LogisticRegression(C=1.0, solver="newton-cholesky", tol=1e-8, warm_start=True)
     full = LogisticRegression(C=1.0, solver="newton-cholesky", tol=1e-8).fit(X, y)
-    eta_cold, t_cold, t_warm = [], 0.0, 0.0
-    for i in idx:
+    eta_cold: list[float] = []
+    sw_cold, sw_warm = Stopwatch(CLOCK), Stopwatch(CLOCK)
+    for i in idx:  # cold and warm refits interleaved, one left-out sample at a time
         keep[i] = False
         Xi, yi = X[keep], y[keep]
-        t0 = time.perf_counter()
-        cold.fit(Xi, yi)
-        t_cold += time.perf_counter() - t0
+        with sw_cold:
+            cold.fit(Xi, yi)
         eta_cold.append(float(cold.decision_function(X[i : i + 1])[0]))
         warm.coef_, warm.intercept_ = full.coef_.copy(), full.intercept_.copy()
-        t0 = time.perf_counter()
-        warm.fit(Xi, yi)
-        t_warm += time.perf_counter() - t0
+        with sw_warm:
+            warm.fit(Xi, yi)
         keep[i] = True
-    t_cold *= n / k
-    t_warm *= n / k
+    t_cold = sw_cold.seconds * n / k
+    t_warm = sw_warm.seconds * n / k
     sub = f"{k} refits timed, x n/{k}"
     row("exact", f"ALO n={n} p={p}", t_alo, t_cold, "sklearn refits, cold", 1e-3, sub)
     row("exact", f"ALO n={n} p={p}", t_alo, t_warm, "sklearn refits, warm-started", 1e-3, sub)
@@ -342,14 +385,16 @@ def bench_exact(q: bool, rep: int) -> None:
         return aloocv.loo(Xe, ye, loss="logistic", penalty=pen, method="exact", n_jobs=JOBS)
 
     m = n // 4
-    t_pilot, _ = timeit(lambda: exact(X[:m], y[:m]), 1, warmup=False)
+    t_pilot = measure({"pilot": lambda: exact(X[:m], y[:m])}, 1, warmup=False)["pilot"].seconds
     predicted = t_pilot * (n / m) ** 2  # n refits, each O(n p^2)
     ne = n if predicted <= budget else max(m, int(m * math.sqrt(budget / max(t_pilot, 1e-9))))
     ne = min(ne, n)
     Xe, ye = X[:ne], y[:ne]
-    t_ex, e = timeit(lambda: exact(Xe, ye), 1, warmup=False)
-    a_e = a if ne == n else alo(Xe, ye)
-    t_alo_e = t_alo if ne == n else timeit(lambda: alo(Xe, ye), rep)[0]
+    # one call of the exact route (its cost dwarfs any first-call overhead)
+    t_ex = measure({"exact": lambda: exact(Xe, ye)}, 1, warmup=False)["exact"]
+    e = t_ex.result
+    t_alo_e = t_alo if ne == n else measure({"alo": lambda: alo(Xe, ye)}, rep)["alo"]
+    a_e = t_alo_e.result
     rel = abs(a_e.mean - e.mean) / e.mean
     eta_diff = float(np.max(np.abs(a_e.predictions - e.predictions)))
     note = f"ALO vs exact mean: rel. diff {rel:.1e}; max abs eta diff {eta_diff:.1e}"
@@ -374,17 +419,26 @@ def bench_enet(q: bool, rep: int) -> None:
     y = X @ b + rng.standard_normal(n)
     alpha, r = 0.05, 0.5
     pen = aloocv.ElasticNet(n * alpha * r, n * alpha * (1 - r))
-    t_sk, m = timeit(lambda: ElasticNet(alpha=alpha, l1_ratio=r, tol=1e-6).fit(X, y), rep)
-    t_fit, f = timeit(
-        lambda: aloocv.fit(X, y, loss="squared", penalty=pen, tol=1e-6, n_jobs=JOBS), rep
-    )
-    # ALO alone: the fitted coefficients given, as after any fit
-    t_alo, _ = timeit(
-        lambda: aloocv.loo(
-            X, y, loss="squared", penalty=pen, coef=f.coef_, intercept=f.intercept_, n_jobs=JOBS
-        ),
+    f0 = aloocv.fit(X, y, loss="squared", penalty=pen, tol=1e-6, n_jobs=JOBS)
+    T = measure(
+        {
+            "sk": lambda: ElasticNet(alpha=alpha, l1_ratio=r, tol=1e-6).fit(X, y),
+            "fit": lambda: aloocv.fit(X, y, loss="squared", penalty=pen, tol=1e-6, n_jobs=JOBS),
+            # ALO alone: the fitted coefficients given, as after any fit
+            "alo": lambda: aloocv.loo(
+                X,
+                y,
+                loss="squared",
+                penalty=pen,
+                coef=f0.coef_,
+                intercept=f0.intercept_,
+                n_jobs=JOBS,
+            ),
+        },
         rep,
     )
+    t_sk, t_fit, t_alo = T["sk"], T["fit"], T["alo"]
+    m, f = t_sk.result, t_fit.result
     row(
         "enet",
         f"elastic-net fit n={n} p={p}",
@@ -413,7 +467,10 @@ def bench_sparse(q: bool, rep: int) -> None:
     b[:200] = rng.standard_normal(200)
     y = (rng.random(n) < 1 / (1 + np.exp(-(X @ b)))).astype(float)
     pen = aloocv.ElasticNet(20.0, 1.0)
-    t_loo, r = timeit(lambda: aloocv.loo(X, y, loss="logistic", penalty=pen, n_jobs=JOBS), rep)
+    t_loo = measure(
+        {"loo": lambda: aloocv.loo(X, y, loss="logistic", penalty=pen, n_jobs=JOBS)}, rep
+    )["loo"]
+    r = t_loo.result
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     dense_mb = n * p * 8 / 2**20
     row(
@@ -442,21 +499,24 @@ def bench_tuning(q: bool, rep: int) -> None:
     pen = aloocv.L2(np.full(p, 1 / 3))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        t_gd, g = timeit(
-            lambda: aloocv.tune(
-                X,
-                y,
-                loss="squared",
-                penalty=pen,
-                method="gd",
-                max_iter=800,
-                tol=1e-12,
-                fit_intercept=False,
-                n_jobs=JOBS,
-            ),
+        t_gd = measure(
+            {
+                "gd": lambda: aloocv.tune(
+                    X,
+                    y,
+                    loss="squared",
+                    penalty=pen,
+                    method="gd",
+                    max_iter=800,
+                    tol=1e-12,
+                    fit_intercept=False,
+                    n_jobs=JOBS,
+                )
+            },
             rep,
             warmup=False,
-        )
+        )["gd"]
+        g = t_gd.result
     row(
         "tuning",
         "paper ridge n=150 p=50, 50 lambdas, 800 iterations",
@@ -471,8 +531,15 @@ def bench_tuning(q: bool, rep: int) -> None:
     X, yb, beta = logistic_data(n, p, seed=5)
     yc = X @ beta + rng.standard_normal(n) * 3
     alphas = np.logspace(-1, 5, 10)
-    t_a, a = timeit(lambda: aloocv.ALORidgeCV(alphas=alphas, n_jobs=JOBS).fit(X, yc), rep)
-    t_r, r = timeit(lambda: RidgeCV(alphas=alphas).fit(X, yc), rep)
+    T = measure(
+        {
+            "ours": lambda: aloocv.ALORidgeCV(alphas=alphas, n_jobs=JOBS).fit(X, yc),
+            "sk": lambda: RidgeCV(alphas=alphas).fit(X, yc),
+        },
+        rep,
+    )
+    t_a, t_r = T["ours"], T["sk"]
+    a, r = t_a.result, t_r.result
     row(
         "tuning",
         f"ALORidgeCV, 10 alphas, n={n} p={p}",
@@ -484,16 +551,20 @@ def bench_tuning(q: bool, rep: int) -> None:
     )
     Xte = np.random.default_rng(6).standard_normal((50000, p))
     yte = (np.random.default_rng(7).random(50000) < 1 / (1 + np.exp(-Xte @ beta))).astype(int)
-    t_l, lo = timeit(
-        lambda: aloocv.ALOLogisticRegressionCV(Cs=10, n_jobs=JOBS).fit(X, yb), rep, warmup=False
-    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        t_s, sk = timeit(
-            lambda: LogisticRegressionCV(Cs=10, cv=5, scoring="neg_log_loss").fit(X, yb),
+        T = measure(
+            {
+                "ours": lambda: aloocv.ALOLogisticRegressionCV(Cs=10, n_jobs=JOBS).fit(X, yb),
+                "sk": lambda: LogisticRegressionCV(
+                    Cs=10, cv=5, scoring="neg_log_loss", n_jobs=JOBS
+                ).fit(X, yb),
+            },
             rep,
             warmup=False,
         )
+    t_l, t_s = T["ours"], T["sk"]
+    lo, sk = t_l.result, t_s.result
     ll_o = log_loss(yte, lo.predict_proba(Xte))
     ll_s = log_loss(yte, sk.predict_proba(Xte))
     row(
@@ -532,19 +603,27 @@ def bench_kfold(q: bool, rep: int) -> None:
     print(f"[kfold] logistic n={n} p={p}, 10 folds")
     X, y, _ = logistic_data(n, p, seed=8)
     pen = aloocv.L2(1.0)
-    t_a, a = timeit(lambda: aloocv.kfold(X, y, loss="logistic", penalty=pen, n_jobs=JOBS), rep)
-    t_e, e = timeit(
-        lambda: aloocv.kfold(X, y, loss="logistic", penalty=pen, method="exact", n_jobs=JOBS),
-        rep,
-        warmup=False,
-    )
+    # an untimed first call (it warms up aloocv and gives the folds the peer refits)
+    folds = aloocv.kfold(X, y, loss="logistic", penalty=pen, n_jobs=JOBS).folds
 
     def sklearn_refits() -> None:
         for k in range(10):
-            S = a.folds == k
+            S = folds == k
             LogisticRegression(C=1.0, solver="newton-cholesky", tol=1e-8).fit(X[~S], y[~S])
 
-    t_s, _ = timeit(sklearn_refits, 1, warmup=False)
+    T = measure(
+        {
+            "alo": lambda: aloocv.kfold(X, y, loss="logistic", penalty=pen, n_jobs=JOBS),
+            "exact": lambda: aloocv.kfold(
+                X, y, loss="logistic", penalty=pen, method="exact", n_jobs=JOBS
+            ),
+            "sk": sklearn_refits,
+        },
+        rep,
+        warmup=False,
+    )
+    t_a, t_e, t_s = T["alo"], T["exact"], T["sk"]
+    a, e = t_a.result, t_e.result
     err = float(np.max(np.abs(a.fold_means - e.fold_means) / e.fold_means))
     m = f"approximate 10-fold incl. fit n={n} p={p}"
     # both routes share the full fit: the ratio cannot go below fit / (fit + refits)
@@ -574,9 +653,16 @@ def bench_dual(q: bool, rep: int) -> None:
 
     Xs = X[:, :pp]
     for loss, yy in (("squared", y), ("logistic", yb)):
-        t_d, _ = timeit(lambda loss=loss, yy=yy: one(loss, yy, X, "dual"), rep)
-        t_ds, ds = timeit(lambda loss=loss, yy=yy: one(loss, yy, Xs, "dual"), rep)
-        t_ps, ps = timeit(lambda loss=loss, yy=yy: one(loss, yy, Xs, "primal"), 1, warmup=False)
+        T = measure(
+            {
+                "dual": lambda loss=loss, yy=yy: one(loss, yy, X, "dual"),
+                "dual_s": lambda loss=loss, yy=yy: one(loss, yy, Xs, "dual"),
+                "primal_s": lambda loss=loss, yy=yy: one(loss, yy, Xs, "primal"),
+            },
+            rep,
+        )
+        t_d, t_ds, t_ps = T["dual"].seconds, T["dual_s"], T["primal_s"]
+        ds, ps = t_ds.result, t_ps.result
         diff = float(np.max(np.abs(ds.leverages - ps.leverages) / ps.leverages))
         row(
             "dual",
@@ -595,16 +681,16 @@ def bench_nested(q: bool, rep: int) -> None:
     print(f"[nested] logistic n={n} p={p}, 5 outer folds, 8 candidates")
     X, y, _ = logistic_data(n, p, seed=10, scale=3.0)
     spec = {"loss": "logistic", "candidates": list(np.logspace(-2, 3, 8))}
-    t_a, a = timeit(
-        lambda: aloocv.nested_cv(spec, X, y, outer_folds=5, inner="alo", n_jobs=JOBS),
-        1,
+    T = measure(
+        {
+            "alo": lambda: aloocv.nested_cv(spec, X, y, outer_folds=5, inner="alo", n_jobs=JOBS),
+            "exact": lambda: aloocv.nested_cv(spec, X, y, outer_folds=5, inner=5, n_jobs=JOBS),
+        },
+        1 if not q else rep,
         warmup=False,
     )
-    t_e, e = timeit(
-        lambda: aloocv.nested_cv(spec, X, y, outer_folds=5, inner=5, n_jobs=JOBS),
-        1,
-        warmup=False,
-    )
+    t_a, t_e = T["alo"], T["exact"]
+    a, e = t_a.result, t_e.result
     row(
         "nested",
         f"nested CV, ALO inner loop n={n} p={p}",
@@ -752,170 +838,155 @@ def _bench_design(d: Design, q: bool, rep: int, sparse: bool) -> None:
     print(f"[designs] {d.name}: n={n} p={p}; {d.note}")
     sec = f"designs/{d.name}"
     nj = JOBS or None
-    ll = {}  # held-out log-loss per candidate
 
-    def ours_cv() -> Any:
-        return aloocv.ALOLogisticRegressionCV(Cs=Cs, n_jobs=nj).fit(d.X, d.y)
-
-    t_o, o = timeit(ours_cv, rep, warmup=False)
-    ll["ours"] = _log_loss(d.yte, o.predict_proba(d.Xte)[:, 1])
+    try:
+        import glum
+    except ImportError:
+        glum = None
+    # CV over the 10 Cs: aloocv and every peer, timed in rotation; each entry is the call
+    # and the held-out P(y = 1) and chosen C of its fitted model
+    cv: dict[str, tuple[Callable[[], Any], Callable[[Any], np.ndarray], Callable[[Any], str]]]
+    cv = {
+        "ours": (
+            lambda: aloocv.ALOLogisticRegressionCV(Cs=Cs, n_jobs=nj).fit(d.X, d.y),
+            lambda m: m.predict_proba(d.Xte)[:, 1],
+            lambda m: f"{m.C_[0]:.3g}",
+        )
+    }
+    solvers = ["lbfgs", "newton-cholesky"] + ([] if q or not sparse else ["saga"])
+    for s in solvers:
+        cv[f"sklearn LogisticRegressionCV(cv=5, {s})"] = (
+            lambda s=s: LogisticRegressionCV(
+                Cs=Cs, cv=5, solver=s, scoring="neg_log_loss", n_jobs=nj
+            ).fit(d.X, d.y),
+            lambda m: m.predict_proba(d.Xte)[:, 1],
+            lambda m: f"{m.C_[0]:.3g}",
+        )
+    if not q:
+        cv["sklearn GridSearchCV(newton-cholesky, cv=5)"] = (
+            lambda: GridSearchCV(
+                LogisticRegression(solver="newton-cholesky"),
+                {"C": list(Cs)},
+                cv=5,
+                scoring="neg_log_loss",
+                n_jobs=nj,
+            ).fit(d.X, d.y),
+            lambda m: m.predict_proba(d.Xte)[:, 1],
+            lambda m: f"{m.best_params_['C']:.3g}",
+        )
+    if glum is not None:
+        # glum minimizes mean deviance / 2 + alpha / 2 ||b||^2: alpha = 1 / (C n_train);
+        # its CV refits on 4/5 of the data, so the grid is set on the folds' size
+        alphas = np.sort(1.0 / (Cs * n * 0.8))[::-1]
+        cv["glum GeneralizedLinearRegressorCV(irls-ls, cv=5)"] = (
+            lambda: glum.GeneralizedLinearRegressorCV(
+                family="binomial",
+                alphas=alphas,
+                l1_ratio=0.0,
+                solver="irls-ls",
+                cv=5,
+                n_jobs=nj,
+            ).fit(d.X, d.y),
+            lambda m: np.asarray(m.predict(d.Xte)),
+            lambda m: f"{1 / (m.alpha_ * n * 0.8):.3g}",
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # lbfgs/saga max_iter warnings; reported as is
+        T = measure({k: v[0] for k, v in cv.items()}, rep, warmup=False)
+    t_o = T["ours"]
+    o = t_o.result
+    ll = {k: _log_loss(d.yte, cv[k][1](T[k].result)) for k in cv}
     its = np.asarray(o.n_iter_).reshape(-1)
     per = float(its.sum()) / len(Cs)
     passes = (
         f"{per:.1f} Newton its/C, {o.passes_per_candidate_:.2f} passes over X/C "
         f"(Hessian + leverage, core counters; target <= 2.5), {o.n_fits_} fits"
     )
-    solvers = ["lbfgs", "newton-cholesky"] + ([] if q or not sparse else ["saga"])
-    peers: list[tuple[str, float, float, str]] = []  # name, time, log-loss, its C_
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # lbfgs/saga max_iter warnings; reported as is
-        for s in solvers:
-            t_s, m = timeit(
-                lambda s=s: LogisticRegressionCV(
-                    Cs=Cs, cv=5, solver=s, scoring="neg_log_loss", n_jobs=nj
-                ).fit(d.X, d.y),
-                1,
-                warmup=False,
-            )
-            peers.append(
-                (
-                    f"sklearn LogisticRegressionCV(cv=5, {s})",
-                    t_s,
-                    _log_loss(d.yte, m.predict_proba(d.Xte)[:, 1]),
-                    f"{m.C_[0]:.3g}",
-                )
-            )
-        if not q:
-            t_g, g = timeit(
-                lambda: GridSearchCV(
-                    LogisticRegression(solver="newton-cholesky"),
-                    {"C": list(Cs)},
-                    cv=5,
-                    scoring="neg_log_loss",
-                    n_jobs=nj,
-                ).fit(d.X, d.y),
-                1,
-                warmup=False,
-            )
-            peers.append(
-                (
-                    "sklearn GridSearchCV(newton-cholesky, cv=5)",
-                    t_g,
-                    _log_loss(d.yte, g.predict_proba(d.Xte)[:, 1]),
-                    f"{g.best_params_['C']:.3g}",
-                )
-            )
-        try:
-            import glum
-        except ImportError:
-            glum = None
-        if glum is not None:
-            # glum minimizes mean deviance / 2 + alpha / 2 ||b||^2: alpha = 1 / (C n_train);
-            # its CV refits on 4/5 of the data, so the grid is set on the folds' size
-            alphas = np.sort(1.0 / (Cs * n * 0.8))[::-1]
-            t_gl, gl = timeit(
-                lambda: glum.GeneralizedLinearRegressorCV(
-                    family="binomial",
-                    alphas=alphas,
-                    l1_ratio=0.0,
-                    solver="irls-ls",
-                    cv=5,
-                    n_jobs=nj,
-                ).fit(d.X, d.y),
-                1,
-                warmup=False,
-            )
-            peers.append(
-                (
-                    "glum GeneralizedLinearRegressorCV(irls-ls, cv=5)",
-                    t_gl,
-                    _log_loss(d.yte, np.asarray(gl.predict(d.Xte))),
-                    f"{1 / (gl.alpha_ * n * 0.8):.3g}",
-                )
-            )
-    for name, t, lo, c_peer in peers:
+    for name in cv:
+        if name == "ours":
+            continue
         row(
             sec,
             "CV, 10 Cs: ALOLogisticRegressionCV",
             t_o,
-            t,
+            T[name],
             name,
             None,
-            f"held-out log-loss {ll['ours']:.5f} vs {lo:.5f}; C_ {o.C_[0]:.3g} vs "
-            f"{c_peer}; {passes}",
+            f"held-out log-loss {ll['ours']:.5f} vs {ll[name]:.5f}; C_ {o.C_[0]:.3g} vs "
+            f"{cv[name][2](T[name].result)}; {passes}",
         )
 
     # a single C chosen by exact optimization of ALO: bbai against search="gradient"
-    # (bbai runs in a child process: see benchmarks/_bbai.py)
+    # (bbai computes in a helper process of its own, so both sides are wall seconds, and
+    # bbai runs in a child process: see benchmarks/_bbai.py)
     has_bbai = _bbai.available()
     if has_bbai and not sparse:
-        t_og, og = timeit(
-            lambda: aloocv.ALOLogisticRegressionCV(Cs=Cs, search="gradient", n_jobs=nj).fit(
-                d.X, d.y
-            ),
-            1,
-            warmup=False,
-        )
-        b = _bbai.logistic_fit(d.X, d.y, d.Xte, threads=nj)
-        t_b = b.seconds
+        t_og = interleaved(
+            {
+                "og": lambda: aloocv.ALOLogisticRegressionCV(
+                    Cs=Cs, search="gradient", n_jobs=nj
+                ).fit(d.X, d.y)
+            },
+            rep,
+            clock="wall",
+        )["og"]
+        og = t_og.result
+        b = _bbai.logistic_fit(d.X, d.y, d.Xte, threads=nj, repeat=rep, warmup=True)
         lo_g = _log_loss(d.yte, og.predict_proba(d.Xte)[:, 1])
         lo_b = _log_loss(d.yte, b.proba)
         row(
             sec,
             "C by ALO optimization: ALOLogisticRegressionCV(search='gradient')",
             t_og,
-            t_b,
+            b.seconds,
             "bbai LogisticRegression (exact ALO optimum)",
             None,
             f"held-out log-loss {lo_g:.5f} vs {lo_b:.5f}; C_ {og.C_[0]:.3g} vs "
-            f"{b.C:.3g}; {og.n_fits_} fits",
+            f"{b.C:.3g}; {og.n_fits_} fits; min of {rep} wall times each, not interleaved",
+            clock="wall",
         )
     elif has_bbai:
         print("  bbai: dense X only; skipped on the sparse design")
 
-    # one fit at the chosen C
+    # one fit at the chosen C, aloocv and the peers in rotation
     C = float(o.C_[0])
     lam = 1.0 / C
-    t_f, f = timeit(
-        lambda: aloocv.fit(d.X, d.y, loss="logistic", penalty=aloocv.L2(lam), n_jobs=nj), rep
-    )
-    lo_f = _log_loss(d.yte, 1 / (1 + np.exp(-(d.Xte @ f.coef_ + f.intercept_))))
-    single: list[tuple[str, Callable[[], Any], Callable[[Any], np.ndarray]]] = [
-        (
-            f"sklearn LogisticRegression({s})",
+    single: dict[str, tuple[Callable[[], Any], Callable[[Any], np.ndarray]]] = {
+        "ours": (
+            lambda: aloocv.fit(d.X, d.y, loss="logistic", penalty=aloocv.L2(lam), n_jobs=nj),
+            lambda f: 1 / (1 + np.exp(-(d.Xte @ f.coef_ + f.intercept_))),
+        )
+    }
+    for s in ("lbfgs", "newton-cholesky"):
+        single[f"sklearn LogisticRegression({s})"] = (
             lambda s=s: LogisticRegression(C=C, solver=s).fit(d.X, d.y),
             lambda m: m.predict_proba(d.Xte)[:, 1],
         )
-        for s in ("lbfgs", "newton-cholesky")
-    ]
-    try:
-        import glum
-
-        single.append(
-            (
-                "glum GeneralizedLinearRegressor(irls-ls)",
-                lambda: glum.GeneralizedLinearRegressor(
-                    family="binomial", alpha=1.0 / (C * n), solver="irls-ls"
-                ).fit(d.X, d.y),
-                lambda m: np.asarray(m.predict(d.Xte)),
-            )
+    if glum is not None:
+        single["glum GeneralizedLinearRegressor(irls-ls)"] = (
+            lambda: glum.GeneralizedLinearRegressor(
+                family="binomial", alpha=1.0 / (C * n), solver="irls-ls"
+            ).fit(d.X, d.y),
+            lambda m: np.asarray(m.predict(d.Xte)),
         )
-    except ImportError:
-        pass
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name, fn, pr in single:
-            t_p, m = timeit(fn, rep)
-            row(
-                sec,
-                f"fit at C={C:.3g}: aloocv.fit",
-                t_f,
-                t_p,
-                name,
-                None,
-                f"held-out log-loss {lo_f:.5f} vs {_log_loss(d.yte, pr(m)):.5f}; "
-                f"{f.n_iter_} Newton its",
-            )
+        T = measure({k: v[0] for k, v in single.items()}, rep)
+    t_f = T["ours"]
+    lo = {k: _log_loss(d.yte, single[k][1](T[k].result)) for k in single}
+    for name in single:
+        if name == "ours":
+            continue
+        row(
+            sec,
+            f"fit at C={C:.3g}: aloocv.fit",
+            t_f,
+            T[name],
+            name,
+            None,
+            f"held-out log-loss {lo['ours']:.5f} vs {lo[name]:.5f}; "
+            f"{t_f.result.n_iter_} Newton its",
+        )
 
 
 def bench_designs(q: bool, rep: int) -> None:
@@ -977,11 +1048,15 @@ def warm_libraries() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the sections, print the table, optionally write it as markdown."""
-    global JOBS
+    global JOBS, CLOCK
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, few repeats (~1 min)")
     ap.add_argument(
-        "--threads", type=int, default=None, help="threads for aloocv and the peers (default: all)"
+        "--threads",
+        type=int,
+        default=1,
+        help="threads for aloocv and the peers (default 1: CPU seconds; 0: all cores; "
+        "other than 1: wall seconds with the load average printed)",
     )
     ap.add_argument("--repeat", type=int, default=None, help="timed repeats per measurement")
     ap.add_argument(
@@ -992,22 +1067,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
     args = ap.parse_args(argv)
-    limiter = None
-    if args.threads is not None:
-        if args.threads < 1:
-            ap.error("--threads must be >= 1")
-        from threadpoolctl import threadpool_limits
+    if args.threads < 0:
+        ap.error("--threads must be >= 0 (0: all cores)")
+    from threadpoolctl import threadpool_limits
 
-        JOBS = args.threads
-        # OpenMP (aloocv, scikit-learn) and BLAS (numpy, scipy) alike
-        limiter = threadpool_limits(limits=args.threads)
+    JOBS = args.threads or None
+    CLOCK = clock_for(JOBS)
+    # OpenMP (aloocv, scikit-learn) and BLAS (numpy, scipy) alike
+    limiter = threadpool_limits(limits=JOBS) if JOBS else None
     machine = machine_line()
     print(f"machine: {machine}")
     rep = args.repeat or (3 if args.quick else 5)
     sections = args.only or (["hessian", "fit", "exact", "designs"] if args.quick else ["all"])
     if "all" in sections:
         sections = list(SECTIONS)
-    print(f"{'quick' if args.quick else 'full'} run, median of {rep} timed repeats")
+    what = "CPU seconds, one thread" if CLOCK == "cpu" else f"wall seconds, {JOBS or 'all'} threads"
+    print(
+        f"{'quick' if args.quick else 'full'} run; {what}; min of {rep} interleaved repeats "
+        "after a warm-up call"
+    )
+    load0 = load_line()
+    if CLOCK == "wall":
+        print(f"before: {load0}")
     if args.quick:
         print("(the targets refer to the full sizes; small sizes are dominated by overheads)")
     t0 = time.perf_counter()
@@ -1015,7 +1096,13 @@ def main(argv: list[str] | None = None) -> int:
     for name in sections:
         SECTIONS[name](args.quick, rep)
     print(f"\n{render_table(ROWS)}\n\nratio = aloocv / peer (< 1: aloocv faster); ", end="")
-    print(f"total {time.perf_counter() - t0:.1f} s")
+    print(f"total {time.perf_counter() - t0:.1f} s wall")
+    load1 = load_line()
+    if CLOCK == "wall":
+        print(f"after: {load1}")
+        machine += f"; {what}; before the run: {load0}; after: {load1}"
+    else:
+        machine += f"; {what}"
     if args.markdown:
         with open(args.markdown, "w") as fh:
             fh.write(render_markdown(ROWS, machine))

@@ -12,18 +12,24 @@ relative difference of the leverages (target <= 1e-8).
 Both fits run to ``--tol`` (default 1e-10): at the library's default 1e-8 the primal
 logistic fit stops about 3e-8 away from the optimum in relative leverage, while the
 dual's cheap O(n^3) steps converge 100x below the tolerance; the comparison is of the
-routes, not of two stopping points. The primal route forms the (p+1) x (p+1) Hessian
-and factors it: at p=20000 that is 3.2 GB and a p^3/3 Cholesky per fresh factor,
-minutes on a 2-core machine; ``--primal-p`` measures it on the first columns of X only
-(the dual is then timed at both widths, and the ratio is taken at the primal's width).
+routes, not of two stopping points. Timing (``benchmarks/_timing.py``): with
+``--threads 1`` (the default) CPU seconds under single-threaded BLAS, otherwise wall
+seconds with the load average printed; the dual route is the minimum of ``--repeat``
+calls after a warm-up, the primal route (minutes at p=20000) one call.
+
+The primal route forms the (p+1) x (p+1) Hessian and factors it: at p=20000 that is
+3.2 GB and a p^3/3 Cholesky per fresh factor, minutes on a 2-core machine;
+``--primal-p`` measures it on the first columns of X only (the dual is then timed at
+both widths, and the ratio is taken at the primal's width).
 """
 
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 
 import numpy as np
-from compare import timeit  # benchmarks/compare.py: median of repeats after a warm-up
+from _timing import best_of, clock_for, load_line, single_threaded
 
 import aloocv
 
@@ -74,8 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lam", type=float, default=10.0, help="L2 penalty (default 10)")
     ap.add_argument("--tol", type=float, default=1e-10, help="fit tolerance (default 1e-10)")
     ap.add_argument("--repeat", type=int, default=3, help="timed repeats of the dual route")
-    ap.add_argument("--threads", type=int, default=None, help="n_jobs (default: all cores)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="n_jobs (default 1: CPU seconds; 0: all cores, wall seconds)",
+    )
     args = ap.parse_args(argv)
+    args.threads = args.threads or None
+    clock = clock_for(args.threads)
     n, p = args.n, args.p
     pp = min(p, args.primal_p or p)
     X, y, yb = data(n, p)
@@ -95,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     also = f" (dual also at p={p})" if pp < p else ""
     print(
         f"aloocv {aloocv.__version__}: loo(method='alo') incl. the fit, n={n}, lambda={args.lam}, "
-        f"tol={args.tol:g}, n_jobs={args.threads}; primal route at p={pp}{also}"
+        f"tol={args.tol:g}, n_jobs={args.threads}; primal route at p={pp}{also}; "
+        + ("CPU seconds" if clock == "cpu" else f"wall seconds, {load_line()}")
     )
     head = (
         f"{'loss':<9} {'p':>6} {'dual [s]':>9} {'primal [s]':>11} {'primal/dual':>12} "
@@ -104,12 +118,20 @@ def main(argv: list[str] | None = None) -> int:
     print(head)
     print("-" * len(head))
     for loss, yy in (("squared", y), ("logistic", yb)):
-        if pp < p:
-            t_full, _ = timeit(lambda yy=yy, loss=loss: run(X, yy, loss, "dual"), args.repeat)
-            dash = "-"
-            print(f"{loss:<9} {p:>6} {t_full:>9.3f} {dash:>11} {dash:>12} {'':>6} {dash:>17}")
-        t_d, d = timeit(lambda yy=yy, loss=loss: run(Xp, yy, loss, "dual"), args.repeat)
-        t_p, pr = timeit(lambda yy=yy, loss=loss: run(Xp, yy, loss, "primal"), 1, warmup=False)
+        with single_threaded() if clock == "cpu" else nullcontext():
+            if pp < p:
+                t_full = best_of(
+                    lambda yy=yy, loss=loss: run(X, yy, loss, "dual"), args.repeat, clock=clock
+                ).seconds
+                dash = "-"
+                print(f"{loss:<9} {p:>6} {t_full:>9.3f} {dash:>11} {dash:>12} {'':>6} {dash:>17}")
+            td = best_of(
+                lambda yy=yy, loss=loss: run(Xp, yy, loss, "dual"), args.repeat, clock=clock
+            )
+            tp = best_of(
+                lambda yy=yy, loss=loss: run(Xp, yy, loss, "primal"), 1, clock=clock, warmup=False
+            )
+        t_d, d, t_p, pr = td.seconds, td.result, tp.seconds, tp.result
         diff = np.abs(d.leverages - pr.leverages)
         rel = float(np.max(diff / np.abs(pr.leverages)))
         ratio = t_p / t_d

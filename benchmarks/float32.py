@@ -8,6 +8,10 @@ Measures, one run side by side on the same values (X32 and X32.astype(float64)):
   ``X.nbytes`` (the issue's target: <= 1.2x), and the same for float64 X;
 - the largest relative difference of the ALO losses and coefficients (target 1e-5).
 
+Timing (``benchmarks/_timing.py``): float32 and float64 calls in rotation after a
+warm-up, the minimum of ``--repeat``; CPU seconds with ``--n-jobs 1`` (the default, BLAS
+limited to one thread too), wall seconds with the load average otherwise.
+
 Usage::
 
     python benchmarks/float32.py [--n 200000] [--p 200] [--n-jobs 1] [--repeat 3]
@@ -26,9 +30,10 @@ import argparse
 import json
 import subprocess
 import sys
-import time
+from contextlib import nullcontext
 
 import numpy as np
+from _timing import clock_for, interleaved, load_line, single_threaded
 
 
 def _data(n: int, p: int, seed: int = 0):
@@ -38,15 +43,6 @@ def _data(n: int, p: int, seed: int = 0):
     eta = X.astype(np.float64) @ beta
     y = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(np.float64)
     return X, y
-
-
-def _best(f, repeat: int) -> float:
-    best = np.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 _CHILD = r"""
@@ -133,24 +129,28 @@ def main() -> None:
     X64 = X32.astype(np.float64)
     d = np.random.default_rng(1).random(a.n)
     pen = aloocv.L2(1.0)
-    rows = {}
-    for name, X in (("float64", X64), ("float32", X32)):
-        rows[name] = {
-            "hessian_s": _best(lambda X=X: _hessian(X, d, a.n_jobs), a.repeat),
-            "fit_s": _best(
-                lambda X=X: aloocv.fit(X, y, loss="logistic", penalty=pen, n_jobs=a.n_jobs),
-                a.repeat,
-            ),
-            "loo_s": _best(
-                lambda X=X: aloocv.loo(X, y, loss="logistic", penalty=pen, n_jobs=a.n_jobs),
-                a.repeat,
-            ),
-        }
+    clock = clock_for(a.n_jobs)
+    rows: dict[str, dict[str, float]] = {"float64": {}, "float32": {}}
+    data = {"float64": X64, "float32": X32}
+    ops = {
+        "hessian_s": lambda X: _hessian(X, d, a.n_jobs),
+        "fit_s": lambda X: aloocv.fit(X, y, loss="logistic", penalty=pen, n_jobs=a.n_jobs),
+        "loo_s": lambda X: aloocv.loo(X, y, loss="logistic", penalty=pen, n_jobs=a.n_jobs),
+    }
+    if clock == "wall":
+        print(f"wall seconds; before: {load_line()}")
+    with single_threaded() if clock == "cpu" else nullcontext():
+        for op, f in ops.items():  # float64 and float32 in rotation
+            T = interleaved(
+                {k: (lambda f=f, X=X: f(X)) for k, X in data.items()}, a.repeat, clock=clock
+            )
+            for k in data:
+                rows[k][op] = T[k].seconds
     r32 = aloocv.loo(X32, y, loss="logistic", penalty=pen, n_jobs=a.n_jobs)
     r64 = aloocv.loo(X64, y, loss="logistic", penalty=pen, n_jobs=a.n_jobs)
     H32 = _hessian(X32, d, a.n_jobs)
     H64 = _hessian(X64, d, a.n_jobs)
-    print(f"n={a.n} p={a.p} n_jobs={a.n_jobs} (best of {a.repeat})")
+    print(f"n={a.n} p={a.p} n_jobs={a.n_jobs} ({clock} seconds, min of {a.repeat})")
     print(f"{'':10s} {'hessian':>9s} {'fit':>9s} {'loo':>9s}")
     for name, r in rows.items():
         print(f"{name:10s} {r['hessian_s']:9.3f} {r['fit_s']:9.3f} {r['loo_s']:9.3f}")

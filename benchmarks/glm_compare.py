@@ -4,18 +4,22 @@
    scikit-learn's regressors (alpha = lam / sum(w)); max |coef difference|.
 2. ALO against brute-force leave-one-out refits: relative error of the mean loss.
 3. ``ALOPoissonRegressorCV`` against ``GridSearchCV(PoissonRegressor(), cv=5)`` on the
-   same alphas: wall time and held-out mean Poisson deviance.
+   same alphas: time and held-out mean Poisson deviance.
 
-Run: ``python benchmarks/glm_compare.py [--n 100000 --p 100]``.
+Run: ``python benchmarks/glm_compare.py [--n 100000 --p 100] [--n-jobs 1]``. Timing
+(``benchmarks/_timing.py``): CPU seconds on one thread (``--n-jobs 1``, the default;
+BLAS limited too), wall seconds with the load average otherwise; in 3 one call each (the
+grid search refits 25 times), ours first.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
+from contextlib import nullcontext
 
 import numpy as np
+from _timing import Clock, Stopwatch, clock_for, interleaved, load_line, single_threaded
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import GammaRegressor, PoissonRegressor, TweedieRegressor
 from sklearn.metrics import mean_poisson_deviance
@@ -66,7 +70,7 @@ def fits(n: int = 2000, p: int = 10) -> None:
     print(f"   {'poisson + log(t) offset':>22}: {d:.2e}  (PoissonRegressor on y/t, weights t)")
 
 
-def alo_vs_refits(n: int = 300, p: int = 10) -> None:
+def alo_vs_refits(n: int = 300, p: int = 10, clock: Clock = "cpu") -> None:
     print(f"2. ALO against brute-force refits (n={n}, p={p}, lam=2): mean loss, rel. error")
     cases = [
         ("gamma", "gamma"),
@@ -78,24 +82,24 @@ def alo_vs_refits(n: int = 300, p: int = 10) -> None:
         X, y, t = data(kind, n, p, seed=1)
         off = None if t is None else np.log(t)
         L = aloocv.losses.get_loss(loss)
-        t0 = time.perf_counter()
-        alo = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(2.0), offset=off)
-        t_alo = time.perf_counter() - t0
+        sw_alo, sw_ref = Stopwatch(clock), Stopwatch(clock)
+        with sw_alo:
+            alo = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(2.0), offset=off)
         ref = np.empty(n)
-        t0 = time.perf_counter()
-        for i in range(n):
-            keep = np.arange(n) != i
-            fi = aloocv.fit(
-                X[keep],
-                y[keep],
-                loss=loss,
-                penalty=aloocv.L2(2.0),
-                tol=1e-10,
-                offset=None if off is None else off[keep],
-            )
-            eta = fi.decision_function(X[i : i + 1]) + (0.0 if off is None else off[i])
-            ref[i] = L.value(y[i : i + 1], eta)[0]
-        t_ref = time.perf_counter() - t0
+        with sw_ref:
+            for i in range(n):
+                keep = np.arange(n) != i
+                fi = aloocv.fit(
+                    X[keep],
+                    y[keep],
+                    loss=loss,
+                    penalty=aloocv.L2(2.0),
+                    tol=1e-10,
+                    offset=None if off is None else off[keep],
+                )
+                eta = fi.decision_function(X[i : i + 1]) + (0.0 if off is None else off[i])
+                ref[i] = L.value(y[i : i + 1], eta)[0]
+        t_alo, t_ref = sw_alo.seconds, sw_ref.seconds
         rel = abs(alo.mean - ref.mean()) / abs(ref.mean())
         name = str(loss) + (" + offset" if off is not None else "")
         print(
@@ -112,20 +116,27 @@ def cv_vs_gridsearch(n: int, p: int, n_jobs: int | None) -> None:
     y = rng.poisson(np.exp(0.2 + X @ beta)).astype(float)
     Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
     alphas = np.logspace(-5, -1, 5)
-    t0 = time.perf_counter()
-    ours = aloocv.ALOPoissonRegressorCV(alphas=alphas, n_jobs=n_jobs).fit(Xtr, ytr)
-    t_ours = time.perf_counter() - t0
-    t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        gs = GridSearchCV(
-            PoissonRegressor(),
-            {"alpha": list(alphas)},
-            cv=5,
-            scoring="neg_mean_poisson_deviance",
-            n_jobs=n_jobs,
-        ).fit(Xtr, ytr)
-    t_gs = time.perf_counter() - t0
+        T = interleaved(
+            {
+                "ours": lambda: aloocv.ALOPoissonRegressorCV(alphas=alphas, n_jobs=n_jobs).fit(
+                    Xtr, ytr
+                ),
+                "gs": lambda: GridSearchCV(
+                    PoissonRegressor(),
+                    {"alpha": list(alphas)},
+                    cv=5,
+                    scoring="neg_mean_poisson_deviance",
+                    n_jobs=n_jobs,
+                ).fit(Xtr, ytr),
+            },
+            1,
+            clock=clock_for(n_jobs),
+            warmup=False,
+        )
+    ours, gs = T["ours"].result, T["gs"].result
+    t_ours, t_gs = T["ours"].seconds, T["gs"].seconds
     dev_ours = mean_poisson_deviance(yte, ours.predict(Xte))
     dev_gs = mean_poisson_deviance(yte, gs.predict(Xte))
     print(f"   aloocv: {t_ours:7.2f} s  alpha {ours.alpha_:.0e}  held-out deviance {dev_ours:.6f}")
@@ -140,13 +151,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--p", type=int, default=100)
-    ap.add_argument("--n-jobs", type=int, default=None)
+    ap.add_argument(
+        "--n-jobs", type=int, default=1, help="default 1 (CPU seconds); 0: all cores (wall)"
+    )
     ap.add_argument("--skip-cv", action="store_true")
     args = ap.parse_args()
-    fits()
-    alo_vs_refits()
-    if not args.skip_cv:
-        cv_vs_gridsearch(args.n, args.p, args.n_jobs)
+    n_jobs = args.n_jobs or None
+    clock = clock_for(n_jobs)
+    print(f"{clock} seconds" + (f"; {load_line()}" if clock == "wall" else ""))
+    with single_threaded() if clock == "cpu" else nullcontext():
+        fits()
+        alo_vs_refits(clock=clock)
+        if not args.skip_cv:
+            cv_vs_gridsearch(args.n, args.p, n_jobs)
 
 
 if __name__ == "__main__":

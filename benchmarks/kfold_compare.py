@@ -11,9 +11,10 @@ Both estimates use the same folds and the same full-data fit:
 * ``aloocv.kfold(method="exact")``: the fit, then one refit per fold (the fold's
   weights set to zero), warm-started from the full fit and solved to the same tol.
 
-Printed: wall times (median of ``--repeat`` calls after an untimed warm-up for the
-approximate route, one call for the exact route) and CPU times (``time.process_time``:
-steadier than wall time on a loaded machine; compare them with ``--n-jobs 1``), the split
+Printed (``benchmarks/_timing.py``): the time of each route, the minimum of ``--repeat``
+calls of both in rotation after an untimed warm-up, in CPU seconds with ``--n-jobs 1``
+(the default; BLAS limited to one thread too) or wall seconds otherwise (with the load
+average), the split
 of each call into the full fit and the per-fold work (``KFoldResult.timings``), the
 Hessian passes of the full fit, the ratio approximate / exact (issue 13 target: <= 0.1),
 its floor fit / (fit + refits) (both routes start from the same full fit, so no per-fold
@@ -26,11 +27,10 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import time
+from contextlib import nullcontext
 
 import numpy as np
-from compare import timeit  # benchmarks/compare.py: median of repeats after a warm-up
+from _timing import clock_for, interleaved, load_line, single_threaded
 from threadpoolctl import threadpool_info
 
 import aloocv
@@ -53,9 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--folds", type=int, default=10)
     ap.add_argument("--lam", type=float, default=1.0)
     ap.add_argument("--tol", type=float, default=1e-8)
-    ap.add_argument("--repeat", type=int, default=5, help="timed calls of the approximate route")
-    ap.add_argument("--n-jobs", type=int, default=None)
+    ap.add_argument("--repeat", type=int, default=3, help="timed calls of each route")
+    ap.add_argument(
+        "--n-jobs", type=int, default=1, help="threads (default 1: CPU seconds; 0: all cores)"
+    )
     args = ap.parse_args(argv)
+    args.n_jobs = args.n_jobs or None
+    clock = clock_for(args.n_jobs)
     n = args.n or (5000 if args.quick else 50000)
     p = args.p or (50 if args.quick else 200)
     K = args.folds
@@ -71,27 +75,30 @@ def main(argv: list[str] | None = None) -> int:
     pen = aloocv.L2(args.lam)
     kw = dict(loss="logistic", penalty=pen, n_folds=K, tol=args.tol, n_jobs=args.n_jobs)
 
-    def cpu(method: str, repeat: int) -> float:
-        ts = []
-        for _ in range(repeat):
-            c0 = time.process_time()
-            aloocv.kfold(X, y, method=method, **kw)
-            ts.append(time.process_time() - c0)
-        return statistics.median(ts)
-
-    t_alo, a = timeit(lambda: aloocv.kfold(X, y, method="alo", **kw), args.repeat, warmup=True)
-    t_ex, e = timeit(lambda: aloocv.kfold(X, y, method="exact", **kw), 1, warmup=False)
-    c_alo, c_ex = cpu("alo", args.repeat), cpu("exact", 1)
+    if clock == "wall":
+        print(f"wall seconds; before: {load_line()}")
+    with single_threaded() if clock == "cpu" else nullcontext():
+        T = interleaved(
+            {
+                "alo": lambda: aloocv.kfold(X, y, method="alo", **kw),
+                "exact": lambda: aloocv.kfold(X, y, method="exact", **kw),
+            },
+            args.repeat,
+            clock=clock,
+        )
+    t_alo, a, t_ex, e = T["alo"].seconds, T["alo"].result, T["exact"].seconds, T["exact"].result
+    if clock == "wall":
+        print(f"after: {load_line()}")
     assert np.array_equal(a.folds, e.folds)
 
     print()
     print(
-        f"{'':14s}{'time (s)':>10s}{'CPU (s)':>10s}{'full fit':>10s}{'per fold':>10s}"
+        f"{'':14s}{clock + ' (s)':>10s}{'full fit':>10s}{'per fold':>10s}"
         f"{'fit H':>7s}{'mean':>12s}{'stderr':>11s}"
     )
-    for name, t, c, r in (("approximate", t_alo, c_alo, a), ("exact", t_ex, c_ex, e)):
+    for name, t, r in (("approximate", t_alo, a), ("exact", t_ex, e)):
         print(
-            f"{name:14s}{t:10.3f}{c:10.3f}{r.timings['fit']:10.3f}{r.timings['folds']:10.3f}"
+            f"{name:14s}{t:10.3f}{r.timings['fit']:10.3f}{r.timings['folds']:10.3f}"
             f"{r.fit.hessian_passes_:7d}{r.mean:12.6f}{r.stderr:11.2e}"
         )
     print(f"(per fold: {K} rank-q downdates for approximate, {K} warm-started refits for exact;")
@@ -104,13 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{k:4d}{sizes[k]:7d}{a.fold_means[k]:14.6f}{e.fold_means[k]:12.6f}{rel[k]:12.2e}")
     print(f"{'all':>4s}{n:7d}{a.mean:14.6f}{e.mean:12.6f}{(a.mean - e.mean) / e.mean:12.2e}")
     print()
-    ratio, cratio = t_alo / t_ex, c_alo / c_ex
+    ratio = t_alo / t_ex
     beyond = e.timings["folds"] / max(a.timings["folds"], 1e-9)
     floor = e.timings["fit"] / (e.timings["fit"] + e.timings["folds"])
     err = float(np.max(np.abs(rel)))
     met = "met" if ratio <= 0.1 else "NOT met"
     print(f"time approximate / exact, whole calls:        {ratio:8.3f}  (target <= 0.1: {met})")
-    print(f"CPU time approximate / exact, whole calls:    {cratio:8.3f}")
     print(f"floor of that ratio, fit / (fit + refits):    {floor:8.3f}")
     print(f"time exact / approximate, per-fold work only: {beyond:8.1f}x")
     met = "met" if err <= 0.02 else "NOT met"

@@ -1,12 +1,16 @@
 """Passes over X of the logistic fit and of ``loo(method="alo")`` including its fit.
 
-Prints, side by side in one run: wall time, Newton iterations and Hessian passes of the
+Prints, side by side in one run: the time, Newton iterations and Hessian passes of the
 plain fit (``_core.fit``) and of the ALO run (``_core.loo``: its fit ends on the Hessian at
 the returned beta, then one leverage pass), and the ratio loo / fit (issue 13 target:
 <= 1.2 at n=100000, p=200).
 
 Usage: ``python benchmarks/passes.py [--n N] [--p P] [--tol TOL] [--n-jobs J] [--breakdown]``.
-With ``--breakdown``: the unit costs behind the ratio (median CPU seconds of 3 runs, one
+Timing (``benchmarks/_timing.py``): fit and ALO in rotation, the minimum of 3 after a
+warm-up; CPU seconds with ``--n-jobs 1`` (the default; BLAS limited to one thread),
+wall seconds otherwise.
+
+With ``--breakdown``: the unit costs behind the ratio (minimum CPU seconds of 3 runs, one
 thread): a Hessian pass, the O(n p) products X v and X^T g, and ALO at the returned
 coefficients (a Hessian, two O(n p) passes and the leverage pass), hence the leverage pass.
 """
@@ -14,9 +18,10 @@ coefficients (a Hessian, two O(n p) passes and the leverage pass), hence the lev
 from __future__ import annotations
 
 import argparse
-import time
+from contextlib import nullcontext
 
 import numpy as np
+from _timing import Stopwatch, best_of, clock_for, interleaved, load_line, single_threaded
 
 from aloocv import _core
 
@@ -30,12 +35,7 @@ def logistic_data(n: int, p: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray
 
 
 def _cpu(f, k: int = 3) -> float:
-    ts = []
-    for _ in range(k):
-        c0 = time.process_time()
-        f()
-        ts.append(time.process_time() - c0)
-    return float(np.median(ts))
+    return best_of(f, k, clock="cpu", warmup=False).seconds
 
 
 def breakdown(
@@ -84,6 +84,12 @@ def main() -> None:
     ap.add_argument("--n-jobs", type=int, default=1)
     ap.add_argument("--breakdown", action="store_true", help="unit costs (see above)")
     a = ap.parse_args()
+    with single_threaded() if clock_for(a.n_jobs) == "cpu" else nullcontext():
+        run(a)
+
+
+def run(a: argparse.Namespace) -> None:
+    """Measure and print (see the module docstring)."""
     X, y = logistic_data(a.n, a.p)
     pen = np.full(a.p, a.lam)
     args = (X, y, None, "logistic", pen)
@@ -96,14 +102,14 @@ def main() -> None:
             *args, fit_intercept=True, method="alo", tol=a.tol, max_iter=100, n_threads=a.n_jobs
         )
 
-    fit()  # warm up
-    t0 = time.perf_counter()
-    f = fit()
-    t1 = time.perf_counter()
-    r = loo()
-    t2 = time.perf_counter()
-    tf, tl = t1 - t0, t2 - t1
-    print(f"logistic n={a.n} p={a.p} lam={a.lam:g} tol={a.tol:g} n_jobs={a.n_jobs}")
+    clock = clock_for(a.n_jobs)
+    T = interleaved({"fit": fit, "loo": loo}, 3, clock=clock)
+    f, r = T["fit"].result, T["loo"].result
+    tf, tl = T["fit"].seconds, T["loo"].seconds
+    print(
+        f"logistic n={a.n} p={a.p} lam={a.lam:g} tol={a.tol:g} n_jobs={a.n_jobs}; {clock} "
+        "seconds" + (f", {load_line()}" if clock == "wall" else "")
+    )
     print(
         f"fit : {tf:7.3f} s  n_iter {f.n_iter:3d}  hessian passes {f.hessian_passes}"
         f"  O(np) passes {f.matvec_passes}"
@@ -132,13 +138,14 @@ def main() -> None:
         n_threads=a.n_jobs,
     )
     rows = []
-    t0 = time.perf_counter()
-    for lam in lams:
-        ts.set_penalty(np.full(a.p, lam))
-        out = ts.fit()
-        ts.alo(gradient=False)
-        rows.append((lam, out.n_iter, out.hessian_passes))
-    tp = time.perf_counter() - t0
+    sw = Stopwatch(clock)
+    with sw:
+        for lam in lams:
+            ts.set_penalty(np.full(a.p, lam))
+            out = ts.fit()
+            ts.alo(gradient=False)
+            rows.append((lam, out.n_iter, out.hessian_passes))
+    tp = sw.seconds
     print(f"path of {len(lams)} penalties, fit + ALO each: {tp:.3f} s = {tp / tf:.2f} fits")
     for lam, it, hp in rows:
         print(f"  lam {lam:9.3g}: n_iter {it:2d}  hessian passes {hp}  (+1 leverage pass)")

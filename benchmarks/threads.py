@@ -5,9 +5,10 @@
     python benchmarks/threads.py --repeat 5
 
 1. Small problems (``fit``, ``loo``, ``kfold``, ``tune`` and the estimators at n of a
-   few hundred to a few thousand): the median wall time of ``n_jobs=None`` and of
+   few hundred to a few thousand): the minimum wall time of ``n_jobs=None`` and of
    ``n_jobs=1``, calls interleaved (None, 1, None, 1, ...) after one untimed warm-up of
-   each so that a load change on a shared machine hits both alike. Target: ratio
+   each so that a load change on a shared machine hits both alike
+   (``benchmarks/_timing.py``; wall seconds, since one side is threaded). Target: ratio
    None / 1 <= 1.10 (the core runs loops below ``kSerialFlops`` on the calling thread,
    and ``n_jobs=None`` follows OpenMP's default under threadpoolctl's limits).
 2. ``cross_val_score(ALOLogisticRegressionCV(n_jobs=inner), X, y, n_jobs=2)`` with
@@ -25,10 +26,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 
 import numpy as np
+from _timing import interleaved as interleave
 from sklearn.model_selection import cross_val_score
 from threadpoolctl import threadpool_info
 
@@ -45,16 +46,9 @@ def data(kind: str, n: int, p: int, seed: int = 0):
 
 
 def interleaved(f, repeat: int) -> tuple[float, float]:
-    """Median times of f(None) and f(1), calls interleaved after one warm-up each."""
-    f(None)
-    f(1)
-    t_none, t_one = [], []
-    for _ in range(repeat):
-        for nj, ts in ((None, t_none), (1, t_one)):
-            t0 = time.perf_counter()
-            f(nj)
-            ts.append(time.perf_counter() - t0)
-    return statistics.median(t_none), statistics.median(t_one)
+    """Minimum wall times of f(None) and f(1), calls interleaved after one warm-up each."""
+    T = interleave({"none": lambda: f(None), "one": lambda: f(1)}, repeat, clock="wall")
+    return T["none"].seconds, T["one"].seconds
 
 
 def small_problems(repeat: int) -> list[float]:

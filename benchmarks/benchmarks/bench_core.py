@@ -1,7 +1,9 @@
 """asv benchmarks of the core: Hessian accumulation, fits, ALO, tuning.
 
 Sizes stay modest (largest n = 100000, p = 200) so that a full ``asv run`` takes
-minutes; ``benchmarks/compare.py`` has the larger side-by-side comparisons.
+minutes; ``benchmarks/compare.py`` has the larger side-by-side comparisons. One thread,
+CPU seconds, as every job in ``_jobs.py`` (its ``_Job`` base); the peak memory of the
+library's calls is ``bench_jobs.py``'s ``track_mem_*``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import numpy as np
 import aloocv
 from aloocv import _blas, _core
 
-PEN = aloocv.L2(1.0)
+from . import _mem
+from ._jobs import JOBS, PEN, _Job
 
 
 def _logistic(n: int, p: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -33,13 +36,13 @@ def _problem(n: int, p: int, loss: str) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-class Hessian:
+class Hessian(_Job):
     """``X~^T diag(d) X~`` by the core, with scipy's BLAS or the built-in Eigen kernels."""
 
     params = ([10000, 100000], [50, 200], ["C", "F"], ["blas", "eigen"])
     param_names = ("n", "p", "order", "kernel")
 
-    def setup(self, n: int, p: int, order: str, kernel: str) -> None:
+    def make(self, n: int, p: int, order: str, kernel: str) -> None:
         rng = np.random.default_rng(0)
         self.X = np.asarray(rng.standard_normal((n, p)), order=order)
         self.d = rng.uniform(0.0, 1.0, n)
@@ -47,25 +50,30 @@ class Hessian:
 
     def teardown(self, n: int, p: int, order: str, kernel: str) -> None:
         _blas.use_blas(True)
+        super().teardown(n, p, order, kernel)
 
     def _hessian(self) -> np.ndarray:
         with _blas.single_threaded_blas():
-            return _core.hessian(self.X, self.d, fit_intercept=True, n_threads=0)
+            return _core.hessian(self.X, self.d, fit_intercept=True, n_threads=JOBS)
 
     def time_hessian(self, n: int, p: int, order: str, kernel: str) -> None:
         self._hessian()
 
-    def peakmem_hessian(self, n: int, p: int, order: str, kernel: str) -> None:
-        self._hessian()
+    def track_mem_hessian(self, n: int, p: int, order: str, kernel: str) -> int:
+        """Peak bytes of the pass: the (p+1)^2 result and the packed row blocks."""
+        _mem.require()
+        return _mem.call_peak(self._hessian)
+
+    track_mem_hessian.unit = "bytes"
 
 
-class HessianPeers:
+class HessianPeers(_Job):
     """The same product by numpy and by scipy's dsyrk (row-major X, as numpy gives it)."""
 
     params = ([10000, 100000], [50, 200])
     param_names = ("n", "p")
 
-    def setup(self, n: int, p: int) -> None:
+    def make(self, n: int, p: int) -> None:
         rng = np.random.default_rng(0)
         self.X = rng.standard_normal((n, p))
         self.d = rng.uniform(0.0, 1.0, n)
@@ -79,44 +87,41 @@ class HessianPeers:
         dsyrk(1.0, self.X * np.sqrt(self.d)[:, None], trans=1)
 
 
-class Fit:
-    """``aloocv.fit`` and ``aloocv.loo(method="alo")`` (including its fit), tol 1e-6."""
+class Fit(_Job):
+    """``aloocv.fit`` and ``aloocv.loo(method="alo")`` (including its fit), tol 1e-6, at
+    two n and two p (their memory: ``bench_jobs.GLM.track_mem_*``)."""
 
     params = ([10000, 100000], [50, 200], ["squared", "logistic", "poisson"])
     param_names = ("n", "p", "loss")
     timeout = 120
 
-    def setup(self, n: int, p: int, loss: str) -> None:
+    def make(self, n: int, p: int, loss: str) -> None:
         self.X, self.y = _problem(n, p, loss)
         self.loss = loss
 
     def time_fit(self, n: int, p: int, loss: str) -> None:
-        aloocv.fit(self.X, self.y, loss=self.loss, penalty=PEN, tol=1e-6)
-
-    def peakmem_fit(self, n: int, p: int, loss: str) -> None:
-        aloocv.fit(self.X, self.y, loss=self.loss, penalty=PEN, tol=1e-6)
+        aloocv.fit(self.X, self.y, loss=self.loss, penalty=PEN, tol=1e-6, n_jobs=JOBS)
 
     def time_loo_alo(self, n: int, p: int, loss: str) -> None:
-        aloocv.loo(self.X, self.y, loss=self.loss, penalty=PEN, method="alo", tol=1e-6)
-
-    def peakmem_loo_alo(self, n: int, p: int, loss: str) -> None:
-        aloocv.loo(self.X, self.y, loss=self.loss, penalty=PEN, method="alo", tol=1e-6)
+        aloocv.loo(self.X, self.y, loss=self.loss, penalty=PEN, method="alo", tol=1e-6, n_jobs=JOBS)
 
     def track_fit_iterations(self, n: int, p: int, loss: str) -> int:
         """Newton iterations of the fit (each one Hessian pass over X)."""
-        return aloocv.fit(self.X, self.y, loss=self.loss, penalty=PEN, tol=1e-6).n_iter_
+        return aloocv.fit(
+            self.X, self.y, loss=self.loss, penalty=PEN, tol=1e-6, n_jobs=JOBS
+        ).n_iter_
 
     track_fit_iterations.unit = "iterations"
 
 
-class FitPeer:
+class FitPeer(_Job):
     """scikit-learn's ``LogisticRegression(solver="newton-cholesky")`` at the same tol."""
 
     params = ([10000, 100000], [50, 200])
     param_names = ("n", "p")
     timeout = 120
 
-    def setup(self, n: int, p: int) -> None:
+    def make(self, n: int, p: int) -> None:
         self.X, self.y = _logistic(n, p)
 
     def time_sklearn_newton_cholesky(self, n: int, p: int) -> None:
@@ -125,27 +130,32 @@ class FitPeer:
         LogisticRegression(C=1.0, solver="newton-cholesky", tol=1e-6).fit(self.X, self.y)
 
 
-class Hypergradient:
+class Hypergradient(_Job):
     """ALO with the hypergradient of a per-feature L2 penalty."""
 
     params = ([10000, 50000], [50, 200])
     param_names = ("n", "p")
 
-    def setup(self, n: int, p: int) -> None:
+    def make(self, n: int, p: int) -> None:
         self.X, self.y = _logistic(n, p)
 
     def time_alo_with_gradient(self, n: int, p: int) -> None:
         aloocv.loo(
-            self.X, self.y, loss="logistic", penalty=aloocv.L2(np.ones(p)), return_gradient=True
+            self.X,
+            self.y,
+            loss="logistic",
+            penalty=aloocv.L2(np.ones(p)),
+            return_gradient=True,
+            n_jobs=JOBS,
         )
 
 
-class Tuning:
+class Tuning(_Job):
     """A 10-point logistic grid and the paper's 50-lambda ridge run."""
 
     timeout = 300
 
-    def setup(self) -> None:
+    def make(self) -> None:
         self.X, self.y = _logistic(50000, 100)
         rng = np.random.default_rng(4)
         self.Xr = rng.standard_normal((150, 50))
@@ -161,6 +171,7 @@ class Tuning:
             penalty=aloocv.L2(1.0),
             method="grid",
             grid=np.logspace(-4, 4, 10),
+            n_jobs=JOBS,
         )
 
     def time_paper_diagonal_ridge_800(self) -> None:
@@ -172,15 +183,16 @@ class Tuning:
             max_iter=800,
             tol=1e-12,
             fit_intercept=False,
+            n_jobs=JOBS,
         )
 
 
-class ElasticNetSparse:
+class ElasticNetSparse(_Job):
     """Sparse logistic elastic net, ALO including the fit."""
 
     timeout = 300
 
-    def setup(self) -> None:
+    def make(self) -> None:
         import scipy.sparse as sp
 
         rng = np.random.default_rng(3)
@@ -191,4 +203,6 @@ class ElasticNetSparse:
         self.y = (rng.random(50000) < 1 / (1 + np.exp(-(self.X @ b)))).astype(float)
 
     def time_sparse_enet_alo(self) -> None:
-        aloocv.loo(self.X, self.y, loss="logistic", penalty=aloocv.ElasticNet(20.0, 1.0))
+        aloocv.loo(
+            self.X, self.y, loss="logistic", penalty=aloocv.ElasticNet(20.0, 1.0), n_jobs=JOBS
+        )

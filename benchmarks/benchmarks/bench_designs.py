@@ -14,6 +14,8 @@ import scipy.sparse as sp
 
 import aloocv
 
+from ._jobs import JOBS, _Job
+
 N = 5000
 P = 50
 CS = np.logspace(-4, 4, 10)
@@ -57,41 +59,41 @@ def design(kind: str, n: int = N, p: int = P, seed: int = 0):
     return X, _labels(rng, X @ beta + b0)
 
 
-class Designs:
+class Designs(_Job):
     """Fit, ALO including the fit, and ``ALOLogisticRegressionCV`` (10 Cs) per design."""
 
     params = (["ar1", "scales", "rare", "onehot"],)
     param_names = ("design",)
     timeout = 120
 
-    def setup(self, kind: str) -> None:
+    def make(self, kind: str) -> None:
         self.X, self.y = design(kind)
 
     def time_fit(self, kind: str) -> None:
-        aloocv.fit(self.X, self.y, loss="logistic", penalty=aloocv.L2(1.0), tol=1e-6)
+        aloocv.fit(self.X, self.y, loss="logistic", penalty=aloocv.L2(1.0), tol=1e-6, n_jobs=JOBS)
 
     def time_loo_alo(self, kind: str) -> None:
-        aloocv.loo(self.X, self.y, loss="logistic", penalty=aloocv.L2(1.0), tol=1e-6)
+        aloocv.loo(self.X, self.y, loss="logistic", penalty=aloocv.L2(1.0), tol=1e-6, n_jobs=JOBS)
 
     def time_logistic_cv(self, kind: str) -> None:
-        aloocv.ALOLogisticRegressionCV(Cs=CS).fit(self.X, self.y)
+        aloocv.ALOLogisticRegressionCV(Cs=CS, n_jobs=JOBS).fit(self.X, self.y)
 
     def track_cv_newton_iterations_per_c(self, kind: str) -> float:
         """Newton iterations per candidate C (each one Hessian pass over X)."""
-        est = aloocv.ALOLogisticRegressionCV(Cs=CS).fit(self.X, self.y)
+        est = aloocv.ALOLogisticRegressionCV(Cs=CS, n_jobs=JOBS).fit(self.X, self.y)
         return float(np.sum(est.n_iter_)) / len(CS)
 
     track_cv_newton_iterations_per_c.unit = "iterations"
 
 
-class DesignPeers:
+class DesignPeers(_Job):
     """scikit-learn's ``LogisticRegressionCV(cv=5)`` on the same designs, for reference."""
 
     params = (["ar1", "scales", "rare", "onehot"], ["lbfgs", "newton-cholesky"])
     param_names = ("design", "solver")
     timeout = 300
 
-    def setup(self, kind: str, solver: str) -> None:
+    def make(self, kind: str, solver: str) -> None:
         self.X, self.y = design(kind)
 
     def time_sklearn_logistic_cv(self, kind: str, solver: str) -> None:
