@@ -747,6 +747,32 @@ def check_choice(name: str, value: Any, options: tuple[str, ...]) -> None:
         raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
 
 
+def check_cv_arg(cv: Any, allow_none: bool = False) -> Any:
+    """A ``cv=`` argument: an int >= 2 (that many folds), a scikit-learn splitter (an
+    object with ``split``), or an iterable of ``(train, test)`` index pairs; None where
+    ``allow_none`` (an estimator's leave-one-out default). TypeError for any other kind,
+    ValueError for fewer than 2 folds. The pairs themselves are checked where they are
+    read (:func:`aloocv.folds.cv_splits`)."""
+    if cv is None and allow_none:
+        return None
+    kinds = "None (leave-one-out), " if allow_none else ""
+    what = (
+        f"cv must be {kinds}an int >= 2, a scikit-learn splitter or an iterable of "
+        "(train, test) splits"
+    )
+    if isinstance(cv, (bool, np.bool_)) or cv is None:
+        raise TypeError(f"{what}, got {cv!r}")
+    if isinstance(cv, (int, np.integer)):
+        if int(cv) < 2:
+            raise ValueError(f"cv must be >= 2 folds, got {int(cv)}")
+        return int(cv)
+    if hasattr(cv, "split"):
+        return cv
+    if isinstance(cv, (str, bytes, dict)) or not hasattr(cv, "__iter__"):
+        raise TypeError(f"{what}, got {cv!r}")
+    return cv
+
+
 def check_verbose(verbose: Any) -> bool:
     """``verbose``: a bool or a non-negative integer (scikit-learn's convention)."""
     if isinstance(verbose, (bool, np.bool_)):
