@@ -7,10 +7,12 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.linear_model import ElasticNet, LogisticRegression, RidgeCV
+from sklearn.model_selection import KFold
 from sklearn.utils.estimator_checks import check_estimator
 
 import aloocv
 from conftest import loss_value, make_data
+
 
 @pytest.mark.parametrize(
     "est",
@@ -25,8 +27,17 @@ from conftest import loss_value, make_data
         aloocv.ALOLogisticRegressionCV(Cs=3, scoring="accuracy", class_weight="balanced"),
         aloocv.ALOLogisticRegressionCV(Cs=4, rtol=0.01),
         aloocv.ALOPoissonRegressorCV(alphas=(0.01, 1.0), rtol=0.01, search="gradient"),
+        # cv=: the regularization chosen by approximate K-fold
+        aloocv.ALORidgeCV(cv=3),
+        aloocv.ALOLogisticRegressionCV(Cs=3, cv=3),
+        aloocv.ALOElasticNetCV(alphas=4, cv=KFold(3)),
+        aloocv.ALOGammaRegressorCV(alphas=(0.01, 1.0), cv=3, search="gradient"),
     ],
-    ids=lambda e: type(e).__name__ + ("_rtol" if getattr(e, "rtol", None) else ""),
+    ids=lambda e: (
+        type(e).__name__
+        + ("_rtol" if getattr(e, "rtol", None) else "")
+        + ("_cv" if getattr(e, "cv", None) is not None else "")
+    ),
 )
 def test_check_estimator(est):
     with warnings.catch_warnings():

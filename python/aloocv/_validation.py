@@ -766,9 +766,9 @@ def check_cv_arg(cv: Any, allow_none: bool = False) -> Any:
         if int(cv) < 2:
             raise ValueError(f"cv must be >= 2 folds, got {int(cv)}")
         return int(cv)
-    if hasattr(cv, "split"):
-        return cv
-    if isinstance(cv, (str, bytes, dict)) or not hasattr(cv, "__iter__"):
+    if isinstance(cv, (str, bytes, dict)):
+        raise TypeError(f"{what}, got {cv!r}")
+    if not (hasattr(cv, "split") or hasattr(cv, "__iter__")):
         raise TypeError(f"{what}, got {cv!r}")
     return cv
 

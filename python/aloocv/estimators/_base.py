@@ -468,12 +468,16 @@ class _ALOBase(BaseEstimator):
             acv=float(chosen.mean),
             stderr=chosen.stderr,
             history=history,
-            method="grid" if self.search == "grid" else "kfold-ray",
+            # "auto": a grid, then a search from its best point (here along the ray)
+            method="grid" if self.search == "grid" else "auto",
             n_iter=int(history["acv"].size),
             n_fits=int(history["acv"].size),
             converged=True,
             selection=self.rule,
-            message=f"grid evaluated by approximate cross-validation over {len(splits)} splits",
+            message=(
+                f"grid evaluated by approximate cross-validation over {len(splits)} splits"
+                + ("" if self.search == "grid" else ", then a bounded search along the ray")
+            ),
             _best_index=best,
             rtol=self._rtol(),
             **path,
