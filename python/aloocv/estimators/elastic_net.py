@@ -92,7 +92,9 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         ``mse_path_`` then has one column per split (the split's mean held-out squared
         error, ``ElasticNetCV``'s layout), and ``best_score_``, ``best_stderr_``,
         ``search_results_`` and ``loo_predictions_`` hold the K-fold estimates.
-        ``search="grid"`` only; not for dask input.
+        ``search="gradient"``: a bounded scalar search of the K-fold estimate along the
+        ray that scales the grid's choice (its l1_ratio kept), between its grid
+        neighbours, as in :class:`ALORidgeCV`. Not for dask input.
 
     Attributes
     ----------

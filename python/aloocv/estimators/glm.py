@@ -211,7 +211,9 @@ _GLM_DOC = """
         ``groups`` passed to ``fit``, as in :class:`ALORidgeCV` (an int is ``KFold(k)``):
         one fit per candidate and one Newton step per fold, no refit (with ``offset``
         too). ``best_score_``, ``best_stderr_``, ``search_results_`` and
-        ``loo_predictions_`` then hold the K-fold estimates; ``search="grid"`` only.
+        ``loo_predictions_`` then hold the K-fold estimates. ``search="gradient"``: a
+        bounded scalar search of the K-fold estimate between the grid neighbours of the
+        grid's choice, as in :class:`ALORidgeCV`.
 
     Attributes
     ----------

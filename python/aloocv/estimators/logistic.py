@@ -128,9 +128,10 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         held-out log-loss), while ``coefs_paths_`` and ``n_iter_`` keep one entry, the
         fit on all the samples; ``best_score_``, ``best_stderr_``, ``search_results_``,
         ``loo_predictions_`` and ``tune_result_.loo`` hold the K-fold estimates. A scorer
-        is averaged over the splits, as scikit-learn does. ``search="grid"`` only; with
-        ``rtol=`` every candidate's estimate is refined to within ``rtol`` of exact
-        K-fold. Not for dask input.
+        is averaged over the splits, as scikit-learn does. ``search="gradient"``: a
+        bounded scalar search of the K-fold estimate between the grid neighbours of the
+        grid's choice, as in :class:`ALORidgeCV`. With ``rtol=`` every candidate's
+        estimate is refined to within ``rtol`` of exact K-fold. Not for dask input.
 
     Attributes
     ----------

@@ -82,8 +82,8 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         None (default): leave-one-out (exact here). Otherwise the folds of a K-fold (or
         leave-group-out) cross-validation that selects alpha instead, as
         ``sklearn.model_selection.check_cv`` reads them: an int ``k`` is ``KFold(k)``
-        (``StratifiedKFold(k)`` for a classifier), unshuffled, as scikit-learn's CV
-        estimators; a splitter (``KFold``, ``GroupKFold``, ``LeaveOneGroupOut``,
+        (``StratifiedKFold(k)`` for :class:`ALOLogisticRegressionCV`), unshuffled, as
+        scikit-learn's CV estimators; a splitter (``KFold``, ``GroupKFold``, ``LeaveOneGroupOut``,
         ``TimeSeriesSplit``, ...) is called as ``cv.split(X, y, groups)`` with the
         ``groups`` given to ``fit`` (``fit(X, y, groups=g)``, or routed there by
         scikit-learn's metadata routing when it is enabled); an iterable of ``(train,
@@ -97,10 +97,13 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         estimates: the mean over samples of the held-out losses, cv.glmnet's standard
         error across folds, the held-out predictions of each sample's fold (NaN for a
         sample no split tests). A scorer is evaluated on each split's held-out
-        predictions and averaged over the splits, as scikit-learn does. ``search="grid"``
-        only (not with ``alpha_per_feature``); with ``rtol=`` every candidate's estimate
-        is refined to within ``rtol`` of exact K-fold (:func:`aloocv.kfold`'s ``rtol=``).
-        Not for dask input.
+        predictions and averaged over the splits, as scikit-learn does. The K-fold
+        estimate has no exact derivative here: ``search="gradient"`` refines the grid's
+        choice by a bounded scalar search of it (``scipy.optimize.minimize_scalar``, to
+        1e-3 in log alpha) between the choice's neighbours on the grid (one grid step
+        beyond an end), ``rule="min"`` only; not with ``alpha_per_feature``. With
+        ``rtol=`` (the other estimators) every candidate's estimate is refined to within
+        ``rtol`` of exact K-fold (:func:`aloocv.kfold`'s ``rtol=``). Not for dask input.
 
     Several targets (``y`` of shape ``(n_samples, n_targets)``, ``n_targets > 1``) share
     one decomposition of ``X``: a Hessian pass, a ``p x p`` eigendecomposition and one
