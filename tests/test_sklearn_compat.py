@@ -475,6 +475,31 @@ def test_cv_gradient_search_refines_the_grid_on_the_kfold_curve():
     np.testing.assert_allclose(grad.coef_[0], direct.fit.coef_, rtol=1e-10)
 
 
+def test_cv_group_splits_make_integer_weights_repeated_rows():
+    from sklearn.model_selection import LeaveOneGroupOut
+
+    # leaving out a group of k repeated rows is leaving out one row of weight k (what
+    # scikit-learn's sample-weight equivalence check asks of a CV estimator)
+    X, y = _cancer()
+    X, y = X[:120], y[:120]
+    rng = np.random.default_rng(312)
+    w = rng.integers(0, 4, size=y.size)
+    g = rng.integers(0, 6, size=y.size)
+    rows = np.repeat(np.arange(y.size), w)
+    kw = dict(Cs=np.logspace(-2, 1, 5), cv=LeaveOneGroupOut(), tol=1e-12)
+    weighted = aloocv.ALOLogisticRegressionCV(**kw).fit(X, y, sample_weight=w, groups=g)
+    repeated = aloocv.ALOLogisticRegressionCV(**kw).fit(X[rows], y[rows], groups=g[rows])
+    sw, sr = weighted.search_results_, repeated.search_results_
+    np.testing.assert_allclose(sw["loss"], sr["loss"], rtol=1e-8)
+    np.testing.assert_allclose(sw["loss_stderr"], sr["loss_stderr"], rtol=1e-6)
+    assert weighted.C_[0] == repeated.C_[0]
+    np.testing.assert_allclose(weighted.coef_, repeated.coef_, rtol=1e-8, atol=1e-10)
+    # leave-one-out is not: a weight-k row leaves k copies out at once
+    loo_w = aloocv.ALOLogisticRegressionCV(Cs=kw["Cs"]).fit(X, y, sample_weight=w)
+    loo_r = aloocv.ALOLogisticRegressionCV(Cs=kw["Cs"]).fit(X[rows], y[rows])
+    assert not np.allclose(loo_w.search_results_["loss"], loo_r.search_results_["loss"])
+
+
 def test_cv_none_is_leave_one_out():
     X, y = _cancer()
     Cs = np.logspace(-2, -0.5, 4)
