@@ -467,6 +467,7 @@ def test_cv_gradient_search_refines_the_grid_on_the_kfold_curve():
     sr = grad.search_results_
     assert sr["gradient"].sum() == sr["C"].size - 6
     assert grad.best_score_ == pytest.approx(sr["score"].max(), rel=1e-12)
+    assert grad.C_[0] == pytest.approx(sr["C"][np.argmax(sr["score"])], rel=1e-12)
     # every evaluation of the scalar search is the K-fold estimate at its C
     for C, loss in list(zip(sr["C"], sr["loss"]))[-3:]:
         direct = aloocv.kfold(X, y, "logistic", aloocv.L2(1 / C), cv=StratifiedKFold(5))

@@ -449,9 +449,9 @@ class _ALOBase(BaseEstimator):
             "path_intercepts": np.array([r.fit.intercept_ for r in results], dtype=np.float64),
             "path_n_iter": np.array([r.fit.n_iter_ for r in results], dtype=np.int64),
         }
-        chosen, pen = results[best], pens[best]
+        chosen, pen, chosen_row = results[best], pens[best], best
         if self.search == "gradient":
-            pen, chosen, history = self._fold_ray(
+            pen, chosen, chosen_row, history = self._fold_ray(
                 X, y, loss, pens, results[best], best, history, sample_weight, offset
             )
         if scorer is None:
@@ -478,7 +478,7 @@ class _ALOBase(BaseEstimator):
                 f"grid evaluated by approximate cross-validation over {len(splits)} splits"
                 + ("" if self.search == "grid" else ", then a bounded search along the ray")
             ),
-            _best_index=best,
+            _best_index=chosen_row,
             rtol=self._rtol(),
             **path,
         )
@@ -527,14 +527,14 @@ class _ALOBase(BaseEstimator):
         history: dict,
         sample_weight,
         offset,
-    ) -> tuple[Penalty, Any, dict]:
+    ) -> tuple[Penalty, Any, int, dict]:
         """``search="gradient"`` with ``cv=``: the K-fold estimate has no exact derivative
         here, so the grid's best penalty ``pens[best]`` is refined by a bounded scalar
         search (``scipy.optimize.minimize_scalar``, to ``RAY_XTOL`` in log scale) of the
         K-fold mean along the ray that scales all its parameters alike, between its
         neighbours on the grid (one grid step beyond an end; a decade for a grid of one
         point); ``at_best`` is the K-fold result there. Returns (penalty, its K-fold
-        result, the history with the search's evaluations appended)."""
+        result, its history row, the history with the search's evaluations appended)."""
         size = np.log([float(np.sum(p.params())) for p in pens])  # decreasing
         up = size[best - 1] - size[best] if best > 0 else None
         down = size[best + 1] - size[best] if best + 1 < len(pens) else None
@@ -554,14 +554,16 @@ class _ALOBase(BaseEstimator):
         scipy.optimize.minimize_scalar(
             phi, bounds=(down, up), method="bounded", options={"xatol": RAY_XTOL}
         )
-        t_best = min(found, key=lambda t: found[t][1].mean)
-        pen, chosen = found[t_best]
+        ts = list(found)
+        k = min(range(len(ts)), key=lambda i: found[ts[i]][1].mean)
+        pen, chosen = found[ts[k]]
+        row = len(pens) + k
         if not chosen.mean < at_best.mean:
-            pen, chosen = pens[best], at_best
-        extra = _fold_history([p for p, _ in found.values()], [r for _, r in found.values()])
-        history = {k: np.concatenate([history[k], extra[k]]) for k in history}
+            pen, chosen, row = pens[best], at_best, best
+        extra = _fold_history([found[t][0] for t in ts], [found[t][1] for t in ts])
+        history = {key: np.concatenate([history[key], extra[key]]) for key in history}
         history["n_fits"] = np.arange(1, history["acv"].size + 1)
-        return pen, chosen, history
+        return pen, chosen, row, history
 
     def _split_scores(self, scorer, res, X, y_true, score_weight) -> np.ndarray:
         """The scorer's score of every split's held-out predictions of one candidate."""
