@@ -748,28 +748,22 @@ def check_choice(name: str, value: Any, options: tuple[str, ...]) -> None:
 
 
 def check_cv_arg(cv: Any, allow_none: bool = False) -> Any:
-    """A ``cv=`` argument: an int >= 2 (that many folds), a scikit-learn splitter (an
-    object with ``split``), or an iterable of ``(train, test)`` index pairs; None where
-    ``allow_none`` (an estimator's leave-one-out default). TypeError for any other kind,
-    ValueError for fewer than 2 folds. The pairs themselves are checked where they are
-    read (:func:`aloocv.folds.cv_splits`)."""
+    """A ``cv=`` argument: an int >= 2, a splitter (with ``split``) or an iterable of
+    ``(train, test)`` pairs (checked where read, :func:`aloocv.folds.cv_splits`); None
+    where ``allow_none`` (an estimator's leave-one-out default)."""
     if cv is None and allow_none:
         return None
-    kinds = "None (leave-one-out), " if allow_none else ""
-    what = (
-        f"cv must be {kinds}an int >= 2, a scikit-learn splitter or an iterable of "
-        "(train, test) splits"
-    )
-    if isinstance(cv, (bool, np.bool_)) or cv is None:
-        raise TypeError(f"{what}, got {cv!r}")
-    if isinstance(cv, (int, np.integer)):
+    if isinstance(cv, (int, np.integer)) and not isinstance(cv, (bool, np.bool_)):
         if int(cv) < 2:
             raise ValueError(f"cv must be >= 2 folds, got {int(cv)}")
         return int(cv)
-    if isinstance(cv, (str, bytes, dict)):
-        raise TypeError(f"{what}, got {cv!r}")
-    if not (hasattr(cv, "split") or hasattr(cv, "__iter__")):
-        raise TypeError(f"{what}, got {cv!r}")
+    kind = isinstance(cv, (bool, np.bool_, str, bytes, dict)) or cv is None
+    if kind or not (hasattr(cv, "split") or hasattr(cv, "__iter__")):
+        what = "None (leave-one-out), " if allow_none else ""
+        raise TypeError(
+            f"cv must be {what}an int >= 2, a scikit-learn splitter or an iterable of (train, "
+            f"test) splits, got {cv!r}"
+        )
     return cv
 
 
