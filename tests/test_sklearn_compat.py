@@ -284,6 +284,269 @@ def test_coefs_paths_are_the_fits_of_each_candidate():
 # -- names and per-sample arrays --------------------------------------------------------
 
 
+# -- cv=: the regularization chosen by approximate K-fold / leave-group-out -----------
+
+
+def _cancer():
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    return (X - X.mean(axis=0)) / X.std(axis=0), y
+
+
+def _diabetes():
+    from sklearn.datasets import load_diabetes
+
+    return load_diabetes(return_X_y=True)
+
+
+def _refit_cv(make, X, y, splits, loss):
+    """Brute force: the pooled mean held-out loss of scikit-learn refits on each training
+    set (``loss(y_test, model, X_test)`` summed per test set)."""
+    total = sum(loss(y[te], _sk(make().fit, X[tr], y[tr]), X[te]) for tr, te in splits)
+    return total / sum(te.size for _, te in splits)
+
+
+def _half_sq(y, model, X):
+    return 0.5 * np.sum((y - model.predict(X)) ** 2)
+
+
+def _log_loss_sum(y, model, X):
+    d = model.decision_function(X)
+    return np.sum(np.logaddexp(0.0, d) - y * d)
+
+
+def test_ridge_cv_is_exact_kfold_of_refits():
+    from sklearn.linear_model import Ridge
+    from sklearn.model_selection import GroupKFold, KFold
+
+    X, y = _diabetes()
+    alphas = np.logspace(-4, 1, 8)
+    g = np.arange(y.size) % 11
+    for cv, splits, kw in [
+        (5, list(KFold(5).split(X)), {}),
+        (GroupKFold(4), list(GroupKFold(4).split(X, y, g)), {"groups": g}),
+    ]:
+        est = aloocv.ALORidgeCV(alphas=alphas, cv=cv, store_cv_results=True).fit(X, y, **kw)
+        ref = np.array(
+            [_refit_cv(lambda a=a: Ridge(alpha=a), X, y, splits, _half_sq) for a in alphas]
+        )
+        # squared loss with an L2 penalty: the fold downdate is exact K-fold
+        order = np.argsort(est.search_results_["alpha"])
+        np.testing.assert_allclose(est.search_results_["loss"][order], ref, rtol=1e-8)
+        assert est.alpha_ == alphas[np.argmin(ref)]
+        assert est.best_score_ == pytest.approx(-2 * ref.min(), rel=1e-8)
+        assert est.cv_results_.shape == (y.size, alphas.size)
+        np.testing.assert_allclose(est.cv_results_.mean(axis=0), 2 * ref, rtol=1e-8)
+        # the K-fold result of the choice, and the held-out predictions of each fold
+        assert isinstance(est.tune_result_.loo, aloocv.KFoldResult)
+        tr, te = splits[0]
+        held = _sk(Ridge(alpha=est.alpha_).fit, X[tr], y[tr]).predict(X[te])
+        np.testing.assert_allclose(est.loo_predictions_[te], held, rtol=1e-8)
+
+
+def test_logistic_cv_int_is_stratified_and_tracks_refits():
+    from sklearn.model_selection import StratifiedKFold
+
+    X, y = _cancer()
+    Cs = np.logspace(-3, 1.5, 8)
+    est = aloocv.ALOLogisticRegressionCV(Cs=Cs, cv=5).fit(X, y)
+    splits = list(StratifiedKFold(5).split(X, y))
+    # the same estimate as aloocv.kfold on scikit-learn's stratified folds
+    for C, loss in zip(est.search_results_["C"], est.search_results_["loss"]):
+        direct = aloocv.kfold(X, y, "logistic", aloocv.L2(1 / C), cv=StratifiedKFold(5))
+        assert loss == pytest.approx(direct.mean, rel=1e-10)
+    # against refits of scikit-learn's LogisticRegression on every training set: the
+    # one-step approximation within a few percent, and the same choice of C
+    ref = np.array(
+        [
+            _refit_cv(
+                lambda C=C: LogisticRegression(C=C, tol=1e-10, max_iter=10000),
+                X,
+                y,
+                splits,
+                _log_loss_sum,
+            )
+            for C in Cs
+        ]
+    )
+    np.testing.assert_allclose(est.search_results_["loss"], ref, rtol=0.08)
+    assert np.ptp(ref) > 0.5 * ref.min()  # the curve is not flat
+    assert est.C_[0] == Cs[np.argmin(ref)]
+    assert est.best_score_ == pytest.approx(-est.search_results_["loss"].min())
+    # scores_: LogisticRegressionCV's layout, one row per split (minus its mean log-loss)
+    direct = aloocv.kfold(X, y, "logistic", aloocv.L2(1 / est.C_[0]), cv=splits)
+    assert est.scores_[1].shape == (5, Cs.size)
+    k = int(np.flatnonzero(Cs == est.C_[0])[0])
+    np.testing.assert_allclose(est.scores_[1][:, k], -direct.fold_means, rtol=1e-10)
+
+
+def test_logistic_cv_scorer_is_averaged_over_splits():
+    from sklearn.model_selection import StratifiedKFold
+
+    X, y = _cancer()
+    Cs = np.logspace(-3, 1, 5)
+    est = aloocv.ALOLogisticRegressionCV(Cs=Cs, cv=4, scoring="roc_auc").fit(X, y)
+    k = int(np.flatnonzero(Cs == est.C_[0])[0])
+    direct = aloocv.kfold(X, y, "logistic", aloocv.L2(1 / est.C_[0]), cv=StratifiedKFold(4))
+    per = [roc_auc_score(y[te], p) for te, p in zip(direct.test_indices, direct.split_predictions)]
+    np.testing.assert_allclose(est.scores_[1][:, k], per, rtol=1e-10)
+    assert est.best_score_ == pytest.approx(np.mean(per), rel=1e-12)
+    assert est.best_score_ == pytest.approx(est.scores_[1].mean(axis=0).max(), rel=1e-12)
+
+
+def test_cv_groups_through_fit_and_metadata_routing():
+    import sklearn
+    from sklearn.model_selection import GroupKFold, LeaveOneGroupOut, cross_validate
+
+    X, y = _cancer()
+    g = np.arange(y.size) // 57
+    logo = LeaveOneGroupOut()
+    est = aloocv.ALOLogisticRegressionCV(Cs=4, cv=logo, store_loo=True).fit(X, y, groups=g)
+    C = est.C_[0]
+    direct = aloocv.kfold(X, y, "logistic", aloocv.L2(1 / C), folds=g)
+    assert -est.best_score_ == pytest.approx(direct.mean, rel=1e-10)
+    assert est.tune_result_.loo.n_folds == np.unique(g).size
+    with sklearn.config_context(enable_metadata_routing=True):
+        routed = aloocv.ALOLogisticRegressionCV(Cs=4, cv=LeaveOneGroupOut()).fit(X, y, groups=g)
+        assert routed.C_[0] == C and routed.best_score_ == est.best_score_
+        # a meta-estimator routes groups to the outer splitter and to fit's splitter
+        out = cross_validate(
+            aloocv.ALORidgeCV(alphas=(0.1, 10.0), cv=GroupKFold(3)),
+            X,
+            y,
+            cv=GroupKFold(4),
+            params={"groups": g},
+        )
+    assert out["test_score"].shape == (4,)
+
+
+def test_cv_glm_enet_and_targets_agree_with_kfold():
+    from sklearn.linear_model import Ridge
+    from sklearn.model_selection import KFold
+
+    X, y = _diabetes()
+    counts = np.round(y / 10)
+    alphas = (1e-3, 1e-2, 1e-1)
+    est = aloocv.ALOPoissonRegressorCV(alphas=alphas, cv=KFold(4)).fit(X, counts)
+    for a, loss in zip(est.search_results_["alpha"], est.search_results_["loss"]):
+        pen = aloocv.L2(a * y.size)
+        direct = aloocv.kfold(X, counts, aloocv.losses.get_loss("poisson"), pen, cv=KFold(4))
+        assert loss == pytest.approx(direct.mean, rel=1e-10)
+    # elastic net: ElasticNetCV's mse_path_ with one column per split
+    enet = aloocv.ALOElasticNetCV(alphas=4, l1_ratio=[0.5, 1.0], cv=5).fit(X, y)
+    assert enet.mse_path_.shape == (2, 4, 5)
+    k = np.unravel_index(np.argmin(enet.mse_path_.mean(axis=-1)), (2, 4))
+    assert enet.alpha_ == pytest.approx(enet.alphas_[k], rel=1e-12)
+    for r, ratio in enumerate((0.5, 1.0)):
+        a = y.size * enet.alphas_[r, 1]
+        pen = aloocv.L1(a) if ratio == 1.0 else aloocv.ElasticNet(a * ratio, a * (1 - ratio))
+        direct = aloocv.kfold(X, y, "squared", pen, cv=KFold(5))
+        np.testing.assert_allclose(enet.mse_path_[r, 1], 2 * direct.fold_means, rtol=1e-7)
+    # several targets: exact K-fold per target from one decomposition, as refits
+    Y = np.column_stack([y, np.sqrt(y), X[:, 2] * 100])
+    grid = np.logspace(-4, 1, 6)
+    multi = aloocv.ALORidgeCV(alphas=grid, cv=5, alpha_per_target=True).fit(X, Y)
+    splits = list(KFold(5).split(X))
+    for t in range(Y.shape[1]):
+        ref = [_refit_cv(lambda a=a: Ridge(alpha=a), X, Y[:, t], splits, _half_sq) for a in grid]
+        assert multi.alpha_[t] == grid[np.argmin(ref)]
+        assert multi.best_score_[t] == pytest.approx(-2 * min(ref), rel=1e-8)
+
+
+def test_cv_gradient_search_refines_the_grid_on_the_kfold_curve():
+    from sklearn.model_selection import StratifiedKFold
+
+    X, y = _cancer()
+    kw = dict(Cs=np.logspace(-3, 2, 6), cv=5)
+    grid = aloocv.ALOLogisticRegressionCV(**kw).fit(X, y)
+    grad = aloocv.ALOLogisticRegressionCV(search="gradient", **kw).fit(X, y)
+    # between the grid neighbours of the grid's choice, strictly better than it
+    assert grad.best_score_ > grid.best_score_
+    assert grid.C_[0] / 10 < grad.C_[0] < grid.C_[0] * 10 and grad.C_[0] not in grid.Cs_
+    sr = grad.search_results_
+    assert sr["gradient"].sum() == sr["C"].size - 6
+    assert grad.best_score_ == pytest.approx(sr["score"].max(), rel=1e-12)
+    assert grad.C_[0] == pytest.approx(sr["C"][np.argmax(sr["score"])], rel=1e-12)
+    # every evaluation of the scalar search is the K-fold estimate at its C
+    for C, loss in list(zip(sr["C"], sr["loss"]))[-3:]:
+        direct = aloocv.kfold(X, y, "logistic", aloocv.L2(1 / C), cv=StratifiedKFold(5))
+        assert loss == pytest.approx(direct.mean, rel=1e-9)
+    direct = aloocv.kfold(X, y, "logistic", aloocv.L2(1 / grad.C_[0]), cv=StratifiedKFold(5))
+    np.testing.assert_allclose(grad.coef_[0], direct.fit.coef_, rtol=1e-10)
+
+
+def test_cv_group_splits_make_integer_weights_repeated_rows():
+    from sklearn.model_selection import LeaveOneGroupOut
+
+    # leaving out a group of k repeated rows is leaving out one row of weight k (what
+    # scikit-learn's sample-weight equivalence check asks of a CV estimator)
+    X, y = _cancer()
+    X, y = X[:120], y[:120]
+    rng = np.random.default_rng(312)
+    w = rng.integers(0, 4, size=y.size)
+    g = rng.integers(0, 6, size=y.size)
+    rows = np.repeat(np.arange(y.size), w)
+    kw = dict(Cs=np.logspace(-2, 1, 5), cv=LeaveOneGroupOut(), tol=1e-12)
+    weighted = aloocv.ALOLogisticRegressionCV(**kw).fit(X, y, sample_weight=w, groups=g)
+    repeated = aloocv.ALOLogisticRegressionCV(**kw).fit(X[rows], y[rows], groups=g[rows])
+    sw, sr = weighted.search_results_, repeated.search_results_
+    np.testing.assert_allclose(sw["loss"], sr["loss"], rtol=1e-8)
+    np.testing.assert_allclose(sw["loss_stderr"], sr["loss_stderr"], rtol=1e-6)
+    assert weighted.C_[0] == repeated.C_[0]
+    np.testing.assert_allclose(weighted.coef_, repeated.coef_, rtol=1e-8, atol=1e-10)
+    # leave-one-out is not: a weight-k row leaves k copies out at once
+    loo_w = aloocv.ALOLogisticRegressionCV(Cs=kw["Cs"]).fit(X, y, sample_weight=w)
+    loo_r = aloocv.ALOLogisticRegressionCV(Cs=kw["Cs"]).fit(X[rows], y[rows])
+    assert not np.allclose(loo_w.search_results_["loss"], loo_r.search_results_["loss"])
+
+
+def test_cv_none_is_leave_one_out():
+    X, y = _cancer()
+    Cs = np.logspace(-2, -0.5, 4)
+    loo = aloocv.ALOLogisticRegressionCV(Cs=Cs, cv=None).fit(X, y)
+    for C, loss in zip(loo.search_results_["C"], loo.search_results_["loss"]):
+        assert loss == pytest.approx(aloocv.loo(X, y, "logistic", aloocv.L2(1 / C)).mean)
+    assert loo.scores_[1].shape == (1, Cs.size)
+    assert isinstance(loo.tune_result_, aloocv.TuneResult)
+    kf = aloocv.ALOLogisticRegressionCV(Cs=Cs, cv=3).fit(X, y)
+    assert not np.allclose(kf.search_results_["loss"], loo.search_results_["loss"])
+
+
+@pytest.mark.parametrize(
+    "kwargs, fit_kw, err, match",
+    [
+        ({"cv": 1}, {}, ValueError, "cv must be >= 2"),
+        ({"cv": True}, {}, TypeError, "cv must be None"),
+        ({"cv": "five"}, {}, TypeError, "cv must be None"),
+        ({"cv": 2.5}, {}, TypeError, "cv must be None"),
+        ({}, {"groups": np.zeros(60)}, ValueError, "groups= goes with cv="),
+        ({"cv": 3}, {"foo": 1}, ValueError, "enable_metadata_routing"),
+        ({"cv": [(np.arange(30), np.arange(20, 60))]}, {}, ValueError, "overlap"),
+        ({"cv": 3, "search": "gradient", "rule": "1se"}, {}, ValueError, "rule='min'"),
+        ({"cv": [(np.arange(30), np.arange(30, 60))], "rule": "1se"}, {}, ValueError, "single"),
+        ({"cv": 3, "alpha_per_feature": True}, {}, ValueError, "alpha_per_feature"),
+        ({"cv": 61}, {}, ValueError, "cv=61"),
+    ],
+)
+def test_bad_cv(kwargs, fit_kw, err, match):
+    X, y = make_data("squared", 60, 3, seed=310)
+    with pytest.raises(err, match=match):
+        aloocv.ALORidgeCV(**kwargs).fit(X, y, **fit_kw)
+
+
+def test_bad_cv_with_several_targets_and_dask():
+    from sklearn.model_selection import TimeSeriesSplit
+
+    X, y = make_data("squared", 60, 3, seed=311)
+    Y = np.column_stack([y, -y])
+    with pytest.raises(ValueError, match="partition"):
+        aloocv.ALORidgeCV(cv=TimeSeriesSplit(3)).fit(X, Y)
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(ValueError, match="cv= needs X in memory"):
+        aloocv.ALORidgeCV(cv=3).fit(da.from_array(X, chunks=20), da.from_array(y, chunks=20))
+
+
 def test_signatures_follow_sklearn():
     from sklearn.linear_model import ElasticNetCV, LogisticRegressionCV
 

@@ -747,6 +747,26 @@ def check_choice(name: str, value: Any, options: tuple[str, ...]) -> None:
         raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
 
 
+def check_cv_arg(cv: Any, allow_none: bool = False) -> Any:
+    """A ``cv=`` argument: an int >= 2, a splitter (with ``split``) or an iterable of
+    ``(train, test)`` pairs (checked where read, :func:`aloocv.folds.cv_splits`); None
+    where ``allow_none`` (an estimator's leave-one-out default)."""
+    if cv is None and allow_none:
+        return None
+    if isinstance(cv, (int, np.integer)) and not isinstance(cv, (bool, np.bool_)):
+        if int(cv) < 2:
+            raise ValueError(f"cv must be >= 2 folds, got {int(cv)}")
+        return int(cv)
+    kind = isinstance(cv, (bool, np.bool_, str, bytes, dict)) or cv is None
+    if kind or not (hasattr(cv, "split") or hasattr(cv, "__iter__")):
+        what = "None (leave-one-out), " if allow_none else ""
+        raise TypeError(
+            f"cv must be {what}an int >= 2, a scikit-learn splitter or an iterable of (train, "
+            f"test) splits, got {cv!r}"
+        )
+    return cv
+
+
 def check_verbose(verbose: Any) -> bool:
     """``verbose``: a bool or a non-negative integer (scikit-learn's convention)."""
     if isinstance(verbose, (bool, np.bool_)):

@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ._diagnostics import user_stacklevel
-from ._validation import check_labels
+from ._validation import check_cv_arg, check_labels
 from .results import FoldRefinement, KFoldResult
 
 __all__ = [
@@ -156,17 +156,12 @@ def cv_splits(cv: Any, X: Any, y: Any, groups: Any, loss: Any, n: int) -> list:
     sets disjoint from their test sets."""
     from sklearn.model_selection import check_cv
 
-    if isinstance(cv, bool) or cv is None:
-        raise TypeError(f"cv must be an int, a splitter or an iterable of splits, got {cv!r}")
-    if isinstance(cv, numbers.Integral) and int(cv) < 2:
-        raise ValueError(f"cv must be >= 2 folds, got {cv}")
+    cv = check_cv_arg(cv)
     if groups is not None:
         groups = check_labels(groups, n, "groups")
     classifier = getattr(loss, "name", loss) in CLASSIFIER_LOSSES
     yy = np.asarray(y)
     if not isinstance(cv, numbers.Integral) and not hasattr(cv, "split"):
-        if isinstance(cv, (str, bytes)) or not hasattr(cv, "__iter__"):
-            raise TypeError(f"cv must be an int, a splitter or an iterable of splits, got {cv!r}")
         raw = list(cv)  # an iterable of (train, test) pairs, checked below
     else:
         try:

@@ -10,11 +10,21 @@ checks of the regressors.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+import scipy.optimize
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, is_classifier
+from sklearn.utils.metadata_routing import (
+    MetadataRouter,
+    MethodMapping,
+    _raise_for_params,
+    _routing_enabled,
+    process_routing,
+)
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from .. import _scoring
@@ -22,6 +32,7 @@ from .._scoring import get_scorer
 from .._validation import (
     check_bool,
     check_choice,
+    check_cv_arg,
     check_labels,
     check_rtol,
     check_sample_weight,
@@ -33,11 +44,19 @@ from .._validation import (
     is_multi_target,
     is_sparse,
 )
+from ..api import kfold
 from ..backends.dask.estimator_inputs import SAMPLE_FLAGS, local
 from ..backends.dask.estimator_inputs import fit_inputs as dask_fit_inputs
+from ..folds import cv_splits
 from ..penalties import Penalty
 from ..plotting import CVCurveDisplay
 from ..tuning import TuneResult, tune
+from ..tuning.record import _progress, _select
+from ..tuning.refine import RAY_XTOL
+
+#: The half-width (in log scale) of the scalar search of ``cv=`` with
+#: ``search="gradient"`` on a grid of one point: a decade either side.
+RAY_DECADE = float(np.log(10.0))
 
 
 def _precheck(X: Any) -> None:
@@ -131,6 +150,28 @@ def _weight_mean(sample_weight: Any) -> float:
     return float(np.mean(np.asarray(sample_weight)))
 
 
+def _fold_history(pens: list[Penalty], results: list) -> dict[str, np.ndarray]:
+    """A :class:`TuneResult` history of K-fold evaluations (``pens`` and their
+    :class:`aloocv.KFoldResult`): the mean held-out loss as ``"acv"``, its standard error
+    across the splits (NaN for a single split), ``"refined"`` where ``rtol=`` refined it."""
+    ref = [r.refinement for r in results]
+    params = np.array([p.params() for p in pens], dtype=np.float64).reshape(len(pens), -1)
+    return {
+        "params": params,
+        "acv": np.array([r.mean for r in results], dtype=np.float64),
+        "stderr": np.array(
+            [np.nan if r.stderr is None else r.stderr for r in results], dtype=np.float64
+        ),
+        "grad": np.full(params.shape, np.nan),
+        "n_fits": np.arange(1, len(pens) + 1),
+        "refined": np.array([f is not None for f in ref], dtype=bool),
+        "plain_acv": np.array(
+            [r.mean if f is None else f.plain_mean for r, f in zip(results, ref)],
+            dtype=np.float64,
+        ),
+    }
+
+
 def _chosen_by_scorer(res: TuneResult, one: TuneResult, best_row: int) -> TuneResult:
     """The search ``res`` with the fit of the scorer's choice (``one``, its own one-point
     search) in place of the loss's choice; the paths stay the search's."""
@@ -152,7 +193,12 @@ def _chosen_by_scorer(res: TuneResult, one: TuneResult, best_row: int) -> TuneRe
 
 class _Search:
     """The outcome of one search: the chosen result and, per candidate of the grid (in
-    the estimator's order), the history row, the mean loss and the score."""
+    the estimator's order), the history row, the mean loss and the score; with ``cv=``
+    also per candidate and split the split's mean held-out loss (``fold_loss``) and score
+    (``fold_score``), shape ``(n_candidates, n_splits)`` (None for leave-one-out)."""
+
+    fold_loss: np.ndarray | None = None
+    fold_score: np.ndarray | None = None
 
     def __init__(
         self, res, rows, loss, score, row_score, best_score, scorer, stderr=None, refined=None
@@ -175,7 +221,54 @@ class _Search:
 
 class _ALOBase(BaseEstimator):
     """Shared fitting logic: grid or gradient search of ALOOCV, scored by the fitted loss
-    or by a scikit-learn scorer on the leave-one-out predictions."""
+    or by a scikit-learn scorer on the leave-one-out predictions; with ``cv=``, a grid of
+    approximate K-fold estimates (:func:`aloocv.kfold`)."""
+
+    @contextmanager
+    def _folds(self, X, y, sample_weight, params: dict) -> Iterator[None]:
+        """The splits of ``cv=`` for the searches of one ``fit``, held in ``_splits``
+        (None: leave-one-out) while it runs: ``params`` are ``fit``'s extra keyword
+        arguments (``groups``; with scikit-learn's metadata routing enabled, whatever the
+        splitter requests), ``y`` the labels or responses the splitter sees."""
+        cv = check_cv_arg(getattr(self, "cv", None), allow_none=True)
+        if cv is None and params.get("groups") is not None:
+            raise ValueError(
+                "groups= goes with cv= (e.g. cv=GroupKFold(5) or cv=LeaveOneGroupOut()); "
+                "with cv=None the estimate is leave-one-out"
+            )
+        if _routing_enabled():
+            split = process_routing(self, "fit", sample_weight=sample_weight, **params)
+            split = dict(split.splitter.split)
+        else:
+            _raise_for_params(params, self, "fit", allow=["groups"])
+            split = dict(params)
+        splits = None
+        if cv is not None:
+            if is_dask_collection(X):
+                raise ValueError(
+                    "cv= needs X in memory; for dask input use cv=None (leave-one-out) or "
+                    "aloocv.kfold(X, y, n_folds=...) with fold labels"
+                )
+            loss = "logistic" if is_classifier(self) else None  # an int: stratified folds
+            splits = cv_splits(cv, X, y, split.get("groups"), loss, X.shape[0])
+        self._splits = splits
+        try:
+            yield
+        finally:
+            del self._splits
+
+    def get_metadata_routing(self) -> MetadataRouter:
+        """The metadata routing of this estimator (scikit-learn's): ``fit``'s own
+        metadata (``sample_weight``) and what the splitter of ``cv=`` requests for its
+        ``split`` (``groups`` for the group splitters)."""
+        return (
+            MetadataRouter(owner=self)
+            .add_self_request(self)
+            .add(
+                splitter=getattr(self, "cv", None),
+                method_mapping=MethodMapping().add(caller="fit", callee="split"),
+            )
+        )
 
     def _loss_score(self, acv: Any, weight_mean: float) -> Any:
         """``best_score_`` without a scorer: the negated mean leave-one-out loss."""
@@ -222,7 +315,19 @@ class _ALOBase(BaseEstimator):
         score_weight=None,
     ) -> _Search:
         """Tune over ``grid`` (the estimator's candidates, in its order); with a scorer,
-        choose the candidate of the highest score of its leave-one-out predictions."""
+        choose the candidate of the highest score of its leave-one-out predictions. With
+        ``cv=``: :meth:`_fold_search`."""
+        if getattr(self, "_splits", None) is not None:
+            return self._fold_search(
+                X,
+                y,
+                loss,
+                grid,
+                sample_weight,
+                offset=offset,
+                y_score=y_score,
+                score_weight=score_weight,
+            )
         scorer = self._scorer()
         common = dict(
             loss=loss,
@@ -276,6 +381,204 @@ class _ALOBase(BaseEstimator):
         if method == "grid":
             out.n_grid = int(h["acv"].size)
         return out
+
+    def _fold_search(
+        self,
+        X,
+        y,
+        loss: Any,
+        grid: list[Penalty],
+        sample_weight,
+        *,
+        offset=None,
+        y_score=None,
+        score_weight=None,
+    ) -> _Search:
+        """The grid ``grid`` scored by approximate K-fold over the splits of ``cv=``
+        (:func:`aloocv.kfold` per candidate): the lowest mean held-out loss (``rule``), or
+        the highest mean over the splits of the scorer's score of each split's held-out
+        predictions. The candidates are evaluated (and the history ordered) from the most
+        to the least regularized, as :func:`aloocv.tune`'s grid, so ``rule="1se"`` reads
+        the same order. ``search="gradient"``: then a bounded scalar search of the K-fold
+        mean along the ray that scales the best candidate's parameters, between its
+        neighbours on the grid (:meth:`_fold_ray`)."""
+        splits = self._splits
+        scorer = self._scorer()
+        if self.search == "gradient" and self.rule != "min":
+            raise ValueError(
+                "with cv=, search='gradient' refines the minimum of the K-fold estimate: use "
+                "rule='min', or search='grid' for rule='1se'"
+            )
+        if self.rule == "1se" and len(splits) < 2:
+            raise ValueError(
+                "rule='1se' needs the standard error across splits; cv= gave a single split"
+            )
+        order = np.argsort([-float(np.sum(g.params())) for g in grid], kind="stable")
+        T = order.size
+        pens = [grid[i] for i in order]
+        bar = _progress(T, check_verbose(getattr(self, "verbose", 0)), "aloocv K-fold grid")
+        results = []
+        for pen in pens:
+            results.append(self._fold_estimate(X, y, loss, pen, sample_weight, offset))
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+        history = _fold_history(pens, results)
+        rows = np.empty(T, dtype=np.intp)
+        rows[order] = np.arange(T)  # candidate -> history row
+        cand_loss = history["acv"][rows]
+        fold_loss = np.array([results[r].fold_means for r in rows], dtype=np.float64)
+        wmean = _weight_mean(sample_weight)
+        if scorer is None:
+            best = _select(history, self.rule)
+            score = self._loss_score(cand_loss, wmean)
+            fold_score = self._loss_score(fold_loss, wmean)
+        else:
+            y_true = np.asarray(y if y_score is None else y_score)
+            Xs = X.tocsr() if is_sparse(X) and X.format not in ("csr", "csc") else X
+            fold_score = np.array(
+                [self._split_scores(scorer, results[r], Xs, y_true, score_weight) for r in rows]
+            )
+            score = fold_score.mean(axis=1)
+            best = int(rows[int(np.argmax(score))])
+        path = {
+            "path_losses": np.stack([r.losses for r in results], axis=-1),
+            "path_predictions": np.stack([r.predictions for r in results], axis=-1),
+            "path_coefs": np.stack([np.asarray(r.fit.coef_, dtype=np.float64) for r in results]),
+            "path_intercepts": np.array([r.fit.intercept_ for r in results], dtype=np.float64),
+            "path_n_iter": np.array([r.fit.n_iter_ for r in results], dtype=np.int64),
+        }
+        chosen, pen, chosen_row = results[best], pens[best], best
+        if self.search == "gradient":
+            pen, chosen, chosen_row, history = self._fold_ray(
+                X, y, loss, pens, results[best], best, history, sample_weight, offset
+            )
+        if scorer is None:
+            row_score = self._loss_score(history["acv"], wmean)
+            best_score = float(self._loss_score(chosen.mean, wmean))
+        else:
+            row_score = np.empty(T)
+            row_score[rows] = score
+            best_score = float(np.max(score))
+        res = TuneResult(
+            penalty=pen,
+            fit=chosen.fit,
+            loo=chosen,
+            acv=float(chosen.mean),
+            stderr=chosen.stderr,
+            history=history,
+            # "auto": a grid, then a search from its best point (here along the ray)
+            method="grid" if self.search == "grid" else "auto",
+            n_iter=int(history["acv"].size),
+            n_fits=int(history["acv"].size),
+            converged=True,
+            selection=self.rule,
+            message=(
+                f"grid evaluated by approximate cross-validation over {len(splits)} splits"
+                + ("" if self.search == "grid" else ", then a bounded search along the ray")
+            ),
+            _best_index=chosen_row,
+            rtol=self._rtol(),
+            **path,
+        )
+        out = _Search(
+            res,
+            rows,
+            cand_loss,
+            score,
+            row_score,
+            best_score,
+            scorer,
+            history["stderr"][rows],
+            history["refined"][rows],
+        )
+        out.n_grid = T
+        out.fold_loss = fold_loss
+        out.fold_score = fold_score
+        return out
+
+    def _fold_estimate(self, X, y, loss: Any, pen: Penalty, sample_weight, offset) -> Any:
+        """The approximate K-fold estimate of one penalty over the splits of ``cv=``."""
+        return kfold(
+            X,
+            y,
+            loss=loss,
+            penalty=pen,
+            cv=self._splits,
+            fit_intercept=self.fit_intercept,
+            sample_weight=sample_weight,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            n_jobs=self.n_jobs,
+            offset=offset,
+            rtol=self._rtol(),
+            memory_limit=getattr(self, "memory_limit", None),
+        )
+
+    def _fold_ray(
+        self,
+        X,
+        y,
+        loss: Any,
+        pens: list[Penalty],
+        at_best: Any,
+        best: int,
+        history: dict,
+        sample_weight,
+        offset,
+    ) -> tuple[Penalty, Any, int, dict]:
+        """``search="gradient"`` with ``cv=``: the K-fold estimate has no exact derivative
+        here, so the grid's best penalty ``pens[best]`` is refined by a bounded scalar
+        search (``scipy.optimize.minimize_scalar``, to ``RAY_XTOL`` in log scale) of the
+        K-fold mean along the ray that scales all its parameters alike, between its
+        neighbours on the grid (one grid step beyond an end; a decade for a grid of one
+        point); ``at_best`` is the K-fold result there. Returns (penalty, its K-fold
+        result, its history row, the history with the search's evaluations appended)."""
+        size = np.log([float(np.sum(p.params())) for p in pens])  # decreasing
+        up = size[best - 1] - size[best] if best > 0 else None
+        down = size[best + 1] - size[best] if best + 1 < len(pens) else None
+        if up is None and down is None:
+            up, down = RAY_DECADE, -RAY_DECADE
+        up = -down if up is None else up
+        down = -up if down is None else down
+        base = pens[best].params()
+        found: dict[float, tuple[Penalty, Any]] = {}
+
+        def phi(t: float) -> float:
+            if t not in found:
+                pen = pens[best].with_params(base * np.exp(t))
+                found[t] = (pen, self._fold_estimate(X, y, loss, pen, sample_weight, offset))
+            return float(found[t][1].mean)
+
+        scipy.optimize.minimize_scalar(
+            phi, bounds=(down, up), method="bounded", options={"xatol": RAY_XTOL}
+        )
+        ts = list(found)
+        k = min(range(len(ts)), key=lambda i: found[ts[i]][1].mean)
+        pen, chosen = found[ts[k]]
+        row = len(pens) + k
+        if not chosen.mean < at_best.mean:
+            pen, chosen, row = pens[best], at_best, best
+        extra = _fold_history([found[t][0] for t in ts], [found[t][1] for t in ts])
+        history = {key: np.concatenate([history[key], extra[key]]) for key in history}
+        history["n_fits"] = np.arange(1, history["acv"].size + 1)
+        return pen, chosen, row, history
+
+    def _split_scores(self, scorer, res, X, y_true, score_weight) -> np.ndarray:
+        """The scorer's score of every split's held-out predictions of one candidate."""
+        return np.array(
+            [
+                _scoring.score(
+                    scorer,
+                    self._replay(pred, te.size),
+                    X[te],
+                    y_true[te],
+                    None if score_weight is None else np.asarray(score_weight)[te],
+                )
+                for te, pred in zip(res.test_indices, res.split_predictions)
+            ]
+        )
 
     def _candidate_scores(
         self, scorer, res: TuneResult, rows: np.ndarray, X, y_true, score_weight, offset

@@ -83,6 +83,18 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         pattern. Ignored for a 1-d ``y``.
     memory_limit : int, float or str, optional
         The memory budget of the search's large matrices, as in :class:`ALORidgeCV`.
+    cv : int, scikit-learn splitter or iterable of (train, test), optional
+        None (default): leave-one-out by ALO. Otherwise the folds of an approximate
+        K-fold (or leave-group-out) cross-validation that selects ``alpha`` and
+        ``l1_ratio`` instead, with ``groups`` passed to ``fit``, as in
+        :class:`ALORidgeCV` (an int is ``KFold(k)``, as ``ElasticNetCV``'s): one fit per
+        candidate and one Newton step per fold on the active set, no refit.
+        ``mse_path_`` then has one column per split (the split's mean held-out squared
+        error, ``ElasticNetCV``'s layout), and ``best_score_``, ``best_stderr_``,
+        ``search_results_`` and ``loo_predictions_`` hold the K-fold estimates.
+        ``search="gradient"``: a bounded scalar search of the K-fold estimate along the
+        ray that scales the grid's choice (its l1_ratio kept), between its grid
+        neighbours, as in :class:`ALORidgeCV`. Not for dask input.
 
     Attributes
     ----------
@@ -92,10 +104,11 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
     intercept_ : float or ndarray of shape (n_targets,)
     alphas_ : ndarray of shape (n_alphas,) or (n_l1_ratio, n_alphas)
         The candidate alphas per l1_ratio, decreasing.
-    mse_path_ : ndarray of shape (n_alphas, 1) or (n_l1_ratio, n_alphas, 1)
+    mse_path_ : ndarray of shape (n_alphas, n_folds) or (n_l1_ratio, n_alphas, n_folds)
         Leave-one-out mean squared error (weighted by ``sample_weight``) per candidate;
         the last axis is ``ElasticNetCV``'s folds, one here (the leave-one-out estimate),
-        so ``mse_path_.mean(axis=-1)`` means what it means there.
+        so ``mse_path_.mean(axis=-1)`` means what it means there; with ``cv=``, one per
+        split (its mean held-out squared error).
     best_score_ : float or ndarray of shape (n_targets,)
         Score of the choice, higher is better: the scorer's, or minus the mean of
         ``sample_weight * (y - y_loo)^2`` (per target with a 2-d ``y``).
@@ -146,6 +159,7 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         alpha_per_target: bool = False,
         rtol: float | None = None,
         memory_limit: float | str | None = None,
+        cv: Any = None,
     ):
         self.l1_ratio = l1_ratio
         self.eps = eps
@@ -162,17 +176,24 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         self.alpha_per_target = alpha_per_target
         self.rtol = rtol
         self.memory_limit = memory_limit
+        self.cv = cv
 
     def fit(
-        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None, **params: Any
     ) -> ALOElasticNetCV:
-        """Fit, choosing alpha (and l1_ratio) by ALOOCV.
+        """Fit, choosing alpha (and l1_ratio) by ALOOCV (or by the folds of ``cv=``).
 
         ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``); ``X`` may
-        be a dask array (with a 1-d ``y``: :mod:`aloocv.backends.dask`)."""
+        be a dask array (with a 1-d ``y``: :mod:`aloocv.backends.dask`). ``params``:
+        ``groups`` for the splitter of ``cv=``, as in :meth:`ALORidgeCV.fit`."""
         X, y, sample_weight, several = self._targets_inputs(X, y, sample_weight)
-        if several:
-            return self._fit_targets(X, y, sample_weight)
+        with self._folds(X, y, sample_weight, params):
+            if several:
+                return self._fit_targets(X, y, sample_weight)
+            return self._fit_one(X, y, sample_weight)
+
+    def _fit_one(self, X, y, sample_weight) -> ALOElasticNetCV:
+        """One target (1-d ``y``)."""
         X = _informative(X, self.fit_intercept)
         n, ratios, alphas = self._grid(X, y, sample_weight)
         grid = _candidates(n, ratios, alphas)
@@ -204,7 +225,11 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
         self.l1_ratio_ = float(l1 / (l1 + l2)) if (l1 + l2) > 0 else float(ratios[0])
         self.coef_ = res.fit.coef_.copy()
         self.intercept_ = float(res.fit.intercept_)
-        mse = (2.0 * loss).reshape(ratios.size, n_a, 1)
+        if searches[0].fold_loss is None:
+            mse = (2.0 * loss).reshape(ratios.size, n_a, 1)
+        else:  # cv=: ElasticNetCV's one column per split
+            folds = _merged(groups, [s.fold_loss for s in searches], len(grid))
+            mse = (2.0 * folds).reshape(ratios.size, n_a, -1)
         single = np.ndim(self.l1_ratio) == 0 or ratios.size == 1
         self.alphas_ = alphas[0].copy() if single else alphas
         self.mse_path_ = mse[0] if single else mse
@@ -326,7 +351,8 @@ class ALOElasticNetCV(_SquaredScore, _ALORegressor):
     def _fit_per_target(self, X, Y, sample_weight) -> ALOElasticNetCV:
         """Independent elastic nets, one per target, each with its own ALOOCV choice."""
         T = Y.shape[1]
-        params = {**self.get_params(), "alpha_per_target": False}
+        # the splits of cv= resolved once (groups included) for every target
+        params = {**self.get_params(), "alpha_per_target": False, "cv": self._splits}
         fits = [type(self)(**params).fit(X, Y[:, t], sample_weight) for t in range(T)]
         self.alpha_ = np.array([f.alpha_ for f in fits])
         self.l1_ratio_ = np.array([f.l1_ratio_ for f in fits])
@@ -375,7 +401,7 @@ def _merged(groups: list[np.ndarray], parts: list[np.ndarray], size: int) -> np.
     """Per-candidate values of the searches of ``groups`` in the candidates' order."""
     if len(groups) == 1:
         return parts[0]
-    out = np.empty(size)
+    out = np.empty((size, *np.shape(parts[0])[1:]))
     for g, part in zip(groups, parts):
         out[g] = part
     return out

@@ -48,6 +48,7 @@ class _ALOGLMRegressorCV(_ALORegressor):
         verbose: int = 0,
         rtol: float | None = None,
         memory_limit: float | str | None = None,
+        cv: Any = None,
     ):
         self.alphas = alphas
         self.fit_intercept = fit_intercept
@@ -61,6 +62,7 @@ class _ALOGLMRegressorCV(_ALORegressor):
         self.verbose = verbose
         self.rtol = rtol
         self.memory_limit = memory_limit
+        self.cv = cv
 
     def _loss(self) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -82,8 +84,9 @@ class _ALOGLMRegressorCV(_ALORegressor):
         y: ArrayLike,
         sample_weight: ArrayLike | None = None,
         offset: ArrayLike | None = None,
+        **params: Any,
     ):
-        """Fit, choosing ``alpha`` by ALOOCV.
+        """Fit, choosing ``alpha`` by ALOOCV (or by the folds of ``cv=``).
 
         Parameters
         ----------
@@ -93,6 +96,10 @@ class _ALOGLMRegressorCV(_ALORegressor):
         sample_weight : array-like of shape (n_samples,), optional
         offset : array-like of shape (n_samples,), optional
             Known part of the linear predictor (e.g. ``log(exposure)``).
+        **params
+            ``groups`` for the splitter of ``cv=`` (``GroupKFold``,
+            ``LeaveOneGroupOut``, ...); with scikit-learn's metadata routing enabled,
+            what the splitter requests.
 
         Returns
         -------
@@ -120,9 +127,10 @@ class _ALOGLMRegressorCV(_ALORegressor):
         alphas = _positive_grid("alphas", self.alphas)
         s = float(X.shape[0] if sample_weight is None else np.sum(sample_weight))
         grid = [L2(float(a) * s) for a in alphas]
-        search = self._search(
-            X, y, loss, grid, sample_weight, offset=offset, score_weight=sample_weight
-        )
+        with self._folds(X, y, sample_weight, params):
+            search = self._search(
+                X, y, loss, grid, sample_weight, offset=offset, score_weight=sample_weight
+            )
         res = search.res
         self._store(search, {"alpha": alphas})
 
@@ -197,6 +205,15 @@ _GLM_DOC = """
         leave-one-out near ALO's choice), as in :class:`ALOLogisticRegressionCV`.
     memory_limit : int, float or str, optional
         The memory budget of the search's large matrices, as in :class:`ALORidgeCV`.
+    cv : int, scikit-learn splitter or iterable of (train, test), optional
+        None (default): leave-one-out by ALO. Otherwise the folds of an approximate
+        K-fold (or leave-group-out) cross-validation that selects ``alpha`` instead, with
+        ``groups`` passed to ``fit``, as in :class:`ALORidgeCV` (an int is ``KFold(k)``):
+        one fit per candidate and one Newton step per fold, no refit (with ``offset``
+        too). ``best_score_``, ``best_stderr_``, ``search_results_`` and
+        ``loo_predictions_`` then hold the K-fold estimates. ``search="gradient"``: a
+        bounded scalar search of the K-fold estimate between the grid neighbours of the
+        grid's choice, as in :class:`ALORidgeCV`.
 
     Attributes
     ----------
@@ -360,6 +377,7 @@ class ALOTweedieRegressorCV(_ALOGLMRegressorCV):
         verbose: int = 0,
         rtol: float | None = None,
         memory_limit: float | str | None = None,
+        cv: Any = None,
     ):
         # scikit-learn reads an estimator's parameters from its __init__'s signature, so
         # Tweedie's two extra ones need this signature; the shared ones are the base's
@@ -376,6 +394,7 @@ class ALOTweedieRegressorCV(_ALOGLMRegressorCV):
             verbose=verbose,
             rtol=rtol,
             memory_limit=memory_limit,
+            cv=cv,
         )
         self.power = power
         self.link = link

@@ -115,6 +115,23 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
     memory_limit : int, float or str, optional
         The memory budget of the search's large matrices (the multinomial model's
         ``K (p+1) x K (p+1)`` Hessian included), as in :class:`ALORidgeCV`.
+    cv : int, scikit-learn splitter or iterable of (train, test), optional
+        None (default): leave-one-out by ALO. Otherwise the folds of an approximate
+        K-fold (or leave-group-out) cross-validation that selects C (and l1_ratio)
+        instead, as ``LogisticRegressionCV``'s ``cv``: an int ``k`` is
+        ``StratifiedKFold(k)`` (unshuffled, on the class labels, the same folds for every
+        one-vs-rest model), a splitter is called as ``cv.split(X, y, groups)`` with the
+        ``groups`` given to ``fit`` (see :class:`ALORidgeCV`). Each candidate costs one
+        fit on all the samples and one Newton step per fold on the problem without the
+        fold (:func:`aloocv.kfold`), not one refit per fold. ``scores_`` then has one row
+        per split (``LogisticRegressionCV``'s layout: the split's score, or minus its mean
+        held-out log-loss), while ``coefs_paths_`` and ``n_iter_`` keep one entry, the
+        fit on all the samples; ``best_score_``, ``best_stderr_``, ``search_results_``,
+        ``loo_predictions_`` and ``tune_result_.loo`` hold the K-fold estimates. A scorer
+        is averaged over the splits, as scikit-learn does. ``search="gradient"``: a
+        bounded scalar search of the K-fold estimate between the grid neighbours of the
+        grid's choice, as in :class:`ALORidgeCV`. With ``rtol=`` every candidate's
+        estimate is refined to within ``rtol`` of exact K-fold. Not for dask input.
 
     Attributes
     ----------
@@ -131,7 +148,8 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
     scores_ : dict
         Per class (``classes_[1]`` only for binary), the score of every candidate,
         shape (1, n_cs), or (1, n_cs, n_l1_ratios) for elastic net: scikit-learn's layout
-        with one "fold" (the leave-one-out estimate). Higher is better.
+        with one "fold" (the leave-one-out estimate); with ``cv=`` one row per split
+        (n_folds, n_cs[, n_l1_ratios]). Higher is better.
     coefs_paths_ : dict
         Per class, coefficients (intercept last) of every candidate, shape
         (1, n_cs, n_dof) or (1, n_cs, n_l1_ratios, n_dof).
@@ -203,6 +221,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         use_legacy_attributes: bool = True,
         rtol: float | None = None,
         memory_limit: float | str | None = None,
+        cv: Any = None,
     ):
         self.Cs = Cs
         self.use_legacy_attributes = use_legacy_attributes
@@ -221,6 +240,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         self.verbose = verbose
         self.rtol = rtol
         self.memory_limit = memory_limit
+        self.cv = cv
 
     def _ratios(self) -> tuple[np.ndarray, str]:
         """The l1_ratios to try and the penalty they mean."""
@@ -250,14 +270,19 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         return ratios, kind
 
     def fit(
-        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None, **params: Any
     ) -> ALOLogisticRegressionCV:
-        """Fit, choosing C (and l1_ratio) by ALOOCV."""
+        """Fit, choosing C (and l1_ratio) by ALOOCV (or by the folds of ``cv=``).
+
+        ``params``: ``groups`` for the splitter of ``cv=`` (``GroupKFold``,
+        ``StratifiedGroupKFold``, ``LeaveOneGroupOut``, ...); with scikit-learn's
+        metadata routing enabled, what the splitter requests."""
         X, y, sample_weight, dask_input = self._fit_inputs(X, y, sample_weight)
         fit_weight = self._fit_weight(y, sample_weight, dask_input)
         Cs, ratios, grid, legacy = self._candidates()
         values = {"C": np.tile(Cs, ratios.size), "l1_ratio": np.repeat(ratios, Cs.size)}
-        searches = self._searches(X, y, grid, fit_weight, sample_weight, dask_input)
+        with self._folds(X, y, sample_weight, params):
+            searches = self._searches(X, y, grid, fit_weight, sample_weight, dask_input)
         self._store(searches[0], values)
         if self.multi_class_ == "multinomial":
             scores, paths = self._store_multinomial(searches[0], ratios, Cs)
@@ -410,7 +435,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         )
         path = self._coefs_path(res, search.rows)  # (T, K, n_dof)
         keys = list(self.classes_)
-        scores = {c: self._shape_scores(search.score, ratios, Cs) for c in keys}
+        scores = {c: self._scores_of(search, ratios, Cs) for c in keys}
         paths = {c: self._shape_path(path[:, k], ratios, Cs) for k, c in enumerate(keys)}
         if self._keep():
             self.loo_predictions_ = softmax(local(res.loo.predictions))
@@ -429,7 +454,7 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         self.coef_ = np.vstack([r.fit.coef_ for r in results])
         self.intercept_ = np.array([float(r.fit.intercept_) for r in results])
         keys = [self.classes_[1]] if binary else list(self.classes_)
-        scores = {c: self._shape_scores(s.score, ratios, Cs) for c, s in zip(keys, searches)}
+        scores = {c: self._scores_of(s, ratios, Cs) for c, s in zip(keys, searches)}
         paths = {
             c: self._shape_path(self._coefs_path(s.res, s.rows), ratios, Cs)
             for c, s in zip(keys, searches)
@@ -473,7 +498,11 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
             path = path[:, None, :]
         self.coefs_paths_ = path.reshape(ratios.size, Cs.size, *path.shape[1:])[None]
         shape = (1, ratios.size, Cs.size)
-        self.scores_ = np.asarray(search.score, dtype=np.float64).reshape(shape)
+        if search.fold_score is None:
+            self.scores_ = np.asarray(search.score, dtype=np.float64).reshape(shape)
+        else:  # cv=: one row per split
+            per = search.fold_score.reshape(ratios.size, Cs.size, -1)
+            self.scores_ = np.moveaxis(per, -1, 0).copy()
         self.n_iter_ = search.res.path_n_iter[search.rows].astype(np.int64).reshape(shape)
 
     def _replay(self, eta: np.ndarray, n: int, offset=None) -> Any:
@@ -500,6 +529,16 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         out = np.array(out, dtype=np.float64)
         out[rows < 0] = np.nan  # a bracket point of a gradient search where no fit exists
         return out
+
+    def _scores_of(self, search: _Search, ratios: np.ndarray, Cs: np.ndarray) -> np.ndarray:
+        """``scores_`` of one model in the legacy layout: one "fold" (the leave-one-out
+        estimate), or with ``cv=`` one row per split."""
+        if search.fold_score is None:
+            return self._shape_scores(search.score, ratios, Cs)
+        per = search.fold_score.reshape(ratios.size, Cs.size, -1)  # (l1_ratio, C, split)
+        if self._kind == "elasticnet":
+            return np.transpose(per, (2, 1, 0)).copy()
+        return per[0].T.copy()
 
     def _shape_scores(self, score: np.ndarray, ratios: np.ndarray, Cs: np.ndarray) -> np.ndarray:
         s = np.asarray(score, dtype=np.float64).reshape(ratios.size, Cs.size)

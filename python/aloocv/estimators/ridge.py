@@ -15,6 +15,7 @@ from .._scoring import get_scorer
 from .._validation import check_bool, check_choice
 from ..backends.dask.estimator_inputs import local
 from ..backends.memory.multitarget import decompose
+from ..folds import check_fold_sums, partition
 from ..penalties import L2
 from ..problem import Problem
 from ..tuning import tune
@@ -77,6 +78,32 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         (default): the memory available at ``fit``. A search whose matrices would exceed
         80% of it raises ``MemoryError`` naming the matrix, its size and the alternative
         before anything large is allocated (as :func:`aloocv.fit`'s ``memory_limit``).
+    cv : int, scikit-learn splitter or iterable of (train, test), optional
+        None (default): leave-one-out (exact here). Otherwise the folds of a K-fold (or
+        leave-group-out) cross-validation that selects alpha instead, as
+        ``sklearn.model_selection.check_cv`` reads them: an int ``k`` is ``KFold(k)``
+        (``StratifiedKFold(k)`` for :class:`ALOLogisticRegressionCV`), unshuffled, as
+        scikit-learn's CV estimators; a splitter (``KFold``, ``GroupKFold``, ``LeaveOneGroupOut``,
+        ``TimeSeriesSplit``, ...) is called as ``cv.split(X, y, groups)`` with the
+        ``groups`` given to ``fit`` (``fit(X, y, groups=g)``, or routed there by
+        scikit-learn's metadata routing when it is enabled); an iterable of ``(train,
+        test)`` index pairs is used as given. Each candidate costs one fit on all the
+        samples and one Newton step per fold on the problem without the fold
+        (:func:`aloocv.kfold` with ``method="alo"``), not one refit per fold: exact
+        K-fold for the squared loss with an L2 penalty (this estimator), approximate for
+        the other losses and the L1 term. ``best_score_``, ``best_stderr_``,
+        ``search_results_``, ``cv_results_``, ``loo_predictions_`` and
+        ``tune_result_.loo`` (then a :class:`aloocv.KFoldResult`) hold the K-fold
+        estimates: the mean over samples of the held-out losses, cv.glmnet's standard
+        error across folds, the held-out predictions of each sample's fold (NaN for a
+        sample no split tests). A scorer is evaluated on each split's held-out
+        predictions and averaged over the splits, as scikit-learn does. The K-fold
+        estimate has no exact derivative here: ``search="gradient"`` refines the grid's
+        choice by a bounded scalar search of it (``scipy.optimize.minimize_scalar``, to
+        1e-3 in log alpha) between the choice's neighbours on the grid (one grid step
+        beyond an end), ``rule="min"`` only; not with ``alpha_per_feature``. With
+        ``rtol=`` (the other estimators) every candidate's estimate is refined to within
+        ``rtol`` of exact K-fold (:func:`aloocv.kfold`'s ``rtol=``). Not for dask input.
 
     Several targets (``y`` of shape ``(n_samples, n_targets)``, ``n_targets > 1``) share
     one decomposition of ``X``: a Hessian pass, a ``p x p`` eigendecomposition and one
@@ -151,6 +178,7 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         n_jobs: int | None = None,
         rtol: float | None = None,
         memory_limit: float | str | None = None,
+        cv: Any = None,
     ):
         self.alphas = alphas
         self.fit_intercept = fit_intercept
@@ -165,20 +193,36 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         self.n_jobs = n_jobs
         self.rtol = rtol
         self.memory_limit = memory_limit
+        self.cv = cv
 
-    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> ALORidgeCV:
-        """Fit, choosing alpha by leave-one-out.
+    def fit(
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None, **params: Any
+    ) -> ALORidgeCV:
+        """Fit, choosing alpha by leave-one-out (or by the folds of ``cv=``).
 
         ``y`` may be 2-d ``(n_samples, n_targets)`` (see ``alpha_per_target``); ``X`` may
-        be a dask array (with a 1-d ``y``: :mod:`aloocv.backends.dask`)."""
+        be a dask array (with a 1-d ``y``: :mod:`aloocv.backends.dask`). ``params``:
+        ``groups`` for the splitter of ``cv=`` (``GroupKFold``, ``LeaveOneGroupOut``,
+        ...); with scikit-learn's metadata routing enabled, what the splitter requests."""
         X, y, sample_weight, several = self._targets_inputs(X, y, sample_weight)
-        if several:
-            return self._fit_targets(X, y, sample_weight)
+        with self._folds(X, y, sample_weight, params):
+            if several:
+                return self._fit_targets(X, y, sample_weight)
+            return self._fit_one(X, y, sample_weight)
+
+    def _fit_one(self, X, y, sample_weight) -> ALORidgeCV:
+        """One target (1-d ``y``)."""
         alphas = _positive_grid("alphas", self.alphas)
         if self.alpha_per_feature and self.scoring is not None:
             raise ValueError(
                 "alpha_per_feature=True tunes by gradient on the leave-one-out loss; it "
                 "cannot select by scoring= (leave scoring=None)"
+            )
+        if self.alpha_per_feature and self._splits is not None:
+            raise ValueError(
+                "alpha_per_feature=True tunes by gradient on the leave-one-out loss; with "
+                "cv= the candidates are scored by K-fold on the grid (use cv=None for one "
+                "alpha per feature)"
             )
         search = self._search(
             X,
@@ -263,17 +307,23 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
         mr = decompose(pb)[0]
         n, T = Y.shape
         nt = pb.options.n_threads
-        with _blas.single_threaded_blas():
-            sc = mr.scores(alphas, nt)
-        s2, s4 = sc.s2, sc.s4
-        sw = float(n if w is None else w.sum())
-        mean = s2 / (2.0 * sw)  # weighted mean of 1/2 e^2, (n_alphas, T)
-        var = (s4 / 4.0 - sw * mean**2) / max(sw - 1.0, 1e-300)
-        stderr = np.sqrt(np.maximum(var, 0.0) / sw)
         cols = np.arange(T)
-        score = -s2 / n  # RidgeCV: -mean over samples of w_i e_i^2, (n_alphas, T)
-        preds = None
-        if scorer is not None or self.store_cv_results:
+        sw = float(n if w is None else w.sum())
+        if self._splits is not None:
+            s2, mean, stderr, preds = _targets_folds(mr, self._splits, Y, w, alphas, nt)
+            score = -s2 / n
+            if scorer is not None:
+                score = _split_target_scores(scorer, self._splits, preds, X, Y, w, per_target)
+        else:
+            with _blas.single_threaded_blas():
+                sc = mr.scores(alphas, nt)
+            s2, s4 = sc.s2, sc.s4
+            mean = s2 / (2.0 * sw)  # weighted mean of 1/2 e^2, (n_alphas, T)
+            var = (s4 / 4.0 - sw * mean**2) / max(sw - 1.0, 1e-300)
+            stderr = np.sqrt(np.maximum(var, 0.0) / sw)
+            score = -s2 / n  # RidgeCV: -mean over samples of w_i e_i^2, (n_alphas, T)
+            preds = None
+        if preds is None and (scorer is not None or self.store_cv_results):
             # leave-one-out predictions per alpha, (n, T, n_alphas): what a scorer (and
             # RidgeCV's cv_results_ with one) sees
             preds = np.empty((n, T, alphas.size))
@@ -283,7 +333,8 @@ class ALORidgeCV(_SquaredScore, _ALORegressor):
                         np.full(T, float(a)), predictions=True, n_threads=nt
                     ).predictions
         if scorer is not None:
-            _score_targets(scorer, score, preds, X, Y, w, per_target)
+            if self._splits is None:
+                _score_targets(scorer, score, preds, X, Y, w, per_target)
             best = np.argmax(score, axis=0) if per_target else np.full(T, np.argmax(score[:, 0]))
         elif per_target:
             best = np.argmin(s2, axis=0)  # the first minimum, as RidgeCV keeps the first best
@@ -370,3 +421,47 @@ def _score_targets(scorer, score: np.ndarray, preds: np.ndarray, X, Y, w, per_ta
         else:
             rep = _scoring.LOORegressor(n, preds[:, :, k])
             score[k, :] = _scoring.score(scorer, rep, X, Y, w)
+
+
+def _targets_folds(mr, splits: list, Y, w, alphas: np.ndarray, nt: int) -> tuple:
+    """K-fold of several targets over the ``cv=`` splits from the one decomposition
+    (exact fold downdates, ``MultiRidge.folds``): ``(s2, mean, stderr, preds)`` as the
+    leave-one-out route's, with ``s2`` the weighted sums of the squared held-out errors
+    and ``stderr`` cv.glmnet's across folds; ``preds`` ``(n, n_targets, n_alphas)``."""
+    n, T = Y.shape
+    idx = partition(splits, n)
+    if idx is None:
+        raise ValueError(
+            "cv= splits whose test sets do not partition the samples (TimeSeriesSplit, "
+            "ShuffleSplit, ...) are not supported with several targets (a 2-d y): use a "
+            "partitioning splitter (KFold, GroupKFold, LeaveOneGroupOut, ...) or one target "
+            "at a time"
+        )
+    K = len(splits)
+    ww = np.ones(n) if w is None else w
+    wsum = check_fold_sums(np.bincount(idx, weights=ww, minlength=K), np.arange(K))
+    preds = np.empty((n, T, alphas.size))
+    with _blas.single_threaded_blas():
+        for k, a in enumerate(alphas):
+            preds[:, :, k] = mr.folds(float(a), idx, K, nt)
+    half = 0.5 * ww[:, None, None] * (Y[:, :, None] - preds) ** 2  # (n, T, n_alphas)
+    fold_sums = np.zeros((K, T, alphas.size))
+    np.add.at(fold_sums, idx, half)
+    total = wsum.sum()
+    mean = fold_sums.sum(axis=0) / total  # (T, n_alphas)
+    fold_means = fold_sums / wsum[:, None, None]
+    var = np.sum(wsum[:, None, None] * (fold_means - mean) ** 2, axis=0) / total / (K - 1)
+    return 2.0 * mean.T * total, mean.T, np.sqrt(var).T, preds
+
+
+def _split_target_scores(scorer, splits: list, preds: np.ndarray, X, Y, w, per_target: bool):
+    """The scorer's scores ``(n_alphas, n_targets)`` of several targets' held-out
+    predictions, per split (as :func:`_score_targets`) and averaged over the splits."""
+    score = np.zeros((preds.shape[2], preds.shape[1]))
+    part = np.empty_like(score)
+    for _, te in splits:
+        _score_targets(
+            scorer, part, preds[te], X[te], Y[te], None if w is None else w[te], per_target
+        )
+        score += part
+    return score / len(splits)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..penalties import Penalty
 from .fits import FitResult
+from .kfold import KFoldResult
 from .loo import LOOResult
 
 __all__ = ["TuneResult"]
@@ -26,11 +27,14 @@ class TuneResult:
         The selected penalty.
     fit : FitResult
         The fit at the selected penalty.
-    loo : LOOResult or None
+    loo : LOOResult, KFoldResult or None
         ALO at the selected penalty (``loo.mean`` is :attr:`acv`; a ``DaskLOOResult``
         with dask per-sample arrays on dask input); with ``rtol=`` the refined estimate
         there (``loo(..., rtol=rtol)``: its ``error_estimate`` says which samples were
-        refitted and the estimated error); None after :meth:`without_samples`.
+        refitted and the estimated error); None after :meth:`without_samples`. The
+        search of an estimator with ``cv=`` (e.g. ``ALOLogisticRegressionCV(cv=5)``)
+        scores its candidates by approximate K-fold: then the :class:`KFoldResult` there,
+        and :attr:`acv`, :attr:`stderr` and :attr:`history` hold K-fold estimates.
     acv, stderr : float
         ALOOCV estimate at the selected penalty and its standard error (refined with
         ``rtol=``).
@@ -75,7 +79,7 @@ class TuneResult:
 
     penalty: Penalty
     fit: FitResult
-    loo: LOOResult | None
+    loo: LOOResult | KFoldResult | None
     acv: float
     stderr: float
     history: dict[str, np.ndarray]
