@@ -24,6 +24,7 @@ struct FitOut {
   double objective = 0.0;
   double grad_norm = 0.0;
   Index hessian_passes = 0;
+  Index single_hessian_passes = 0;
   Index matvec_passes = 0;
   Index fused_end_fallbacks = 0;
   double stale_eta = 0.0;
@@ -222,6 +223,7 @@ inline void fill_fit(FitOut& out, const FitState& st, bool intercept) {
   out.objective = st.objective;
   out.grad_norm = st.grad_norm;
   out.hessian_passes = st.hessian_passes;
+  out.single_hessian_passes = st.single_hessian_passes;
   out.matvec_passes = st.matvec_passes;
   out.fused_end_fallbacks = st.fused_end_fallbacks;
   out.stale_eta = st.stale_eta;

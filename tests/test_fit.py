@@ -112,3 +112,36 @@ def test_predict_and_decision_function():
     eta = X @ res.coef_ + res.intercept_
     np.testing.assert_allclose(res.decision_function(X), eta)
     np.testing.assert_allclose(res.predict(X), np.exp(eta))
+
+
+# -- float32 Newton Hessians far from the optimum (docs/math/newton.md) ----------------
+@pytest.mark.parametrize("loss", ["logistic", "poisson"])
+def test_single_precision_hessians_leave_the_fit_exact(loss):
+    X, y = make_data(loss, 3000, 40, seed=21)
+    res = aloocv.fit(X, y, loss=loss, penalty=aloocv.L2(1.0), tol=1e-10)
+    coef, b = sklearn_glm(loss, X, y, 1.0)
+    # the first Newton steps ran on float32 Hessians; the answer is the float64 optimum
+    assert res.single_hessian_passes_ >= 1
+    assert res.converged_ and res.gradient_norm_ <= 1e-10
+    assert rel_err(res.coef_, coef) < 1e-7
+    assert res.intercept_ == pytest.approx(b, rel=1e-7, abs=1e-9)
+    # ALO's fit ends on a float64 Hessian: leave-one-out equals the one from a float64
+    # factor at the same point (the primal route's leverages, recomputed from the fit)
+    loo = aloocv.loo(X, y, loss=loss, penalty=aloocv.L2(1.0), tol=1e-10)
+    f = loo.fit
+    again = aloocv.loo(
+        X, y, loss=loss, penalty=aloocv.L2(1.0), coef=f.coef_, intercept=f.intercept_
+    )
+    np.testing.assert_allclose(loo.leverages, again.leverages, rtol=1e-9)
+
+
+def test_ill_conditioned_hessians_stay_in_double_precision():
+    rng = np.random.default_rng(22)
+    z = rng.standard_normal((2000, 5))
+    X = np.hstack([z, z + 1e-4 * rng.standard_normal((2000, 5))])  # near-collinear pairs
+    y = (rng.random(2000) < 1 / (1 + np.exp(-z.sum(1)))).astype(np.float64)
+    res = aloocv.fit(X, y, penalty=aloocv.L2(1e-6), tol=1e-10)
+    assert res.single_hessian_passes_ == 0  # rcond below kSingleMinRcond: float64
+    assert res.converged_
+    coef, _ = sklearn_glm("logistic", X, y, 1e-6)
+    np.testing.assert_allclose(X @ res.coef_, X @ coef, rtol=1e-5, atol=1e-6)

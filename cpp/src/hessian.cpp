@@ -149,7 +149,8 @@ bool hessian_f32(const Design& X, const double* d, bool intercept, Columns cols,
 }  // namespace
 
 void hessian(const Design& X, const double* d, bool intercept, double* H, int n_threads,
-             Columns cols) {
+             Columns cols, bool single) {
+  const bool f32 = !X.sparse && (X.dense.is_f32() || single) && blas::has_ssyrk();
   const Index off = intercept ? 1 : 0;
   const Index q = cols.all() ? X.p : cols.size;
   const Index p1 = q + off;
@@ -190,7 +191,7 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
     std::vector<double> pack, scale, neg;
     std::vector<float> pack32, blk32;
     guard.run([&] {
-      if (!X.sparse && !(X.dense.is_f32() && blas::has_ssyrk())) {
+      if (!X.sparse && !f32) {
         pack.resize(static_cast<size_t>(p1 * B));
         scale.resize(static_cast<size_t>(B));
       }
@@ -209,9 +210,12 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
             sparse_outer(X.csr, d, intercept, pos.empty() ? nullptr : pos.data(), c0, c1, acc, p1);
             return;
           }
-          if (X.dense.is_f32() && blas::has_ssyrk() &&
-              hessian_f32(X, d, intercept, cols, c0, c1, B, p1, acc, pack32, blk32)) {
+          if (f32 && hessian_f32(X, d, intercept, cols, c0, c1, B, p1, acc, pack32, blk32)) {
             return;
+          }
+          if (pack.empty()) {  // no SSYRK after all: the float64 blocks
+            pack.resize(static_cast<size_t>(p1 * B));
+            scale.resize(static_cast<size_t>(B));
           }
           bool first = true;
           for (Index i0 = c0; i0 < c1; i0 += B) {

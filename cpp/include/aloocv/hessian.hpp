@@ -18,9 +18,12 @@ void gradient(const Design& X, const double* r, bool intercept, double* out, int
 // columns `cols` (p1 = |cols| + intercept), d of any sign. Dense: each row block is scaled
 // by sqrt(max(d, 0)) once and added by a symmetric rank-k update (SYRK); a block with
 // negative d (a loss with negative curvature, e.g. Tweedie with power > 2) subtracts a
-// second SYRK of sqrt(max(-d, 0)). Sparse: O(nnz_i^2) per row.
+// second SYRK of sqrt(max(-d, 0)). Sparse: O(nnz_i^2) per row. Float32 dense designs, and
+// float64 ones with `single` (the Newton steps' Hessians far from the optimum, newton.hpp),
+// pack their row blocks in float32 for SSYRK (registered BLAS) and sum the blocks in
+// float64.
 void hessian(const Design& X, const double* d, bool intercept, double* H, int n_threads,
-             Columns cols = {});
+             Columns cols = {}, bool single = false);
 
 // Row block size of the packed kernels for p1 columns (about 1 MiB per buffer).
 inline Index block_rows(Index p1) {

@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "blas.hpp"
 #include "hessian.hpp"
 #include "losses.hpp"
 #include "newton_driver.hpp"
@@ -120,6 +121,17 @@ inline void full_gradient(const Problem& pb, const double* g, const Vec& beta, V
   }
 }
 
+// Float32 Newton Hessians (docs/math/newton.md, "Single-precision Hessians"): a fit's
+// Hessians are accumulated from float32 row blocks (SSYRK, about twice DSYRK's speed; the
+// blocks summed in float64) while max|grad| / sum(w) exceeds kSingleGradFactor x tol: they
+// only choose Newton directions there, whose errors the float64 gradient, the line search
+// and the stopping test absorb. The end's Hessian (what the LOO formulas factor) and every
+// Hessian closer to the optimum are float64. A float32 Hessian whose factor's rcond() is
+// below kSingleMinRcond (relative errors eps32 / rcond in its solves) is taken again in
+// float64.
+constexpr double kSingleGradFactor = 1e3;
+constexpr double kSingleMinRcond = 1e-3;
+
 // Hessian X~^T D X~ + diag(pen), factored into chol; the unpenalized part is kept in
 // `unpen` when given.
 // Factors H = X~^T D X~ + P. With `allow_modified` (Newton steps away from the optimum),
@@ -127,10 +139,28 @@ inline void full_gradient(const Problem& pb, const double* g, const Vec& beta, V
 // curvature, e.g. Tweedie with power > 2) is replaced by the one with d clipped at 0, a
 // descent direction; returns true then (the factor is not the Hessian at beta, and the
 // caller marks it stale so that the LOO formulas refresh it).
+// With `single` pointing to true, the Hessian is accumulated from float32 blocks (hessian's
+// `single`) and kept when its factor's rcond() is at least kSingleMinRcond; otherwise (and
+// where no SSYRK is registered) the float64 Hessian is taken and *single set to false.
 inline bool factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Cholesky& chol,
-                           int n_threads, Vec* unpen = nullptr, bool allow_modified = false) {
+                           int n_threads, Vec* unpen = nullptr, bool allow_modified = false,
+                           bool* single = nullptr) {
   const Index p1 = pb.p1();
   Hbuf.resize(p1 * p1);
+  if (single != nullptr && *single) {
+    *single = !pb.X.sparse && blas::has_ssyrk();
+    if (*single) {
+      hessian(pb.X, d, pb.intercept, Hbuf.data(), n_threads, {}, true);
+      if (unpen) *unpen = Hbuf;
+      for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
+      try {
+        chol.factor(Hbuf.data(), p1);
+        if (chol.rcond() >= kSingleMinRcond) return false;
+      } catch (const SingularHessian&) {
+      }
+      *single = false;
+    }
+  }
   hessian(pb.X, d, pb.intercept, Hbuf.data(), n_threads);
   if (unpen) *unpen = Hbuf;
   for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
@@ -336,12 +366,18 @@ class GlmModel {
   // H at the point; where it is not positive definite because some d_i < 0, the one with
   // d clipped at 0 (a descent direction; the factor is then marked stale).
   void refactor() {
-    const bool modified =
-        factor_hessian(pb_, d_.data(), H_, st_.chol, nt_, keep_hx_ ? &st_.hx : nullptr, true);
-    st_.stale_eta = modified ? std::numeric_limits<double>::infinity() : 0.0;
-    exact_ = true;
+    bool single = gnorm() > single_above_;
+    const bool modified = factor_hessian(pb_, d_.data(), H_, st_.chol, nt_,
+                                         keep_hx_ ? &st_.hx : nullptr, true, &single);
+    if (single) ++st_.single_hessian_passes;
+    // a float32 Hessian is not the Hessian at the point: marked stale like a modified one
+    st_.stale_eta = (modified || single) ? std::numeric_limits<double>::infinity() : 0.0;
+    exact_ = !single;
+    single_factor_ = single;
     secant_.clear();
   }
+  // Float32 Hessians while max|grad| exceeds `gnorm_above` (unscaled; kSingleGradFactor).
+  void use_single(double gnorm_above) { single_above_ = gnorm_above; }
   bool factor_at_point() const {
     return exact_ && !st_.chol.empty() && (Loss::constant_curvature || st_.stale_eta == 0.0);
   }
@@ -368,6 +404,8 @@ class GlmModel {
     if (secant_.on()) g0 = st_.grad;
     const double t = newton_move<Loss>(pb_, st_, step, dec, f_, xs_, eta_try_, g_, d_, g_try_,
                                        d_try_, nt_, skip_, cache_of(ypart_));
+    // no descent on a float32 factor: the drive's next Hessians are float64
+    if (t == 0.0 && single_factor_) single_above_ = std::numeric_limits<double>::infinity();
     if (t > 0.0 && secant_.on()) secant_.add(t * step, st_.grad - g0);
     // the fused step reads X once; a backtracked step adds the gradient's pass
     st_.matvec_passes += (t == 1.0) ? 1 : 2;
@@ -424,6 +462,8 @@ class GlmModel {
   Index skip_;
   bool keep_hx_;
   bool exact_ = false;
+  bool single_factor_ = false;
+  double single_above_ = std::numeric_limits<double>::infinity();
   double f_ = 0.0;
   double last_move_ = std::numeric_limits<double>::infinity();
   Vec g_, d_, xs_, eta_try_, g_try_, d_try_, H_;
@@ -602,7 +642,10 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
   // A plain fit always takes a step (and so holds a factor); one that ends on a fresh
   // factor may stop at once.
   o.check_first = fresh_end;
-  if (!Loss::constant_curvature) m.use_secant(detail::kSecantMemory);
+  if (!Loss::constant_curvature) {
+    m.use_secant(detail::kSecantMemory);
+    m.use_single(detail::kSingleGradFactor * opt.tol * sw);
+  }
   const DriveResult r = newton_drive(m, o, detail::fit_policy(opt, Loss::constant_curvature));
   detail::settle_fused_end(st, m, r, fresh_end && opt.defer_end_guard, opt.tol);
   m.finish(r, sw);

@@ -101,6 +101,8 @@ struct FitState {
   // lambda path the next fit starts Newton with it plus the new penalty.
   Vec hx;
   Index hessian_passes = 0;
+  // Of those, the Hessians accumulated from float32 blocks (newton.hpp, kSingleGradFactor).
+  Index single_hessian_passes = 0;
   // O(n p) passes over X (products X~ v, X~^T v; a fused step reads X once for both);
   // counted by the smooth Newton fits (newton.hpp), not by the leverage pass of ALO.
   Index matvec_passes = 0;

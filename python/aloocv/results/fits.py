@@ -46,6 +46,10 @@ class FitResult:
         returned coefficients, taken after chord steps converged 100x below tol (at most
         one pass more than a fresh Hessian every step would take; one more where the
         end falls back to a fresh Newton step, see ``fused_end_fallbacks_``).
+    single_hessian_passes_ : int
+        Of ``hessian_passes_``, the Hessians accumulated from float32 row blocks (float64
+        sums): Newton directions far from the optimum on dense float64 X; the end's and
+        every Hessian near the optimum are float64 (docs/math/newton.md).
     matvec_passes_ : int
         Matrix-vector passes over X (``X v`` and ``X^T v``, ``O(n p)`` each; a full
         Newton or chord step reads X once for both) of the smooth Newton fits; 0 where
@@ -71,6 +75,7 @@ class FitResult:
     fit_intercept: bool
     gradient_norm_: float = field(default=0.0, repr=False)
     hessian_passes_: int = field(default=0, repr=False)
+    single_hessian_passes_: int = field(default=0, repr=False)
     matvec_passes_: int = field(default=0, repr=False)
     fused_end_fallbacks_: int = field(default=0, repr=False)
 
@@ -141,6 +146,7 @@ def fit_result(
         fit_intercept=fit_intercept,
         gradient_norm_=float(out.grad_norm),
         hessian_passes_=_count(out, "hessian_passes"),
+        single_hessian_passes_=_count(out, "single_hessian_passes"),
         matvec_passes_=_count(out, "matvec_passes"),
         fused_end_fallbacks_=_count(out, "fused_end_fallbacks"),
     )
