@@ -98,6 +98,8 @@ BYTE_UNITS = {
 _BYTES_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 #: Where Linux reports the available memory.
 MEMINFO = "/proc/meminfo"
+#: Bytes read of it (MemAvailable is its third line; the whole file is about 1.5 kB).
+MEMINFO_BYTES = 8192
 
 
 # ----------------------------------------------------------------------------- bytes
@@ -127,10 +129,15 @@ def available_memory() -> int | None:
     """Bytes the operating system says are available now: Linux ``MemAvailable``, else
     the free physical pages; None where neither is known."""
     try:
-        with open(MEMINFO, encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # reported in kB
+        # os.read of the whole file: half the time of a text file's line iterator
+        fd = os.open(MEMINFO, os.O_RDONLY)
+        try:
+            text = os.read(fd, MEMINFO_BYTES)
+        finally:
+            os.close(fd)
+        for line in text.splitlines():
+            if line.startswith(b"MemAvailable:"):
+                return int(line.split()[1]) * 1024  # reported in kB
     except (OSError, ValueError, IndexError):
         pass
     try:
