@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from .._stats import weighted_mean_columns, weighted_stderr, weighted_stderr_columns
+from .._stats import weighted_mean_stderr_columns, weighted_stderr
 from .._validation import check_real_values
 from ..penalties import Penalty
 from ..results import TuneResult
@@ -128,14 +128,14 @@ def _column_stats(losses: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray,
     """The (weighted) mean of each column of per-sample losses (one per grid point) and
     its standard error (:func:`aloocv._stats.weighted_stderr`, None without spread), all
     columns at once."""
-    acv = weighted_mean_columns(losses, w)
     with np.errstate(over="ignore", invalid="ignore"):  # huge losses: scaled below
-        se = weighted_stderr_columns(losses, w)
+        acv, se = weighted_mean_stderr_columns(losses, w)
     if se is None:
         return acv, [None] * losses.shape[1]
     # a column whose squares overflow: the scaled estimator of weighted_stderr
     return acv, [
-        float(s) if np.isfinite(s) else weighted_stderr(losses[:, k], w) for k, s in enumerate(se)
+        s if math.isfinite(s) else weighted_stderr(losses[:, k], w)
+        for k, s in enumerate(se.tolist())
     ]
 
 
@@ -144,8 +144,9 @@ def _ridge_grid(obj, points, path: _core.RidgePathResult, selection, loss, inter
     hist = _History(1)
     losses = np.asarray(path.losses)
     acv, stderr = _column_stats(losses, obj.w)
-    for k, v in enumerate(points):
-        hist.add(v, float(acv[k]), stderr[k], np.full(1, np.nan), 0)
+    no_grad = np.full(1, np.nan)  # copied by each row
+    for v, a, se in zip(points, acv.tolist(), stderr):
+        hist.add(v, a, se, no_grad, 0)
     arrays = {
         "path_predictions": np.asarray(path.predictions),
         "path_coefs": np.asarray(path.coef).T.copy(),
