@@ -106,7 +106,7 @@ def test_budget_from_available_memory(machine_16gb):
 def test_no_cap_where_nothing_is_known(monkeypatch):
     monkeypatch.setattr(_memory, "available_memory", lambda: None)
     assert budget(None).nbytes is None
-    X, y = make_data("squared", 20, 300)
+    X, y = make_data("squared", 20, 1100)  # p x p matrices above UNCHECKED_BYTES
     pb = Problem.build(X, y, loss="squared")
     assert fits(pb, "primal", "fit")
     check_memory(pb, "primal", "fit")  # nothing raised

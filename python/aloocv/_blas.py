@@ -57,13 +57,25 @@ def _controller():
     return _CONTROLLER
 
 
+def _blas_libraries() -> list:
+    """threadpoolctl's controllers of the loaded BLAS libraries (found once per process,
+    with the controller)."""
+    global _BLAS_LIBRARIES
+    if _BLAS_LIBRARIES is None:
+        _BLAS_LIBRARIES = [c for c in _controller().lib_controllers if c.user_api == "blas"]
+    return _BLAS_LIBRARIES
+
+
+_BLAS_LIBRARIES: list | None = None
+
 # One process-wide context: threadpoolctl's limits are process-wide, so the depth that
 # decides when to set and when to restore them must be too (a per-thread depth let two
 # overlapping calls from different threads each save the other's limit of 1 as "the
 # original" and leave BLAS at 1 thread for the rest of the process).
 _LOCK = threading.Lock()
 _DEPTH = 0
-_LIMITER = None
+#: The libraries the first entry limited, with their thread counts before it.
+_SAVED: list = []
 
 
 def _release_control() -> None:
@@ -79,33 +91,41 @@ def _release_control() -> None:
         clear(force=True)
 
 
+def _set_threads(libraries: list) -> None:
+    """``set_num_threads(n)`` of each ``(library, n)``, in control of OpenBLAS."""
+    _release_control()
+    try:
+        for lib, n in libraries:
+            lib.set_num_threads(n)
+    finally:
+        _release_control()
+
+
 def _enter() -> bool:
-    """Count one holder; the first sets the limit. Returns whether this entry counted."""
-    global _DEPTH, _LIMITER
+    """Count one holder; the first limits every BLAS not already at one thread (what
+    ``threadpoolctl``'s ``limit(limits=1, user_api="blas")`` does, without its per-call
+    inventory of the libraries). Returns whether this entry counted."""
+    global _DEPTH, _SAVED
     with _LOCK:
         if _DEPTH == 0:
             if not _core.blas_enabled():
                 return False
-            _release_control()
-            try:
-                _LIMITER = _controller().limit(limits=1, user_api="blas")
-            finally:
-                _release_control()
+            before = [(lib, lib.get_num_threads()) for lib in _blas_libraries()]
+            _SAVED = [(lib, n) for lib, n in before if n != 1]
+            if _SAVED:
+                _set_threads([(lib, 1) for lib, _ in _SAVED])
         _DEPTH += 1
         return True
 
 
 def _exit() -> None:
-    global _DEPTH, _LIMITER
+    global _DEPTH, _SAVED
     with _LOCK:
         _DEPTH -= 1
-        if _DEPTH == 0 and _LIMITER is not None:
-            limiter, _LIMITER = _LIMITER, None
-            _release_control()
-            try:
-                limiter.restore_original_limits()  # the limits from before the first entry
-            finally:
-                _release_control()
+        if _DEPTH == 0 and _SAVED:
+            saved, _SAVED = _SAVED, []
+            # the limits from before the first entry (None: the library does not say)
+            _set_threads([(lib, n) for lib, n in saved if n is not None])
 
 
 @contextlib.contextmanager

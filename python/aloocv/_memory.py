@@ -49,6 +49,11 @@ __all__ = [
 #: buffers may take: the rest is for what the model leaves out (vectors of length n, the
 #: design's row blocks, Python's own objects) and for the other processes.
 SAFETY_FRACTION = 0.8
+#: Counted buffers of at most this many bytes in all are not checked against the
+#: available memory: reading it (``/proc/meminfo``, tens of microseconds on a loaded
+#: machine) would cost small calls more than the check can save, and a process short of
+#: 8 MiB fails before it gets here. ``memory_limit=`` checks every size.
+UNCHECKED_BYTES = 8 * 2**20
 #: Bytes of one double.
 DOUBLE = 8
 #: The core's budget, in doubles, for the partial sums of one row-blocked reduction
@@ -98,6 +103,8 @@ BYTE_UNITS = {
 _BYTES_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 #: Where Linux reports the available memory.
 MEMINFO = "/proc/meminfo"
+#: Bytes read of it (MemAvailable is its third line; the whole file is about 1.5 kB).
+MEMINFO_BYTES = 8192
 
 
 # ----------------------------------------------------------------------------- bytes
@@ -127,10 +134,15 @@ def available_memory() -> int | None:
     """Bytes the operating system says are available now: Linux ``MemAvailable``, else
     the free physical pages; None where neither is known."""
     try:
-        with open(MEMINFO, encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # reported in kB
+        # os.read of the whole file: half the time of a text file's line iterator
+        fd = os.open(MEMINFO, os.O_RDONLY)
+        try:
+            text = os.read(fd, MEMINFO_BYTES)
+        finally:
+            os.close(fd)
+        for line in text.splitlines():
+            if line.startswith(b"MemAvailable:"):
+                return int(line.split()[1]) * 1024  # reported in kB
     except (OSError, ValueError, IndexError):
         pass
     try:
@@ -399,6 +411,8 @@ def fits(pb: Any, solver: str, verb: str, **kwargs: Any) -> bool:
     >>> fits(pb, "primal", "fit"), fits(pb, "matrix_free", "fit")
     (False, True)
     """
+    if _unchecked(pb, solver, verb, kwargs):
+        return True
     b = budget(pb.options.memory_limit)
     if b.nbytes is None:
         return True
@@ -406,10 +420,22 @@ def fits(pb: Any, solver: str, verb: str, **kwargs: Any) -> bool:
     return need <= b.nbytes
 
 
+def _unchecked(pb: Any, route: Any, verb: str, kwargs: dict[str, Any]) -> bool:
+    """Whether the counted buffers are too small to be checked against the available
+    memory (:data:`UNCHECKED_BYTES`; never with ``memory_limit=``)."""
+    if pb.options.memory_limit is not None:
+        return False
+    none = Budget(None, "the available memory")  # the same allocations are counted
+    allocs = allocations(pb, route, verb, **{k: v for k, v in kwargs.items() if k != "cap"})
+    return sum(a.nbytes for a in _counted(allocs, none)) <= UNCHECKED_BYTES
+
+
 def check_memory(pb: Any, route: Any, verb: str, **kwargs: Any) -> None:
     """Raise ``MemoryError`` when the large buffers of ``verb`` on ``route`` exceed the
     budget of ``pb``; the message names the largest matrix, the sizes, the budget and its
     source, and the alternative. ``kwargs``: as :func:`allocations`."""
+    if _unchecked(pb, route, verb, kwargs):
+        return
     b = budget(pb.options.memory_limit)
     if b.nbytes is None:
         return

@@ -8,7 +8,12 @@ import math
 
 import numpy as np
 
-__all__ = ["weighted_mean_columns", "weighted_stderr", "weighted_stderr_columns"]
+__all__ = [
+    "weighted_mean_columns",
+    "weighted_mean_stderr_columns",
+    "weighted_stderr",
+    "weighted_stderr_columns",
+]
 
 
 def weighted_stderr(losses: np.ndarray, w: np.ndarray | None) -> float | None:
@@ -18,13 +23,16 @@ def weighted_stderr(losses: np.ndarray, w: np.ndarray | None) -> float | None:
     n = losses.shape[0]
     if n < 2:
         return None  # no spread to measure
+    # np.std's and np.average's arithmetic, operation for operation (the same bits),
+    # without their Python wrappers (they cost more than the sums on a small problem)
     with np.errstate(over="ignore", invalid="ignore"):  # huge losses: scaled below
         if w is None:
-            se = float(np.std(losses, ddof=1) / np.sqrt(n))
+            d = losses - float(np.add.reduce(losses)) / n
+            se = math.sqrt(float(np.add.reduce(d * d)) / (n - 1)) / math.sqrt(n)
         else:
-            sw = w.sum()
-            m = np.average(losses, weights=w)
-            se = float(np.sqrt(np.sum(w * (losses - m) ** 2) / max(sw - 1.0, 1e-300) / sw))
+            sw = float(w.sum())
+            d = losses - float(np.add.reduce(losses * w)) / sw
+            se = math.sqrt(float(np.add.reduce(w * (d * d))) / max(sw - 1.0, 1e-300) / sw)
     return se if math.isfinite(se) else _scaled_stderr(losses, w)
 
 
@@ -47,19 +55,29 @@ def _scaled_stderr(losses: np.ndarray, w: np.ndarray | None) -> float:
 
 def weighted_mean_columns(losses: np.ndarray, w: np.ndarray | None) -> np.ndarray:
     """(Weighted) mean of each column of per-sample losses (several targets)."""
-    if w is None:
-        return losses.mean(axis=0)
-    return (w @ losses) / w.sum()
+    return weighted_mean_stderr_columns(losses, w)[0]
 
 
 def weighted_stderr_columns(losses: np.ndarray, w: np.ndarray | None) -> np.ndarray | None:
     """Standard error of each column's (weighted) mean (several targets)."""
+    return weighted_mean_stderr_columns(losses, w)[1]
+
+
+def weighted_mean_stderr_columns(
+    losses: np.ndarray, w: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`weighted_mean_columns` and :func:`weighted_stderr_columns` at once (the
+    mean computed once; np.add.reduce, not ndarray.mean and its Python wrapper)."""
     n = losses.shape[0]
-    if n < 2:
-        return None  # no spread to measure
     if w is None:
-        return losses.std(axis=0, ddof=1) / np.sqrt(n)
-    sw = w.sum()
-    m = (w @ losses) / sw
-    var = (w @ (losses - m) ** 2) / max(sw - 1.0, 1e-300)
-    return np.sqrt(var / sw)
+        mean = np.add.reduce(losses, axis=0) / n
+    else:
+        sw = w.sum()
+        mean = (w @ losses) / sw
+    if n < 2:
+        return mean, None  # no spread to measure
+    d = losses - mean
+    if w is None:  # losses.std(axis=0, ddof=1) / sqrt(n), operation for operation
+        return mean, np.sqrt(np.add.reduce(d * d, axis=0) / (n - 1)) / np.sqrt(n)
+    var = (w @ d**2) / max(sw - 1.0, 1e-300)
+    return mean, np.sqrt(var / sw)

@@ -4,6 +4,7 @@ rule to the parameters, ``chain`` and ``jacobian``: ``docs/math/hypergradient.md
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +13,8 @@ __all__ = ["L1", "L2", "ElasticNet", "Penalty"]
 
 
 def _check_weights(name: str, value) -> float | np.ndarray:
+    if type(value) in (float, np.float64) and math.isfinite(value) and value >= 0:
+        return float(value)  # the common scalar, without the array round trip
     raw = np.asarray(value)
     if raw.dtype.kind == "c":
         raise TypeError(f"{name} must be real, got complex dtype {raw.dtype}")

@@ -92,6 +92,23 @@ def _row_of(params: np.ndarray, v: np.ndarray) -> int:
     return int(hit[0]) if hit.size else -1
 
 
+def _rows_of(params: np.ndarray, grid: list[Penalty]) -> np.ndarray:
+    """:func:`_row_of` of every candidate of ``grid``, by one table of the rows (the
+    parameters are positive and finite: equal values are equal bytes)."""
+    if params.size == 0:
+        return np.full(len(grid), -1)
+    flat = params.reshape(params.shape[0], -1)
+    first: dict[bytes, int] = {}
+    for i, row in enumerate(flat):
+        first.setdefault(row.tobytes(), i)
+    rows = []
+    for g in grid:
+        v = g.params()
+        same = v.size == flat.shape[1] and v.dtype == flat.dtype
+        rows.append(first.get(v.tobytes(), -1) if same else _row_of(params, v))
+    return np.array(rows)
+
+
 def _passes_per_candidate(searches: list) -> float | None:
     """Mean passes over X per grid candidate of the searches, from the core's counters:
     the Hessian passes of each warm-started fit plus ALO's one leverage pass (the
@@ -354,7 +371,7 @@ class _ALOBase(BaseEstimator):
             **common,
         )
         h = res.history
-        rows = np.array([_row_of(h["params"], g.params()) for g in grid])
+        rows = _rows_of(h["params"], grid)
         cand_loss = _at_rows(h["acv"], rows)
         cand_se = _at_rows(h["stderr"], rows)
         wmean = _weight_mean(sample_weight)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from .._stats import weighted_stderr
+from .._stats import weighted_mean_stderr_columns, weighted_stderr
 from .._validation import check_real_values
 from ..penalties import Penalty
 from ..results import TuneResult
@@ -35,21 +35,34 @@ def _check_grid(grid: Any, penalty: Penalty, n_grid: int) -> list[np.ndarray]:
         return [base * f for f in factors]
     if isinstance(grid, Penalty):
         grid = [grid]
+    given = list(grid) if not isinstance(grid, np.ndarray) or grid.ndim > 0 else [grid]
     pts = []
-    for g in grid if not isinstance(grid, np.ndarray) or grid.ndim > 0 else [grid]:
+    for g in given:
         v = g.params() if isinstance(g, Penalty) else np.atleast_1d(check_real_values(g, "grid"))
         if v.size == 1 and m > 1:
             v = np.full(m, float(v[0]))
         if v.size != m:
+            _check_grid_values(pts, given)  # an earlier point's bad values are named first
             raise ValueError(f"grid point {g!r} has {v.size} parameters; the penalty has {m}")
-        if not np.all(np.isfinite(v)) or np.any(v <= 0):
-            raise ValueError(f"grid values must be positive and finite, got {g!r}")
-        pts.append(v.astype(float))
+        pts.append(v)
     if not pts:
         raise ValueError("the grid is empty")
+    values = _check_grid_values(pts, given)
     # warm starts run from the most to the least regularized point
-    order = np.argsort([-float(np.sum(v)) for v in pts], kind="stable")
-    return [pts[i] for i in order]
+    order = np.argsort(-values.sum(axis=1), kind="stable")
+    return list(values[order])
+
+
+def _check_grid_values(pts: list[np.ndarray], given: list) -> np.ndarray:
+    """The grid points as rows of one float64 array, checked positive and finite at once
+    (ValueError naming the first bad point as given)."""
+    if not pts:
+        return np.empty((0, 0))
+    values = np.array(pts, dtype=np.float64).reshape(len(pts), -1)
+    bad = ~(np.isfinite(values) & (values > 0)).all(axis=1)
+    if bad.any():
+        raise ValueError(f"grid values must be positive and finite, got {given[np.argmax(bad)]!r}")
+    return values
 
 
 @dataclass
@@ -111,13 +124,29 @@ def _neighbours(u: float, points: list[np.ndarray]) -> tuple[float, float]:
     return (below[-1] if below.size else -np.inf), (above[0] if above.size else np.inf)
 
 
+def _column_stats(losses: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, list]:
+    """The (weighted) mean of each column of per-sample losses (one per grid point) and
+    its standard error (:func:`aloocv._stats.weighted_stderr`, None without spread), all
+    columns at once."""
+    with np.errstate(over="ignore", invalid="ignore"):  # huge losses: scaled below
+        acv, se = weighted_mean_stderr_columns(losses, w)
+    if se is None:
+        return acv, [None] * losses.shape[1]
+    # a column whose squares overflow: the scaled estimator of weighted_stderr
+    return acv, [
+        s if math.isfinite(s) else weighted_stderr(losses[:, k], w)
+        for k, s in enumerate(se.tolist())
+    ]
+
+
 def _ridge_grid(obj, points, path: _core.RidgePathResult, selection, loss, intercept) -> TuneResult:
     # squared loss + scalar L2: the whole grid from one eigendecomposition (exact LOO)
     hist = _History(1)
-    losses = path.losses
-    for k, v in enumerate(points):
-        acv = float(np.average(losses[:, k], weights=obj.w))
-        hist.add(v, acv, weighted_stderr(losses[:, k], obj.w), np.full(1, np.nan), 0)
+    losses = np.asarray(path.losses)
+    acv, stderr = _column_stats(losses, obj.w)
+    no_grad = np.full(1, np.nan)  # copied by each row
+    for v, a, se in zip(points, acv.tolist(), stderr):
+        hist.add(v, a, se, no_grad, 0)
     arrays = {
         "path_predictions": np.asarray(path.predictions),
         "path_coefs": np.asarray(path.coef).T.copy(),

@@ -155,7 +155,10 @@ class Objective:
             acv = float(out.acv)  # reduced where the per-sample values live (dask input)
         else:
             losses = out.losses
-            acv = float(losses.mean() if self.w is None else losses @ self.w / self.w.sum())
+            if self.w is not None:
+                acv = float(losses @ self.w / self.w.sum())
+            else:  # ndarray.mean's value without its Python wrapper
+                acv = float(np.add.reduce(losses)) / losses.shape[0]
         x = np.exp(u)
         grad = hess = None
         if order >= 1:
