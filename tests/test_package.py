@@ -6,8 +6,12 @@ from __future__ import annotations
 import ast
 import pathlib
 
+import pytest
+
 import aloocv
 from aloocv import _core
+
+pytestmark = pytest.mark.smoke
 
 
 def test_api_contract_names():
