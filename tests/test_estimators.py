@@ -51,6 +51,7 @@ def test_check_estimator(est):
 
 
 @pytest.mark.parametrize("intercept", [True, False])
+@pytest.mark.smoke
 def test_ridge_cv_matches_sklearn(intercept):
     X, y = make_data("squared", 150, 8, seed=110)
     alphas = np.logspace(-3, 3, 15)
@@ -105,6 +106,7 @@ def test_elastic_net_cv_conventions():
     assert est.alpha_ == pytest.approx(est.alphas_.ravel()[r1], rel=1e-12)
 
 
+@pytest.mark.smoke
 def test_logistic_cv():
     X, y = make_data("logistic", 300, 6, seed=113, scale=3.0)
     labels = np.where(y > 0, "yes", "no")
@@ -157,6 +159,7 @@ def test_single_class_is_rejected():
         aloocv.ALOLogisticRegressionCV().fit(X, np.zeros(30))
 
 
+@pytest.mark.smoke
 def test_multiclass_one_vs_rest():
     from sklearn.datasets import load_iris
 

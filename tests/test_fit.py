@@ -16,6 +16,7 @@ def rel_err(a, b):
 
 
 @pytest.mark.parametrize("lam", [0.1, 1.0, 30.0])
+@pytest.mark.smoke
 def test_squared_matches_sklearn_ridge(lam):
     X, y = make_data("squared", 300, 12, seed=3)
     res = aloocv.fit(X, y, loss="squared", penalty=aloocv.L2(lam))
@@ -27,6 +28,7 @@ def test_squared_matches_sklearn_ridge(lam):
 
 @pytest.mark.parametrize("loss", ["logistic", "poisson"])
 @pytest.mark.parametrize("lam", [0.05, 1.0, 20.0])
+@pytest.mark.smoke
 def test_glm_matches_sklearn(loss, lam):
     X, y = make_data(loss, 400, 10, seed=4)
     res = aloocv.fit(X, y, loss=loss, penalty=aloocv.L2(lam), tol=1e-10)

@@ -63,6 +63,7 @@ def glmnet_stderr(losses, folds, w=None):
 @pytest.mark.parametrize("lam", [1.5, np.linspace(0.1, 10, 6)], ids=["scalar", "vector"])
 @pytest.mark.parametrize("intercept", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.smoke
 def test_squared_approx_kfold_is_exact(n_folds, lam, intercept, weighted):
     X, y = make_data("squared", 90, 6, seed=120)
     w = np.random.default_rng(1).uniform(0.2, 3, 90) if weighted else None
@@ -195,6 +196,7 @@ def test_foldwise_end_is_the_downdated_newton_step_at_the_plain_fit(loss):
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2])
+@pytest.mark.smoke
 def test_exact_logistic_kfold_matches_sklearn_refits(n_jobs):
     X, y = make_data("logistic", 160, 5, seed=121)
     res = aloocv.kfold(
@@ -310,6 +312,7 @@ def test_elastic_net_and_sparse():
 @pytest.mark.parametrize(
     ("method", "n_folds"), [("alo", 10), ("alo", 400), ("exact", 10), ("exact", 3)]
 )
+@pytest.mark.smoke
 def test_threads_equal_serial(method, n_folds):
     X, y = make_data("logistic", 1200, 8, seed=126)
     kw = dict(loss="logistic", penalty=aloocv.L2(1.0), n_folds=n_folds, method=method)

@@ -25,6 +25,7 @@ def rel(a, b):
 )
 @pytest.mark.parametrize("intercept", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.smoke
 def test_squared_alo_equals_exact_loo(lam, intercept, weighted):
     X, y = make_data("squared", 60, 7, seed=20)
     w = np.random.default_rng(2).uniform(0.1, 4.0, 60) if weighted else None
@@ -117,6 +118,7 @@ def test_lemma3_is_first_order_expansion():
     assert abs(l3.mean - alo.mean) < 0.01 * alo.mean
 
 
+@pytest.mark.smoke
 def test_if_formula():
     X, y = make_data("poisson", 100, 4, seed=24)
     alo = aloocv.loo(X, y, loss="poisson", penalty=aloocv.L2(1.0), method="alo")
@@ -159,6 +161,7 @@ def test_zero_weight_sample_is_its_own_loo():
 # --- bring your own fit ---------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_coef_from_sklearn_skips_fit():
     X, y = make_data("logistic", 200, 6, seed=27)
     lam = 0.5

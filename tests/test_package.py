@@ -7,8 +7,12 @@ import ast
 import pathlib
 import re
 
+import pytest
+
 import aloocv
 from aloocv import _core
+
+pytestmark = pytest.mark.smoke
 
 
 def test_api_contract_names():

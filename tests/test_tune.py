@@ -45,6 +45,7 @@ def test_gd_per_feature_ridge_penalizes_irrelevant_features_more():
 
 
 @pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
+@pytest.mark.smoke
 def test_gd_scalar_reaches_the_grid_minimum():
     X, y = make_data("logistic", 300, 10, seed=91, scale=3.0)
     grid = np.logspace(-2, 3, 60)
@@ -237,6 +238,7 @@ def test_plot(tmp_path):
 
 @pytest.mark.parametrize("intercept", [True, False])
 @pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.smoke
 def test_ridge_grid_path_equals_pointwise_loo(intercept, sparse):
     # squared + scalar L2 grids run from one eigendecomposition; check every point
     import scipy.sparse as sps

@@ -4,6 +4,11 @@
 
 namespace aloocv {
 
+// The one compiled copy of the elastic-net fit layer per loss (declared extern in enet.hpp).
+#define ALOOCV_ENET_DEFINE(T) ALOOCV_ENET_INSTANCES(, T)
+ALOOCV_FOR_EACH_LOSS(ALOOCV_ENET_DEFINE)
+#undef ALOOCV_ENET_DEFINE
+
 EnetSumsFit enet_sums_fit(SumsSource& source, LossKind loss, const Vec& lam, const Vec& l1,
                           bool intercept, const Vec& beta0, double weight_sum,
                           const FitOptions& opt) {

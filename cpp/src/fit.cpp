@@ -3,6 +3,11 @@
 
 namespace aloocv {
 
+// The one compiled copy of the Newton fit layer per loss (declared extern in newton.hpp).
+#define ALOOCV_NEWTON_DEFINE(T) ALOOCV_NEWTON_INSTANCES(, T)
+ALOOCV_FOR_EACH_LOSS(ALOOCV_NEWTON_DEFINE)
+#undef ALOOCV_NEWTON_DEFINE
+
 FitState fit(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec* beta0) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);

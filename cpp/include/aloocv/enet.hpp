@@ -455,4 +455,14 @@ EnetSumsFit enet_sums_fit(SumsSource& source, LossKind loss, const Vec& lam, con
                           bool intercept, const Vec& beta0, double weight_sum,
                           const FitOptions& opt);
 
+// The elastic-net fit layer is compiled once, in enet.cpp, for every registered loss (as
+// the Newton one in fit.cpp): callers link to those instances.
+#define ALOOCV_ENET_INSTANCES(EXTERN, T)                                                     \
+  EXTERN template FitState enet_fit<T>(const Problem&, const FitOptions&, const Vec*, Index, \
+                                       bool);                                                \
+  EXTERN template FitState enet_prepare_at<T>(const Problem&, const Vec&, const FitOptions&);
+#define ALOOCV_ENET_EXTERN(T) ALOOCV_ENET_INSTANCES(extern, T)
+ALOOCV_FOR_EACH_LOSS(ALOOCV_ENET_EXTERN)
+#undef ALOOCV_ENET_EXTERN
+
 }  // namespace aloocv

@@ -807,4 +807,21 @@ double step(const Problem& pb, LossKind loss, FitState& st, bool refresh, int n_
 bool settle_end_guard(const Problem& pb, LossKind loss, FitState& st, int n_threads);
 FitState fit_from(const Problem& pb, LossKind loss, const FitOptions& opt, const FitState& prev);
 
+// The Newton fit layer (and its fused step, which the exact LOO refits share) is compiled
+// once, in fit.cpp, for every registered loss: the other translation units that call it
+// (LOO, k-fold, tuning, the bindings) link to those instances instead of compiling their
+// own copies (explicit instantiation declarations).
+#define ALOOCV_NEWTON_INSTANCES(EXTERN, T)                                                         \
+  EXTERN template FitState prepare_at<T>(const Problem&, const Vec&, const FitOptions&);           \
+  EXTERN template FitState newton_fit<T>(const Problem&, const FitOptions&, const Vec*);           \
+  EXTERN template bool settle_deferred_end<T>(const Problem&, FitState&, int, double);             \
+  EXTERN template double newton_step<T>(const Problem&, FitState&, bool, int);                     \
+  EXTERN template FitState path_fit<T>(const Problem&, const FitOptions&, const FitState&);        \
+  EXTERN template void fresh_factor<T>(const Problem&, FitState&, int, double);                    \
+  EXTERN template double detail::fused_step<T>(const Problem&, const Vec&, const Vec&, Vec&, Vec&, \
+                                               Vec&, double*, double*, int, Index, YPartCache*);
+#define ALOOCV_NEWTON_EXTERN(T) ALOOCV_NEWTON_INSTANCES(extern, T)
+ALOOCV_FOR_EACH_LOSS(ALOOCV_NEWTON_EXTERN)
+#undef ALOOCV_NEWTON_EXTERN
+
 }  // namespace aloocv
