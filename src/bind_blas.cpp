@@ -39,11 +39,14 @@ void bind_blas(py::module_& m) {
         if (caps.contains("ssyrk")) {
           t.ssyrk = reinterpret_cast<blas::ssyrk_t*>(capsule_pointer(caps, "ssyrk"));
         }
+        if (caps.contains("strmm")) {
+          t.strmm = reinterpret_cast<blas::strmm_t*>(capsule_pointer(caps, "strmm"));
+        }
         blas::set_table(t);
       },
       py::arg("capsules"),
-      "Registers dsyrk, dtrsm, dgemm (BLAS), dpotrf (LAPACK) and optionally dtrmm, dgemv and "
-      "ssyrk (float32 designs) from a dict of PyCapsules holding Fortran-ABI function pointers "
+      "Registers dsyrk, dtrsm, dgemm (BLAS), dpotrf (LAPACK) and optionally dtrmm, dgemv, "
+      "ssyrk and strmm (float32 designs) from a dict of PyCapsules holding Fortran-ABI function pointers "
       "(scipy.linalg.cython_blas / cython_lapack).");
   m.def("use_blas", &blas::set_enabled, py::kw_only(), py::arg("enabled"),
         "Switches between the registered BLAS and the built-in Eigen kernels.");

@@ -542,7 +542,9 @@ def test_diagnostics_parity(sync):
     # sample 7's indicator (its leverage near 1) carries its loss's 2e-9 disagreement
     close(g.indicator.compute(), r.indicator, 1e-8)
     np.testing.assert_array_equal(g.error_estimate.refitted, r.error_estimate.refitted)
-    assert g.error_estimate.error == pytest.approx(r.error_estimate.error, rel=1e-6)
+    # the error (6e-5, a difference of O(1) means) carries sample 7's amplified
+    # disagreement too: the two fits' tol-level differences times 1 / (1 - d_7 h_7)
+    assert g.error_estimate.error == pytest.approx(r.error_estimate.error, rel=1e-5)
     rng = np.random.default_rng(0)
     Xs = rng.standard_normal((30, 3))
     ys = (Xs[:, 0] > 0) * 1.0  # separable classes, a tiny penalty: margins above 10

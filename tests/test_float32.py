@@ -224,3 +224,45 @@ def test_dask_float32_chunks():
         )
         _close(got.losses.compute(), ref.losses)
     _close(got.fit.coef_, ref.fit.coef_)
+
+
+def _register_without_strmm() -> None:
+    """scipy's BLAS without STRMM: the float64 leverage pass for every design."""
+    from scipy.linalg import cython_blas, cython_lapack
+
+    from aloocv import _core
+
+    names = ["dsyrk", "dtrsm", "dgemm", "dtrmm", "dgemv", "ssyrk"]
+    caps = {k: cython_blas.__pyx_capi__[k] for k in names}
+    caps["dpotrf"] = cython_lapack.__pyx_capi__["dpotrf"]
+    _core.set_blas(caps)
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+@pytest.mark.parametrize("scales", ["equal", "unequal"])
+def test_float32_leverage_pass_within_1e_6(layout, scales):
+    # float32 X: the leverage pass runs in float32 (L^{-1} rounded once, STRMM, float64
+    # norms) where the factor is well conditioned; it adds at most 1e-6 (relative) to the
+    # float64 pass at the same factor, here on correlated, unequally scaled columns too
+    from aloocv import _blas
+
+    rng = np.random.default_rng(12)
+    n, p = 4000, 30
+    Z = rng.standard_normal((n, p))
+    if scales == "unequal":
+        Z = np.cumsum(Z, axis=1) * np.logspace(-2, 2, p)  # AR-like columns, 1e4 in scale
+    X32 = _layouts(Z.astype(np.float32))[layout]
+    y = (rng.random(n) < 1 / (1 + np.exp(-Z[:, :3].sum(1) / Z[:, :3].std()))).astype(float)
+    kw = {"penalty": aloocv.L2(1.0), "tol": 1e-12}
+    single = aloocv.loo(X32, y, **kw)
+    try:
+        _register_without_strmm()
+        double = aloocv.loo(X32, y, **kw)
+    finally:
+        _blas.register()
+    np.testing.assert_allclose(single.leverages, double.leverages, rtol=1e-6)
+    # against float64 X: the float32 design's Hessian (SSYRK blocks) dominates the error
+    ref = aloocv.loo(np.asarray(X32, dtype=np.float64), y, **kw)
+    np.testing.assert_allclose(
+        single.leverages, ref.leverages, rtol=1e-6 if scales == "equal" else 1e-4
+    )

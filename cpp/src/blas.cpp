@@ -89,6 +89,21 @@ bool trmm_lower(Index n, Index m, const double* T, Index ldt, double* B, Index l
   return true;
 }
 
+bool has_strmm() { return enabled() && g_table.strmm != nullptr; }
+
+bool trmm_lower_f32(Index n, Index m, const float* T, Index ldt, float* B, Index ldb) {
+  if (!has_strmm() || !fits_int(n) || !fits_int(m) || !fits_int(ldt) || !fits_int(ldb)) {
+    return false;
+  }
+  if (n == 0 || m == 0) return true;
+  char side = 'L', uplo = 'L', tr = 'N', diag = 'N';
+  int in = static_cast<int>(n), im = static_cast<int>(m), ildt = static_cast<int>(ldt),
+      ildb = static_cast<int>(ldb);
+  float alpha = 1.0f;
+  g_table.strmm(&side, &uplo, &tr, &diag, &in, &im, &alpha, const_cast<float*>(T), &ildt, B, &ildb);
+  return true;
+}
+
 bool has_gemv() { return enabled() && g_table.gemv != nullptr; }
 
 bool gemv(bool trans, Index m, Index n, double alpha, const double* A, Index lda, const double* x,

@@ -88,6 +88,11 @@ Mat Cholesky::inverse() const {
 
 // The leverages multiply by an explicit L^{-1} only above this Cholesky::rcond().
 constexpr double kTrmmMinRcond = 1e-6;
+// Float32 designs: the leverage pass in float32 (L^{-1} rounded to float32 once, STRMM on
+// the rows as stored, the squared norms summed in float64) where rcond() is at least
+// kSingleLeverageMinRcond; a leverage's relative error is then about eps32 / rcond (the
+// rows themselves are exact in float32). Below it, the float64 pass.
+constexpr double kSingleLeverageMinRcond = 1e-2;
 
 void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h, int n_threads,
                Columns cols, const Vec* probe, double* probe_max) {
@@ -157,11 +162,18 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
     Linv = Mat::Identity(p1, p1);
     blas::trsm_lower(p1, p1, chol.lower(), p1, Linv.data(), p1);
   }
+  // float32 rows, float32 L^{-1} (kSingleLeverageMinRcond)
+  Eigen::MatrixXf Linv32;
+  if (Linv.size() != 0 && X.dense.is_f32() && blas::has_strmm() &&
+      chol.rcond() >= kSingleLeverageMinRcond) {
+    Linv32 = Linv.cast<float>();
+  }
   interrupt::Context* const ictx = interrupt::current();
 #pragma omp parallel num_threads(nt) reduction(max : pmax)
   {
     interrupt::Share share(ictx);
     std::vector<double> pack;
+    std::vector<float> pack32;
     Vec xp;
     guard.run([&] { pack.resize(static_cast<size_t>(p1 * B)); });
 #pragma omp for schedule(dynamic, 1)
@@ -170,6 +182,27 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
       guard.run([&] {
         interrupt::check();
         const Index i0 = blk * B, i1 = std::min(X.n, i0 + B), m = i1 - i0;
+        if (Linv32.size() != 0) {
+          pack32.resize(static_cast<size_t>(p1 * m));
+          X.pack_rows(i0, i1, nullptr, intercept, pack32.data(), cols);
+          if (probe) {
+            for (Index k = 0; k < m; ++k) {
+              const float* x = pack32.data() + k * p1;
+              double s = 0.0;
+              for (Index j = 0; j < p1; ++j) s += double(x[j]) * (*probe)[j];
+              pmax = std::max(pmax, std::abs(s));
+            }
+          }
+          if (blas::trmm_lower_f32(p1, m, Linv32.data(), p1, pack32.data(), p1)) {
+            for (Index k = 0; k < m; ++k) {
+              const float* z = pack32.data() + k * p1;
+              double s = 0.0;
+              for (Index j = 0; j < p1; ++j) s += double(z[j]) * double(z[j]);
+              h[i0 + k] = s;
+            }
+            return;
+          }
+        }
         X.pack_rows(i0, i1, nullptr, intercept, pack.data(), cols);
         if (probe) {
           xp.noalias() = Eigen::Map<const Mat>(pack.data(), p1, m).transpose() * *probe;

@@ -37,6 +37,7 @@ def register() -> bool:
         "dtrmm": cython_blas.__pyx_capi__["dtrmm"],
         "dgemv": cython_blas.__pyx_capi__["dgemv"],
         "ssyrk": cython_blas.__pyx_capi__["ssyrk"],
+        "strmm": cython_blas.__pyx_capi__["strmm"],
         "dpotrf": cython_lapack.__pyx_capi__["dpotrf"],
     }
     _core.set_blas(caps)

@@ -15,6 +15,7 @@ using dpotrf_t = void(char*, int*, double*, int*, int*);
 using ssyrk_t = void(char*, char*, int*, int*, float*, float*, int*, float*, float*, int*);
 using dgemm_t = void(char*, char*, int*, int*, int*, double*, double*, int*, double*, int*, double*,
                      double*, int*);
+using strmm_t = void(char*, char*, char*, char*, int*, int*, float*, float*, int*, float*, int*);
 using dgemv_t = void(char*, int*, int*, double*, double*, int*, double*, int*, double*, double*,
                      int*);
 
@@ -26,6 +27,7 @@ struct Table {
   ssyrk_t* ssyrk = nullptr;  // optional: float32 designs (see syrk_lower_f32)
   dtrsm_t* trmm = nullptr;   // optional: dtrmm (same signature as dtrsm; see trmm_lower)
   dgemv_t* gemv = nullptr;   // optional: dgemv (see gemv)
+  strmm_t* strmm = nullptr;  // optional: float32 designs' leverage pass (see trmm_lower_f32)
 };
 
 void set_table(const Table& t);
@@ -51,6 +53,9 @@ void trsm_lower(Index n, Index m, const double* L, Index ldl, double* B, Index l
 // formed once: DTRMM runs at the speed of DSYRK, DTRSM at less than half of it.
 bool has_trmm();  // registered and enabled
 bool trmm_lower(Index n, Index m, const double* T, Index ldt, double* B, Index ldb);
+// The same in float32 (STRMM): the leverage pass of float32 designs.
+bool has_strmm();  // registered and enabled
+bool trmm_lower_f32(Index n, Index m, const float* T, Index ldt, float* B, Index ldb);
 
 // y (m or n) = alpha op(A) x + beta y with A m x n column-major (leading dimension lda),
 // op(A) = A or A^T (trans), through the registered DGEMV; false (y untouched) when none
