@@ -39,6 +39,7 @@ from .optimizers import (
     OptimizeResult,
     Trace,
     armijo,
+    bracketed_1d,
     lbfgsb,
     newton_1d,
     trust_newton,
@@ -386,12 +387,14 @@ def _gradient_search(
     if opts.method == "auto":
         br.points = _check_grid(opts.grid, pb.penalty, opts.n_grid)
         u0, box = _bracket(
-            obj, br.points, hist, opts.callback, br.losses, br.coefs, br.icpts, br.iters
+            obj, br.points, hist, opts.callback, br.losses, br.coefs, br.icpts, br.iters, br.values
         )
-    gtol = opts.tol * max(abs(obj.evaluate(u0, 0).acv), 1e-12)
+    # the scale of the gradient test: ACV at the start (the bracket's best value, known)
+    acv0 = min(f for _, f in br.values) if br.values else obj.evaluate(u0, 0).acv
+    gtol = opts.tol * max(abs(acv0), 1e-12)
     cb = _Recorder(obj, hist, opts.callback, opts.verbose, opts.max_iter, opts.method)
     try:
-        res = _optimize(pb, obj, opts, u0, box, br.points, gtol, Trace(cb))
+        res = _optimize(pb, obj, opts, u0, box, br, gtol, Trace(cb))
     finally:
         cb.close()
     u, converged, message = res.u, res.converged, res.message
@@ -450,11 +453,20 @@ def _refined_rows(obj: Objective, hist: _History, callback: Any):
     return record
 
 
-def _optimize(pb, obj, opts: SearchOptions, u0, box, grid_pts, gtol, trace) -> OptimizeResult:
+def _optimize(pb, obj, opts: SearchOptions, u0, box, br: _Bracket, gtol, trace) -> OptimizeResult:
     """The optimizer of ``opts.method`` from u0 (see :func:`tune`)."""
     m, method, max_iter = u0.size, opts.method, opts.max_iter
+    if method == "auto" and m == 1 and br.values:
+        return bracketed_1d(
+            obj,
+            [(float(u[0]), f) for u, f in br.values],
+            gtol=gtol,
+            max_iter=max_iter,
+            bounds=(box[0][0], box[1][0]),
+            trace=trace,
+        )
     if method in ("auto", "newton") and m == 1:
-        lo, hi = _neighbours(u0[0], grid_pts)
+        lo, hi = _neighbours(u0[0], br.points)
         return newton_1d(
             obj,
             lo,
