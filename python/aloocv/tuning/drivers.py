@@ -1,8 +1,10 @@
 """Search drivers: :func:`tune` and its result.
 
 Default search (``method="auto"``): a short coarse grid brackets the minimum of ALOOCV, then
-second-order steps on the exact derivatives reach it (a bracketed Newton iteration for one
-parameter, trust-region Newton for up to ``SECOND_ORDER_MAX`` parameters, L-BFGS-B beyond).
+steps on its exact derivatives reach it: for one parameter, model steps on plain values
+while they are long, then on the exact gradient (no Hessian: :func:`bracketed_1d`);
+trust-region Newton (exact Hessian) for up to ``SECOND_ORDER_MAX`` parameters, L-BFGS-B
+beyond.
 The paper's Algorithms 1 (``"gd"``) and 2 (``"sgd"``) and plain grids remain.
 """
 
@@ -111,11 +113,14 @@ def tune(
         parameters must be positive.
     method : {"auto", "newton", "lbfgs", "gd", "sgd", "grid"}
         ``"auto"`` (default): a coarse grid of ``n_grid`` points (default 5, from 1e3 to
-        1e-3 times the starting penalty, or ``grid``) brackets the minimum, then
-        second-order steps on the exact derivatives of ALOOCV reach it: a bracketed
-        Newton iteration for one parameter, trust-region Newton (exact Hessian) for up
-        to 10, L-BFGS-B beyond. ``"newton"``: those second-order steps from the starting
-        penalty, no grid. ``"lbfgs"``: L-BFGS-B on the exact gradient from the start.
+        1e-3 times the starting penalty, or ``grid``) brackets the minimum, then steps
+        on the derivatives of ALOOCV reach it: for one parameter, parabolic steps on the
+        plain values (a fit and one leverage pass each) while they are long, then steps
+        on the exact gradient at each point, each the minimum of a cubic through two
+        points' values and slopes, inside the bracket (no Hessian); trust-region
+        Newton (exact Hessian) for up to 10 parameters, L-BFGS-B beyond. ``"newton"``:
+        second-order steps from the starting penalty, no grid (a bracketed Newton
+        iteration for one parameter). ``"lbfgs"``: L-BFGS-B on the exact gradient from the start.
         ``"gd"``: Algorithm 1, gradient descent on ``log(lambda)``, each step refit
         warm-started. ``"sgd"``: Algorithm 2, an unbiased minibatch estimate of the
         gradient per step, joint with one warm-started Newton step on the

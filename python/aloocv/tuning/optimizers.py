@@ -48,9 +48,10 @@ ARMIJO_C = 1e-4  # sufficient-decrease constant of the backtracking line search
 # the value alone costs a fit and one leverage pass over X; with the exact gradient about
 # four passes more; with the exact second derivative about twelve: the search spends the
 # gradient only where a step is short, and never the second derivative.
-#: The vertex of the bracket's parabola at most this far (in log lambda) from the best
-#: point is taken with the exact gradient; farther, at the value alone (and the gradient
-#: at the best point next where the vertex does not improve on it).
+#: The vertex of the bracket's parabola is taken at the value alone; where it improves on
+#: the best point by a step at most this long (in log lambda), the gradient is taken
+#: there next (its fit is still the state's: no refit), where it does not, at the best
+#: point; a longer improving step is followed by another parabola.
 SLOPE_SWITCH = 2.0
 #: A model's step that lands within this share of its side's width from the side's far
 #: end is replaced by the side's midpoint.
@@ -253,8 +254,12 @@ def bracketed_1d(
     hi = min((u for u in vals if u > m), default=bhi)
 
     def take(u: float, order: int) -> bool:
-        """Evaluate at u; True when u becomes the best point."""
+        """Evaluate at u (on the box's end when within resolution of it); True when u
+        becomes the best point."""
         nonlocal m, lo, hi
+        for end in (blo, bhi):
+            if abs(u - end) <= U_RESOLUTION * max(1.0, abs(end)):
+                u = end
         ev = _try(obj, np.array([u]), order, trace)
         vals[u] = np.inf if ev is None else ev.acv
         if ev is not None and order >= 1:
@@ -291,7 +296,9 @@ def bracketed_1d(
                 message = "bracket collapsed before the gradient fell below tolerance"
                 break
             if far not in vals:  # an open side: a capped step towards the box's end
-                take(m + float(np.clip(far - m, -MAX_LOG_STEP, MAX_LOG_STEP)), 1)
+                take(
+                    far if abs(far - m) <= MAX_LOG_STEP else m + np.sign(far - m) * MAX_LOG_STEP, 1
+                )
                 continue
             v = _model_step(m, a, b, far, vals, evs)
             if not np.isfinite(v):
@@ -303,20 +310,24 @@ def bracketed_1d(
             # neighbour is known, or where the best point sits on the box's end)
             open_end = lo if lo not in vals else hi
             known_end = hi if lo not in vals else lo
-            step = min(abs(known_end - m) if known_end in vals else 0.0, abs(open_end - m))
-            if step <= U_RESOLUTION:
+            step = abs(known_end - m) if known_end in vals else 0.0
+            if abs(open_end - m) <= U_RESOLUTION or step <= U_RESOLUTION:
                 take(m, 1)
+            elif step >= abs(open_end - m):
+                take(open_end, 0)  # the box's end itself
             else:
                 take(float(m + np.sign(open_end - m) * step), 0)
             continue
-        v = _value_step(lo, m, hi, vals)
+        v = _value_step(lo, m, hi, vals) if lo < m < hi else np.nan
         usable = bool(np.isfinite(v)) and lo < v < hi and abs(v - m) > U_RESOLUTION
         if not usable or evs:  # (a gradient taken elsewhere: the best point's next)
             take(m, 1)
-        elif abs(v - m) <= SLOPE_SWITCH:
-            take(float(v), 1)
-        elif not take(float(v), 0):
+            continue
+        step = abs(v - m)
+        if not take(float(v), 0):
             take(m, 1)  # the parabola misled: the gradient at the best point
+        elif step <= SLOPE_SWITCH:
+            take(m, 1)  # a short step improved: the gradient there (the fit is there)
     ok = [u for u in evs if np.isfinite(vals[u])]
     if not ok:
         raise ValueError("ACV is not defined near the best point of the bracket")
@@ -329,20 +340,23 @@ def bracketed_1d(
 
 def _value_step(lo: float, m: float, hi: float, vals: dict) -> float:
     """The vertex of the parabola through the bracket's three values, in ``log(lambda)``
-    or in ``lambda``, whichever predicts the nearest known value it leaves out better
-    (nan where neither is convex)."""
-    tests = [u for u in vals if u not in (lo, m, hi) and np.isfinite(vals[u])]
-    test = min(tests, key=lambda u: abs(u - m)) if tests else None
+    or in ``lambda``, whichever predicts the nearest known values it leaves out (one on
+    each side) better (nan where neither is convex)."""
+    left = [u for u in vals if u < lo and np.isfinite(vals[u])]
+    right = [u for u in vals if u > hi and np.isfinite(vals[u])]
+    tests = ([max(left)] if left else []) + ([min(right)] if right else [])
     best, best_err = np.nan, np.inf
     for to_x, to_u, _ in MODEL_COORDINATES:
         x = [to_x(u) for u in (lo, m, hi)]
         f = [vals[u] for u in (lo, m, hi)]
+        if not x[0] < x[1] < x[2]:  # (lambda under- or overflows at the box's ends)
+            continue
         xv = _parabola_vertex(x[0], f[0], x[1], f[1], x[2], f[2])
         v = to_u(xv) if np.isfinite(xv) else np.nan
         err = 0.0
-        if test is not None:  # the parabola's value at the left-out point (Lagrange form)
+        for test in tests:  # the parabola's values at the left-out points (Lagrange form)
             t = to_x(test)
-            err = abs(
+            err += abs(
                 sum(
                     f[i] * np.prod([(t - x[j]) / (x[i] - x[j]) for j in range(3) if j != i])
                     for i in range(3)
@@ -381,7 +395,7 @@ def _model_step(m: float, a: float, b: float, far: float, vals: dict, evs: dict)
             x, model = _hermite_min(x0, vals[m], grads[m] * du_dx(x0), x1, vals[w], g1)
             v = to_u(x) if np.isfinite(x) else np.nan
             err = 0.0 if test is None else abs(model(to_x(test)) - vals[test])
-            if np.isfinite(v) and err < best_err:
+            if np.isfinite(v) and np.isfinite(err) and err < best_err:
                 best, best_err = float(v), err
         if a < best < b and abs(best - far) > SIDE_MARGIN * (b - a) and best != m:
             return best
@@ -404,6 +418,8 @@ def _hermite_min(x0: float, f0: float, g0: float, x1: float, f1: float, g1: floa
     slope (the parabola through x1's value where ``g1`` is None) and the model itself;
     the minimum is nan where the model has none."""
     d = x1 - x0
+    if not (np.isfinite(d) and d != 0.0):  # (lambda under- or overflows)
+        return np.nan, lambda x: np.nan
     if g1 is not None:
         s0, s1 = g0 * d, g1 * d
         A = s0 + s1 - 2.0 * (f1 - f0)
