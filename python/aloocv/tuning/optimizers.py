@@ -48,10 +48,9 @@ ARMIJO_C = 1e-4  # sufficient-decrease constant of the backtracking line search
 # the value alone costs a fit and one leverage pass over X; with the exact gradient about
 # four passes more; with the exact second derivative about twelve: the search spends the
 # gradient only where a step is short, and never the second derivative.
-#: The vertex of the bracket's parabola is taken at the value alone; where it improves on
-#: the best point by a step at most this long (in log lambda), the gradient is taken
-#: there next (its fit is still the state's: no refit), where it does not, at the best
-#: point; a longer improving step is followed by another parabola.
+#: The vertex of the bracket's parabola at most this far (in log lambda) from the best
+#: point is taken with the exact gradient; farther, at the value alone (and the gradient
+#: at the best point next where the vertex does not improve on it).
 SLOPE_SWITCH = 2.0
 #: A model's step that lands within this share of its side's width from the side's far
 #: end is replaced by the side's midpoint.
@@ -323,11 +322,10 @@ def bracketed_1d(
         if not usable or evs:  # (a gradient taken elsewhere: the best point's next)
             take(m, 1)
             continue
-        step = abs(v - m)
-        if not take(float(v), 0):
+        if abs(v - m) <= SLOPE_SWITCH:
+            take(float(v), 1)
+        elif not take(float(v), 0):
             take(m, 1)  # the parabola misled: the gradient at the best point
-        elif step <= SLOPE_SWITCH:
-            take(m, 1)  # a short step improved: the gradient there (the fit is there)
     ok = [u for u in evs if np.isfinite(vals[u])]
     if not ok:
         raise ValueError("ACV is not defined near the best point of the bracket")
