@@ -178,6 +178,15 @@ def test_bracketed_1d_stops_at_the_box_and_skips_undefined_points():
     with pytest.raises(ValueError, match="not defined at any point"):
         optimizers.bracketed_1d(obj, [(0.0, np.inf)], gtol=1e-9)
 
+    class NoGradient(_Orders):  # values, but the gradient's computation fails
+        def evaluate(self, u, order=1):
+            if order >= 1:
+                raise ValueError("singular")
+            return self.obj.evaluate(u, order)
+
+    with pytest.raises(ValueError, match="gradient of ACV is not defined at log"):
+        optimizers.bracketed_1d(NoGradient(obj), known, gtol=1e-9)
+
 
 def test_a_higher_order_at_the_state_point_reuses_its_fit():
     # the gradient asked where the value was just taken: no refit, the same numbers as

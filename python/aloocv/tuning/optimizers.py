@@ -45,9 +45,9 @@ MAX_LOG_STEP = 2.0  # longest step in log(lambda) of a Newton iteration on an op
 ARMIJO_C = 1e-4  # sufficient-decrease constant of the backtracking line search
 
 # The policy of :func:`bracketed_1d` (the default one-parameter search). An evaluation of
-# the value alone costs a fit and one leverage pass over X; with the exact gradient about
-# four passes more; with the exact second derivative about twelve: the search spends the
-# gradient only where a step is short, and never the second derivative.
+# the value alone costs a fit and one leverage pass over X; with the exact gradient a few
+# passes more; with the exact second derivative several times that: the search spends
+# the gradient only where a step is short, and never the second derivative.
 #: The vertex of the bracket's parabola at most this far (in log lambda) from the best
 #: point is taken with the exact gradient; farther, at the value alone (and the gradient
 #: at the best point next where the vertex does not improve on it).
@@ -227,16 +227,18 @@ def bracketed_1d(
     ``known`` holds ``(u, ACV(u))`` pairs already evaluated (``inf`` where the fit is
     not defined). The bracket is the best point and its nearest known points on either
     side (the box ``bounds`` where a side has none: the search steps outwards there at
-    the value alone). The vertex of the parabola through the bracket's three values is
-    taken at the value alone while it lies more than ``SLOPE_SWITCH`` from the best point
-    and improves on it; then every trial point carries the exact gradient (the first one
-    at that vertex, or at the best point), each step the minimum of a cubic through the
-    best point's value and slope and the nearest point's value and slope (a parabola
-    through its value where it has no gradient), in ``log(lambda)`` or in ``lambda``:
-    the one whose model predicts a third known value better. A step that leaves the
-    side of the bracket the gradient points away from, or lands at its far end, is
-    replaced by the side's midpoint. Converged when the (projected) gradient at the best
-    point is at most ``gtol``; the Hessian is never formed.
+    the value alone). While the best point has no gradient, the next point is the vertex
+    of the parabola through the bracket's three values (in ``log(lambda)`` or in
+    ``lambda``, whichever predicts the nearest values it leaves out better): with the
+    exact gradient where it lies within ``SLOPE_SWITCH`` of the best point, else at the
+    value alone (and then the gradient at the best point where it did not improve on
+    it). From a best point with its gradient, each step is the minimum of a cubic through
+    its value and slope and the nearest point's value and slope (a parabola through its
+    value where it has no gradient), again in the coordinate whose model predicts the
+    nearest value it leaves out better; a step that leaves the side of the bracket the
+    gradient points away from, or lands at its far end, is replaced by the side's
+    midpoint. Converged when the (projected) gradient at the best point is at most
+    ``gtol``; the Hessian is never formed.
     """
     trace = Trace() if trace is None else trace
     blo, bhi = bounds
@@ -260,6 +262,8 @@ def bracketed_1d(
             if abs(u - end) <= U_RESOLUTION * max(1.0, abs(end)):
                 u = end
         ev = _try(obj, np.array([u]), order, trace)
+        if ev is None and u == m:
+            raise _Undefined(u)
         vals[u] = np.inf if ev is None else ev.acv
         if ev is not None and order >= 1:
             evs[u] = ev
@@ -280,60 +284,70 @@ def bracketed_1d(
 
     it = 0
     message = f"max_iter={max_iter} reached"
-    for it in range(1, max_iter + 1):
-        if m in evs:
-            g = slope(m)
-            um = np.array([m])
-            pg = projected_gradient(np.array([g]), um, np.array([blo]), np.array([bhi]))
-            if abs(pg[0]) <= gtol:
-                msg = _converged_message(um, np.array([blo]), np.array([bhi]))
-                return OptimizeResult(um, evs[m], it - 1, True, msg, trace)
-            # the minimum lies on the side the gradient points away from
-            a, b = (lo, m) if g > 0 else (m, hi)
-            far = a if g > 0 else b
-            if b - a <= U_RESOLUTION * max(1.0, abs(m)):
-                message = "bracket collapsed before the gradient fell below tolerance"
-                break
-            if far not in vals:  # an open side: a capped step towards the box's end
-                take(
-                    far if abs(far - m) <= MAX_LOG_STEP else m + np.sign(far - m) * MAX_LOG_STEP, 1
-                )
+    try:
+        for it in range(1, max_iter + 1):
+            if m in evs:
+                g = slope(m)
+                um = np.array([m])
+                pg = projected_gradient(np.array([g]), um, np.array([blo]), np.array([bhi]))
+                if abs(pg[0]) <= gtol:
+                    msg = _converged_message(um, np.array([blo]), np.array([bhi]))
+                    return OptimizeResult(um, evs[m], it - 1, True, msg, trace)
+                # the minimum lies on the side the gradient points away from
+                a, b = (lo, m) if g > 0 else (m, hi)
+                far = a if g > 0 else b
+                if b - a <= U_RESOLUTION * max(1.0, abs(m)):
+                    message = "bracket collapsed before the gradient fell below tolerance"
+                    break
+                if far not in vals:  # an open side: a capped step towards the box's end
+                    cap = m + np.sign(far - m) * MAX_LOG_STEP
+                    take(far if abs(far - m) <= MAX_LOG_STEP else cap, 1)
+                    continue
+                v = _model_step(m, a, b, far, vals, evs)
+                if not np.isfinite(v):
+                    v = 0.5 * (m + far)  # no model step in the side: its midpoint
+                take(float(v), 1)
                 continue
-            v = _model_step(m, a, b, far, vals, evs)
-            if not np.isfinite(v):
-                v = 0.5 * (m + far)  # no model step in the side: its midpoint
-            take(float(v), 1)
-            continue
-        if lo not in vals or hi not in vals:
-            # an open side: step outwards by the known spacing (the gradient where no
-            # neighbour is known, or where the best point sits on the box's end)
-            open_end = lo if lo not in vals else hi
-            known_end = hi if lo not in vals else lo
-            step = abs(known_end - m) if known_end in vals else 0.0
-            if abs(open_end - m) <= U_RESOLUTION or step <= U_RESOLUTION:
+            if lo not in vals or hi not in vals:
+                # an open side: step outwards by the known spacing (the gradient where no
+                # neighbour is known, or where the best point sits on the box's end)
+                open_end = lo if lo not in vals else hi
+                known_end = hi if lo not in vals else lo
+                step = abs(known_end - m) if known_end in vals else 0.0
+                if abs(open_end - m) <= U_RESOLUTION or step <= U_RESOLUTION:
+                    take(m, 1)
+                elif step >= abs(open_end - m):
+                    take(open_end, 0)  # the box's end itself
+                else:
+                    take(float(m + np.sign(open_end - m) * step), 0)
+                continue
+            v = _value_step(lo, m, hi, vals) if lo < m < hi else np.nan
+            usable = bool(np.isfinite(v)) and lo < v < hi and abs(v - m) > U_RESOLUTION
+            if not usable or evs:  # (a gradient taken elsewhere: the best point's next)
                 take(m, 1)
-            elif step >= abs(open_end - m):
-                take(open_end, 0)  # the box's end itself
-            else:
-                take(float(m + np.sign(open_end - m) * step), 0)
-            continue
-        v = _value_step(lo, m, hi, vals) if lo < m < hi else np.nan
-        usable = bool(np.isfinite(v)) and lo < v < hi and abs(v - m) > U_RESOLUTION
-        if not usable or evs:  # (a gradient taken elsewhere: the best point's next)
-            take(m, 1)
-            continue
-        if abs(v - m) <= SLOPE_SWITCH:
-            take(float(v), 1)
-        elif not take(float(v), 0):
-            take(m, 1)  # the parabola misled: the gradient at the best point
+                continue
+            if abs(v - m) <= SLOPE_SWITCH:
+                take(float(v), 1)
+            elif not take(float(v), 0):
+                take(m, 1)  # the parabola misled: the gradient at the best point
+    except _Undefined as exc:  # a value there, but not its gradient
+        message = f"the gradient of ACV is not defined at log(lambda) = {exc.u:.6g}"
     ok = [u for u in evs if np.isfinite(vals[u])]
     if not ok:
-        raise ValueError("ACV is not defined near the best point of the bracket")
+        raise ValueError(f"no gradient of ACV near the bracket's best point: {message}")
     u = min(ok, key=lambda w: vals[w])
     pg = projected_gradient(evs[u].grad, np.array([u]), np.array([blo]), np.array([bhi]))
     conv = bool(abs(pg[0]) <= gtol)
     msg = _converged_message(np.array([u]), np.array([blo]), np.array([bhi])) if conv else message
     return OptimizeResult(np.array([u]), evs[u], it, conv, msg, trace)
+
+
+class _Undefined(Exception):
+    """The fit failed at the best point itself (its value was defined)."""
+
+    def __init__(self, u: float):
+        super().__init__(u)
+        self.u = u
 
 
 def _value_step(lo: float, m: float, hi: float, vals: dict) -> float:
