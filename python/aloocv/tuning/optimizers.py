@@ -269,6 +269,16 @@ def bracketed_1d(
             evs[u] = ev
         if u == m:
             return False
+        if ev is not None and order >= 1 and m in evs:
+            # from a point with its gradient on: the gradients' signs bracket the minimum
+            # and the new point is the iterate (values, which can jump by more than the
+            # gradient's tolerance moves them, decide nothing here)
+            if slope(m) < 0:
+                lo = max(lo, m)
+            else:
+                hi = min(hi, m)
+            m = u
+            return True
         if vals[u] < vals[m]:
             lo, hi = (m, hi) if u > m else (lo, m)
             m = u
@@ -284,6 +294,7 @@ def bracketed_1d(
 
     it = 0
     message = f"max_iter={max_iter} reached"
+    steps: list[float] = []  # the lengths of the gradient steps (Brent's shrink rule)
     try:
         for it in range(1, max_iter + 1):
             if m in evs:
@@ -304,8 +315,9 @@ def bracketed_1d(
                     take(far if abs(far - m) <= MAX_LOG_STEP else cap, 1)
                     continue
                 v = _model_step(m, a, b, far, vals, evs)
-                if not np.isfinite(v):
-                    v = 0.5 * (m + far)  # no model step in the side: its midpoint
+                if not np.isfinite(v) or (len(steps) > 1 and abs(v - m) > 0.5 * steps[-2]):
+                    v = 0.5 * (m + far)  # no model step, or steps that do not shrink
+                steps.append(abs(v - m))
                 take(float(v), 1)
                 continue
             if lo not in vals or hi not in vals:
@@ -332,10 +344,14 @@ def bracketed_1d(
                 take(m, 1)  # the parabola misled: the gradient at the best point
     except _Undefined as exc:  # a value there, but not its gradient
         message = f"the gradient of ACV is not defined at log(lambda) = {exc.u:.6g}"
-    ok = [u for u in evs if np.isfinite(vals[u])]
-    if not ok:
+    if not evs:
         raise ValueError(f"no gradient of ACV near the bracket's best point: {message}")
-    u = min(ok, key=lambda w: vals[w])
+
+    def stationarity(w: float) -> float:
+        pgw = projected_gradient(evs[w].grad, np.array([w]), np.array([blo]), np.array([bhi]))
+        return abs(float(pgw[0]))
+
+    u = min(evs, key=stationarity)  # the most nearly stationary point
     pg = projected_gradient(evs[u].grad, np.array([u]), np.array([blo]), np.array([bhi]))
     conv = bool(abs(pg[0]) <= gtol)
     msg = _converged_message(np.array([u]), np.array([blo]), np.array([bhi])) if conv else message
