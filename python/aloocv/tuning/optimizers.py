@@ -235,10 +235,13 @@ def bracketed_1d(
     it). From a best point with its gradient, each step is the minimum of a cubic through
     its value and slope and the nearest point's value and slope (a parabola through its
     value where it has no gradient), again in the coordinate whose model predicts the
-    nearest value it leaves out better; a step that leaves the side of the bracket the
-    gradient points away from, or lands at its far end, is replaced by the side's
-    midpoint. Converged when the (projected) gradient at the best point is at most
-    ``gtol``; the Hessian is never formed.
+    nearest value it leaves out better; from then on the gradients' signs, not the
+    values, shrink the bracket (ALO's values can jump by more than the gradient's
+    tolerance moves them) and each new point is the iterate. A step that leaves the side
+    of the bracket the gradient points away from, lands at its far end, or is not half
+    as long as the step before the last one is replaced by the side's midpoint.
+    Converged when the (projected) gradient at the iterate is at most ``gtol`` (else the
+    most nearly stationary point is returned); the Hessian is never formed.
     """
     trace = Trace() if trace is None else trace
     blo, bhi = bounds
