@@ -16,6 +16,14 @@
    exact-Hessian trust region: ACV reached and fits.
 5. Cost of the gradient: loo(return_gradient=True) / loo(method="alo"), both including
    the fit, at n=100000, p=200 (logistic).
+6. Cost of the default search against a 10-point grid (``tune(method="grid", n_grid=10)``,
+   and the estimator's ``search="gradient"`` against its ``search="grid"``, ``Cs=10``):
+   CPU seconds on one thread, the minimum over interleaved repeats, logistic, p=200, an
+   isotropic Gaussian design and AR(1) 0.9 columns of unequal scales, n=20000 and 100000
+   (``--quick``: 20000 only); where the search ends against the minimum of the curve (a
+   second search from there, exact Hessians, to ``tol=1e-10``).
+
+    python benchmarks/tune_compare.py --cost-only [--quick] [--repeats R]
 
 Timing (``benchmarks/_timing.py``): ``--threads 1`` (the default) gives CPU seconds on
 one thread, other counts (0: all cores) wall seconds; the calls compared in 5 run in
@@ -29,6 +37,7 @@ import argparse
 import os
 import sys
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -236,6 +245,91 @@ def gradient_cost(quick: bool) -> None:
     )
 
 
+COST_P = 200  # features of the search-cost section
+GRID_POINTS = 10  # the grid the default search is measured against
+
+
+def cost_design(kind: str, n: int, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Logistic data, p=COST_P: ``"isotropic"`` Gaussian columns, or ``"ar1"``: AR(1)
+    columns with correlation 0.9 and scales from 0.1 to 10 (the signal in the original
+    units)."""
+    rng = np.random.default_rng(seed)
+    p = COST_P
+    Z = rng.standard_normal((n, p))
+    scale = np.ones(p)
+    if kind == "ar1":
+        rho = 0.9
+        X = np.empty_like(Z)
+        X[:, 0] = Z[:, 0]
+        for j in range(1, p):
+            X[:, j] = rho * X[:, j - 1] + np.sqrt(1.0 - rho**2) * Z[:, j]
+        scale = np.geomspace(0.1, 10.0, p)
+        X *= scale
+    else:
+        X = Z
+    beta = rng.standard_normal(p) / np.sqrt(p) * 2.0 / scale
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(X @ beta)))).astype(float)
+    return X, y
+
+
+def cpu_min(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, tuple[float, object]]:
+    """The minimum CPU seconds of each callable over ``repeats`` interleaved rounds (one
+    untimed call of each first), and its last result."""
+    for f in fns.values():
+        f()
+    best = {k: (np.inf, None) for k in fns}
+    for _ in range(repeats):
+        for k, f in fns.items():
+            t = time.process_time()
+            out = f()
+            dt = time.process_time() - t
+            best[k] = (min(best[k][0], dt), out)
+    return best
+
+
+def cost_calls(X: np.ndarray, y: np.ndarray, jobs: int) -> dict[str, Callable[[], object]]:
+    """The searches section 6 times: tune's grid and default search, the estimator's."""
+    kw = dict(loss="logistic", n_jobs=jobs)
+
+    def est(search: str) -> Callable[[], object]:
+        model = aloocv.ALOLogisticRegressionCV(Cs=GRID_POINTS, search=search, n_jobs=jobs)
+        return lambda: model.fit(X, y)
+
+    return {
+        "grid": lambda: aloocv.tune(X, y, method="grid", n_grid=GRID_POINTS, **kw),
+        "tune": lambda: aloocv.tune(X, y, **kw),
+        "est_grid": est("grid"),
+        "est_grad": est("gradient"),
+    }
+
+
+def search_cost(quick: bool, repeats: int) -> None:
+    jobs = 1 if JOBS is None else JOBS
+    print(
+        f"6. cost of the default search against a {GRID_POINTS}-point grid "
+        f"(CPU s, n_jobs={jobs}, min of {repeats} interleaved repeats; logistic, p={COST_P})"
+    )
+    hdr = f"  {'design':10s} {'n':>6s} {'grid [s]':>8s} {'tune [s]':>8s} {'ratio':>6s} {'fits':>4s}"
+    print(hdr + f" {'conv':>5s} {'ACV gap':>8s} {'est grid':>8s} {'est grad':>8s} {'ratio':>6s}")
+    ns = (20000,) if quick else (20000, 100000)
+    for n in ns:
+        for kind in ("isotropic", "ar1"):
+            X, y = cost_design(kind, n)
+            kw = dict(loss="logistic", n_jobs=jobs)
+            fns = cost_calls(X, y, jobs)
+            t = cpu_min(fns, repeats)
+            r = t["tune"][1]
+            # the curve's minimum: exact-Hessian Newton from the search's end, to 1e-10
+            ref = aloocv.tune(X, y, penalty=r.penalty, method="newton", tol=1e-10, **kw)
+            gap = (r.acv - ref.acv) / ref.acv
+            tg, tt, eg, ed = (t[k][0] for k in ("grid", "tune", "est_grid", "est_grad"))
+            print(
+                f"  {kind:10s} {n:6d} {tg:8.2f} {tt:8.2f} {tt / tg:6.2f} {r.n_fits:4d} "
+                f"{r.converged!s:>5s} {gap:8.1e} {eg:8.2f} {ed:8.2f} {ed / eg:6.2f}"
+            )
+    print("  (ACV gap: (ACV at the tuned penalty - the curve's minimum) / the minimum)")
+
+
 def main() -> None:
     global JOBS, CLOCK
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -243,6 +337,8 @@ def main() -> None:
     ap.add_argument(
         "--threads", type=int, default=1, help="default 1 (CPU seconds); 0: all cores (wall)"
     )
+    ap.add_argument("--cost-only", action="store_true", help="only section 6")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of section 6")
     args = ap.parse_args()
     JOBS = args.threads or None
     CLOCK = clock_for(JOBS)
@@ -251,10 +347,12 @@ def main() -> None:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(JOBS)
-    accuracy()
-    searches(args.quick)
-    paper_ridge()
-    gradient_cost(args.quick)
+    if not args.cost_only:
+        accuracy()
+        searches(args.quick)
+        paper_ridge()
+        gradient_cost(args.quick)
+    search_cost(args.quick, args.repeats)
 
 
 if __name__ == "__main__":

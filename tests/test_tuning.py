@@ -13,6 +13,7 @@ from test_hypergrad import _objective, _real
 
 import aloocv
 from aloocv.tuning import optimizers
+from aloocv.tuning.objective import Objective
 from conftest import make_data
 
 TOL = 1e-10  # fit tolerance of the reference curve
@@ -125,6 +126,102 @@ def test_newton_1d_bracket_and_box():
     boxed = optimizers.newton_1d(obj, box[0], box[0] + 1.0, box[1], gtol=1e-9, bounds=box)
     assert boxed.converged and boxed.u[0] == pytest.approx(box[0], abs=1e-9)
     assert boxed.evaluation.grad[0] > 0
+
+
+class _Orders:
+    """An objective that records the derivative order of each evaluation it computes."""
+
+    def __init__(self, obj):
+        self.obj, self.orders = obj, []
+
+    def evaluate(self, u, order=1):
+        self.orders.append(order)
+        return self.obj.evaluate(u, order)
+
+
+def _bracket_values(obj, us):
+    return [(float(u), obj.evaluate(np.array([u]), 0).acv) for u in us]
+
+
+@pytest.mark.parametrize("grid", [(3.0, -3.0, 5), (6.0, 2.0, 3), (-2.0, -6.0, 3)])
+def test_bracketed_1d_reaches_the_minimum_without_hessians(grid):
+    # the best grid point inside the grid, and at either end (an open side: the search
+    # steps outwards); the end is the dense curve's minimum
+    X, y = make_data("logistic", 300, 6, seed=125, scale=2.0)
+    obj = _objective(X, y, "logistic", aloocv.L2(1.0))
+    us = np.linspace(*grid)
+    known = _bracket_values(obj, us)
+    rec = _Orders(obj)
+    gtol = 1e-6 * min(f for _, f in known)
+    res = optimizers.bracketed_1d(rec, known, gtol=gtol, bounds=(us.min() - 7, us.max() + 7))
+    assert res.converged and abs(res.evaluation.grad[0]) <= gtol
+    assert 2 not in rec.orders  # never a Hessian
+    best, lam = dense_minimum(X, y, "logistic", aloocv.L2)
+    assert res.evaluation.acv <= best * (1 + 1e-9)
+    assert res.u[0] == pytest.approx(np.log(lam), abs=1e-3)
+
+
+def test_bracketed_1d_stops_at_the_box_and_skips_undefined_points():
+    X, y = make_data("logistic", 300, 5, seed=124)
+    obj = _objective(X, y, "logistic", aloocv.L2(1.0))
+    u_star = optimizers.newton_1d(obj, -5.0, 0.0, 5.0, gtol=1e-10).u[0]
+    # a box above the minimum: converged at its lower end, the gradient pointing out
+    box = (u_star + 1.0, u_star + 4.0)
+    known = _bracket_values(obj, [u_star + 2.0, u_star + 3.0, u_star + 4.0])
+    res = optimizers.bracketed_1d(obj, known, gtol=1e-9, bounds=box)
+    assert res.converged and "bound" in res.message
+    assert res.u[0] == pytest.approx(box[0], abs=1e-12) and res.evaluation.grad[0] > 0
+    # a point where the fit is not defined (inf) is a bracket end, not the minimum
+    known = [*_bracket_values(obj, [u_star + 2.0, u_star - 2.0]), (u_star - 6.0, np.inf)]
+    res = optimizers.bracketed_1d(obj, known, gtol=1e-9, bounds=(u_star - 8, u_star + 8))
+    assert res.converged and res.u[0] == pytest.approx(u_star, abs=1e-4)
+    with pytest.raises(ValueError, match="not defined at any point"):
+        optimizers.bracketed_1d(obj, [(0.0, np.inf)], gtol=1e-9)
+
+    class NoGradient(_Orders):  # values, but the gradient's computation fails
+        def evaluate(self, u, order=1):
+            if order >= 1:
+                raise ValueError("singular")
+            return self.obj.evaluate(u, order)
+
+    with pytest.raises(ValueError, match="gradient of ACV is not defined at log"):
+        optimizers.bracketed_1d(NoGradient(obj), known, gtol=1e-9)
+
+
+def test_a_higher_order_at_the_state_point_reuses_its_fit():
+    # the gradient asked where the value was just taken: no refit, the same numbers as
+    # a fresh objective's
+    X, y = make_data("logistic", 300, 6, seed=126, scale=2.0)
+    obj = _objective(X, y, "logistic", aloocv.L2(1.0))
+    u = np.array([0.7])
+    v0 = obj.evaluate(u, 0)
+    fits = obj.n_fits
+    v1 = obj.evaluate(u, 1)
+    assert obj.n_fits == fits and v1.acv == v0.acv
+    ref = _objective(X, y, "logistic", aloocv.L2(1.0)).evaluate(u, 1)
+    assert v1.grad[0] == pytest.approx(ref.grad[0], rel=1e-8)
+    # elsewhere first: the fit moves, and coming back refits there
+    obj.evaluate(np.array([1.5]), 0)
+    obj.evaluate(u, 2)
+    assert obj.n_fits == fits + 2
+
+
+def test_default_search_spends_no_hessian():
+    X, y = make_data("logistic", 400, 8, seed=127, scale=2.0)
+    seen = []
+    orig = Objective.evaluate
+
+    def spy(self, u, order=1):
+        seen.append(order)
+        return orig(self, u, order)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Objective, "evaluate", spy)
+        res = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1.0))
+    assert res.converged and 2 not in seen and 1 in seen
+    # the end is where the exact gradient (computed afresh) is below tol * ACV
+    g = aloocv.loo(X, y, loss="logistic", penalty=res.penalty, return_gradient=True)
+    assert abs(g.gradient[0] * res.penalty.lam) <= 1e-6 * res.acv * 1.01
 
 
 def test_adam_is_shared():

@@ -190,8 +190,8 @@ _GLM_DOC = """
     store_loo : bool
         Keep the per-sample arrays (``loo_predictions_``, ``tune_result_.loo``).
     search : {{"grid", "gradient"}}
-        ``"gradient"``: the grid brackets the minimum, then second-order steps on the
-        exact derivative of ALOOCV in log(alpha) refine it.
+        ``"gradient"``: the grid brackets the minimum, then steps on the exact
+        derivative of ALOOCV in log(alpha) refine it.
     rule : {{"min", "1se"}}
         The minimum, or the largest alpha within one standard error of it.
     tol, max_iter

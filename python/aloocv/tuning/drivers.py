@@ -1,8 +1,10 @@
 """Search drivers: :func:`tune` and its result.
 
 Default search (``method="auto"``): a short coarse grid brackets the minimum of ALOOCV, then
-second-order steps on the exact derivatives reach it (a bracketed Newton iteration for one
-parameter, trust-region Newton for up to ``SECOND_ORDER_MAX`` parameters, L-BFGS-B beyond).
+steps on its exact derivatives reach it: for one parameter, model steps on plain values
+while they are long, then on the exact gradient (no Hessian: :func:`bracketed_1d`);
+trust-region Newton (exact Hessian) for up to ``SECOND_ORDER_MAX`` parameters, L-BFGS-B
+beyond.
 The paper's Algorithms 1 (``"gd"``) and 2 (``"sgd"``) and plain grids remain.
 """
 
@@ -39,6 +41,7 @@ from .optimizers import (
     OptimizeResult,
     Trace,
     armijo,
+    bracketed_1d,
     lbfgsb,
     newton_1d,
     trust_newton,
@@ -110,11 +113,14 @@ def tune(
         parameters must be positive.
     method : {"auto", "newton", "lbfgs", "gd", "sgd", "grid"}
         ``"auto"`` (default): a coarse grid of ``n_grid`` points (default 5, from 1e3 to
-        1e-3 times the starting penalty, or ``grid``) brackets the minimum, then
-        second-order steps on the exact derivatives of ALOOCV reach it: a bracketed
-        Newton iteration for one parameter, trust-region Newton (exact Hessian) for up
-        to 10, L-BFGS-B beyond. ``"newton"``: those second-order steps from the starting
-        penalty, no grid. ``"lbfgs"``: L-BFGS-B on the exact gradient from the start.
+        1e-3 times the starting penalty, or ``grid``) brackets the minimum, then steps
+        on the derivatives of ALOOCV reach it: for one parameter, parabolic steps on the
+        plain values (a fit and one leverage pass each) while they are long, then steps
+        on the exact gradient at each point, each the minimum of a cubic through two
+        points' values and slopes, inside the bracket (no Hessian); trust-region
+        Newton (exact Hessian) for up to 10 parameters, L-BFGS-B beyond. ``"newton"``:
+        second-order steps from the starting penalty, no grid (a bracketed Newton
+        iteration for one parameter). ``"lbfgs"``: L-BFGS-B on the exact gradient from the start.
         ``"gd"``: Algorithm 1, gradient descent on ``log(lambda)``, each step refit
         warm-started. ``"sgd"``: Algorithm 2, an unbiased minibatch estimate of the
         gradient per step, joint with one warm-started Newton step on the
@@ -386,12 +392,14 @@ def _gradient_search(
     if opts.method == "auto":
         br.points = _check_grid(opts.grid, pb.penalty, opts.n_grid)
         u0, box = _bracket(
-            obj, br.points, hist, opts.callback, br.losses, br.coefs, br.icpts, br.iters
+            obj, br.points, hist, opts.callback, br.losses, br.coefs, br.icpts, br.iters, br.values
         )
-    gtol = opts.tol * max(abs(obj.evaluate(u0, 0).acv), 1e-12)
+    # the scale of the gradient test: ACV at the start (the bracket's best value, known)
+    acv0 = min(f for _, f in br.values) if br.values else obj.evaluate(u0, 0).acv
+    gtol = opts.tol * max(abs(acv0), 1e-12)
     cb = _Recorder(obj, hist, opts.callback, opts.verbose, opts.max_iter, opts.method)
     try:
-        res = _optimize(pb, obj, opts, u0, box, br.points, gtol, Trace(cb))
+        res = _optimize(pb, obj, opts, u0, box, br, gtol, Trace(cb))
     finally:
         cb.close()
     u, converged, message = res.u, res.converged, res.message
@@ -450,11 +458,20 @@ def _refined_rows(obj: Objective, hist: _History, callback: Any):
     return record
 
 
-def _optimize(pb, obj, opts: SearchOptions, u0, box, grid_pts, gtol, trace) -> OptimizeResult:
+def _optimize(pb, obj, opts: SearchOptions, u0, box, br: _Bracket, gtol, trace) -> OptimizeResult:
     """The optimizer of ``opts.method`` from u0 (see :func:`tune`)."""
     m, method, max_iter = u0.size, opts.method, opts.max_iter
+    if method == "auto" and m == 1 and br.values:
+        return bracketed_1d(
+            obj,
+            [(float(u[0]), f) for u, f in br.values],
+            gtol=gtol,
+            max_iter=max_iter,
+            bounds=(box[0][0], box[1][0]),
+            trace=trace,
+        )
     if method in ("auto", "newton") and m == 1:
-        lo, hi = _neighbours(u0[0], grid_pts)
+        lo, hi = _neighbours(u0[0], br.points)
         return newton_1d(
             obj,
             lo,

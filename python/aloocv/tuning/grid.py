@@ -74,6 +74,7 @@ class _Bracket:
     coefs: list = field(default_factory=list)
     icpts: list = field(default_factory=list)
     iters: list = field(default_factory=list)
+    values: list = field(default_factory=list)  # (log params, ACV or inf where undefined)
 
     def path(self) -> dict[str, np.ndarray] | None:
         if not self.coefs:
@@ -85,9 +86,11 @@ class _Bracket:
         }
 
 
-def _bracket(obj, points, hist, callback, losses, coefs, icpts, iters):
-    """ACV on the coarse grid (per-sample losses appended to ``losses``): the best point
-    and the search box around the grid."""
+def _bracket(obj, points, hist, callback, losses, coefs, icpts, iters, values=None):
+    """ACV on the coarse grid (per-sample losses appended to ``losses``, ``(u, ACV)``
+    to ``values``, ``inf`` where the fit is not defined): the best point and the search
+    box around the grid."""
+    values = [] if values is None else values
     best_u, best_acv = None, np.inf
     error: ValueError | None = None
     for k, v in enumerate(points):
@@ -96,7 +99,9 @@ def _bracket(obj, points, hist, callback, losses, coefs, icpts, iters):
             ev = obj.evaluate(u, 0)
         except ValueError as exc:
             error = exc  # e.g. singular as lambda -> 0: the bracket ends before
+            values.append((u, np.inf))
             continue
+        values.append((u, ev.acv if np.isfinite(ev.acv) else np.inf))
         hist.add(v, ev.acv, ev.stderr, np.full(v.size, np.nan), obj.n_fits)
         losses.append(ev.out.losses)
         coefs.append(np.array(ev.out.coef, dtype=np.float64))

@@ -126,6 +126,7 @@ class Objective:
         return self.template.with_params(np.exp(np.asarray(u, dtype=np.float64)), check=False)
 
     def set(self, pen: Penalty) -> None:
+        self._at = None  # the state's fit moves away from the last evaluation's point
         self.state.set_penalty(pen.l2_vector(self.p), pen.l1_vector(self.p))
 
     def evaluate(self, u: np.ndarray, order: int = 1) -> Evaluation:
@@ -140,11 +141,17 @@ class Objective:
         if hit is not None and hit.order >= order:
             return hit
         pen = self.penalty_at(u)
-        self.set(pen)
-        self._warm_start(u)
+        # the state's fit is at u already (a lower order was asked there last): its fit
+        # and factor serve again, no refit
+        at, self._at = self._at, None  # unknown until this evaluation succeeds
+        here = at is not None and np.array_equal(at, u)
+        if not here:
+            self.set(pen)
+            self._warm_start(u, at)
         with _blas.single_threaded_blas():
-            self.state.fit()
-            self.n_fits += 1  # a warm refit (cheap when the state is already there)
+            if not here:
+                self.state.fit()
+                self.n_fits += 1  # a warm refit
             if order >= 2:
                 J1, J2 = self._jac()
                 out = self.state.alo_tangents(np.asfortranarray(J2), np.asfortranarray(J1))
@@ -185,12 +192,13 @@ class Objective:
         while len(self._cache) > CACHE_SIZE:
             del self._cache[next(iter(self._cache))]
 
-    def _warm_start(self, u: np.ndarray) -> None:
+    def _warm_start(self, u: np.ndarray, at: np.ndarray | None) -> None:
         """Restart from the kept fit nearest to u when it is much nearer than the state's
-        (e.g. a search going back to the best point of its bracketing grid)."""
-        if self._at is None or not self._starts:
+        at ``at`` (e.g. a search going back to the best point of its bracketing grid; None:
+        the state's point is unknown, after a failed fit)."""
+        if not self._starts:
             return
-        here = float(np.max(np.abs(self._at - u)))
+        here = np.inf if at is None else float(np.max(np.abs(at - u)))
         if here <= RESTART_GAIN:  # the usual case: the next point is near the last one
             return
         us = np.array([v for v, _ in self._starts])

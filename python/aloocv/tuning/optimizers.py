@@ -4,6 +4,9 @@ Each takes an :class:`~aloocv.tuning.objective.Objective` (or, for :class:`Adam`
 gradients) and reports whether its stopping test really passed: ``converged`` is True only
 when the (projected) gradient in ``log(lambda)`` is at most ``gtol``.
 
+- :func:`bracketed_1d`: one parameter, from the values of a bracketing grid (the default
+  search): parabolic steps on plain values (a fit and a leverage pass each) while they
+  are long, then secant steps on the exact gradient (no Hessian) near the minimum.
 - :func:`newton_1d`: one parameter; Newton steps with the exact second derivative from
   the best point of a bracketing triplet (``f(lo) >= f(mid) <= f(hi)``), bisection of
   the side the derivative points to when a Newton step leaves it.
@@ -30,6 +33,7 @@ __all__ = [
     "Adam",
     "OptimizeResult",
     "armijo",
+    "bracketed_1d",
     "lbfgsb",
     "newton_1d",
     "projected_gradient",
@@ -39,6 +43,20 @@ __all__ = [
 LOG_BOUND = 50.0  # |log lambda| beyond this is divergence
 MAX_LOG_STEP = 2.0  # longest step in log(lambda) of a Newton iteration on an open side
 ARMIJO_C = 1e-4  # sufficient-decrease constant of the backtracking line search
+
+# The policy of :func:`bracketed_1d` (the default one-parameter search). An evaluation of
+# the value alone costs a fit and one leverage pass over X; with the exact gradient a few
+# passes more; with the exact second derivative several times that: the search spends
+# the gradient only where a step is short, and never the second derivative.
+#: The vertex of the bracket's parabola at most this far (in log lambda) from the best
+#: point is taken with the exact gradient; farther, at the value alone (and the gradient
+#: at the best point next where the vertex does not improve on it).
+SLOPE_SWITCH = 2.0
+#: A model's step that lands within this share of its side's width from the side's far
+#: end is replaced by the side's midpoint.
+SIDE_MARGIN = 0.01
+#: Two points closer than this (in log lambda) are one: the search stops there.
+U_RESOLUTION = 1e-10
 
 
 @dataclass
@@ -180,6 +198,280 @@ def newton_1d(
         msg = _converged_message(np.array([m]), np.array([blo]), np.array([bhi]))
         return OptimizeResult(np.array([m]), best, it, True, msg, trace)
     return OptimizeResult(np.array([m]), best, it, False, message, trace)
+
+
+def _parabola_vertex(a, fa, b, fb, c, fc) -> float:
+    """The vertex of the parabola through three points (nan when it is not convex)."""
+    r = (b - a) * (fb - fc)
+    q = (b - c) * (fb - fa)
+    den = 2.0 * (q - r)
+    if not (np.isfinite(den) and den != 0.0):
+        return np.nan
+    v = b - ((b - c) * q - (b - a) * r) / den
+    # convex: the vertex is a minimum (second divided difference positive)
+    curv = ((fc - fb) / (c - b) - (fb - fa) / (b - a)) / (c - a)
+    return float(v) if curv > 0 else np.nan
+
+
+def bracketed_1d(
+    obj: Objective,
+    known: list[tuple[float, float]],
+    *,
+    gtol: float,
+    max_iter: int = 50,
+    bounds: tuple[float, float] = (-LOG_BOUND, LOG_BOUND),
+    trace: Trace | None = None,
+) -> OptimizeResult:
+    """Minimize a one-parameter ACV from the values ``known`` of a bracketing grid.
+
+    ``known`` holds ``(u, ACV(u))`` pairs already evaluated (``inf`` where the fit is
+    not defined). The bracket is the best point and its nearest known points on either
+    side (the box ``bounds`` where a side has none: the search steps outwards there at
+    the value alone). While the best point has no gradient, the next point is the vertex
+    of the parabola through the bracket's three values (in ``log(lambda)`` or in
+    ``lambda``, whichever predicts the nearest values it leaves out better): with the
+    exact gradient where it lies within ``SLOPE_SWITCH`` of the best point, else at the
+    value alone (and then the gradient at the best point where it did not improve on
+    it). From a best point with its gradient, each step is the minimum of a cubic through
+    its value and slope and the nearest point's value and slope (a parabola through its
+    value where it has no gradient), again in the coordinate whose model predicts the
+    nearest value it leaves out better; from then on the gradients' signs, not the
+    values, shrink the bracket (ALO's values can jump by more than the gradient's
+    tolerance moves them) and each new point is the iterate. A step that leaves the side
+    of the bracket the gradient points away from, lands at its far end, or is not half
+    as long as the step before the last one is replaced by the side's midpoint.
+    Converged when the (projected) gradient at the iterate is at most ``gtol`` (else the
+    most nearly stationary point is returned); the Hessian is never formed.
+    """
+    trace = Trace() if trace is None else trace
+    blo, bhi = bounds
+    vals: dict[float, float] = {}  # u -> ACV (inf where undefined)
+    evs: dict[float, Evaluation] = {}  # u -> the evaluation with its gradient
+    for u, f in known:
+        if blo <= u <= bhi:
+            vals[float(u)] = float(f) if np.isfinite(f) else np.inf
+    finite = [u for u in vals if np.isfinite(vals[u])]
+    if not finite:
+        raise ValueError("ACV is not defined at any point of the bracket")
+    m = min(finite, key=lambda u: (vals[u], -u))  # ties: the more regularized point
+    lo = max((u for u in vals if u < m), default=blo)
+    hi = min((u for u in vals if u > m), default=bhi)
+
+    def take(u: float, order: int) -> bool:
+        """Evaluate at u (on the box's end when within resolution of it); True when u
+        becomes the best point."""
+        nonlocal m, lo, hi
+        for end in (blo, bhi):
+            if abs(u - end) <= U_RESOLUTION * max(1.0, abs(end)):
+                u = end
+        ev = _try(obj, np.array([u]), order, trace)
+        if ev is None and u == m:
+            raise _Undefined(u)
+        vals[u] = np.inf if ev is None else ev.acv
+        if ev is not None and order >= 1:
+            evs[u] = ev
+        if u == m:
+            return False
+        if ev is not None and order >= 1 and m in evs:
+            # from a point with its gradient on: the gradients' signs bracket the minimum
+            # and the new point is the iterate (values, which can jump by more than the
+            # gradient's tolerance moves them, decide nothing here)
+            if slope(m) < 0:
+                lo = max(lo, m)
+            else:
+                hi = min(hi, m)
+            m = u
+            return True
+        if vals[u] < vals[m]:
+            lo, hi = (m, hi) if u > m else (lo, m)
+            m = u
+            return True
+        if u > m:
+            hi = u
+        else:
+            lo = u
+        return False
+
+    def slope(u: float) -> float:
+        return float(evs[u].grad[0])
+
+    it = 0
+    message = f"max_iter={max_iter} reached"
+    steps: list[float] = []  # the lengths of the gradient steps (Brent's shrink rule)
+    try:
+        for it in range(1, max_iter + 1):
+            if m in evs:
+                g = slope(m)
+                um = np.array([m])
+                pg = projected_gradient(np.array([g]), um, np.array([blo]), np.array([bhi]))
+                if abs(pg[0]) <= gtol:
+                    msg = _converged_message(um, np.array([blo]), np.array([bhi]))
+                    return OptimizeResult(um, evs[m], it - 1, True, msg, trace)
+                # the minimum lies on the side the gradient points away from
+                a, b = (lo, m) if g > 0 else (m, hi)
+                far = a if g > 0 else b
+                if b - a <= U_RESOLUTION * max(1.0, abs(m)):
+                    message = "bracket collapsed before the gradient fell below tolerance"
+                    break
+                if far not in vals:  # an open side: a capped step towards the box's end
+                    cap = m + np.sign(far - m) * MAX_LOG_STEP
+                    take(far if abs(far - m) <= MAX_LOG_STEP else cap, 1)
+                    continue
+                v = _model_step(m, a, b, far, vals, evs)
+                if not np.isfinite(v) or (len(steps) > 1 and abs(v - m) > 0.5 * steps[-2]):
+                    v = 0.5 * (m + far)  # no model step, or steps that do not shrink
+                steps.append(abs(v - m))
+                take(float(v), 1)
+                continue
+            if lo not in vals or hi not in vals:
+                # an open side: step outwards by the known spacing (the gradient where no
+                # neighbour is known, or where the best point sits on the box's end)
+                open_end = lo if lo not in vals else hi
+                known_end = hi if lo not in vals else lo
+                step = abs(known_end - m) if known_end in vals else 0.0
+                if abs(open_end - m) <= U_RESOLUTION or step <= U_RESOLUTION:
+                    take(m, 1)
+                elif step >= abs(open_end - m):
+                    take(open_end, 0)  # the box's end itself
+                else:
+                    take(float(m + np.sign(open_end - m) * step), 0)
+                continue
+            v = _value_step(lo, m, hi, vals) if lo < m < hi else np.nan
+            usable = bool(np.isfinite(v)) and lo < v < hi and abs(v - m) > U_RESOLUTION
+            if not usable or evs:  # (a gradient taken elsewhere: the best point's next)
+                take(m, 1)
+                continue
+            if abs(v - m) <= SLOPE_SWITCH:
+                take(float(v), 1)
+            elif not take(float(v), 0):
+                take(m, 1)  # the parabola misled: the gradient at the best point
+    except _Undefined as exc:  # a value there, but not its gradient
+        message = f"the gradient of ACV is not defined at log(lambda) = {exc.u:.6g}"
+    if not evs:
+        raise ValueError(f"no gradient of ACV near the bracket's best point: {message}")
+
+    def stationarity(w: float) -> float:
+        pgw = projected_gradient(evs[w].grad, np.array([w]), np.array([blo]), np.array([bhi]))
+        return abs(float(pgw[0]))
+
+    u = min(evs, key=stationarity)  # the most nearly stationary point
+    pg = projected_gradient(evs[u].grad, np.array([u]), np.array([blo]), np.array([bhi]))
+    conv = bool(abs(pg[0]) <= gtol)
+    msg = _converged_message(np.array([u]), np.array([blo]), np.array([bhi])) if conv else message
+    return OptimizeResult(np.array([u]), evs[u], it, conv, msg, trace)
+
+
+class _Undefined(Exception):
+    """The fit failed at the best point itself (its value was defined)."""
+
+    def __init__(self, u: float):
+        super().__init__(u)
+        self.u = u
+
+
+def _value_step(lo: float, m: float, hi: float, vals: dict) -> float:
+    """The vertex of the parabola through the bracket's three values, in ``log(lambda)``
+    or in ``lambda``, whichever predicts the nearest known values it leaves out (one on
+    each side) better (nan where neither is convex)."""
+    left = [u for u in vals if u < lo and np.isfinite(vals[u])]
+    right = [u for u in vals if u > hi and np.isfinite(vals[u])]
+    tests = ([max(left)] if left else []) + ([min(right)] if right else [])
+    best, best_err = np.nan, np.inf
+    for to_x, to_u, _ in MODEL_COORDINATES:
+        x = [to_x(u) for u in (lo, m, hi)]
+        f = [vals[u] for u in (lo, m, hi)]
+        if not x[0] < x[1] < x[2]:  # (lambda under- or overflows at the box's ends)
+            continue
+        xv = _parabola_vertex(x[0], f[0], x[1], f[1], x[2], f[2])
+        v = to_u(xv) if np.isfinite(xv) else np.nan
+        err = 0.0
+        for test in tests:  # the parabola's values at the left-out points (Lagrange form)
+            t = to_x(test)
+            err += abs(
+                sum(
+                    f[i] * np.prod([(t - x[j]) / (x[i] - x[j]) for j in range(3) if j != i])
+                    for i in range(3)
+                )
+                - vals[test]
+            )
+        if np.isfinite(v) and err < best_err:
+            best, best_err = float(v), err
+    return best
+
+
+def _model_step(m: float, a: float, b: float, far: float, vals: dict, evs: dict) -> float:
+    """The next trial point from the best point ``m`` (with its gradient) in the side
+    ``(a, b)`` of the bracket the gradient points away from (``far``: its other end): the
+    minimum of the model through m's value and slope and another point's value (and
+    slope, where known), in ``log(lambda)`` or in ``lambda``, whichever predicts the
+    nearest known value the model leaves out better. The other point is the nearest one
+    with a gradient (a secant-like step), else the nearest one in the side; nan where no
+    model has a minimum in the side away from its far end."""
+    grads = {u: float(ev.grad[0]) for u, ev in evs.items()}
+    others = [u for u in vals if u != m and np.isfinite(vals[u])]
+    side = [u for u in others if (u - m) * (far - m) > 0 and abs(u - m) <= abs(far - m)]
+    with_grad = [u for u in others if u in grads]
+    partners = []
+    if with_grad:
+        partners.append(min(with_grad, key=lambda u: abs(u - m)))
+    if side:
+        partners.append(min(side, key=lambda u: abs(u - m)))
+    for w in partners:
+        tests = [u for u in others if u != w]
+        test = min(tests, key=lambda u: abs(u - m)) if tests else None
+        best, best_err = np.nan, np.inf
+        for to_x, to_u, du_dx in MODEL_COORDINATES:
+            x0, x1 = to_x(m), to_x(w)
+            g1 = grads[w] * du_dx(x1) if w in grads else None
+            x, model = _hermite_min(x0, vals[m], grads[m] * du_dx(x0), x1, vals[w], g1)
+            v = to_u(x) if np.isfinite(x) else np.nan
+            err = 0.0 if test is None else abs(model(to_x(test)) - vals[test])
+            if np.isfinite(v) and np.isfinite(err) and err < best_err:
+                best, best_err = float(v), err
+        if a < best < b and abs(best - far) > SIDE_MARGIN * (b - a) and best != m:
+            return best
+    return np.nan
+
+
+def _log_or_nan(x: float) -> float:
+    return float(np.log(x)) if x > 0 else np.nan
+
+
+#: The coordinates of the step models: (u -> x, x -> u, du/dx).
+MODEL_COORDINATES = (
+    (lambda u: u, lambda x: x, lambda x: 1.0),
+    (np.exp, _log_or_nan, lambda x: 1.0 / x),
+)
+
+
+def _hermite_min(x0: float, f0: float, g0: float, x1: float, f1: float, g1: float | None):
+    """The minimum of the cubic through ``x0``'s value and slope and ``x1``'s value and
+    slope (the parabola through x1's value where ``g1`` is None) and the model itself;
+    the minimum is nan where the model has none."""
+    d = x1 - x0
+    if not (np.isfinite(d) and d != 0.0):  # (lambda under- or overflows)
+        return np.nan, lambda x: np.nan
+    if g1 is not None:
+        s0, s1 = g0 * d, g1 * d
+        A = s0 + s1 - 2.0 * (f1 - f0)
+        B = 3.0 * (f1 - f0) - 2.0 * s0 - s1
+
+        def model(x: float) -> float:
+            t = (x - x0) / d
+            return f0 + t * (s0 + t * (B + t * A))
+
+        # c'(t) = s0 + 2 B t + 3 A t^2 = 0 at its root where c'' > 0, in the form that
+        # stays accurate as A -> 0 (a parabola)
+        disc = B * B - 3.0 * A * s0
+        den = B + np.sqrt(disc) if disc >= 0 else np.nan
+        t = -s0 / den if den > 0 else np.nan
+        return (x0 + t * d if np.isfinite(t) else np.nan), model
+    h = 2.0 * (f1 - f0 - g0 * d) / (d * d)
+
+    def parabola(x: float) -> float:
+        return f0 + (x - x0) * (g0 + 0.5 * h * (x - x0))
+
+    return (x0 - g0 / h if h > 0 else np.nan), parabola
 
 
 def _box(n: int, bounds) -> tuple[np.ndarray, np.ndarray]:
