@@ -274,17 +274,9 @@ def cost_design(kind: str, n: int, seed: int = 3) -> tuple[np.ndarray, np.ndarra
 
 def cpu_min(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, tuple[float, object]]:
     """The minimum CPU seconds of each callable over ``repeats`` interleaved rounds (one
-    untimed call of each first), and its last result."""
-    for f in fns.values():
-        f()
-    best = {k: (np.inf, None) for k in fns}
-    for _ in range(repeats):
-        for k, f in fns.items():
-            t = time.process_time()
-            out = f()
-            dt = time.process_time() - t
-            best[k] = (min(best[k][0], dt), out)
-    return best
+    untimed call of each first; ``_timing.interleaved``), and its last result."""
+    t = interleaved(fns, repeats, clock="cpu")
+    return {k: (v.seconds, v.result) for k, v in t.items()}
 
 
 def cost_calls(X: np.ndarray, y: np.ndarray, jobs: int) -> dict[str, Callable[[], object]]:
