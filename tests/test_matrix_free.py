@@ -78,6 +78,25 @@ def test_newton_cg_fit_with_an_offset_matches_the_primal_fit():
 
 
 # ----------------------------------------------------------------------------- leverages
+def _probe_call(pb, beta, *, n_probes, dual, seed=1):
+    return _core.random_leverages(
+        core_design(pb.X),
+        pb.y,
+        pb.sample_weight,
+        pb.loss.core,
+        pb.l2,
+        fit_intercept=pb.fit_intercept,
+        beta=beta,
+        n_probes=n_probes,
+        n_groups=8,
+        seed=seed,
+        cg_rtol=1e-10,
+        max_cg=2000,
+        n_threads=1,
+        dual=dual,
+    )
+
+
 def _exact_and_estimates(n_probes_list, seed=1):
     X, y = make_data("logistic", 400, 30, seed=7)
     lam = 2.0
@@ -86,21 +105,7 @@ def _exact_and_estimates(n_probes_list, seed=1):
     beta = np.ascontiguousarray(exact.fit.beta_)
     out = []
     for m in n_probes_list:
-        r = _core.random_leverages(
-            core_design(pb.X),
-            y,
-            None,
-            "logistic",
-            pb.l2,
-            fit_intercept=True,
-            beta=beta,
-            n_probes=m,
-            n_groups=8,
-            seed=seed,
-            cg_rtol=1e-10,
-            max_cg=500,
-            n_threads=1,
-        )
+        r = _probe_call(pb, beta, n_probes=m, dual=False, seed=seed)
         out.append((r.plain.mean(axis=1), r.diag0 + r.control.mean(axis=1)))
     return exact.leverages, out
 
@@ -303,25 +308,6 @@ def test_self_check_measures_alo_not_the_noise_of_the_leverages():
 
 
 # ----------------------------------------------------------------------------- dual form
-def _probe_call(pb, beta, *, n_probes, dual, seed=1):
-    return _core.random_leverages(
-        core_design(pb.X),
-        pb.y,
-        pb.sample_weight,
-        pb.loss.core,
-        pb.l2,
-        fit_intercept=pb.fit_intercept,
-        beta=beta,
-        n_probes=n_probes,
-        n_groups=8,
-        seed=seed,
-        cg_rtol=1e-10,
-        max_cg=2000,
-        n_threads=1,
-        dual=dual,
-    )
-
-
 @pytest.mark.parametrize("intercept", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_dual_form_estimates_the_exact_leverages(intercept, weighted):
