@@ -76,6 +76,6 @@ assert np.isclose(reference[-1].alpha_, ridge.alpha_)
 
 # %%
 # The curve with its +-1 standard-error band:
-fig = ridge.plot_cv()
-fig.axes[0].set_title("Ridge on the diabetes data: leave-one-out error per alpha")
+display = ridge.plot_cv()
+display.ax_.set_title("Ridge on the diabetes data: leave-one-out error per alpha")
 plt.show()

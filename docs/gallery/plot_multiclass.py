@@ -71,6 +71,6 @@ loo_accuracy = np.mean(refined.predictions.argmax(axis=1) == y)
 print(f"leave-one-out accuracy: {loo_accuracy:.3f}")
 
 # %%
-fig = trusted[-1].plot_cv()
-fig.axes[0].set_title("Wine, 3 classes: multinomial logistic regression")
+display = trusted[-1].plot_cv()
+display.ax_.set_title("Wine, 3 classes: multinomial logistic regression")
 plt.show()

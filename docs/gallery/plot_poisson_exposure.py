@@ -82,6 +82,6 @@ print(by_age.groupby("age_band")[["fitted", "true"]].mean().round(3))
 
 # %%
 # The leave-one-out curve of the Poisson deviance:
-fig = model.plot_cv()
-fig.axes[0].set_title("Poisson regression with exposure")
+display = model.plot_cv()
+display.ax_.set_title("Poisson regression with exposure")
 plt.show()
