@@ -5,6 +5,7 @@ weights)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -23,10 +24,12 @@ def weighted_stderr(losses: np.ndarray, w: np.ndarray | None) -> float | None:
     n = losses.shape[0]
     if n < 2:
         return None  # no spread to measure
-    # np.std's and np.average's arithmetic, operation for operation (the same bits),
-    # without their Python wrappers (they cost more than the sums on a small problem)
     with np.errstate(over="ignore", invalid="ignore"):  # huge losses: scaled below
-        if w is None:
+        if not isinstance(losses, np.ndarray) or not (w is None or isinstance(w, np.ndarray)):
+            se = _dispatched_stderr(losses, w)  # dask input: the dispatching functions
+        # np.std's and np.average's arithmetic, operation for operation (the same bits),
+        # without their Python wrappers (they cost more than the sums on a small problem)
+        elif w is None:
             d = losses - float(np.add.reduce(losses)) / n
             se = math.sqrt(float(np.add.reduce(d * d)) / (n - 1)) / math.sqrt(n)
         else:
@@ -34,6 +37,17 @@ def weighted_stderr(losses: np.ndarray, w: np.ndarray | None) -> float | None:
             d = losses - float(np.add.reduce(losses * w)) / sw
             se = math.sqrt(float(np.add.reduce(w * (d * d))) / max(sw - 1.0, 1e-300) / sw)
     return se if math.isfinite(se) else _scaled_stderr(losses, w)
+
+
+def _dispatched_stderr(losses: Any, w: Any) -> float:
+    """:func:`weighted_stderr` through numpy's dispatching functions (arrays of other
+    libraries, e.g. dask's per-sample losses)."""
+    n = losses.shape[0]
+    if w is None:
+        return float(np.std(losses, ddof=1) / np.sqrt(n))
+    sw = w.sum()
+    m = np.average(losses, weights=w)
+    return float(np.sqrt(np.sum(w * (losses - m) ** 2) / max(float(sw) - 1.0, 1e-300) / sw))
 
 
 def _scaled_stderr(losses: np.ndarray, w: np.ndarray | None) -> float:
