@@ -213,6 +213,32 @@ def _parabola_vertex(a, fa, b, fb, c, fc) -> float:
     return float(v) if curv > 0 else np.nan
 
 
+def _gradient_target(
+    m: float,
+    g: float,
+    lo: float,
+    hi: float,
+    vals: dict[float, float],
+    evs: dict[float, Evaluation],
+    steps: list[float],
+) -> float | None:
+    """:func:`bracketed_1d`'s next point from the best point ``m`` with its gradient
+    ``g``: on the side the gradient points away from, a capped step towards the box's end
+    where that side is open, else the model step (a bisection where there is none or the
+    steps stop halving; its length appended to ``steps``). None: the bracket collapsed."""
+    a, b = (lo, m) if g > 0 else (m, hi)
+    far = a if g > 0 else b
+    if b - a <= U_RESOLUTION * max(1.0, abs(m)):
+        return None
+    if far not in vals:  # an open side: a capped step towards the box's end
+        return float(far if abs(far - m) <= MAX_LOG_STEP else m + np.sign(far - m) * MAX_LOG_STEP)
+    v = _model_step(m, a, b, far, vals, evs)
+    if not np.isfinite(v) or (len(steps) > 1 and abs(v - m) > 0.5 * steps[-2]):
+        v = 0.5 * (m + far)  # no model step, or steps that do not shrink
+    steps.append(abs(v - m))
+    return float(v)
+
+
 def bracketed_1d(
     obj: Objective,
     known: list[tuple[float, float]],
@@ -224,24 +250,15 @@ def bracketed_1d(
 ) -> OptimizeResult:
     """Minimize a one-parameter ACV from the values ``known`` of a bracketing grid.
 
-    ``known`` holds ``(u, ACV(u))`` pairs already evaluated (``inf`` where the fit is
-    not defined). The bracket is the best point and its nearest known points on either
-    side (the box ``bounds`` where a side has none: the search steps outwards there at
-    the value alone). While the best point has no gradient, the next point is the vertex
-    of the parabola through the bracket's three values (in ``log(lambda)`` or in
-    ``lambda``, whichever predicts the nearest values it leaves out better): with the
-    exact gradient where it lies within ``SLOPE_SWITCH`` of the best point, else at the
-    value alone (and then the gradient at the best point where it did not improve on
-    it). From a best point with its gradient, each step is the minimum of a cubic through
-    its value and slope and the nearest point's value and slope (a parabola through its
-    value where it has no gradient), again in the coordinate whose model predicts the
-    nearest value it leaves out better; from then on the gradients' signs, not the
-    values, shrink the bracket (ALO's values can jump by more than the gradient's
-    tolerance moves them) and each new point is the iterate. A step that leaves the side
-    of the bracket the gradient points away from, lands at its far end, or is not half
-    as long as the step before the last one is replaced by the side's midpoint.
-    Converged when the (projected) gradient at the iterate is at most ``gtol`` (else the
-    most nearly stationary point is returned); the Hessian is never formed.
+    ``known`` holds ``(u, ACV(u))`` pairs already evaluated (``inf`` where undefined); the
+    bracket is the best point and its nearest known points (the box ``bounds`` where a
+    side has none). Without a gradient at the best point, the next point is the vertex of
+    the parabola through the bracket's values (in ``log(lambda)`` or ``lambda``, whichever
+    predicts the values it leaves out better), with the gradient within ``SLOPE_SWITCH``
+    of the best point. With it, each step is the minimum of a cubic through two points'
+    values and slopes; the gradients' signs then shrink the bracket, a step that does not
+    halve (Brent) or leaves the bracket is a bisection. Converged when the projected
+    gradient is at most ``gtol``; the Hessian is never formed.
     """
     trace = Trace() if trace is None else trace
     blo, bhi = bounds
@@ -307,21 +324,11 @@ def bracketed_1d(
                 if abs(pg[0]) <= gtol:
                     msg = _converged_message(um, np.array([blo]), np.array([bhi]))
                     return OptimizeResult(um, evs[m], it - 1, True, msg, trace)
-                # the minimum lies on the side the gradient points away from
-                a, b = (lo, m) if g > 0 else (m, hi)
-                far = a if g > 0 else b
-                if b - a <= U_RESOLUTION * max(1.0, abs(m)):
+                v = _gradient_target(m, g, lo, hi, vals, evs, steps)
+                if v is None:
                     message = "bracket collapsed before the gradient fell below tolerance"
                     break
-                if far not in vals:  # an open side: a capped step towards the box's end
-                    cap = m + np.sign(far - m) * MAX_LOG_STEP
-                    take(far if abs(far - m) <= MAX_LOG_STEP else cap, 1)
-                    continue
-                v = _model_step(m, a, b, far, vals, evs)
-                if not np.isfinite(v) or (len(steps) > 1 and abs(v - m) > 0.5 * steps[-2]):
-                    v = 0.5 * (m + far)  # no model step, or steps that do not shrink
-                steps.append(abs(v - m))
-                take(float(v), 1)
+                take(v, 1)
                 continue
             if lo not in vals or hi not in vals:
                 # an open side: step outwards by the known spacing (the gradient where no
