@@ -151,12 +151,16 @@ inline bool factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Choles
     *single = !pb.X.sparse && blas::has_ssyrk();
     if (*single) {
       hessian(pb.X, d, pb.intercept, Hbuf.data(), n_threads, {}, true);
-      if (unpen) *unpen = Hbuf;
-      for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
-      try {
-        chol.factor(Hbuf.data(), p1);
-        if (chol.rcond() >= kSingleMinRcond) return false;
-      } catch (const SingularHessian&) {
+      // float32's range ends near 3.4e38: huge curvatures or rows overflow there first
+      if (std::all_of(Hbuf.data(), Hbuf.data() + p1 * p1,
+                      [](double v) { return std::isfinite(v); })) {
+        if (unpen) *unpen = Hbuf;
+        for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
+        try {
+          chol.factor(Hbuf.data(), p1);
+          if (chol.rcond() >= kSingleMinRcond) return false;
+        } catch (const SingularHessian&) {
+        }
       }
       *single = false;
     }
