@@ -136,7 +136,7 @@ def test_jackknife_stderr_covers_the_error_of_the_mean():
     z = []
     G = 16
     for seed in range(12):
-        parts = [mfm.leverages(pb, beta, G, seed=seed)]
+        parts = [mfm.leverages(pb, beta, 4 * G, per=4, seed=seed)]
         est, se, _ = mfm._best(pb, parts)
         z.append((est.losses.mean() - exact.mean) / se)
     z = np.abs(np.array(z))
@@ -173,11 +173,11 @@ def test_threads_give_the_same_leverages():
     pb = Problem.build(X, y, penalty=aloocv.L2(0.5), n_jobs=1)
     fit = aloocv.fit(X, y, penalty=aloocv.L2(0.5), solver="matrix_free", n_jobs=1)
     beta = np.ascontiguousarray(fit.beta_)
-    one = mfm.leverages(pb, beta, 4)
+    one = mfm.leverages(pb, beta, 16, per=4).res
     with threadpool_limits(2):
         two = mfm.leverages(
-            pb.replace(options=dataclasses.replace(pb.options, n_threads=2)), beta, 4
-        )
+            pb.replace(options=dataclasses.replace(pb.options, n_threads=2)), beta, 16, per=4
+        ).res
     np.testing.assert_array_equal(one.plain, two.plain)
     np.testing.assert_array_equal(one.control, two.control)
 
@@ -232,10 +232,8 @@ def _force_estimator(monkeypatch, kind: str) -> None:
     """Makes the matrix-free route use one estimator (plain or control)."""
 
     def best(pb, parts):
-        r = parts[0]
-        groups = np.hstack([q.plain for q in parts])
-        if kind == "control":
-            groups = np.hstack([q.control for q in parts]) + r.diag0[:, None]
+        r = parts[0].res
+        groups = mfm.stacked(parts, control=kind == "control")[0]
         est, se = mfm._jackknife(pb, r.eta, r.g, r.d, groups)
         return est, se, kind
 
@@ -380,3 +378,26 @@ def test_loo_on_wide_data_takes_the_dual_form_unless_differentiated():
     assert a.randomized.form == "dual" and b.randomized.form == "primal"
     for r in (a, b):  # both within their stated error of the exact-leverage ALO
         assert abs(r.mean - ref.mean) <= 4.0 * r.randomized.mean_stderr + 1e-3 * ref.mean
+
+
+def test_probe_calls_stack_into_the_groups_of_one_call(monkeypatch):
+    # the doublings (8 probes one by one, 8 more, then groups of 2, 4, 8, 16) give the group
+    # estimates of one call with the same probes in MAX_GROUPS groups
+    monkeypatch.setattr(mfm, "CG_RTOL", 1e-12)
+    X, y = _sparse_text(300, 2000, 15, seed=3)
+    fit = aloocv.fit(X, y, penalty=aloocv.L2(0.3), solver="matrix_free", tol=1e-10)
+    pb = Problem.build(X, y, penalty=aloocv.L2(0.3), n_jobs=1)
+    beta = np.ascontiguousarray(fit.beta_)
+    parts, total = [], 0
+    for new in (8, 8, 16, 32, 64, 128):
+        per = max(1, (total + new) // mfm.MAX_GROUPS)
+        parts.append(mfm.leverages(pb, beta, new, per, first_probe=total))
+        total += new
+    one = mfm.leverages(pb, beta, 256, per=16).res
+    for control in (False, True):
+        got, per = mfm.stacked(parts, control=control)
+        want = np.asarray(one.control if control else one.plain)
+        if control:
+            want = want + np.asarray(one.diag0)[:, None]
+        assert per == 16 and got.shape == (300, 16)
+        np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-10)
