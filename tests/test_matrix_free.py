@@ -401,3 +401,22 @@ def test_probe_calls_stack_into_the_groups_of_one_call(monkeypatch):
             want = want + np.asarray(one.diag0)[:, None]
         assert per == 16 and got.shape == (300, 16)
         np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-10)
+
+
+def test_fits_along_a_grid_end_at_the_exact_fits_from_any_start(monkeypatch):
+    # the path predictor moves only the fits' start: the same coefficients as fits of
+    # each penalty alone (dual route, exact kernel), with fewer passes over X
+    X, y = _sparse_text(400, 3000, 15, seed=9)
+    lams = np.logspace(2, -3, 6)
+    refs = [aloocv.fit(X, y, penalty=aloocv.L2(lam), solver="dual", tol=1e-10) for lam in lams]
+    passes = {}
+    for predict in (True, False):
+        monkeypatch.setattr(mfm, "PATH_MAX_STEP", 1.5 if predict else 0.0)
+        st = mfm.MatrixFreeTuneState(Problem.build(X, y, penalty=aloocv.L2(1.0), tol=1e-10))
+        passes[predict] = 0
+        for lam, ref in zip(lams, refs):
+            st.set_penalty(Problem.build(X, y, penalty=aloocv.L2(lam)).l2)
+            st.fit()
+            passes[predict] += st._out.matvec_passes
+            np.testing.assert_allclose(st.beta, ref.beta_, rtol=1e-6, atol=1e-8)
+    assert passes[True] < 0.8 * passes[False], passes

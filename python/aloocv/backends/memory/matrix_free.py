@@ -83,6 +83,14 @@ MAX_CG_NEWTON = 250
 #: A noisy estimate can put d_i h_i at or above 1 (the true value is below 1 with a
 #: positive penalty): it is clipped to DH_CLIP.
 DH_CLIP = 0.999
+#: The path predictor of a tuning state's fits (docs/math/matrix_free.md, "Fits along a
+#: path"): the next start is the last fit moved along the last step of the path, when the
+#: new log-penalty continues that step on a straight line (to PATH_COLLINEAR relative) by
+#: at most PATH_MAX_STEP times its length. Measured on a 10-point grid of C at n = 2e4,
+#: p = 1e5 (text-like): 2323 passes over X for the ten Newton-CG fits warm-started at the
+#: last fit, 989 from the predicted starts.
+PATH_MAX_STEP = 1.5
+PATH_COLLINEAR = 1e-6
 #: The probes' seed (fixed: the same call gives the same result).
 PROBE_SEED = 20240527
 
@@ -565,14 +573,17 @@ def _refitter(pb: Problem, beta: np.ndarray, solves: _RowSolves, g: np.ndarray, 
 # ----------------------------------------------------------------------------- tuning
 class MatrixFreeTuneState:
     """Stands in for ``_core.TuneState`` in :class:`aloocv.tuning.Objective` on the
-    matrix-free route: a Newton-CG fit warm-started from the previous point, then ALO from
-    randomized leverages (the same probes at every point: the curve is smooth in lambda)."""
+    matrix-free route: a Newton-CG fit started from the path's predicted point (or the
+    previous fit, or a given start), then ALO from randomized leverages (the same probes
+    at every point: the curve is smooth in lambda)."""
 
     def __init__(self, pb: Problem):
         self.pb = pb
         self.beta: np.ndarray | None = None
         self._out: Any = None
         self.best = np.inf  # the lowest mean so far (RACE_Z)
+        self._given = False  # the next fit starts at a beta given by set_beta
+        self._path: list[tuple[np.ndarray, np.ndarray]] = []  # (log l2, beta): last 2 fits
 
     def set_penalty(self, l2: np.ndarray, l1: np.ndarray | None = None) -> None:
         if l1 is not None and np.any(np.asarray(l1) > 0):
@@ -583,12 +594,53 @@ class MatrixFreeTuneState:
     def set_beta(self, beta: np.ndarray) -> None:
         self.beta = np.array(beta, dtype=np.float64)
         self._out = None
+        self._given = True
 
     def fit(self) -> None:
-        if self._out is None:
-            self._out = _cg_fit(self.pb, self.beta)
-            c = np.asarray(self._out.coef, dtype=np.float64)
-            self.beta = np.concatenate([[self._out.intercept], c]) if self.pb.fit_intercept else c
+        if self._out is not None:
+            return
+        if self._given:
+            self._path = []  # a new path starts at the given point
+        start = self.beta if self._given else self._predicted()
+        self._out = _cg_fit(self.pb, start)
+        c = np.asarray(self._out.coef, dtype=np.float64)
+        self.beta = np.concatenate([[self._out.intercept], c]) if self.pb.fit_intercept else c
+        self._path = [*self._path[-1:], (self._log_l2(), self.beta.copy())]
+        self._given = False
+
+    def _log_l2(self) -> np.ndarray:
+        return np.log(np.maximum(self.pb.l2, np.finfo(np.float64).tiny))
+
+    def _predicted(self) -> np.ndarray | None:
+        """The last fit moved along the path's last step, ``beta_1 + t (beta_1 - beta_0)``,
+        where the new log-penalty is ``u_1 + t (u_1 - u_0)`` with 0 < t <= PATH_MAX_STEP
+        and the objective is lower there than at ``beta_1``; else ``beta_1``."""
+        if len(self._path) < 2:
+            return self.beta
+        (u0, b0), (u1, b1) = self._path
+        step, last = self._log_l2() - u1, u1 - u0
+        norm2 = float(last @ last)
+        t = float(step @ last) / norm2 if norm2 > 0.0 else 0.0
+        off_line = float(np.linalg.norm(step - t * last))
+        if not 0.0 < t <= PATH_MAX_STEP or off_line > PATH_COLLINEAR * np.linalg.norm(step):
+            return b1
+        guess = b1 + t * (b1 - b0)
+        return guess if self._objective(guess) < self._objective(b1) else b1
+
+    def _objective(self, beta: np.ndarray) -> float:
+        """The objective at ``beta`` (two passes over X)."""
+        pb = self.pb
+        with _blas.single_threaded_blas():
+            out = _core.cg_state(
+                *_args(pb),
+                fit_intercept=pb.fit_intercept,
+                beta=np.ascontiguousarray(beta),
+                tol=pb.options.tol,
+                n_threads=pb.options.n_threads,
+                offset=pb.offset,
+            )
+        f = float(out.objective)
+        return f if np.isfinite(f) else np.inf
 
     def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> StateOutput:
         if gradient and gradient_kind != "exact":
