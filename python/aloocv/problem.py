@@ -12,7 +12,7 @@ What a problem holds depends on where its data live:
   Fortran or strided, used in place) or a canonical CSR matrix; ``y`` a float64 vector
   (class labels as float64 for the multinomial loss, an ``(n, n_targets)`` array for
   several squared-loss targets); weights and offset float64 vectors or None;
-- on dask (``backend == "dask"``): ``X`` a float64 dask array chunked by rows only,
+- on dask (``backend == "dask"``): ``X`` a float64 or float32 dask array chunked by rows only,
   ``y``, weights and offset dask vectors with X's row chunks (or None); their values are
   checked chunk by chunk in the backend's first pass, never gathered.
 

@@ -183,6 +183,14 @@ class Objective:
             del self._cache[next(iter(self._cache))]
         return ev
 
+    def held(self, out: Any) -> Any:
+        """An evaluation's output as the search's result keeps it: with its per-sample
+        arrays held by the workers where the state holds them (dask input on a
+        distributed client: the best point's, :mod:`aloocv.backends.dask.held`); ``out``
+        itself otherwise."""
+        hold = getattr(self.state, "held_output", None)
+        return out if hold is None else hold(out)
+
     def keep(self, ev: Evaluation) -> None:
         """Puts an evaluation made here back among the cached ones (a grid's selected
         point: the final result then reuses it instead of refitting there)."""

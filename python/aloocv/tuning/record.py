@@ -77,7 +77,7 @@ def _finish(
     """The TuneResult at ``u``; ``refined_loo`` (with ``rtol``): the refined estimate
     there, which is then :attr:`TuneResult.loo` and gives ``acv`` and ``stderr``."""
     ev = obj.evaluate(u, 0)
-    out = ev.out
+    out = obj.held(ev.out)
     on_dask = is_dask_collection(out.losses)  # per-sample arrays stay on the workers
     check_finite_result(
         "tune",

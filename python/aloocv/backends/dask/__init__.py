@@ -10,8 +10,9 @@ comes back of a pass is O(p1^2) (plus, where documented, one float per sample).
 
 The tasks run on whatever dask scheduler is active: the workers of a
 ``dask.distributed.Client``, or without one dask's threaded scheduler in this process
-(out of core: a dask array over ``np.memmap`` or zarr is read chunk by chunk, once per
-pass). Lost chunks (a worker that dies) are recomputed by dask; the partial sums of a
+(out of core: a dask array whose tasks read their own rows from disk, or over zarr, is
+read chunk by chunk, once per pass; float32 chunks stay float32, read in place by the
+kernels). Lost chunks (a worker that dies) are recomputed by dask; the partial sums of a
 chunk do not depend on where or how often it is computed, so the result does not change.
 
 Passes over X: the smooth fits are the core's one Newton driver (``newton_drive``, the
@@ -34,9 +35,10 @@ Exact leave-one-out (``method="exact"``, :mod:`.refits`): the core's refits (eac
 the full fit, chord steps on the full factor downdated by the left-out sample, then
 fresh leave-one-out Hessians; the core's policy constants read from ``_core``) run in
 lockstep batches of ``policy.EXACT_BATCH`` samples, one pass per iteration that returns
-p1 floats per refit (``_core.chunk_refits``). Tuning (:mod:`.tuning`) brings back per
-evaluated point the fit, the ALO mean, its standard error and gradient; the per-sample
-values stay dask arrays aligned with X's chunks.
+p1 floats per refit (``_core.chunk_refits``). Tuning (:mod:`.tuning`, :mod:`.tuning_multinomial`)
+brings back per evaluated point the fit, the ALO mean, its standard error and gradient;
+the per-sample values stay lazy dask arrays aligned with X's chunks, and on a
+distributed client the workers hold those of the best point so far only (:mod:`.held`).
 Each chunk task uses ``n_jobs`` OpenMP threads (default 1: dask runs the chunks in
 parallel) and a single-threaded BLAS. On persisted input (every chunk of X, y, w,
 offset held by a distributed client's workers) a pass maps over the chunks' futures

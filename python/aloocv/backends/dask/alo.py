@@ -112,10 +112,6 @@ def _adjoint_task(x, y, w, off, loss, intercept, beta, M, nt, cols=None):
 _PER_SAMPLE = ("losses", "predictions", "leverages", "downdate")
 
 
-def _per_sample_only(out: dict) -> dict:
-    return {k: out[k] for k in _PER_SAMPLE}
-
-
 def _alo(
     data: Data,
     beta: np.ndarray,
@@ -129,8 +125,8 @@ def _alo(
     screen: bool = False,
 ):
     """The closed forms over the chunks in one leverage pass: the per-chunk outputs
-    (`keep`: "lazy" delayed objects, "persist" persisted ones, "gather" numpy dicts
-    computed in the same pass as the reduction), the reduced stats and (with `gradient`)
+    (`keep`: "lazy" delayed objects, "persist" persisted ones, "best" the pair (lazy,
+    persisted) of a tuning state's point, held.py), the reduced stats and (with `gradient`)
     the exact hypergradient per feature, ``(d mean / d l2_j, d mean / d l1_j)`` (each of
     length p; hypergrad.hpp's alo_with_gradient over the chunks). With `cols` (the active
     set of an L1 fit), the formulas are on those columns of X; beta and H are then on them
@@ -169,16 +165,16 @@ def _alo(
         )
         for x, y, w, o in blocks
     ]
-    if keep == "persist":  # held by the workers; the reduction below reads them
+    lazy = outs
+    if keep in ("persist", "best"):  # held by the workers; the reduction below reads them
         outs = list(dask.persist(*outs))
     logistic = data.loss == "logistic"
     sums = [
         delayed(_loo_sums, pure=True)(o, blk[1], blk[2], logistic) for o, blk in zip(outs, blocks)
     ]
-    if keep == "gather":
-        red, outs = _compute((_tree(sums), [delayed(_per_sample_only)(o) for o in outs]))
-    else:
-        red = _compute(_tree(sums))
+    red = _compute(_tree(sums))
+    if keep == "best":  # both: the lazy outputs and the persisted ones (held.py)
+        outs = (lazy, outs)
     grad = None
     if gradient:
         L = _cho(H)

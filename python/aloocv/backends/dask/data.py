@@ -36,8 +36,8 @@ def _client():
 
 @dataclass
 class Data:
-    """Validated dask problem: X (n x p, one column chunk, float64), and y, w, offset as
-    dask arrays with X's row chunks (w, offset may be None)."""
+    """Validated dask problem: X (n x p, one column chunk, float64 or float32), and y, w,
+    offset as dask arrays with X's row chunks (w, offset may be None)."""
 
     X: Any
     y: Any
@@ -135,7 +135,8 @@ def _held_chunks(data: Data) -> tuple[Any, list] | None:
 
 
 def _chunk_arrays(x, y, w, off, check, row0=0):
-    """numpy views of one chunk; with `check`, validated as the in-memory path would
+    """numpy views of one chunk (X float64 or float32, as the dask array holds it: the
+    core reads float32 in place); with `check`, validated as the in-memory path would
     (messages name the row of the whole X: the chunk starts at row `row0`)."""
     x = np.asarray(x)
     y = np.asarray(y, dtype=np.float64)
@@ -148,7 +149,8 @@ def _chunk_arrays(x, y, w, off, check, row0=0):
             )
         if off is not None:
             off = check_vector(np.asarray(off), y.shape[0], "offset", row0)
-    x = x if x.dtype == np.float64 else x.astype(np.float64)
+    if x.dtype != np.float64 and x.dtype != np.float32:  # float32 is read in place
+        x = x.astype(np.float64)
     if not x.flags.aligned:  # a buffer deserialized at an odd offset
         x = np.array(x)
     return x, _vec(y), None if w is None else _vec(w), None if off is None else _vec(off)

@@ -109,8 +109,9 @@ def _alo_pass(
     screen: bool = False,
 ):
     """The closed forms over the chunks in one pass: (per-chunk outputs, reduced sums).
-    `keep`: "lazy" (delayed outputs), "persist" (held by the workers) or "gather" (numpy
-    dicts computed in the same pass as the reduction). With `gradient` the sums hold "S",
+    `keep`: "lazy" (delayed outputs), "persist" (held by the workers) or "best" (the pair
+    (lazy, persisted) of a tuning state's point, held.py); only the sums reach the
+    client. With `gradient` the sums hold "S",
     the hypergradient's first accumulation; with `screen`, "screen", the sums of ALO's
     error indicator (screen.py; the records then keep "y", "w" and the loss change)."""
     import dask
@@ -138,14 +139,12 @@ def _alo_pass(
         )
         for x, y, w, _ in blocks
     ]
-    if keep == "persist":  # held by the workers; the reduction below reads them
+    lazy = outs
+    if keep in ("persist", "best"):  # held by the workers; the reduction below reads them
         outs = list(dask.persist(*outs))
     sums = _tree([delayed(_loo_sums, pure=True)(o, blk[2]) for o, blk in zip(outs, blocks)])
-    if keep == "gather":
-        red, outs = _compute((sums, outs))
-    else:
-        red = _compute(sums)
-    return outs, red
+    red = _compute(sums)
+    return ((lazy, outs) if keep == "best" else outs), red
 
 
 def _hypergradient(data: Data, st: _State, K: int, S: np.ndarray) -> np.ndarray:

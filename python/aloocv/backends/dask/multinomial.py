@@ -29,9 +29,9 @@ from ..._validation import (
 from ...losses import pack_beta as _beta
 from ...results import FitFields, MultinomialFitResult
 from ...results import multinomial_fit_result as _result
-from .data import Data, _chunk_arrays, _single_blas, _vec
+from .data import Data, _chunk_arrays, _chunk_starts, _single_blas, _vec
 from .newton import _State
-from .passes import _compute, _tree
+from .passes import _check_stopped, _compute, _held_sum, _raise_first, _tree
 
 #: The methods of the closed forms on dask input.
 METHODS = ("alo", "if", "lemma3")
@@ -91,8 +91,16 @@ def first_pass(data: Data) -> dict:
 
 
 @_single_blas
-def _sums_task(x, y, w, K, pen, intercept, beta, hessian, check, nt):
-    x, y, w, _ = _chunk_arrays(x, y, w, None, check)
+def _sums_task(x, y, w, K, pen, intercept, beta, hessian, check, nt, row0=0):
+    """One chunk's sums; with `check` its X checked first (the chunk starts at row
+    `row0` of X: an input error is returned with it, and the client raises the one of
+    the lowest row, ``passes._raise_first``)."""
+    try:
+        x, y, w, _ = _chunk_arrays(x, y, w, None, check, row0)
+    except (ValueError, TypeError) as e:
+        if not check:
+            raise
+        return {"error": (row0, e)}
     out = _core.multinomial_chunk_sums(
         x,
         y,
@@ -109,22 +117,39 @@ def _sums_task(x, y, w, K, pen, intercept, beta, hessian, check, nt):
 
 def _source(data: Data, K: int):
     """The problem as a sums source of ``_core.multinomial_sums_fit``: each call is one
-    map-reduce pass over the chunks; the first one also checks every chunk of X."""
+    map-reduce pass over the chunks (on persisted input mapped over the chunks' futures,
+    without a graph, as the scalar losses' passes); the first one also checks every
+    chunk of X."""
     from dask import delayed
 
     checked = False
     pen = delayed(data.pen, pure=True)
+    held = data.held()
+    starts = _chunk_starts(data)
 
     def source(beta, *, step, hessian, clip):
         nonlocal checked
-        b = delayed(np.ascontiguousarray(beta, dtype=np.float64), pure=True)
-        parts = [
-            delayed(_sums_task, pure=True)(
-                x, y, w, K, pen, data.fit_intercept, b, hessian, not checked, data.n_threads
-            )
-            for x, y, w, _ in data.blocks()
-        ]
-        s = _compute(_tree(parts))
+        beta = np.ascontiguousarray(beta, dtype=np.float64)
+        if held is not None:
+            _check_stopped()
+            client, chunks = held
+            k = len(chunks)
+            args = (K, data.pen, data.fit_intercept, beta, hessian, not checked, data.n_threads)
+            xs, ys, ws, _ = zip(*chunks)
+            rows = starts if not checked else [0] * k
+            futs = client.map(_sums_task, xs, ys, ws, *([a] * k for a in args), rows, pure=False)
+            nbytes = 8 * (beta.size + 4 + (beta.size**2 if hessian else 0))
+            s = _raise_first(_held_sum(client, futs, nbytes))
+        else:
+            b = delayed(beta, pure=True)
+            parts = [
+                delayed(_sums_task, pure=True)(
+                    *(x, y, w, K, pen, data.fit_intercept, b, hessian),
+                    *(not checked, data.n_threads, r0 if not checked else 0),
+                )
+                for (x, y, w, _), r0 in zip(data.blocks(), starts)
+            ]
+            s = _raise_first(_compute(_tree(parts)))
         checked = True
         hess = None if s["hess"] is None else np.array(s["hess"], dtype=np.float64, order="F")
         return float(s["loss"]), _vec(s["grad"]), hess, 0.0

@@ -125,6 +125,20 @@ def _reduce(parts: list, nbytes: int) -> dict:
     return _add(*_compute(parts))
 
 
+def _held_sum(client: Any, futs: list, nbytes: int) -> dict:
+    """The sum of the partial sums `futs` (futures of chunk tasks mapped over held chunks,
+    about `nbytes` bytes each): a tree of tasks on the workers down to TREE_FANIN of
+    them, added on the client when small (CLIENT_ADD_BYTES), else by one more task."""
+    while len(futs) > policy.TREE_FANIN or (
+        len(futs) > 1 and len(futs) * nbytes > policy.CLIENT_ADD_BYTES
+    ):
+        futs = [
+            client.submit(_add, *futs[i : i + policy.TREE_FANIN], pure=False)
+            for i in range(0, len(futs), policy.TREE_FANIN)
+        ]
+    return _add(*client.gather(futs))
+
+
 @_single_blas
 def _sums_task(
     x,
@@ -221,14 +235,7 @@ def _pass(
             _chunk_starts(data) if check else [0] * k,
             pure=False,
         )
-        while len(futs) > policy.TREE_FANIN or (
-            len(futs) > 1 and len(futs) * nbytes > policy.CLIENT_ADD_BYTES
-        ):
-            futs = [
-                client.submit(_add, *futs[i : i + policy.TREE_FANIN], pure=False)
-                for i in range(0, len(futs), policy.TREE_FANIN)
-            ]
-        return _raise_first(_add(*client.gather(futs)))
+        return _raise_first(_held_sum(client, futs, nbytes))
     b = delayed(np.ascontiguousarray(beta, dtype=np.float64), pure=True)
     c = None if cols is None else delayed(np.asarray(cols, dtype=np.intp), pure=True)
     sd = None if step is None else delayed(np.ascontiguousarray(step, dtype=np.float64), pure=True)

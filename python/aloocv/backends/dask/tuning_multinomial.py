@@ -10,23 +10,31 @@ import numpy as np
 from ..._validation import check_loo_samples
 from ...results import StateOutput
 from ..common import TANGENT_LOG_STEP
-from .data import Data
+from .alo import _stderr
+from .data import Data, _client
+from .held import BestHeld
 from .loo_multinomial import _alo_pass, _check_finite, _hypergradient
 from .multinomial import first_pass, newton
+from .passes import _per_sample
 
 
 class DaskMultinomialTuneState:
     """Stands in for :class:`aloocv.backends.memory.multinomial.MultinomialTuneState` in
     :class:`aloocv.tuning.Objective` on dask input (grid searches): per point a fit over
-    the chunks warm-started at the previous one (as in memory), then the ALO pass. The
-    per-sample values (n losses, n K predictions, n K^2 leverages) are gathered to the
-    client for the tuning history; X is not."""
+    the chunks warm-started at the previous one (as in memory), then the ALO pass. Per
+    evaluated point only O((K p1)^2) floats reach the client (the fit, the ALO mean and
+    its standard error and the hypergradient's accumulations, summed on the workers);
+    the per-sample values (n losses, n K predictions, n K^2 leverages) stay dask arrays
+    aligned with X's row chunks: lazy, and on a distributed client held by the workers
+    for the best point evaluated so far only (:mod:`.held`)."""
 
     def __init__(self, data: Data, first: dict, tol: float, max_iter: int):
         self.data, self.first = data, first
         self.K = first["K"]
         self.tol, self.max_iter = tol, max_iter
         self.beta: np.ndarray | None = None
+        self.best = BestHeld()
+        self._probing = False  # alo_tangents' side points: never held as the best
 
     def set_penalty(self, l2: np.ndarray, l1: np.ndarray | None = None) -> None:
         self.data.pen = np.ascontiguousarray(l2, dtype=np.float64)
@@ -37,21 +45,28 @@ class DaskMultinomialTuneState:
     def fit(self) -> None:
         """Nothing: :meth:`alo` fits and evaluates (as the in-memory state)."""
 
+    def held_output(self, out: StateOutput) -> StateOutput:
+        """``out`` with its per-sample arrays held by the workers where it is the best
+        point's (:meth:`BestHeld.output`)."""
+        return self.best.output(out)
+
     def alo(self, *, gradient: bool = True, gradient_kind: str = "exact") -> StateOutput:
 
         data, K = self.data, self.K
         st = newton(data, self.first, self.tol, self.max_iter, self.beta, fresh_end=True)
         self.beta = st.beta.copy()
-        per, red = _alo_pass(data, st, K, "alo", "gather", gradient)
+        hold = _client() is not None and not self._probing
+        outs, red = _alo_pass(data, st, K, "alo", "best" if hold else "lazy", gradient)
+        lazy, held = outs if hold else (outs, None)
         _check_finite(red, "loo(method='alo')")
         grad = _hypergradient(data, st, K, red["S"]) if gradient else np.zeros(data.p)
         B = st.beta.reshape(K, data.p1)
         off = int(data.fit_intercept)
-        return StateOutput(
-            losses=np.concatenate([o["losses"] for o in per]),
-            predictions=np.concatenate([o["predictions"] for o in per]),
-            leverages=np.concatenate([o["leverages"] for o in per]),
-            det=np.concatenate([o["downdate"] for o in per]),
+        out = StateOutput(
+            **_arrays(data, lazy, K),
+            det=_per_sample(lazy, data, "downdate", ()),
+            acv=float(red["stats"][1]),
+            stderr=_stderr(red["stats"], data.n),
             coef=B[:, off:].copy(),
             intercept=B[:, 0].copy() if off else np.zeros(K),
             beta=st.beta.copy(),
@@ -62,6 +77,9 @@ class DaskMultinomialTuneState:
             grad_l2=grad,
             grad_l1=np.zeros(data.p),
         )
+        if held is not None:
+            self.best.offer(out.acv, out, lambda: _arrays(data, held, K))
+        return out
 
     def alo_tangents(self, J2: np.ndarray, J1: np.ndarray) -> StateOutput:
         """As the in-memory state: central differences of the exact gradient, step
@@ -69,6 +87,16 @@ class DaskMultinomialTuneState:
 
         out = self.alo(gradient=True)
         at, pen = self.beta, self.data.pen.copy()
+        self._probing = True
+        try:
+            T2 = self._tangents(J2, at, pen)
+        finally:
+            self._probing = False
+        self.set_penalty(pen)
+        self.beta = at
+        return dataclasses.replace(out, tangent_l2=T2, tangent_l1=np.zeros_like(T2))
+
+    def _tangents(self, J2: np.ndarray, at: np.ndarray, pen: np.ndarray) -> np.ndarray:
         T2 = np.empty((self.data.p, J2.shape[1]))
         for k in range(J2.shape[1]):
             d = J2[:, k] * pen * TANGENT_LOG_STEP  # a step in log of the parameter
@@ -79,9 +107,17 @@ class DaskMultinomialTuneState:
                 self.beta = at
                 g.append(self.alo(gradient=True).grad_l2)
             T2[:, k] = (g[0] - g[1]) / (2.0 * scale)
-        self.set_penalty(pen)
-        self.beta = at
-        return dataclasses.replace(out, tangent_l2=T2, tangent_l1=np.zeros_like(T2))
+        return T2
+
+
+def _arrays(data: Data, outs: list, K: int) -> dict:
+    """The per-sample fields of a state's output on the chunk outputs ``outs`` (lazy or
+    persisted), as dask arrays with X's row chunks."""
+    return {
+        "losses": _per_sample(outs, data, "losses", ()),
+        "predictions": _per_sample(outs, data, "predictions", (K,)),
+        "leverages": _per_sample(outs, data, "leverages", (K, K)),
+    }
 
 
 def tune_state(problem: Any) -> DaskMultinomialTuneState:
