@@ -68,6 +68,40 @@ bool block_gemm_adjoint(const M& A, const double* U, Index m, double* acc) {
 using RowMap = Eigen::Map<RowMat>;
 using ConstRowMap = Eigen::Map<const RowMat>;
 
+// o[0..M) += sum_{a in [a0, a1)} val(a) B[idx(a) * ld + 0..M), the M sums in registers
+// (a runtime width reloads and stores o at every entry: o may alias B), added in the
+// order of a (the same sums as the entry-by-entry loop).
+template <int M, class Val, class Idx>
+inline void gather_fixed(Index a0, Index a1, const Val& val, const Idx& idx, const double* B,
+                         Index ld, double* o) {
+  double acc[M];
+  for (int k = 0; k < M; ++k) acc[k] = o[k];
+  for (Index a = a0; a < a1; ++a) {
+    const double x = val(a);
+    const double* b = B + Index(idx(a)) * ld;
+    for (int k = 0; k < M; ++k) acc[k] += x * b[k];
+  }
+  for (int k = 0; k < M; ++k) o[k] = acc[k];
+}
+
+// gather_fixed over a block of m columns (B and o with leading dimension m), in slices of
+// 8, 4, 2 and 1 columns.
+template <class Val, class Idx>
+inline void gather_block(Index a0, Index a1, const Val& val, const Idx& idx, const double* B,
+                         Index m, double* o) {
+  Index c = 0;
+  for (; c + 8 <= m; c += 8) gather_fixed<8>(a0, a1, val, idx, B + c, m, o + c);
+  if (m - c >= 4) {
+    gather_fixed<4>(a0, a1, val, idx, B + c, m, o + c);
+    c += 4;
+  }
+  if (m - c >= 2) {
+    gather_fixed<2>(a0, a1, val, idx, B + c, m, o + c);
+    c += 2;
+  }
+  if (m - c == 1) gather_fixed<1>(a0, a1, val, idx, B + c, m, o + c);
+}
+
 }  // namespace
 
 Operator::Operator(const Design& X, bool intercept, int n_threads)
@@ -183,11 +217,9 @@ void Operator::forward(const RowMat& V, RowMat& out) const {
       } else {
         for (Index k = 0; k < m; ++k) o[k] = 0.0;
       }
-      for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
-        const double x = c.val(a);
-        const double* v = Vd + (off_ + c.indices[a]) * m;
-        for (Index k = 0; k < m; ++k) o[k] += x * v[k];
-      }
+      gather_block(
+          c.indptr[i], c.indptr[i + 1], [&](Index a) { return c.val(a); },
+          [&](Index a) { return c.indices[a]; }, Vd + off_ * m, m, o);
     }
     return;
   }
@@ -221,12 +253,9 @@ void Operator::adjoint(const RowMat& U, RowMat& out) const {
     if (csc(true)) {
 #pragma omp parallel for schedule(static) num_threads(nt_)
       for (Index j = 0; j < p; ++j) {
-        double* o = Od + j * m;
-        for (Index a = cptr_[j]; a < cptr_[j + 1]; ++a) {
-          const double x = cval_[a];
-          const double* u = Ud + Index(crow_[a]) * m;
-          for (Index k = 0; k < m; ++k) o[k] += x * u[k];
-        }
+        gather_block(
+            cptr_[j], cptr_[j + 1], [&](Index a) { return cval_[a]; },
+            [&](Index a) { return crow_[a]; }, Ud, m, Od + j * m);
       }
       return;
     }
@@ -433,6 +462,7 @@ CgReport block_pcg_impl(const Op& H, const Vec& minv, const RowMat& B, RowMat& S
   const Index p1 = B.rows(), m = B.cols();
   CgReport rep;
   S.setZero(p1, m);
+  const Vec tol = o.col_rtol.size() == m ? o.col_rtol : Vec::Constant(m, o.rtol);
   RowMat R = B, Z(p1, m), P(p1, m), Q(p1, m), work;
   Vec rz = Vec::Zero(m), bnorm = Vec::Zero(m), rnorm(m), pq(m), alpha(m), beta(m), rz_new(m);
   for (Index j = 0; j < p1; ++j) {
@@ -490,7 +520,7 @@ CgReport block_pcg_impl(const Op& H, const Vec& minv, const RowMat& B, RowMat& S
       rnorm[k] = std::sqrt(rnorm[k]);
       beta[k] = 0.0;
       if (!active[k]) continue;
-      if (rnorm[k] <= o.rtol * bnorm[k]) {
+      if (rnorm[k] <= tol[k] * bnorm[k]) {
         active[k] = 0;
         --n_active;
         continue;
@@ -503,9 +533,10 @@ CgReport block_pcg_impl(const Op& H, const Vec& minv, const RowMat& B, RowMat& S
     }
   }
   for (Index k = 0; k < m; ++k) {
-    if (bnorm[k] > 0.0) rep.worst = std::max(rep.worst, rnorm[k] / bnorm[k]);
+    if (!(bnorm[k] > 0.0)) continue;
+    rep.worst = std::max(rep.worst, rnorm[k] / bnorm[k]);
+    rep.converged = rep.converged && rnorm[k] <= tol[k] * bnorm[k];
   }
-  rep.converged = rep.worst <= o.rtol;
   return rep;
 }
 
@@ -519,6 +550,28 @@ CgReport block_pcg(const HessianOp& H, const Vec& minv, const RowMat& B, RowMat&
 CgReport block_pcg(const DualHatOp& K, const Vec& minv, const RowMat& B, RowMat& S,
                    const CgOptions& o) {
   return block_pcg_impl(K, minv, B, S, o);
+}
+
+CgReport block_pcg(const MultiHessianOp& H, const Vec& minv, const RowMat& B, RowMat& S,
+                   const CgOptions& o) {
+  return block_pcg_impl(H, minv, B, S, o);
+}
+
+void MultiHessianOp::apply(const RowMat& V, RowMat& out, RowMat& work) const {
+  const Index m = V.cols();
+  op.forward(V, work);
+  for (Index i = 0; i < work.rows(); ++i) {
+    const double* di = D.data() + i * m;
+    double* w = work.data() + i * m;
+    for (Index k = 0; k < m; ++k) w[k] *= std::max(0.0, di[k]);
+  }
+  op.adjoint(work, out);
+  for (Index j = 0; j < out.rows(); ++j) {
+    const double pj = pen[j];
+    const double* v = V.data() + j * m;
+    double* o = out.data() + j * m;
+    for (Index k = 0; k < m; ++k) o[k] += pj * v[k];
+  }
 }
 
 }  // namespace mf
