@@ -116,3 +116,43 @@ def test_cg_refits_refuses_bad_rows_and_starts():
         _core.cg_refits(*args, rows=np.array([30], dtype=np.int64), **kw)
     with pytest.raises(ValueError, match="starts"):
         _core.cg_refits(*args, rows=np.array([1, 2], dtype=np.int64), starts=np.zeros((2, 4)), **kw)
+
+
+def _text(n: int, p: int, per_row: int, seed: int):
+    """Sparse rows with Zipf column frequencies (frequent columns: the preconditioner's
+    dense block, ``mf::HeadBlock``, applies once p + 1 > 128)."""
+    rng = np.random.default_rng(seed)
+    prob = np.arange(1, p + 1) ** -1.1
+    prob /= prob.sum()
+    X = sp.csr_matrix(
+        (rng.exponential(1.0, n * per_row), (np.repeat(np.arange(n), per_row),
+         rng.choice(p, size=n * per_row, p=prob))), shape=(n, p),
+    )  # fmt: skip
+    X.sum_duplicates()
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(X @ rng.standard_normal(p))))).astype(float)
+    return X, y
+
+
+@pytest.mark.parametrize("intercept", [True, False])
+def test_solves_with_the_dense_head_preconditioner_are_exact(intercept):
+    X, y = _text(400, 300, 12, seed=2)
+    lam = 0.3
+    pb = Problem.build(X, y, penalty=aloocv.L2(lam), fit_intercept=intercept, tol=1e-11, n_jobs=1)
+    fit = mfm.fit(pb)
+    beta = mfm._beta(fit)
+    eta = fit.decision_function(pb.X, None)
+    d = pb.loss.derivatives(y, eta)[2]
+    Xt = np.hstack([np.ones((400, 1)), X.toarray()]) if intercept else X.toarray()
+    pen = np.r_[0.0, np.full(300, lam)] if intercept else np.full(300, lam)
+    H = Xt.T @ (d[:, None] * Xt) + np.diag(pen)
+    rows = np.array([0, 7, 123, 399], dtype=np.int64)
+    h, S = mfm._RowSolves(pb, beta)(rows)
+    S_ref = np.linalg.solve(H, Xt[rows].T).T
+    # a relative residual of 1e-6 (EXACT_CG_RTOL); the leverage errs by its square
+    assert np.linalg.norm(S - S_ref) <= 1e-4 * np.linalg.norm(S_ref)
+    np.testing.assert_allclose(h, np.einsum("ij,ij->i", Xt[rows], S_ref), rtol=1e-8)
+    # and the lockstep refits with it (the batch's Newton-CG directions)
+    _, pred, n_nc = mfm._refit_rows(pb, beta, rows)
+    assert n_nc == 0
+    ref = _brute_force(X, y, rows, lam, "logistic", fit_intercept=intercept)
+    np.testing.assert_allclose(pred, ref, rtol=1e-6, atol=1e-7)

@@ -84,6 +84,36 @@ inline void gather_fixed(Index a0, Index a1, const Val& val, const Idx& idx, con
   for (int k = 0; k < M; ++k) o[k] = acc[k];
 }
 
+// O[idx[a] * ld + 0..M) += val[a] v[0..M) for a in [a0, a1), v held in registers (the
+// sums of each entry of O in the order of the calls, as the entry-by-entry loop).
+template <int M>
+inline void scatter_fixed(Index a0, Index a1, const double* val, const int* idx, const double* v,
+                          Index ld, double* O) {
+  double vr[M];
+  for (int k = 0; k < M; ++k) vr[k] = v[k];
+  for (Index a = a0; a < a1; ++a) {
+    const double x = val[a];
+    double* o = O + Index(idx[a]) * ld;
+    for (int k = 0; k < M; ++k) o[k] += x * vr[k];
+  }
+}
+
+// scatter_fixed over a block of m columns (v and O with leading dimension m).
+inline void scatter_block(Index a0, Index a1, const double* val, const int* idx, const double* v,
+                          Index m, double* O) {
+  Index c = 0;
+  for (; c + 8 <= m; c += 8) scatter_fixed<8>(a0, a1, val, idx, v + c, m, O + c);
+  if (m - c >= 4) {
+    scatter_fixed<4>(a0, a1, val, idx, v + c, m, O + c);
+    c += 4;
+  }
+  if (m - c >= 2) {
+    scatter_fixed<2>(a0, a1, val, idx, v + c, m, O + c);
+    c += 2;
+  }
+  if (m - c == 1) scatter_fixed<1>(a0, a1, val, idx, v + c, m, O + c);
+}
+
 // gather_fixed over a block of m columns (B and o with leading dimension m), in slices of
 // 8, 4, 2 and 1 columns.
 template <class Val, class Idx>
@@ -200,12 +230,8 @@ void Operator::forward(const RowMat& V, RowMat& out) const {
         for (Index k = 0; k < m; ++k) o[k] = off_ ? Vd[k] : 0.0;
       }
       for (Index j = 0; j < p; ++j) {
-        const double* v = Vd + (off_ + j) * m;
-        for (Index a = cptr_[j]; a < cptr_[j + 1]; ++a) {
-          const double x = cval_[a];
-          double* o = Od + Index(crow_[a]) * m;
-          for (Index k = 0; k < m; ++k) o[k] += x * v[k];
-        }
+        scatter_block(cptr_[j], cptr_[j + 1], cval_.data(), crow_.data(), Vd + (off_ + j) * m, m,
+                      Od);
       }
       return;
     }
@@ -413,6 +439,61 @@ Vec jacobi(const Operator& op, const Vec& d, const Vec& pen) {
   return minv;
 }
 
+HeadBlock head_block(const Design& X, bool intercept, const Vec& d, const Vec& pen,
+                     const Vec& minv) {
+  HeadBlock hb;
+  const Index off = intercept ? 1 : 0, p1 = X.p + off;
+  if (!X.sparse || p1 <= 2 * kHeadColumns) return hb;
+  // the columns of largest H_jj (smallest minv), the intercept first
+  std::vector<Index> cols(static_cast<size_t>(X.p));
+  for (Index j = 0; j < X.p; ++j) cols[static_cast<size_t>(j)] = j;
+  std::partial_sort(cols.begin(), cols.begin() + kHeadColumns, cols.end(),
+                    [&](Index a, Index b) { return minv[off + a] < minv[off + b]; });
+  cols.resize(static_cast<size_t>(kHeadColumns));
+  std::sort(cols.begin(), cols.end());
+  const Index k = kHeadColumns + off;
+  std::vector<int> pos(static_cast<size_t>(X.p), -1);
+  for (Index a = 0; a < kHeadColumns; ++a) pos[static_cast<size_t>(cols[a])] = int(a + off);
+  Mat Hh = Mat::Zero(k, k);
+  std::vector<Index> at;
+  std::vector<double> val;
+  const CsrView& c = X.csr;
+  for (Index i = 0; i < X.n; ++i) {
+    const double di = std::max(0.0, d[i]);
+    if (!(di > 0.0)) continue;
+    at.clear();
+    val.clear();
+    if (intercept) {
+      at.push_back(0);
+      val.push_back(1.0);
+    }
+    for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
+      const int q = pos[static_cast<size_t>(c.indices[a])];
+      if (q < 0) continue;
+      at.push_back(q);
+      val.push_back(c.val(a));
+    }
+    for (size_t u = 0; u < at.size(); ++u) {
+      for (size_t v = 0; v <= u; ++v) Hh(at[u], at[v]) += di * val[u] * val[v];
+    }
+  }
+  hb.idx.resize(static_cast<size_t>(k));
+  if (intercept) hb.idx[0] = 0;
+  for (Index a = 0; a < kHeadColumns; ++a) hb.idx[static_cast<size_t>(a + off)] = cols[a] + off;
+  for (Index a = 0; a < k; ++a) Hh(a, a) += pen[hb.idx[static_cast<size_t>(a)]];
+  hb.llt.compute(Hh.selfadjointView<Eigen::Lower>());
+  if (hb.llt.info() != Eigen::Success) hb.idx.clear();
+  return hb;
+}
+
+void HeadBlock::apply(const RowMat& R, RowMat& Z) const {
+  const Index k = Index(idx.size()), m = R.cols();
+  Mat B(k, m);
+  for (Index a = 0; a < k; ++a) B.row(a) = R.row(idx[static_cast<size_t>(a)]);
+  llt.solveInPlace(B);
+  for (Index a = 0; a < k; ++a) Z.row(idx[static_cast<size_t>(a)]) = B.row(a);
+}
+
 void DualHatOp::project(RowMat& V) const {
   if (!intercept) return;
   const Index n = V.rows(), m = V.cols();
@@ -467,13 +548,15 @@ CgReport block_pcg_impl(const Op& H, const Vec& minv, const RowMat& B, RowMat& S
   Vec rz = Vec::Zero(m), bnorm = Vec::Zero(m), rnorm(m), pq(m), alpha(m), beta(m), rz_new(m);
   for (Index j = 0; j < p1; ++j) {
     for (Index k = 0; k < m; ++k) {
-      const double r = R(j, k), z = r * minv[j];
-      Z(j, k) = z;
-      P(j, k) = z;
-      rz[k] += r * z;
+      const double r = R(j, k);
+      Z(j, k) = r * minv[j];
       bnorm[k] += r * r;
     }
   }
+  if (o.head) o.head->apply(R, Z);
+  P = Z;
+  for (Index j = 0; j < p1; ++j)
+    for (Index k = 0; k < m; ++k) rz[k] += R(j, k) * Z(j, k);
   bnorm = bnorm.cwiseSqrt();
   rnorm = bnorm;
   std::vector<char> active(static_cast<size_t>(m), 0);
@@ -510,12 +593,13 @@ CgReport block_pcg_impl(const Op& H, const Vec& minv, const RowMat& B, RowMat& S
         S(j, k) += alpha[k] * P(j, k);
         const double r = R(j, k) - alpha[k] * Q(j, k);
         R(j, k) = r;
-        const double z = r * minv[j];
-        Z(j, k) = z;
+        Z(j, k) = r * minv[j];
         rnorm[k] += r * r;
-        rz_new[k] += r * z;
       }
     }
+    if (o.head) o.head->apply(R, Z);
+    for (Index j = 0; j < p1; ++j)
+      for (Index k = 0; k < m; ++k) rz_new[k] += R(j, k) * Z(j, k);
     for (Index k = 0; k < m; ++k) {
       rnorm[k] = std::sqrt(rnorm[k]);
       beta[k] = 0.0;
@@ -871,6 +955,8 @@ RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitStat
     dual_probes(pb, loss, st, o, minv, exact, out);
     return out;
   }
+  const mf::HeadBlock head = mf::head_block(pb.X, pb.intercept, out.d, pb.pen, minv);
+  if (!head.empty()) co.head = &head;
   RowMat Z, B, S, AZ, A0Z, MB;
   for (Index g0 = 0; g0 < G; g0 += gpb) {
     const Index g1 = std::min(G, g0 + gpb), m = (g1 - g0) * per;
@@ -929,6 +1015,8 @@ Vec row_leverages(const Problem& pb, LossKind loss, const FitState& st, const In
   mf::CgOptions co;
   co.rtol = rtol;
   co.max_iter = max_cg;
+  const mf::HeadBlock head = mf::head_block(pb.X, pb.intercept, d, pb.pen, minv);
+  if (!head.empty()) co.head = &head;
   mf::block_pcg(mf::HessianOp{op, d, pb.pen}, minv, B, S, co);
   Vec h(r);
   for (Index k = 0; k < r; ++k) h[k] = B.col(k).dot(S.col(k));

@@ -10,6 +10,15 @@ namespace aloocv {
 
 namespace {
 
+// The forcing tolerance of a refit's direction never asks the PCG for a linear residual
+// below kResidualShare times the stopping test's max|grad| (tol sw_k): the step's linear
+// part then meets the test with room to spare, and the test itself is made at the point
+// reached (another step where the nonlinear remainder spoils it). The Newton forcing
+// sqrt(max|grad| / sw_k) alone takes a refit started at the Sherman-Morrison step, whose
+// gradient is already near tol, far below it (20000 x 5000 text-like: 14 CG iterations
+// where 5 meet the test).
+constexpr double kResidualShare = 0.1;
+
 // One refit of a batch: the problem without sample `row` (newton_drive's state for cg_fit's
 // model, CgModel in matrix_free.cpp).
 struct Refit {
@@ -107,6 +116,7 @@ class Lockstep {
     for (const Refit& r : refits_) dbar += r.d.cwiseMax(0.0);
     dbar /= double(refits_.size());
     minv_ = mf::jacobi(op_, dbar, pb_.pen);
+    head_ = mf::head_block(pb_.X, pb_.intercept, dbar, pb_.pen, minv_);
   }
 
   // each active refit's Newton direction at its point, by one block PCG solve to each
@@ -116,12 +126,14 @@ class Lockstep {
     RowMat D(n, m), B(pb_.p1(), m), S;
     mf::CgOptions o;
     o.max_iter = opt_.max_cg;
+    if (!head_.empty()) o.head = &head_;
     o.col_rtol.resize(m);
     for (Index j = 0; j < m; ++j) {
       const Refit& r = refits_[static_cast<size_t>(act[j])];
       D.col(j) = r.d;
       B.col(j) = -r.grad;
-      o.col_rtol[j] = std::min(0.5, std::sqrt(r.gn / r.scale));
+      const double floor = kResidualShare * opt_.fit.tol * r.scale / r.grad.norm();
+      o.col_rtol[j] = std::min(0.5, std::max(std::sqrt(r.gn / r.scale), floor));
     }
     const mf::MultiHessianOp H{op_, D, pb_.pen};
     cg_iterations_ += mf::block_pcg(H, minv_, B, S, o).iterations;
@@ -181,6 +193,7 @@ class Lockstep {
   int nt_;
   std::vector<Refit> refits_;
   Vec minv_;
+  mf::HeadBlock head_;
   Index cg_iterations_ = 0;
 };
 

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <Eigen/Cholesky>
+
 #include "problem.hpp"
 
 namespace aloocv {
@@ -71,10 +73,26 @@ struct HessianOp {
   void apply(const RowMat& V, RowMat& out, RowMat& work) const;
 };
 
+// The dense part of a block-Jacobi preconditioner (CSR designs): the coordinates `idx`
+// (the intercept and the kHeadColumns columns of largest curvature, the frequent terms of
+// text-like data, whose couplings Jacobi leaves out) preconditioned by the inverse of
+// their block of H, every other coordinate by 1 / H_jj. Empty: Jacobi alone.
+struct HeadBlock {
+  std::vector<Index> idx;
+  Eigen::LLT<Mat> llt;
+  bool empty() const { return idx.empty(); }
+  // Z.row(idx[a]) = (H_head^{-1} R.row(idx))_a for every column of the block.
+  void apply(const RowMat& R, RowMat& Z) const;
+};
+
+// Columns of the dense part of HeadBlock at most.
+constexpr Index kHeadColumns = 64;
+
 struct CgOptions {
-  double rtol = 1e-6;     // ||r_k|| <= rtol ||b_k|| per column
-  Index max_iter = 1000;  // iterations at most
-  Vec col_rtol;           // per column instead of rtol (empty: rtol for every column)
+  double rtol = 1e-6;               // ||r_k|| <= rtol ||b_k|| per column
+  Index max_iter = 1000;            // iterations at most
+  Vec col_rtol;                     // per column instead of rtol (empty: rtol for every column)
+  const HeadBlock* head = nullptr;  // the dense part of the preconditioner (none: Jacobi)
 };
 
 struct CgReport {
@@ -121,6 +139,12 @@ CgReport block_pcg(const DualHatOp& K, const Vec& minv, const RowMat& B, RowMat&
 
 // The inverse Jacobi preconditioner 1 / diag(H) (1 where a diagonal entry is 0).
 Vec jacobi(const Operator& op, const Vec& d, const Vec& pen);
+
+// HeadBlock of H = X~^T diag(max(d, 0)) X~ + diag(pen) for a CSR design, its columns chosen
+// by the inverse diagonal minv (jacobi's); empty for a dense design or where the block is
+// not numerically positive definite. One pass over the rows' entries.
+HeadBlock head_block(const Design& X, bool intercept, const Vec& d, const Vec& pen,
+                     const Vec& minv);
 
 }  // namespace mf
 
