@@ -83,6 +83,26 @@ void bind_fit(py::module_& m) {
       "use (Loss::eval where the loss has one).");
 
   m.def(
+      "loss_value",
+      [](const py::object& loss, const py::array& y, const py::array& eta) {
+        const Index n = y.ndim() == 1 ? y.shape(0) : -1;
+        const double* yp = vector_ptr(y, n, "y");
+        const double* ep = vector_ptr(eta, n, "eta");
+        Problem pb;
+        const LossKind kind = apply_loss(loss, pb);
+        const LossParams lp = pb.lp;
+        py::array_t<double> out(static_cast<py::ssize_t>(n));
+        double* v = out.mutable_data();
+        dispatch_loss(kind, [&](auto L) {
+          using Loss = decltype(L);
+          for (Index i = 0; i < n; ++i) v[i] = Loss::value(yp[i], ep[i], lp);
+        });
+        return out;
+      },
+      py::arg("loss"), py::arg("y"), py::arg("eta"),
+      "Per-sample loss value (loss_eval's first output, without the derivatives).");
+
+  m.def(
       "loss_valid",
       [](const py::object& loss, const py::array& y, Index index0) {
         const Index n = y.ndim() == 1 ? y.shape(0) : -1;

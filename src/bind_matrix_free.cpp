@@ -154,6 +154,45 @@ void bind_matrix_free(py::module_& m) {
       "return_solves: also the solves H^{-1} x~_i, one row each.");
 
   m.def(
+      "cg_refits",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+         const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
+         const std::optional<py::array>& offset, const py::array_t<Index>& rows,
+         const std::optional<py::array>& starts, double tol, Index max_iter, int n_threads,
+         Index max_cg) {
+        Problem pb = make_problem(X, y, w, pen, intercept);
+        const LossKind kind = apply_loss(loss, pb);
+        apply_offset(offset, pb);
+        const Vec b = to_vec(beta, pb.p1(), "beta");
+        const auto rr = rows.unchecked<1>();
+        std::vector<Index> idx(static_cast<size_t>(rr.shape(0)));
+        for (size_t k = 0; k < idx.size(); ++k) idx[k] = rr(static_cast<py::ssize_t>(k));
+        const Index r = static_cast<Index>(idx.size());
+        std::optional<RowMat> S;
+        if (starts) S = RowMat(to_mat(*starts, r, "starts"));
+        CgFitOptions opt;
+        opt.fit = FitOptions{tol, max_iter, n_threads};
+        opt.max_cg = max_cg;
+        CgRefits out;
+        run_released([&] { out = cg_refits(pb, kind, opt, idx.data(), r, b, S ? &*S : nullptr); });
+        py::array_t<bool> conv(static_cast<py::ssize_t>(r));
+        py::array_t<Index> iters(static_cast<py::ssize_t>(r));
+        for (Index k = 0; k < r; ++k) {
+          conv.mutable_at(k) = out.converged[static_cast<size_t>(k)] != 0;
+          iters.mutable_at(k) = out.n_iter[static_cast<size_t>(k)];
+        }
+        return py::make_tuple(move_to_numpy(std::move(out.predictions)), conv, iters,
+                              out.cg_iterations, out.passes);
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
+      py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
+      py::arg("rows"), py::arg("starts") = py::none(), py::arg("tol"), py::arg("max_iter"),
+      py::arg("n_threads"), py::arg("max_cg") = 250,
+      "Exact leave-one-out refits of some samples by Newton-CG, advanced in lockstep (one "
+      "block product per step for all): (predictions, converged, n_iter, cg_iterations, "
+      "passes); starts: (len(rows), p1) starting points (None: beta).");
+
+  m.def(
       "random_leverages_gradient",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
          const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,

@@ -68,6 +68,70 @@ bool block_gemm_adjoint(const M& A, const double* U, Index m, double* acc) {
 using RowMap = Eigen::Map<RowMat>;
 using ConstRowMap = Eigen::Map<const RowMat>;
 
+// o[0..M) += sum_{a in [a0, a1)} val(a) B[idx(a) * ld + 0..M), the M sums in registers
+// (a runtime width reloads and stores o at every entry: o may alias B), added in the
+// order of a (the same sums as the entry-by-entry loop).
+template <int M, class Val, class Idx>
+inline void gather_fixed(Index a0, Index a1, const Val& val, const Idx& idx, const double* B,
+                         Index ld, double* o) {
+  double acc[M];
+  for (int k = 0; k < M; ++k) acc[k] = o[k];
+  for (Index a = a0; a < a1; ++a) {
+    const double x = val(a);
+    const double* b = B + Index(idx(a)) * ld;
+    for (int k = 0; k < M; ++k) acc[k] += x * b[k];
+  }
+  for (int k = 0; k < M; ++k) o[k] = acc[k];
+}
+
+// O[idx[a] * ld + 0..M) += val[a] v[0..M) for a in [a0, a1), v held in registers (the
+// sums of each entry of O in the order of the calls, as the entry-by-entry loop).
+template <int M>
+inline void scatter_fixed(Index a0, Index a1, const double* val, const int* idx, const double* v,
+                          Index ld, double* O) {
+  double vr[M];
+  for (int k = 0; k < M; ++k) vr[k] = v[k];
+  for (Index a = a0; a < a1; ++a) {
+    const double x = val[a];
+    double* o = O + Index(idx[a]) * ld;
+    for (int k = 0; k < M; ++k) o[k] += x * vr[k];
+  }
+}
+
+// scatter_fixed over a block of m columns (v and O with leading dimension m).
+inline void scatter_block(Index a0, Index a1, const double* val, const int* idx, const double* v,
+                          Index m, double* O) {
+  Index c = 0;
+  for (; c + 8 <= m; c += 8) scatter_fixed<8>(a0, a1, val, idx, v + c, m, O + c);
+  if (m - c >= 4) {
+    scatter_fixed<4>(a0, a1, val, idx, v + c, m, O + c);
+    c += 4;
+  }
+  if (m - c >= 2) {
+    scatter_fixed<2>(a0, a1, val, idx, v + c, m, O + c);
+    c += 2;
+  }
+  if (m - c == 1) scatter_fixed<1>(a0, a1, val, idx, v + c, m, O + c);
+}
+
+// gather_fixed over a block of m columns (B and o with leading dimension m), in slices of
+// 8, 4, 2 and 1 columns.
+template <class Val, class Idx>
+inline void gather_block(Index a0, Index a1, const Val& val, const Idx& idx, const double* B,
+                         Index m, double* o) {
+  Index c = 0;
+  for (; c + 8 <= m; c += 8) gather_fixed<8>(a0, a1, val, idx, B + c, m, o + c);
+  if (m - c >= 4) {
+    gather_fixed<4>(a0, a1, val, idx, B + c, m, o + c);
+    c += 4;
+  }
+  if (m - c >= 2) {
+    gather_fixed<2>(a0, a1, val, idx, B + c, m, o + c);
+    c += 2;
+  }
+  if (m - c == 1) gather_fixed<1>(a0, a1, val, idx, B + c, m, o + c);
+}
+
 }  // namespace
 
 Operator::Operator(const Design& X, bool intercept, int n_threads)
@@ -166,12 +230,8 @@ void Operator::forward(const RowMat& V, RowMat& out) const {
         for (Index k = 0; k < m; ++k) o[k] = off_ ? Vd[k] : 0.0;
       }
       for (Index j = 0; j < p; ++j) {
-        const double* v = Vd + (off_ + j) * m;
-        for (Index a = cptr_[j]; a < cptr_[j + 1]; ++a) {
-          const double x = cval_[a];
-          double* o = Od + Index(crow_[a]) * m;
-          for (Index k = 0; k < m; ++k) o[k] += x * v[k];
-        }
+        scatter_block(cptr_[j], cptr_[j + 1], cval_.data(), crow_.data(), Vd + (off_ + j) * m, m,
+                      Od);
       }
       return;
     }
@@ -183,11 +243,9 @@ void Operator::forward(const RowMat& V, RowMat& out) const {
       } else {
         for (Index k = 0; k < m; ++k) o[k] = 0.0;
       }
-      for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
-        const double x = c.val(a);
-        const double* v = Vd + (off_ + c.indices[a]) * m;
-        for (Index k = 0; k < m; ++k) o[k] += x * v[k];
-      }
+      gather_block(
+          c.indptr[i], c.indptr[i + 1], [&](Index a) { return c.val(a); },
+          [&](Index a) { return c.indices[a]; }, Vd + off_ * m, m, o);
     }
     return;
   }
@@ -221,12 +279,9 @@ void Operator::adjoint(const RowMat& U, RowMat& out) const {
     if (csc(true)) {
 #pragma omp parallel for schedule(static) num_threads(nt_)
       for (Index j = 0; j < p; ++j) {
-        double* o = Od + j * m;
-        for (Index a = cptr_[j]; a < cptr_[j + 1]; ++a) {
-          const double x = cval_[a];
-          const double* u = Ud + Index(crow_[a]) * m;
-          for (Index k = 0; k < m; ++k) o[k] += x * u[k];
-        }
+        gather_block(
+            cptr_[j], cptr_[j + 1], [&](Index a) { return cval_[a]; },
+            [&](Index a) { return crow_[a]; }, Ud, m, Od + j * m);
       }
       return;
     }
@@ -384,6 +439,61 @@ Vec jacobi(const Operator& op, const Vec& d, const Vec& pen) {
   return minv;
 }
 
+HeadBlock head_block(const Design& X, bool intercept, const Vec& d, const Vec& pen,
+                     const Vec& minv) {
+  HeadBlock hb;
+  const Index off = intercept ? 1 : 0, p1 = X.p + off;
+  if (!X.sparse || p1 <= 2 * kHeadColumns) return hb;
+  // the columns of largest H_jj (smallest minv), the intercept first
+  std::vector<Index> cols(static_cast<size_t>(X.p));
+  for (Index j = 0; j < X.p; ++j) cols[static_cast<size_t>(j)] = j;
+  std::partial_sort(cols.begin(), cols.begin() + kHeadColumns, cols.end(),
+                    [&](Index a, Index b) { return minv[off + a] < minv[off + b]; });
+  cols.resize(static_cast<size_t>(kHeadColumns));
+  std::sort(cols.begin(), cols.end());
+  const Index k = kHeadColumns + off;
+  std::vector<int> pos(static_cast<size_t>(X.p), -1);
+  for (Index a = 0; a < kHeadColumns; ++a) pos[static_cast<size_t>(cols[a])] = int(a + off);
+  Mat Hh = Mat::Zero(k, k);
+  std::vector<Index> at;
+  std::vector<double> val;
+  const CsrView& c = X.csr;
+  for (Index i = 0; i < X.n; ++i) {
+    const double di = std::max(0.0, d[i]);
+    if (!(di > 0.0)) continue;
+    at.clear();
+    val.clear();
+    if (intercept) {
+      at.push_back(0);
+      val.push_back(1.0);
+    }
+    for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
+      const int q = pos[static_cast<size_t>(c.indices[a])];
+      if (q < 0) continue;
+      at.push_back(q);
+      val.push_back(c.val(a));
+    }
+    for (size_t u = 0; u < at.size(); ++u) {
+      for (size_t v = 0; v <= u; ++v) Hh(at[u], at[v]) += di * val[u] * val[v];
+    }
+  }
+  hb.idx.resize(static_cast<size_t>(k));
+  if (intercept) hb.idx[0] = 0;
+  for (Index a = 0; a < kHeadColumns; ++a) hb.idx[static_cast<size_t>(a + off)] = cols[a] + off;
+  for (Index a = 0; a < k; ++a) Hh(a, a) += pen[hb.idx[static_cast<size_t>(a)]];
+  hb.llt.compute(Hh.selfadjointView<Eigen::Lower>());
+  if (hb.llt.info() != Eigen::Success) hb.idx.clear();
+  return hb;
+}
+
+void HeadBlock::apply(const RowMat& R, RowMat& Z) const {
+  const Index k = Index(idx.size()), m = R.cols();
+  Mat B(k, m);
+  for (Index a = 0; a < k; ++a) B.row(a) = R.row(idx[static_cast<size_t>(a)]);
+  llt.solveInPlace(B);
+  for (Index a = 0; a < k; ++a) Z.row(idx[static_cast<size_t>(a)]) = B.row(a);
+}
+
 void DualHatOp::project(RowMat& V) const {
   if (!intercept) return;
   const Index n = V.rows(), m = V.cols();
@@ -433,17 +543,20 @@ CgReport block_pcg_impl(const Op& H, const Vec& minv, const RowMat& B, RowMat& S
   const Index p1 = B.rows(), m = B.cols();
   CgReport rep;
   S.setZero(p1, m);
+  const Vec tol = o.col_rtol.size() == m ? o.col_rtol : Vec::Constant(m, o.rtol);
   RowMat R = B, Z(p1, m), P(p1, m), Q(p1, m), work;
   Vec rz = Vec::Zero(m), bnorm = Vec::Zero(m), rnorm(m), pq(m), alpha(m), beta(m), rz_new(m);
   for (Index j = 0; j < p1; ++j) {
     for (Index k = 0; k < m; ++k) {
-      const double r = R(j, k), z = r * minv[j];
-      Z(j, k) = z;
-      P(j, k) = z;
-      rz[k] += r * z;
+      const double r = R(j, k);
+      Z(j, k) = r * minv[j];
       bnorm[k] += r * r;
     }
   }
+  if (o.head) o.head->apply(R, Z);
+  P = Z;
+  for (Index j = 0; j < p1; ++j)
+    for (Index k = 0; k < m; ++k) rz[k] += R(j, k) * Z(j, k);
   bnorm = bnorm.cwiseSqrt();
   rnorm = bnorm;
   std::vector<char> active(static_cast<size_t>(m), 0);
@@ -480,17 +593,18 @@ CgReport block_pcg_impl(const Op& H, const Vec& minv, const RowMat& B, RowMat& S
         S(j, k) += alpha[k] * P(j, k);
         const double r = R(j, k) - alpha[k] * Q(j, k);
         R(j, k) = r;
-        const double z = r * minv[j];
-        Z(j, k) = z;
+        Z(j, k) = r * minv[j];
         rnorm[k] += r * r;
-        rz_new[k] += r * z;
       }
     }
+    if (o.head) o.head->apply(R, Z);
+    for (Index j = 0; j < p1; ++j)
+      for (Index k = 0; k < m; ++k) rz_new[k] += R(j, k) * Z(j, k);
     for (Index k = 0; k < m; ++k) {
       rnorm[k] = std::sqrt(rnorm[k]);
       beta[k] = 0.0;
       if (!active[k]) continue;
-      if (rnorm[k] <= o.rtol * bnorm[k]) {
+      if (rnorm[k] <= tol[k] * bnorm[k]) {
         active[k] = 0;
         --n_active;
         continue;
@@ -503,9 +617,10 @@ CgReport block_pcg_impl(const Op& H, const Vec& minv, const RowMat& B, RowMat& S
     }
   }
   for (Index k = 0; k < m; ++k) {
-    if (bnorm[k] > 0.0) rep.worst = std::max(rep.worst, rnorm[k] / bnorm[k]);
+    if (!(bnorm[k] > 0.0)) continue;
+    rep.worst = std::max(rep.worst, rnorm[k] / bnorm[k]);
+    rep.converged = rep.converged && rnorm[k] <= tol[k] * bnorm[k];
   }
-  rep.converged = rep.worst <= o.rtol;
   return rep;
 }
 
@@ -519,6 +634,28 @@ CgReport block_pcg(const HessianOp& H, const Vec& minv, const RowMat& B, RowMat&
 CgReport block_pcg(const DualHatOp& K, const Vec& minv, const RowMat& B, RowMat& S,
                    const CgOptions& o) {
   return block_pcg_impl(K, minv, B, S, o);
+}
+
+CgReport block_pcg(const MultiHessianOp& H, const Vec& minv, const RowMat& B, RowMat& S,
+                   const CgOptions& o) {
+  return block_pcg_impl(H, minv, B, S, o);
+}
+
+void MultiHessianOp::apply(const RowMat& V, RowMat& out, RowMat& work) const {
+  const Index m = V.cols();
+  op.forward(V, work);
+  for (Index i = 0; i < work.rows(); ++i) {
+    const double* di = D.data() + i * m;
+    double* w = work.data() + i * m;
+    for (Index k = 0; k < m; ++k) w[k] *= std::max(0.0, di[k]);
+  }
+  op.adjoint(work, out);
+  for (Index j = 0; j < out.rows(); ++j) {
+    const double pj = pen[j];
+    const double* v = V.data() + j * m;
+    double* o = out.data() + j * m;
+    for (Index k = 0; k < m; ++k) o[k] += pj * v[k];
+  }
 }
 
 }  // namespace mf
@@ -818,6 +955,8 @@ RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitStat
     dual_probes(pb, loss, st, o, minv, exact, out);
     return out;
   }
+  const mf::HeadBlock head = mf::head_block(pb.X, pb.intercept, out.d, pb.pen, minv);
+  if (!head.empty()) co.head = &head;
   RowMat Z, B, S, AZ, A0Z, MB;
   for (Index g0 = 0; g0 < G; g0 += gpb) {
     const Index g1 = std::min(G, g0 + gpb), m = (g1 - g0) * per;
@@ -876,6 +1015,8 @@ Vec row_leverages(const Problem& pb, LossKind loss, const FitState& st, const In
   mf::CgOptions co;
   co.rtol = rtol;
   co.max_iter = max_cg;
+  const mf::HeadBlock head = mf::head_block(pb.X, pb.intercept, d, pb.pen, minv);
+  if (!head.empty()) co.head = &head;
   mf::block_pcg(mf::HessianOp{op, d, pb.pen}, minv, B, S, co);
   Vec h(r);
   for (Index k = 0; k < r; ++k) h[k] = B.col(k).dot(S.col(k));

@@ -35,6 +35,8 @@ Vec random_leverages_gradient(const Problem& pb, LossKind loss, const FitState& 
   mf::CgOptions co;
   co.rtol = o.cg_rtol;
   co.max_iter = o.max_cg;
+  const mf::HeadBlock head = mf::head_block(pb.X, pb.intercept, d, pb.pen, minv);
+  if (!head.empty()) co.head = &head;  // random_leverages' preconditioner: the same solves
   // coefficients of d mean on: eta_i (E), the penalty weights (R), s_i (kappa), and
   // sum_k (X~ t_k)_i (X~ S_k)_i (e3, the dH term through eta), diag(H) (sigma: control)
   Vec E = alpha, R = Vec::Zero(p1), kappa = Vec::Zero(n), e3 = Vec::Zero(n);
@@ -104,6 +106,7 @@ Vec random_leverages_gradient(const Problem& pb, LossKind loss, const FitState& 
   mf::CgOptions cu;
   cu.rtol = std::min(o.cg_rtol, 1e-8);
   cu.max_iter = std::max<Index>(o.max_cg, 10 * o.max_cg);
+  cu.head = co.head;
   mf::block_pcg(H, minv, rhs, u, cu);
   Vec grad = R - u.col(0).cwiseProduct(st.beta);
   if (pb.intercept) grad[0] = 0.0;

@@ -17,9 +17,9 @@ void require(bool ok, const std::string& what) {
 }  // namespace
 
 RefitBatch::RefitBatch(LossKind loss, const LossParams& lp, bool intercept, const Mat& H,
-                       const Mat& X, const Vec& y, const Vec& w, const Vec& offset,
-                       const Vec& beta, double f, const Vec& grad, const Vec& pen, double sw,
-                       double tol, Index max_iter, const RefreshPolicy* pol)
+                       const Mat& X, const Vec& y, const Vec& w, const Vec& offset, const Vec& beta,
+                       double f, const Vec& grad, const Vec& pen, double sw, double tol,
+                       Index max_iter, const RefreshPolicy* pol)
     : loss_(loss),
       lp_(lp),
       p1_(X.cols() + (intercept ? 1 : 0)),

@@ -363,6 +363,23 @@ def row_leverages(
     n_threads: int,
     return_solves: bool = False,
 ) -> _F64 | tuple[_F64, _F64]: ...
+def cg_refits(
+    X: _Design,
+    y: _F64,
+    sample_weight: _F64 | None,
+    loss: _Loss,
+    penalty: _F64,
+    *,
+    fit_intercept: bool,
+    beta: _F64,
+    offset: _F64 | None = None,
+    rows: NDArray[np.int64],
+    starts: _F64 | None = None,
+    tol: float,
+    max_iter: int,
+    n_threads: int,
+    max_cg: int = 250,
+) -> tuple[_F64, NDArray[np.bool_], NDArray[np.int64], int, int]: ...
 def random_leverages_gradient(
     X: _Design,
     y: _F64,
@@ -388,6 +405,7 @@ def random_leverages_gradient(
 def loss_eval(
     loss: _Loss, y: _F64, eta: _F64, *, fused: bool = False
 ) -> tuple[_F64, _F64, _F64, _F64, _F64, _F64]: ...
+def loss_value(loss: _Loss, y: _F64, eta: _F64) -> _F64: ...
 def loss_valid(loss: _Loss, y: _F64, index0: int = 0) -> None: ...
 def loo(
     X: _Design,

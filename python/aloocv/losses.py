@@ -91,16 +91,20 @@ class Loss:
         return self.name
 
     # --- math through the core (one implementation of every formula)
-    def _eval(self, y: Any, eta: Any) -> tuple[np.ndarray, ...]:
+    @staticmethod
+    def _inputs(y: Any, eta: Any) -> tuple[np.ndarray, np.ndarray]:
         # C-contiguous and aligned: arrays unpickled from dask workers may be unaligned
         y = np.broadcast_to(np.asarray(y, dtype=np.float64), np.shape(eta))
         y = np.require(y, np.float64, ["C", "A"])
         eta = np.require(eta, np.float64, ["C", "A"])
-        return _core.loss_eval(self.core, y.ravel(), eta.ravel())
+        return y.ravel(), eta.ravel()
+
+    def _eval(self, y: Any, eta: Any) -> tuple[np.ndarray, ...]:
+        return _core.loss_eval(self.core, *self._inputs(y, eta))
 
     def value(self, y: Any, eta: Any) -> np.ndarray:
         """Per-sample loss l(y, eta)."""
-        return self._eval(y, eta)[0].reshape(np.shape(eta))
+        return _core.loss_value(self.core, *self._inputs(y, eta)).reshape(np.shape(eta))
 
     def derivatives(self, y: Any, eta: Any) -> tuple[np.ndarray, ...]:
         """(l, l', l'', l''', l'''') in eta, each of eta's shape."""

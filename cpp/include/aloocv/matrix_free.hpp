@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <Eigen/Cholesky>
+
 #include "problem.hpp"
 
 namespace aloocv {
@@ -71,9 +73,26 @@ struct HessianOp {
   void apply(const RowMat& V, RowMat& out, RowMat& work) const;
 };
 
+// The dense part of a block-Jacobi preconditioner (CSR designs): the coordinates `idx`
+// (the intercept and the kHeadColumns columns of largest curvature, the frequent terms of
+// text-like data, whose couplings Jacobi leaves out) preconditioned by the inverse of
+// their block of H, every other coordinate by 1 / H_jj. Empty: Jacobi alone.
+struct HeadBlock {
+  std::vector<Index> idx;
+  Eigen::LLT<Mat> llt;
+  bool empty() const { return idx.empty(); }
+  // Z.row(idx[a]) = (H_head^{-1} R.row(idx))_a for every column of the block.
+  void apply(const RowMat& R, RowMat& Z) const;
+};
+
+// Columns of the dense part of HeadBlock at most.
+constexpr Index kHeadColumns = 64;
+
 struct CgOptions {
-  double rtol = 1e-6;     // ||r_k|| <= rtol ||b_k|| per column
-  Index max_iter = 1000;  // iterations at most
+  double rtol = 1e-6;               // ||r_k|| <= rtol ||b_k|| per column
+  Index max_iter = 1000;            // iterations at most
+  Vec col_rtol;                     // per column instead of rtol (empty: rtol for every column)
+  const HeadBlock* head = nullptr;  // the dense part of the preconditioner (none: Jacobi)
 };
 
 struct CgReport {
@@ -85,6 +104,19 @@ struct CgReport {
 // S = H^{-1} B by PCG with the preconditioner diag(minv) (the inverse of diag(H)), from
 // S = 0, each column on its own; a column whose curvature p^T H p vanishes stops there.
 CgReport block_pcg(const HessianOp& H, const Vec& minv, const RowMat& B, RowMat& S,
+                   const CgOptions& o);
+
+// H_k v_k = X~^T (d_k .* X~ v_k) + pen .* v_k for each column k of a block, with its own
+// curvature d_k (column k of D; clipped at 0 as HessianOp's): the Hessians of several
+// problems on the same X~ (the refits of cg_refits) in one block product.
+struct MultiHessianOp {
+  const Operator& op;
+  const RowMat& D;  // (n x m) w_i l''_i of each column's problem
+  const Vec& pen;   // (p1)
+  void apply(const RowMat& V, RowMat& out, RowMat& work) const;
+};
+
+CgReport block_pcg(const MultiHessianOp& H, const Vec& minv, const RowMat& B, RowMat& S,
                    const CgOptions& o);
 
 // The dual operator of the leverages (docs/math/matrix_free.md, "The dual form"): with
@@ -108,6 +140,12 @@ CgReport block_pcg(const DualHatOp& K, const Vec& minv, const RowMat& B, RowMat&
 // The inverse Jacobi preconditioner 1 / diag(H) (1 where a diagonal entry is 0).
 Vec jacobi(const Operator& op, const Vec& d, const Vec& pen);
 
+// HeadBlock of H = X~^T diag(max(d, 0)) X~ + diag(pen) for a CSR design, its columns chosen
+// by the inverse diagonal minv (jacobi's); empty for a dense design or where the block is
+// not numerically positive definite. One pass over the rows' entries.
+HeadBlock head_block(const Design& X, bool intercept, const Vec& d, const Vec& pen,
+                     const Vec& minv);
+
 }  // namespace mf
 
 // Options of the matrix-free fit.
@@ -123,6 +161,28 @@ FitState cg_fit(const Problem& pb, LossKind loss, const CgFitOptions& opt, const
 
 // The state at a given beta (eta, gradient; no factor), for ALO at a given fit.
 FitState cg_prepare(const Problem& pb, LossKind loss, const Vec& beta, const FitOptions& opt);
+
+// Refits advanced together by cg_refits (one block product serves them all).
+constexpr Index kBatchRefits = 16;
+
+// Exact leave-one-out refits on the matrix-free route (docs/math/matrix_free.md, "Exact
+// refits"): refit k minimizes the objective without sample rows[k] (its weight set to 0)
+// by cg_fit's Newton-CG (a fresh direction by PCG to the forcing tolerance
+// min(0.5, sqrt(max|grad| / sw_k)) every step, the shared Armijo search, the stall rule,
+// max|grad| / sw_k <= tol with sw_k the weight sum without the sample), from starts.row(k)
+// (nullptr: from beta). The refits advance in lockstep, kBatchRefits at a time: the
+// Hessian-vector products of a batch are one block product (MultiHessianOp), the gradients
+// and the trial steps one block product each, the line searches O(n) per refit and trial.
+struct CgRefits {
+  Vec predictions;              // (r) x~_i^T beta_(-i) + offset_i, i = rows[k]
+  std::vector<char> converged;  // (r) whether refit k reached tol
+  std::vector<Index> n_iter;    // (r) its Newton steps
+  Index cg_iterations = 0;      // block PCG iterations (a block counts once)
+  Index passes = 0;             // block products over X
+};
+
+CgRefits cg_refits(const Problem& pb, LossKind loss, const CgFitOptions& opt, const Index* rows,
+                   Index r, const Vec& beta, const RowMat* starts);
 
 // The floor of the probe weights, relative to the mean curvature (random_leverages).
 constexpr double kProbeWeightFloor = 1e-3;

@@ -539,23 +539,26 @@ def _refit_rows(
     pb: Problem, beta: np.ndarray, rows: np.ndarray, starts: np.ndarray | None = None
 ) -> tuple:
     """Exact leave-one-out by Newton-CG refits without each sample of ``rows``,
-    warm-started at ``beta`` (or at ``starts[k]`` for row k): (losses, predictions, refits
-    not at tol)."""
-    n = pb.n_samples
-    base = np.ones(n) if pb.sample_weight is None else np.array(pb.sample_weight)
-    losses, pred = np.empty(rows.size), np.empty(rows.size)
-    n_nc = 0
-    Xr = pb.X[rows]
-    off = None if pb.offset is None else pb.offset[rows]
-    for k, i in enumerate(rows):  # one Newton-CG fit per refitted sample
-        w = base.copy()
-        w[i] = 0.0
-        out = _cg_fit(pb, beta if starts is None else starts[k], sample_weight=w)
-        n_nc += not out.converged
-        e = Xr[k] @ out.coef + out.intercept
-        pred[k] = float(np.ravel(e)[0]) + (0.0 if off is None else off[k])
-    losses[:] = pb.loss.value(pb.y[rows], pred)
-    return losses, pred, n_nc
+    warm-started at ``beta`` (or at ``starts[k]`` for row k), advanced in lockstep by the
+    core (``cg_refits``: one block product per step for a batch of refits): (losses,
+    predictions, refits not at tol)."""
+    o = pb.options
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    with _blas.single_threaded_blas():
+        pred, converged, _, _, _ = _core.cg_refits(
+            *_args(pb),
+            fit_intercept=pb.fit_intercept,
+            beta=beta,
+            offset=pb.offset,
+            rows=rows,
+            starts=None if starts is None else np.ascontiguousarray(starts, dtype=np.float64),
+            tol=o.tol,
+            max_iter=o.max_iter,
+            n_threads=o.n_threads,
+            max_cg=MAX_CG_NEWTON,
+        )
+    losses = pb.loss.value(pb.y[rows], pred)
+    return losses, pred, int(rows.size - np.count_nonzero(converged))
 
 
 def _refitter(pb: Problem, beta: np.ndarray, solves: _RowSolves, g: np.ndarray, d: np.ndarray):
