@@ -238,4 +238,11 @@ inline py::array_t<double> mat_to_numpy(const Mat& M) {
   return out;
 }
 
+// A (p1 x p1) matrix held column-major in a vector of length p1^2, as a numpy array.
+inline py::array_t<double> square_to_numpy(const Vec& v, Index p1) {
+  py::array_t<double, py::array::f_style> out({p1, p1});
+  std::copy(v.data(), v.data() + v.size(), out.mutable_data());
+  return out;
+}
+
 }  // namespace aloocv::bind

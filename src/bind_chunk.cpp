@@ -23,12 +23,6 @@ Problem chunk_problem(const py::object& X, const py::array& y, const std::option
   return pb;
 }
 
-py::array_t<double> square(const Vec& v, Index p1) {
-  py::array_t<double, py::array::f_style> out({p1, p1});
-  std::copy(v.data(), v.data() + v.size(), out.mutable_data());
-  return out;
-}
-
 }  // namespace
 
 void bind_chunk(py::module_& m) {
@@ -51,7 +45,7 @@ void bind_chunk(py::module_& m) {
         out.loss = s.loss;
         out.weight = s.weight;
         out.grad = to_numpy(s.grad);
-        if (hessian) out.hess = square(s.hess, pb.p1());
+        if (hessian) out.hess = square_to_numpy(s.hess, pb.p1());
         out.step_max = py::float_(s.step_max);
         return out;
       },
@@ -84,7 +78,7 @@ void bind_chunk(py::module_& m) {
         out.downdate = move_to_numpy(std::move(r.res.den));
         if (gradient) {
           out.r = to_numpy(r.r);
-          out.S = square(r.S, p1);
+          out.S = square_to_numpy(r.S, p1);
         }
         return out;
       },

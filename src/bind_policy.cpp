@@ -11,10 +11,10 @@ namespace py = pybind11;
 
 void bind_policy(py::module_& m) {
   // newton_driver.hpp: the one Armijo line search and the stall detection
-  m.attr("ARMIJO") = detail::kArmijo;
-  m.attr("MAX_HALVINGS") = detail::kMaxHalvings;
-  m.attr("TINY_DECREASE") = detail::kTinyDecrease;
-  m.attr("STALL_ITERS") = detail::kStallIters;
+  m.attr("ARMIJO") = aloocv::detail::kArmijo;
+  m.attr("MAX_HALVINGS") = aloocv::detail::kMaxHalvings;
+  m.attr("TINY_DECREASE") = aloocv::detail::kTinyDecrease;
+  m.attr("STALL_ITERS") = aloocv::detail::kStallIters;
   // loo.hpp: exact_loo's chord phase
   m.attr("EXACT_CHORD_RATIO") = kExactChordRatio;
   m.attr("EXACT_MAX_CHORD") = kExactMaxChord;

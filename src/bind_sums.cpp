@@ -75,19 +75,13 @@ SumsArgs sums_args(const py::object& source, const py::object& loss, const py::a
   return a;
 }
 
-py::array_t<double> square(const Vec& v, Index p1) {
-  py::array_t<double, py::array::f_style> out({p1, p1});
-  std::copy(v.data(), v.data() + v.size(), out.mutable_data());
-  return out;
-}
-
 SumsFitOut sums_fit_out(const SumsFit& r) {
   const Index p1 = r.beta.size();
   SumsFitOut out;
   out.beta = to_numpy(r.beta);
   out.grad = to_numpy(r.grad);
-  out.hessian = square(r.hessian, p1);
-  out.unpenalized_hessian = square(r.hx, p1);
+  out.hessian = square_to_numpy(r.hessian, p1);
+  out.unpenalized_hessian = square_to_numpy(r.hx, p1);
   out.hessian_at_point = r.hessian_at_point;
   out.objective = r.objective;
   out.n_iter = r.n_iter;
