@@ -46,7 +46,8 @@ void bind_blas(py::module_& m) {
       },
       py::arg("capsules"),
       "Registers dsyrk, dtrsm, dgemm (BLAS), dpotrf (LAPACK) and optionally dtrmm, dgemv, "
-      "ssyrk and strmm (float32 designs) from a dict of PyCapsules holding Fortran-ABI function pointers "
+      "ssyrk and strmm (float32 designs) from a dict of PyCapsules holding Fortran-ABI function "
+      "pointers "
       "(scipy.linalg.cython_blas / cython_lapack).");
   m.def("use_blas", &blas::set_enabled, py::kw_only(), py::arg("enabled"),
         "Switches between the registered BLAS and the built-in Eigen kernels.");

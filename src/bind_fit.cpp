@@ -7,6 +7,28 @@
 
 namespace aloocv::bind {
 
+namespace {
+
+// A loss and its per-sample responses and linear predictors (1-d float64, equal lengths).
+struct LossInputs {
+  Index n;
+  const double* y;
+  const double* eta;
+  LossKind kind;
+  LossParams lp;
+};
+
+LossInputs loss_inputs(const py::object& loss, const py::array& y, const py::array& eta) {
+  const Index n = y.ndim() == 1 ? y.shape(0) : -1;
+  const double* yp = vector_ptr(y, n, "y");
+  const double* ep = vector_ptr(eta, n, "eta");
+  Problem pb;
+  const LossKind kind = apply_loss(loss, pb);
+  return {n, yp, ep, kind, pb.lp};
+}
+
+}  // namespace
+
 void bind_fit(py::module_& m) {
   m.def("loss_names", &loss_names, "Names of the registered losses.");
 
@@ -49,14 +71,12 @@ void bind_fit(py::module_& m) {
   m.def(
       "loss_eval",
       [](const py::object& loss, const py::array& y, const py::array& eta, bool fused) {
-        const Index n = y.ndim() == 1 ? y.shape(0) : -1;
-        const double* yp = vector_ptr(y, n, "y");
-        const double* ep = vector_ptr(eta, n, "eta");
-        Problem pb;
-        const LossKind kind = apply_loss(loss, pb);
-        const LossParams lp = pb.lp;
+        const LossInputs in = loss_inputs(loss, y, eta);
+        const Index n = in.n;
+        const double *yp = in.y, *ep = in.eta;
+        const LossParams lp = in.lp;
         Vec v(n), g(n), h(n), h3(n), h4(n), mu(n);
-        dispatch_loss(kind, [&](auto L) {
+        dispatch_loss(in.kind, [&](auto L) {
           using Loss = decltype(L);
           for (Index i = 0; i < n; ++i) {
             if (fused) {
@@ -85,15 +105,13 @@ void bind_fit(py::module_& m) {
   m.def(
       "loss_value",
       [](const py::object& loss, const py::array& y, const py::array& eta) {
-        const Index n = y.ndim() == 1 ? y.shape(0) : -1;
-        const double* yp = vector_ptr(y, n, "y");
-        const double* ep = vector_ptr(eta, n, "eta");
-        Problem pb;
-        const LossKind kind = apply_loss(loss, pb);
-        const LossParams lp = pb.lp;
+        const LossInputs in = loss_inputs(loss, y, eta);
+        const Index n = in.n;
+        const double *yp = in.y, *ep = in.eta;
+        const LossParams lp = in.lp;
         py::array_t<double> out(static_cast<py::ssize_t>(n));
         double* v = out.mutable_data();
-        dispatch_loss(kind, [&](auto L) {
+        dispatch_loss(in.kind, [&](auto L) {
           using Loss = decltype(L);
           for (Index i = 0; i < n; ++i) v[i] = Loss::value(yp[i], ep[i], lp);
         });

@@ -23,6 +23,14 @@ LeverageOptions leverage_options(Index n_probes, Index n_groups, std::uint64_t s
   return o;
 }
 
+// A 1-d index array as a vector.
+std::vector<Index> index_vector(const py::array_t<Index>& rows) {
+  const auto rr = rows.unchecked<1>();
+  std::vector<Index> idx(static_cast<size_t>(rr.shape(0)));
+  for (size_t k = 0; k < idx.size(); ++k) idx[k] = rr(static_cast<py::ssize_t>(k));
+  return idx;
+}
+
 py::array_t<double> rows_to_numpy(const RowMat& M) {
   py::array_t<double> out({M.rows(), M.cols()});
   std::copy(M.data(), M.data() + M.size(), out.mutable_data());
@@ -131,9 +139,7 @@ void bind_matrix_free(py::module_& m) {
         const LossKind kind = apply_loss(loss, pb);
         apply_offset(offset, pb);
         const Vec b = to_vec(beta, pb.p1(), "beta");
-        const auto rr = rows.unchecked<1>();
-        std::vector<Index> idx(static_cast<size_t>(rr.shape(0)));
-        for (size_t k = 0; k < idx.size(); ++k) idx[k] = rr(static_cast<py::ssize_t>(k));
+        const std::vector<Index> idx = index_vector(rows);
         Vec h;
         RowMat S;
         run_released([&] {
@@ -164,9 +170,7 @@ void bind_matrix_free(py::module_& m) {
         const LossKind kind = apply_loss(loss, pb);
         apply_offset(offset, pb);
         const Vec b = to_vec(beta, pb.p1(), "beta");
-        const auto rr = rows.unchecked<1>();
-        std::vector<Index> idx(static_cast<size_t>(rr.shape(0)));
-        for (size_t k = 0; k < idx.size(); ++k) idx[k] = rr(static_cast<py::ssize_t>(k));
+        const std::vector<Index> idx = index_vector(rows);
         const Index r = static_cast<Index>(idx.size());
         std::optional<RowMat> S;
         if (starts) S = RowMat(to_mat(*starts, r, "starts"));

@@ -65,15 +65,15 @@ void bind_refits(py::module_& m) {
              if (max_chord) pol.max_chord = *max_chord;
              std::unique_ptr<RefitBatch> out;
              run_released([&] {
-               out = std::make_unique<RefitBatch>(kind, pb.lp, intercept, Hm, Xm, yv, wv, ov, bv,
-                                                  f, gv, pv, weight_sum, tol, max_iter, &pol);
+               out = std::make_unique<RefitBatch>(kind, pb.lp, intercept, Hm, Xm, yv, wv, ov, bv, f,
+                                                  gv, pv, weight_sum, tol, max_iter, &pol);
              });
              return out;
            }),
            py::arg("H"), py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("offset"),
-           py::arg("loss"), py::kw_only(), py::arg("fit_intercept"), py::arg("beta"),
-           py::arg("f"), py::arg("grad"), py::arg("penalty"), py::arg("weight_sum"),
-           py::arg("tol"), py::arg("max_iter"), py::arg("chord_ratio") = py::none(),
+           py::arg("loss"), py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("f"),
+           py::arg("grad"), py::arg("penalty"), py::arg("weight_sum"), py::arg("tol"),
+           py::arg("max_iter"), py::arg("chord_ratio") = py::none(),
            py::arg("max_chord") = py::none(),
            "H: the full penalized Hessian at beta (p1, p1); X, y, sample_weight, offset: the "
            "batch's rows (sample_weight, offset may be None); f, grad: the full penalized "

@@ -114,6 +114,26 @@ def nbytes_of(v) -> int:
     return 8
 
 
+@pytest.fixture
+def computed_bytes(monkeypatch) -> list:
+    """The bytes that each ``dask.compute`` call of the test hands back to the client, in
+    call order (a list filled as the test runs)."""
+    import dask
+    import dask.base
+
+    seen: list = []
+    real = dask.base.compute
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen.append(nbytes_of(list(out)))
+        return out
+
+    monkeypatch.setattr(dask.base, "compute", spy)
+    monkeypatch.setattr(dask, "compute", spy)
+    return seen
+
+
 @pytest.fixture(scope="module")
 def client():
     """A two-process local dask.distributed cluster for a test module."""

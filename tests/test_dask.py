@@ -1047,23 +1047,14 @@ def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
         other.close()
 
 
-def test_tune_gathers_no_per_sample_arrays(sync, monkeypatch):
+def test_tune_gathers_no_per_sample_arrays(sync, monkeypatch, computed_bytes):
     # tune (grid, and the gradient search) and the estimator: per candidate only means,
     # standard errors, gradients and the fit reach the client, not n floats; results
     # equal the numpy tune
     n, p = 3000, 6
     X, y, _, _ = loss_data("logistic", n=n, p=p, seed=21)
     Xd = dX(X, 500)
-    seen = []
-    real = dask.base.compute
-
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        seen.append(nbytes_of(list(out)))
-        return out
-
-    monkeypatch.setattr(dask.base, "compute", spy)
-    monkeypatch.setattr(dask, "compute", spy)
+    seen = computed_bytes
     grid = [aloocv.L2(v) for v in (0.1, 1.0, 10.0)]
     kw = dict(loss="logistic", fit_tol=TOL)
     g = aloocv.tune(Xd, y, penalty=grid[0], method="grid", grid=grid, **kw)

@@ -21,7 +21,7 @@ import pytest
 import aloocv
 from aloocv import _core
 from aloocv.backends.dask import data as dask_data
-from conftest import make_data, nbytes_of
+from conftest import make_data
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -123,23 +123,14 @@ def test_float32_input_dtypes():
 
 
 # ----------------------------------------------------------- multinomial tuning state
-def test_multinomial_tune_sums_on_the_workers(sync, monkeypatch):
+def test_multinomial_tune_sums_on_the_workers(sync, monkeypatch, computed_bytes):
     # per evaluated point only the O((K p1)^2) sums reach the client (before: the n K^2
     # leverages, n K predictions, n losses and n downdates of every point); the results
     # equal the in-memory tune and estimator
     n, p, K = 4000, 5, 4
     X, y = mn_data(n, p, K, seed=5)
     Xd = da.from_array(X, chunks=(500, p))
-    seen = []
-    real = dask.base.compute
-
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        seen.append(nbytes_of(list(out)))
-        return out
-
-    monkeypatch.setattr(dask.base, "compute", spy)
-    monkeypatch.setattr(dask, "compute", spy)
+    seen = computed_bytes
     grid = [aloocv.L2(v) for v in (10.0, 1.0, 0.1)]
     kw = dict(loss="multinomial", fit_tol=TOL)
     g = aloocv.tune(Xd, y, penalty=grid[0], method="grid", grid=grid, **kw)

@@ -98,38 +98,38 @@ inline void scatter_fixed(Index a0, Index a1, const double* val, const int* idx,
   }
 }
 
+// f(c, width) over the slices [c, c + width) of a block of m columns, width a compile-time
+// 8 (as many as fit), then 4, 2 and 1 where columns remain.
+template <class F>
+inline void column_slices(Index m, F&& f) {
+  Index c = 0;
+  for (; c + 8 <= m; c += 8) f(c, std::integral_constant<int, 8>{});
+  if (m - c >= 4) {
+    f(c, std::integral_constant<int, 4>{});
+    c += 4;
+  }
+  if (m - c >= 2) {
+    f(c, std::integral_constant<int, 2>{});
+    c += 2;
+  }
+  if (m - c == 1) f(c, std::integral_constant<int, 1>{});
+}
+
 // scatter_fixed over a block of m columns (v and O with leading dimension m).
 inline void scatter_block(Index a0, Index a1, const double* val, const int* idx, const double* v,
                           Index m, double* O) {
-  Index c = 0;
-  for (; c + 8 <= m; c += 8) scatter_fixed<8>(a0, a1, val, idx, v + c, m, O + c);
-  if (m - c >= 4) {
-    scatter_fixed<4>(a0, a1, val, idx, v + c, m, O + c);
-    c += 4;
-  }
-  if (m - c >= 2) {
-    scatter_fixed<2>(a0, a1, val, idx, v + c, m, O + c);
-    c += 2;
-  }
-  if (m - c == 1) scatter_fixed<1>(a0, a1, val, idx, v + c, m, O + c);
+  column_slices(m, [&](Index c, auto w) {
+    scatter_fixed<decltype(w)::value>(a0, a1, val, idx, v + c, m, O + c);
+  });
 }
 
-// gather_fixed over a block of m columns (B and o with leading dimension m), in slices of
-// 8, 4, 2 and 1 columns.
+// gather_fixed over a block of m columns (B and o with leading dimension m).
 template <class Val, class Idx>
 inline void gather_block(Index a0, Index a1, const Val& val, const Idx& idx, const double* B,
                          Index m, double* o) {
-  Index c = 0;
-  for (; c + 8 <= m; c += 8) gather_fixed<8>(a0, a1, val, idx, B + c, m, o + c);
-  if (m - c >= 4) {
-    gather_fixed<4>(a0, a1, val, idx, B + c, m, o + c);
-    c += 4;
-  }
-  if (m - c >= 2) {
-    gather_fixed<2>(a0, a1, val, idx, B + c, m, o + c);
-    c += 2;
-  }
-  if (m - c == 1) gather_fixed<1>(a0, a1, val, idx, B + c, m, o + c);
+  column_slices(m, [&](Index c, auto w) {
+    gather_fixed<decltype(w)::value>(a0, a1, val, idx, B + c, m, o + c);
+  });
 }
 
 }  // namespace
