@@ -41,6 +41,9 @@ What is measured, for each thread count k (1, 2, 4, ..., up to the cores availab
 * ``leverage``: the leverage pass timed directly (``_core.chunk_loo`` with the penalized
   Hessian given: X beta, the factor, one DTRMM per row block and the row norms, then
   ALO's closed forms), not as a difference of two noisy totals;
+* ``pass``: one fused O(n p) pass of the fit (``_core.chunk_sums`` without the Hessian:
+  X beta, the loss and its derivative, X^T r, reading X once), reported also as GB/s of
+  X read: the memory-bandwidth ceiling of the fit's steps between Hessians;
 * ``fit``: ``aloocv.fit`` (logistic, L2 lambda=1, tol 1e-6): Newton iterations, each a
   Hessian pass and O(n p) passes (the issue's target: >= 70% efficiency at 16 threads);
 * ``dgemm``: a square DGEMM (scipy's BLAS, m=4096, ``2 m^3`` flops) under
@@ -85,7 +88,7 @@ import time
 from dataclasses import dataclass, field
 
 #: The timed calls, in the order they run inside a child.
-COLUMNS = ("hessian", "dsyrk", "numpy", "leverage", "fit", "dgemm")
+COLUMNS = ("hessian", "dsyrk", "numpy", "leverage", "pass", "fit", "dgemm")
 #: Side of the square DGEMM that measures the attainable peak.
 DGEMM_M = 4096
 #: Problem sizes of the full and the quick run.
@@ -197,6 +200,17 @@ def child(k: int, n: int, p: int, repeat: int, seed: int) -> dict:
             "dsyrk": lambda: dsyrk(1.0, Xs_t, trans=0),
             "numpy": lambda: (X * d[:, None]).T @ X,
             "leverage": leverage,
+            "pass": lambda: _core.chunk_sums(
+                X,
+                y,
+                None,
+                "logistic",
+                fit_intercept=False,
+                beta=beta,
+                hessian=False,
+                check=False,
+                n_threads=k,
+            ),
             "fit": lambda: aloocv.fit(X, y, loss="logistic", penalty=pen, tol=1e-6, n_jobs=k),
             "dgemm": lambda: dgemm(1.0, A, B),
         }
@@ -340,6 +354,8 @@ def render(
         head1.append(f"{c} [s]")
         if flops(c, n, p) is not None:
             head1.append(f"{c} GF/s")
+        if c == "pass":
+            head1.append("pass GB/s")
     head1.append("spread")
     rows1 = []
     for k in ks:
@@ -350,6 +366,8 @@ def render(
             f = flops(c, n, p)
             if f is not None:
                 r.append(f"{f / t / 1e9:.1f}")
+            if c == "pass":
+                r.append(f"{8.0 * n * p / t / 1e9:.1f}")
         r.append(f"{100 * max(cells[k][c].spread for c in COLUMNS):.0f}%")
         rows1.append(r)
     head2 = ["threads"] + [f"{c} eff" for c in COLUMNS if one is not None]
@@ -486,7 +504,8 @@ def main(argv: list[str] | None = None) -> int:
             "GF/s: useful flops (n p (p+1) for X^T D X whoever computes it, n p (p+5) for the "
             f"leverage pass, 2 m^3 for the DGEMM at m={DGEMM_M}) per second. eff: "
             "T(1) / (k T(k)). of peak: GF/s over the DGEMM's at the same k. spread: the "
-            "largest max/min - 1 over the rounds in the row. fit its: Newton iterations.",
+            "largest max/min - 1 over the rounds in the row. pass GB/s: bytes of X (8 n p) "
+            "read per second by the fused pass. fit its: Newton iterations.",
             "",
             "Peers' matrices agree with the core's: "
             + ("yes" if not bad else f"NO at {bad} threads")

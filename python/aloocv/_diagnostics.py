@@ -346,13 +346,17 @@ def min_margin(eta: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> float:
     return float(m)
 
 
+def unpenalized(pen: np.ndarray, l1: np.ndarray | None) -> bool:
+    """No L2 and no L1 weight is positive: a separable logistic fit has no finite solution."""
+    return not np.any(pen > 0) and (l1 is None or not np.any(l1 > 0))
+
+
 def check_separation_margin(m: float, pen: np.ndarray, l1: np.ndarray | None, warn: bool) -> None:
     """:func:`check_separation` from the smallest margin ``m`` (dask input reduces it over
     the chunks)."""
     if not np.isfinite(m):
         return
-    unpenalized = not np.any(pen > 0) and (l1 is None or not np.any(l1 > 0))
-    if unpenalized and m > 0:
+    if unpenalized(pen, l1) and m > 0:
         raise ValueError(
             "the classes are linearly separable (the fit classifies every training sample "
             f"correctly, minimum margin {m:.3g}): without a penalty the logistic likelihood "

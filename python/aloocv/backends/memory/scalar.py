@@ -21,6 +21,7 @@ from ..._diagnostics import (
     check_loo_classes,
     check_separation,
     check_singular_refits,
+    unpenalized,
     unreliable_mask,
     user_stacklevel,
     warn_ill_conditioned,
@@ -76,9 +77,10 @@ def _check_separation(
 ) -> None:
     # a separated logistic fit without penalty has no finite solution: raise before the
     # convergence warning (Newton "converges" on the vanishing gradient)
-    if pb.loss == "logistic":
-        eta = res.decision_function(pb.X, pb.offset) if eta is None else eta
-        check_separation(eta, pb.y, pb.sample_weight, pb.l2, pb.l1, warn=warn)
+    if pb.loss != "logistic" or not (warn or unpenalized(pb.l2, pb.l1)):
+        return  # nothing to raise or warn: no pass over X for the margins
+    eta = res.decision_function(pb.X, pb.offset) if eta is None else eta
+    check_separation(eta, pb.y, pb.sample_weight, pb.l2, pb.l1, warn=warn)
 
 
 # ----------------------------------------------------------------------------- fit
