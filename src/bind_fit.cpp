@@ -69,6 +69,18 @@ void bind_fit(py::module_& m) {
       "X~^T diag(d) X~ accumulated in parallel row blocks (d of any sign).");
 
   m.def(
+      "first_nonfinite_row",
+      [](const py::object& X, int n_threads) {
+        const Design v = make_design(X);
+        Index row = -1;
+        run_released([&] { row = first_nonfinite_row(v, n_threads); });
+        return row;
+      },
+      py::arg("X"), py::kw_only(), py::arg("n_threads"),
+      "The first row of a dense X with a NaN or infinity, -1 when all are finite (parallel "
+      "row blocks).");
+
+  m.def(
       "loss_eval",
       [](const py::object& loss, const py::array& y, const py::array& eta, bool fused) {
         const LossInputs in = loss_inputs(loss, y, eta);

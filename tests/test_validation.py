@@ -113,6 +113,36 @@ def test_sparse_with_explicit_nan():
         aloocv.fit(A, Y0)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "reversed", "rows-strided"])
+def test_the_scan_of_X_names_the_first_bad_entry(dtype, layout):
+    # the core's parallel scan against numpy's mask, for every layout it reads in place
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((3000, 40)).astype(dtype)
+    for bad, where in (
+        (np.nan, [(2999, 39)]),
+        (np.inf, [(1700, 0), (2500, 5)]),
+        (-np.inf, [(0, 3)]),
+    ):
+        A = base.copy()
+        for i, j in where:
+            A[i, j] = bad
+        view = {
+            "C": A,
+            "F": np.asfortranarray(A),
+            "strided": np.repeat(A, 2, axis=1)[:, ::2],
+            "reversed": A[::-1],
+            "rows-strided": np.repeat(A, 2, axis=0)[::2],
+        }[layout]
+        assert np.array_equal(view, A[::-1] if layout == "reversed" else A, equal_nan=True)
+        i, j = np.argwhere(~np.isfinite(view))[0]
+        with pytest.raises(
+            ValueError, match=rf"X contains NaN or inf \(first at row {i}, column {j}\)"
+        ):
+            check_X(view)
+    assert check_X(base) is base  # all finite: used in place
+
+
 def test_float64_arrays_are_used_without_copy():
     for X in (X0, np.asfortranarray(X0), np.zeros((80, 6))[::2, ::2]):
         assert check_X(X) is X

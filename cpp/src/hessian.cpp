@@ -33,6 +33,81 @@ void linear_predictor(const Design& X, const double* beta, bool intercept, doubl
   guard.rethrow();
 }
 
+namespace {
+
+// Whether every entry of rows [i0, i1) of the view is finite (x - x is 0 exactly for a
+// finite x and NaN otherwise: one vectorizable reduction over contiguous runs).
+template <class T>
+bool rows_finite(const DenseView& v, const T* base, Index i0, Index i1) {
+  auto run_finite = [](const T* a, Index len) {
+    T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // independent sums: the loop vectorizes
+    Index k = 0;
+    for (; k + 8 <= len; k += 8) {
+      for (int l = 0; l < 8; ++l) acc[l] += a[k + l] - a[k + l];
+    }
+    for (; k < len; ++k) acc[0] += a[k] - a[k];
+    T sum = 0;
+    for (int l = 0; l < 8; ++l) sum += acc[l];
+    return sum == T(0);
+  };
+  if (v.col_stride == 1 && v.row_stride == v.p) {  // C order: one run
+    return run_finite(base + i0 * v.p, (i1 - i0) * v.p);
+  }
+  if (v.row_stride == 1) {  // F order: a run per column
+    for (Index j = 0; j < v.p; ++j) {
+      if (!run_finite(base + j * v.col_stride + i0, i1 - i0)) return false;
+    }
+    return true;
+  }
+  if (v.col_stride == 1) {  // rows with unit inner stride
+    for (Index i = i0; i < i1; ++i) {
+      if (!run_finite(base + i * v.row_stride, v.p)) return false;
+    }
+    return true;
+  }
+  for (Index i = i0; i < i1; ++i) {
+    for (Index j = 0; j < v.p; ++j) {
+      const T x = base[i * v.row_stride + j * v.col_stride];
+      if (!(x - x == T(0))) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Index first_nonfinite_row(const Design& X, int n_threads) {
+  if (X.sparse || X.n == 0 || X.p == 0) return -1;
+  const DenseView& v = X.dense;
+  // about 64 Ki entries per block; F order: long runs down each column (16 Ki rows)
+  const Index B =
+      v.row_stride == 1 && v.p > 1 ? Index(1) << 14 : std::max<Index>(1, (Index(1) << 16) / X.p);
+  const Index nblocks = (X.n + B - 1) / B;
+  std::vector<char> bad(static_cast<size_t>(nblocks), 0);
+  ExceptionCatcher guard;
+#pragma omp parallel for schedule(static) \
+    num_threads(threads_for(n_threads, 0.25 * double(X.n) * double(X.p)))
+  for (Index blk = 0; blk < nblocks; ++blk) {
+    guard.run([&] {
+      if ((blk & 63) == 0) interrupt::check();
+      const Index i0 = blk * B, i1 = std::min(X.n, i0 + B);
+      v.visit([&](const auto* base) {
+        bad[static_cast<size_t>(blk)] = rows_finite(v, base, i0, i1) ? 0 : 1;
+      });
+    });
+  }
+  guard.rethrow();
+  for (Index blk = 0; blk < nblocks; ++blk) {
+    if (!bad[static_cast<size_t>(blk)]) continue;
+    const Index i0 = blk * B, i1 = std::min(X.n, i0 + B);
+    for (Index i = i0; i < i1; ++i) {
+      const bool ok = v.visit([&](const auto* base) { return rows_finite(v, base, i, i + 1); });
+      if (!ok) return i;
+    }
+  }
+  return -1;
+}
+
 void gradient(const Design& X, const double* r, bool intercept, double* out, int n_threads) {
   const Index off = intercept ? 1 : 0;
   const Index p1 = X.p + off;

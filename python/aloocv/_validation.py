@@ -366,16 +366,14 @@ def design_tdot(X: Any, V: np.ndarray) -> np.ndarray:
 
 
 def _first_bad_2d(arr: np.ndarray, name: str, row0: int = 0) -> None:
-    # in row blocks of about 256 Ki entries: the mask of a whole X would cost n p bytes (a
-    # quarter of a float32 X), and larger blocks show in the peak memory of fit and loo
-    step = max(1, (1 << 18) // max(1, arr.shape[1]))
-    for i0 in range(0, arr.shape[0], step):
-        block = arr[i0 : i0 + step]
-        if not np.isfinite(block).all():
-            bad = np.argwhere(~np.isfinite(block))[0]
-            raise ValueError(
-                f"{name} contains NaN or inf (first at row {row0 + i0 + bad[0]}, column {bad[1]})"
-            )
+    # one read of the array by the core in parallel row blocks (OpenMP's default team under
+    # the thread limits), without the n p bytes of an isfinite mask
+    from . import _core
+
+    i = int(_core.first_nonfinite_row(arr, n_threads=0))
+    if i >= 0:
+        j = int(np.flatnonzero(~np.isfinite(arr[i]))[0])
+        raise ValueError(f"{name} contains NaN or inf (first at row {row0 + i}, column {j})")
 
 
 def check_X(X: Any, name: str = "X", row0: int = 0, chunk: bool = False) -> Any:

@@ -25,6 +25,13 @@ void gradient(const Design& X, const double* r, bool intercept, double* out, int
 void hessian(const Design& X, const double* d, bool intercept, double* H, int n_threads,
              Columns cols = {}, bool single = false);
 
+// The first row of a dense X (float64 or float32, any strides) holding a NaN or an
+// infinity, or -1 when every entry is finite: the validation layer's scan of X, one read
+// of X in parallel row blocks (a single-threaded scan took a quarter of a 16-thread fit at
+// n = 1e6, p = 200: benchmarks/scaling.md). Sparse designs: -1 (their values are one
+// contiguous array, scanned by the caller).
+Index first_nonfinite_row(const Design& X, int n_threads);
+
 // Row block size of the packed kernels for p1 columns (about 1 MiB per buffer).
 inline Index block_rows(Index p1) {
   return std::min<Index>(2048, std::max<Index>(32, Index(131072) / std::max<Index>(1, p1)));
