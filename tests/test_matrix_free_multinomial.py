@@ -220,6 +220,20 @@ def test_loo_result_fields():
     np.testing.assert_allclose(res.losses.mean(), res.mean, rtol=1e-12)
 
 
+def test_loo_at_given_coef_and_with_rtol():
+    """Bring your own fit: the same estimate at the same coefficients (the same probes);
+    rtol= asks the probes and the trust layer's refits for a mean within rtol."""
+    X, y = _data(n=600, density=0.3)
+    kw = {"loss": "multinomial", "solver": "matrix_free", "penalty": 5.0, "tol": 1e-10}
+    res = aloocv.loo(X, y, **kw)
+    given = aloocv.loo(X, y, coef=res.fit.coef_, intercept=res.fit.intercept_, **kw)
+    np.testing.assert_allclose(given.losses, res.losses, rtol=1e-9)
+    fine = aloocv.loo(X, y, rtol=0.02, **kw)
+    ref = aloocv.loo(X, y, **{**kw, "solver": "primal"})
+    assert fine.randomized.n_probes >= res.randomized.n_probes
+    assert abs(fine.mean - ref.mean) <= 0.02 * ref.mean
+
+
 def test_route_under_memory_limit():
     """A small memory_limit= rules the primal route's K p1 x K p1 Hessian out: auto takes
     the matrix-free route, solver='primal' raises MemoryError."""
