@@ -2,7 +2,9 @@
 #include <pybind11/stl.h>
 
 #include "aloocv/matrix_free.hpp"
+#include "aloocv/matrix_free_multinomial.hpp"
 #include "arrays.hpp"
+#include "multinomial_args.hpp"
 #include "release.hpp"
 #include "results.hpp"
 
@@ -230,6 +232,86 @@ void bind_matrix_free(py::module_& m) {
       py::arg("rho"), py::arg("alpha"), py::arg("gamma"),
       "d mean / d (per-feature L2 weights) of an ALO mean on randomized leverages, given the "
       "mean's coefficients on the group estimates (rho), on eta (alpha) and on h (gamma).");
+
+  m.def(
+      "multinomial_cg_fit",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w, Index K,
+         const py::array& pen, bool intercept, double tol, Index max_iter, int n_threads,
+         const std::optional<py::array>& beta0, const std::optional<py::array>& offset,
+         Index max_cg) {
+        const MnProblem pb = make_mn_problem(X, y, w, K, pen, intercept);
+        const double* off = offset ? vector_ptr(*offset, pb.n() * K, "offset") : nullptr;
+        std::optional<Vec> b0;
+        if (beta0) b0 = to_vec(*beta0, pb.dim(), "beta0");
+        MnCgOptions opt;
+        opt.fit = FitOptions{tol, max_iter, n_threads};
+        opt.max_cg = max_cg;
+        MnState st;
+        run_released([&] { st = mn_cg_fit(pb, opt, b0 ? &*b0 : nullptr, off); });
+        MnFitOut out;
+        fill_mn_fit(out, pb, st);
+        return out;
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("tol"),
+      py::arg("max_iter"), py::arg("n_threads"), py::arg("beta0") = py::none(),
+      py::arg("offset") = py::none(), py::arg("max_cg") = 250,
+      "Newton-CG fit of an L2-penalized multinomial logistic regression from Hessian-vector "
+      "products (no K p1 x K p1 matrix); beta0 class-major (K p1), offset (n K) row-major.");
+
+  m.def(
+      "multinomial_random_blocks",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w, Index K,
+         const py::array& pen, bool intercept, const py::array& beta,
+         const std::optional<py::array>& offset, Index n_probes, Index n_groups, std::uint64_t seed,
+         double cg_rtol, Index max_cg, int n_threads, Index first_probe) {
+        const MnProblem pb = make_mn_problem(X, y, w, K, pen, intercept);
+        const double* off = offset ? vector_ptr(*offset, pb.n() * K, "offset") : nullptr;
+        const Vec b = to_vec(beta, pb.dim(), "beta");
+        const LeverageOptions o =
+            leverage_options(n_probes, n_groups, seed, first_probe, cg_rtol, max_cg, n_threads);
+        MnRandomBlocks r;
+        run_released([&] { r = mn_random_blocks(pb, b, off, o); });
+        const Index n = pb.n(), T = mn_packed(K);
+        py::array_t<double> plain({n, n_groups, T}), control({n, n_groups, T});
+        std::copy(r.plain.data(), r.plain.data() + r.plain.size(), plain.mutable_data());
+        std::copy(r.control.data(), r.control.data() + r.control.size(), control.mutable_data());
+        return py::make_tuple(plain, control, rows_to_numpy(r.diag0), rows_to_numpy(r.eta),
+                              r.cg_iterations, r.passes, r.converged, r.worst_residual);
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("beta"),
+      py::arg("offset") = py::none(), py::arg("n_probes"), py::arg("n_groups"), py::arg("seed"),
+      py::arg("cg_rtol"), py::arg("max_cg"), py::arg("n_threads"), py::arg("first_probe") = 0,
+      "Per-group block Hutchinson estimates of the multinomial leverage blocks K_i at beta "
+      "(class-major): (plain (n, G, T), control (n, G, T), diag0 (n, T), eta (n, K), "
+      "cg_iterations, passes, converged, worst_residual), T = K (K + 1) / 2 packed upper "
+      "triangles.");
+
+  m.def(
+      "multinomial_row_blocks",
+      [](const py::object& X, const py::array& y, const std::optional<py::array>& w, Index K,
+         const py::array& pen, bool intercept, const py::array& beta,
+         const std::optional<py::array>& offset, const py::array_t<Index>& rows, double cg_rtol,
+         Index max_cg, int n_threads) {
+        const MnProblem pb = make_mn_problem(X, y, w, K, pen, intercept);
+        const double* off = offset ? vector_ptr(*offset, pb.n() * K, "offset") : nullptr;
+        const Vec b = to_vec(beta, pb.dim(), "beta");
+        const std::vector<Index> idx = index_vector(rows);
+        const Index r = Index(idx.size());
+        Vec blocks;
+        run_released(
+            [&] { blocks = mn_row_blocks(pb, b, off, idx.data(), r, cg_rtol, max_cg, n_threads); });
+        py::array_t<double> out({r, K, K});
+        std::copy(blocks.data(), blocks.data() + blocks.size(), out.mutable_data());
+        return out;
+      },
+      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("n_classes"),
+      py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("beta"),
+      py::arg("offset") = py::none(), py::arg("rows"), py::arg("cg_rtol"), py::arg("max_cg"),
+      py::arg("n_threads"),
+      "The exact multinomial leverage blocks K_i (len(rows), K, K) of some samples at beta by "
+      "block PCG.");
 }
 
 }  // namespace aloocv::bind

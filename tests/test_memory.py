@@ -416,11 +416,18 @@ def test_multinomial_with_500_classes(machine_16gb):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((1000, 100))
     y = np.arange(1000) % 500
+    # ALO: neither the primal route's Hessian nor the matrix-free route's 500 x 500 blocks
+    # fit; the error names the primal route's matrix and both ways out
     _raises(
         "50500 x 50500 (K (p+1))^2 Hessian",
         "fewer classes",
-        lambda: aloocv.fit(X, y, loss="multinomial"),
+        lambda: aloocv.loo(X, y, loss="multinomial"),
     )
+    # the fit holds n x K and p1 x K blocks on the matrix-free route: solver="auto" takes it
+    pb = Problem.build(X, y, loss="multinomial")
+    assert route.choose(pb, "fit").solver == "matrix_free"
+    with pytest.raises(MemoryError, match="50500 x 50500"):
+        route.choose(pb, "fit", solver="primal")
 
 
 # ----------------------------------------------------------------------------- no change

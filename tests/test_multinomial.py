@@ -326,7 +326,7 @@ def test_bad_input(iris):
         aloocv.loo(X, y, loss="multinomial", coef=np.zeros(4))
     with pytest.raises(ValueError, match="unknown method"):
         aloocv.loo(X, y, loss="multinomial", method="nope")
-    with pytest.raises(ValueError, match="primal solver only"):
+    with pytest.raises(ValueError, match="primal and matrix-free solvers"):
         aloocv.loo(X, y, loss="multinomial", solver="dual")
     Xn = X.copy()
     Xn[0, 0] = np.nan

@@ -618,6 +618,22 @@ class MnModel {
 
 }  // namespace
 
+double mn_softmax(const double* e, Index K, double* mu) { return softmax(e, K, mu); }
+
+Vec mn_cold_start(const MnProblem& pb, Index skip) {
+  const Index K = pb.K, p1 = pb.p1();
+  Vec beta = Vec::Zero(pb.dim());
+  if (!pb.intercept) return beta;
+  Vec share = Vec::Zero(K);
+  for (Index i = 0; i < pb.n(); ++i)
+    if (i != skip) share[label(pb, i)] += pb.weight(i);
+  share /= std::max(share.sum(), 1e-300);
+  Vec b = share.array().max(kMinClassShare).log();
+  b.array() -= b.mean();
+  for (Index a = 0; a < K; ++a) beta[a * p1] = b[a];
+  return beta;
+}
+
 // Damped Newton (newton_drive on an MnModel): chord steps on the kept factor while each
 // step cuts the gradient norm 4x (near the optimum the Hessian barely changes, and a
 // K p1 x K p1 Hessian pass costs K (K + 1) / 2 SYRK passes over X), a fresh Hessian
@@ -625,22 +641,9 @@ class MnModel {
 MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, bool factor_end,
                Index skip, const Cholesky* precond) {
   const int nt = resolve_threads(opt.n_threads);
-  const Index n = pb.n(), K = pb.K, p1 = pb.p1(), dim = pb.dim();
+  const Index n = pb.n(), K = pb.K, p1 = pb.p1();
   MnState st;
-  if (beta0) {
-    st.beta = *beta0;
-  } else {
-    st.beta = Vec::Zero(dim);
-    if (pb.intercept) {
-      Vec share = Vec::Zero(K);
-      for (Index i = 0; i < n; ++i)
-        if (i != skip) share[label(pb, i)] += pb.weight(i);
-      share /= std::max(share.sum(), 1e-300);
-      Vec b = share.array().max(kMinClassShare).log();
-      b.array() -= b.mean();
-      for (Index a = 0; a < K; ++a) st.beta[a * p1] = b[a];
-    }
-  }
+  st.beta = beta0 ? *beta0 : mn_cold_start(pb, skip);
   const double wsum = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
   if (!(wsum > 0.0)) throw InvalidInput("the sample weights sum to zero");
   const bool cg = (K + 1) * p1 >= kNewtonCgMin;

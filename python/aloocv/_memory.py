@@ -81,6 +81,19 @@ MULTINOMIAL_MATRICES = 2
 MULTINOMIAL_GRADIENT_MATRICES = 3
 #: Multinomial ALO: the per-sample K x K leverage blocks and the adjoint's blocks.
 MULTINOMIAL_BLOCK_ARRAYS = 2
+#: The matrix-free multinomial route: the jackknife's groups (``MAX_GROUPS`` of
+#: ``backends/memory/matrix_free_multinomial.py``), the (n, K, K) arrays its evaluations
+#: hold at once (the blocks, their symmetric part, K L, L^T K L, its eigenvectors, the
+#: curvature's square root L and the returned blocks and their standard errors), and the
+#: columns of one block product (``kMnBatchColumns``, cpp/include/aloocv/
+#: matrix_free_multinomial.hpp).
+MULTINOMIAL_MF_GROUPS = 8
+MULTINOMIAL_MF_BLOCK_ARRAYS = 8
+MULTINOMIAL_MF_COLUMNS = 32
+#: The matrix-free multinomial fit: n x K and p1 x K arrays held at once (scores, trial
+#: scores, probabilities, gradient weights and the products' work; coefficients, gradient
+#: and the PCG's five vectors and the preconditioner).
+MULTINOMIAL_MF_FIT_ARRAYS = 8
 #: The ridge path and several targets: the p1 x p1 Gram matrix, the eigenvectors and
 #: the eigensolver's workspace.
 EIGEN_MATRICES = 3
@@ -304,7 +317,7 @@ def allocations(
     backend, model, solver = _route_fields(route, pb)
     p1, nt = pb.n_coef, pb.options.n_threads
     if model == "multinomial":
-        return _multinomial(pb, backend, verb)
+        return _multinomial(pb, backend, verb, solver)
     if backend == "dask":
         alt = "use fewer features, or an L1 term (the Hessian of the active features only)"
         return [
@@ -366,14 +379,36 @@ def allocations(
     return out
 
 
-def _multinomial(pb: Any, backend: str, verb: str) -> list[Allocation]:
+def _multinomial(pb: Any, backend: str, verb: str, solver: str = "primal") -> list[Allocation]:
     p1 = pb.n_coef
     K = max(2, int(getattr(pb.loss, "n_outputs", None) or 2))  # dask: learned later
+    if solver == "matrix_free":
+        n = pb.n_samples
+        nnz = int(pb.X.nnz) if hasattr(pb.X, "nnz") else 0
+        if verb == "fit":
+            # the Newton-CG blocks: n x K scores, probabilities and products, p1 x K
+            # coefficients, gradient and PCG vectors; the CSC index
+            nbytes = DOUBLE * MULTINOMIAL_MF_FIT_ARRAYS * K * (n + p1) + 12 * nnz
+            what = f"the {n} x {K} and {p1} x {K} blocks of the matrix-free multinomial fit"
+            return [Allocation(what, nbytes, "a larger memory_limit=, or fewer classes")]
+        # the group estimates (plain and control, packed), the per-sample K x K arrays of
+        # the jackknife's evaluations, the probe blocks (3 n x m and 7 p1 x m columns,
+        # m = MULTINOMIAL_MF_COLUMNS) and the CSC index
+        m = max(MULTINOMIAL_MF_COLUMNS, K)
+        groups = 2.0 * MULTINOMIAL_MF_GROUPS * n * K * (K + 1) / 2
+        nbytes = DOUBLE * (groups + MULTINOMIAL_MF_BLOCK_ARRAYS * n * K * K + m * (3 * n + 7 * p1))
+        what = (
+            f"the probe storage of the matrix-free multinomial route ({n} x {K} x {K} blocks, "
+            f"{MULTINOMIAL_MF_GROUPS} groups of them)"
+        )
+        alt = "a larger memory_limit=, or fewer classes"
+        return [Allocation(what, nbytes + 12 * nnz, alt)]
     dim = K * p1
     copies = MULTINOMIAL_MATRICES + (MULTINOMIAL_GRADIENT_MATRICES if verb == "tune" else 0)
     alt = (
         "use fewer classes (merge rare ones) or fewer features (the Hessian grows as "
-        f"(K (p+1))^2), or one-vs-rest logistic fits with {MATRIX_FREE}"
+        "(K (p+1))^2), or solver='matrix_free' (Newton-CG and randomized leverage blocks, "
+        "no K (p+1) x K (p+1) matrix; method='alo', no hypergradient)"
     )
     where = "the dask route's client" if backend == "dask" else "the multinomial route"
     out = [Allocation(f"the {dim} x {dim} (K (p+1))^2 Hessian of {where}", _sq(dim, copies), alt)]

@@ -62,6 +62,13 @@ struct MnState {
   Index hessian_products = 0;  // Hessian-vector products of the Newton-CG steps
 };
 
+// Softmax of e (K) into mu; returns logsumexp(e).
+double mn_softmax(const double* e, Index K, double* mu);
+
+// The cold start of mn_fit (sample `skip` left out): zero slopes and, with an intercept,
+// the centered logs of the class shares (clipped at kMinClassShare); class-major.
+Vec mn_cold_start(const MnProblem& pb, Index skip = -1);
+
 // Damped Newton from beta0 (nullptr: zero slopes, centered log class frequencies) with
 // Armijo backtracking; `skip` >= 0 drops that sample (exact leave-one-out refits).
 // With `factor_end` the returned state holds the Hessian factor at the returned beta.

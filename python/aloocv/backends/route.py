@@ -21,6 +21,7 @@ from ..penalties import L2
 from ..problem import Problem
 from .common import LOORequest
 from .memory import matrix_free as memory_matrix_free
+from .memory import matrix_free_multinomial as memory_mf_multinomial
 from .memory import multinomial as memory_multinomial
 from .memory import multitarget as memory_multitarget
 from .memory import scalar as memory_scalar
@@ -151,9 +152,18 @@ def _choose(
     if model == "multinomial":
         if req.gradient != "exact":
             raise ValueError("the multinomial loss has the exact gradient only")
-        if solver not in ("auto", "primal"):
-            raise ValueError("the multinomial loss has the primal solver only (solver='auto')")
-        return Route("memory", model)
+        if solver not in ("auto", "primal", "matrix_free"):
+            raise ValueError(
+                "the multinomial loss has the primal and matrix-free solvers "
+                f"(solver='auto', 'primal' or 'matrix_free'), got {solver!r}"
+            )
+        use = solver
+        if solver == "auto":
+            mf = verb in ("fit", "loo") and _multinomial_matrix_free_applies(req)
+            use = "matrix_free" if mf and _multinomial_matrix_free(pb, verb) else "primal"
+        if use == "matrix_free":
+            _check_multinomial_matrix_free(verb, req)
+        return Route("memory", model, use)
     paper = verb == "loo" and req.return_gradient and req.gradient == "paper"
     if paper and solver == "dual":
         raise ValueError("gradient='paper' is computed on the primal route: use solver='primal'")
@@ -169,15 +179,25 @@ def _choose(
 
 
 def costs(pb: Problem) -> dict[str, float]:
-    """Floating-point operations of one ALO (with its fit) on each in-memory scalar
-    route, the model :func:`choose` weighs (``docs/math/matrix_free.md``): the primal
-    route's Hessian passes and leverage pass (``n p1^2`` each on dense rows; on sparse rows
-    ``O(nnz_i^2)`` each against the explicit inverse, ``p1^3``) and its factor; the dual
-    route's n x n kernel and factor; the matrix-free route's products."""
+    """Floating-point operations of one ALO (with its fit) on each in-memory route, the
+    model :func:`choose` weighs (``docs/math/matrix_free.md``): the primal route's Hessian
+    passes and leverage pass (``n p1^2`` each on dense rows; on sparse rows ``O(nnz_i^2)``
+    each against the explicit inverse, ``p1^3``) and its factor; the dual route's n x n
+    kernel and factor; the matrix-free route's products. The multinomial loss (K classes)
+    has no dual route; its primal route makes K (K + 1) / 2 passes of each kind and factors
+    a K p1 x K p1 matrix, its matrix-free products are K columns wide."""
     n, p1 = pb.n_samples, pb.n_coef
     sparse = hasattr(pb.X, "nnz")
     nnz = float(pb.X.nnz) if sparse else float(n) * pb.n_features
     row = nnz / max(n, 1)
+    if pb.is_multinomial:
+        K = float(pb.loss.n_classes)
+        pairs, dim = K * (K + 1.0) / 2.0, K * p1
+        if sparse:
+            primal = 4.0 * pairs * n * (row + 1.0) ** 2 + dim**3
+        else:
+            primal = 5.0 * pairs * n * float(p1) ** 2 + dim**3 / 3.0
+        return {"primal": primal, "matrix_free": MATRIX_FREE_PRODUCTS * K * (nnz + n)}
     if sparse:
         primal = 4.0 * n * (row + 1.0) ** 2 + float(p1) ** 3
     else:
@@ -197,6 +217,34 @@ def _matrix_free_cheaper(pb: Problem, use: str, req: LOORequest, verb: str = "lo
         return False
     c = costs(pb)
     return c["matrix_free"] < c[use] or not fits(pb, use, verb)
+
+
+def _multinomial_matrix_free(pb: Problem, verb: str) -> bool:
+    """Whether ``solver="auto"`` takes the matrix-free route for the multinomial loss: its
+    buffers fit the memory budget, and it is cheaper (:func:`costs`) or the primal route's
+    K p1 x K p1 Hessian does not fit (else the primal route's memory error names it)."""
+    if not fits(pb, "matrix_free", verb):
+        return False
+    c = costs(pb)
+    return c["matrix_free"] < c["primal"] or not fits(pb, "primal", verb)
+
+
+def _multinomial_matrix_free_applies(req: LOORequest) -> bool:
+    """Whether the multinomial matrix-free route computes what ``req`` asks for."""
+    return req.method == "alo" and not req.return_gradient
+
+
+def _check_multinomial_matrix_free(verb: str, req: LOORequest) -> None:
+    if verb in ("kfold", "tune"):
+        raise ValueError(
+            f"solver='matrix_free' with the multinomial loss serves fit and loo, not {verb}"
+        )
+    if verb == "loo" and not _multinomial_matrix_free_applies(req):
+        raise ValueError(
+            "solver='matrix_free' with the multinomial loss computes method='alo' without "
+            "return_gradient (randomized leverage blocks, no hypergradient); use "
+            "solver='primal' for method='exact', 'if', 'lemma3' or the gradient"
+        )
 
 
 def _check_matrix_free(pb: Problem, verb: str, req: LOORequest) -> None:
@@ -222,6 +270,16 @@ def _tune_route(pb: Problem, model: str, search: str | None, gradient: str) -> R
         raise ValueError("the multinomial loss has the exact gradient only")
     if gradient != "exact" and pb.is_dask:
         raise ValueError("dask input has the exact gradient only (gradient='exact')")
+    if model == "multinomial" and not pb.is_dask:
+        mf = _multinomial_matrix_free(pb, "tune")
+        if mf and search != "grid":
+            # the randomized blocks have no adjoint: no derivative to search on
+            raise ValueError(
+                "the multinomial model's K (p+1) x K (p+1) Hessian does not fit the memory "
+                "budget (or the matrix-free route is cheaper), and the matrix-free route has "
+                "no hypergradient: use method='grid' (search='grid' in the estimators)"
+            )
+        return Route(pb.backend, model, "matrix_free" if mf else "primal")
     ridge_path = (
         search == "grid"
         and not pb.is_dask
@@ -255,6 +313,8 @@ def fit(pb: Problem, route: Route, warm_start: Any = None) -> Any:
         op = dk.multinomial_fit if route.model == "multinomial" else dk.fit
         return op(pb, warm_start=warm_start)
     if route.model == "multinomial":
+        if route.solver == "matrix_free":
+            return memory_mf_multinomial.fit(pb, warm_start)
         return memory_multinomial.fit(pb, warm_start)
     if route.solver == "matrix_free":
         return memory_matrix_free.fit(pb, warm_start)
@@ -277,6 +337,8 @@ def loo(pb: Problem, route: Route, req: LOORequest) -> Any:
     if route.model == "multi_target":
         return memory_multitarget.loo(pb, req)
     if route.model == "multinomial":
+        if route.solver == "matrix_free":
+            return memory_mf_multinomial.loo(pb, req)
         return memory_multinomial.loo(pb, req)
     if route.solver == "matrix_free":
         return memory_matrix_free.loo(pb, req)
@@ -310,6 +372,8 @@ def tune_state(pb: Problem, route: Route) -> Any:
         op = dk.multinomial_tune_state if route.model == "multinomial" else dk.tune_state
         return op(pb)
     if route.model == "multinomial":
+        if route.solver == "matrix_free":
+            return memory_mf_multinomial.tune_state(pb)
         return memory_multinomial.MultinomialTuneState(pb)
     if route.solver == "matrix_free":
         return memory_matrix_free.tune_state(pb)

@@ -114,7 +114,11 @@ class ALOLogisticRegressionCV(LinearClassifierMixin, ClassifierMixin, _ALOBase):
         of shape (1, n_l1_ratios, n_cs); not with one-vs-rest (a C per class).
     memory_limit : int, float or str, optional
         The memory budget of the search's large matrices (the multinomial model's
-        ``K (p+1) x K (p+1)`` Hessian included), as in :class:`ALORidgeCV`.
+        ``K (p+1) x K (p+1)`` Hessian included), as in :class:`ALORidgeCV`. A multinomial
+        model whose Hessian does not fit (or whose matrix-free route is cheaper: wide
+        sparse X) is searched on the matrix-free route (Newton-CG fits, randomized
+        leverage blocks, ``docs/math/matrix_free.md``); that route has no hypergradient,
+        so ``search="grid"`` there (``search="gradient"`` raises a ValueError).
     cv : int, scikit-learn splitter or iterable of (train, test), optional
         None (default): leave-one-out by ALO. Otherwise the folds of an approximate
         K-fold (or leave-group-out) cross-validation that selects C (and l1_ratio)

@@ -16,6 +16,7 @@ randomization adds to the mean.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,7 @@ __all__ = [
     "estimate",
     "fit",
     "loo",
+    "probe_until",
     "stacked",
     "tune_state",
 ]
@@ -284,17 +286,20 @@ def leverages(
 
 
 def stacked(parts: list[Probed], control: bool = False) -> tuple[np.ndarray, int]:
-    """The group estimates of every probe of ``parts`` (consecutive calls), n x G, in
-    groups of the largest ``per`` among them (smaller groups averaged with their
-    neighbours, in probe order), and that group size. ``control``: the estimates with the
-    control variate, ``diag0`` added back."""
+    """The group estimates of every probe of ``parts`` (consecutive calls), n x G (n x G x T
+    for the multinomial loss's packed blocks), in groups of the largest ``per`` among them
+    (smaller groups averaged with their neighbours, in probe order), and that group size.
+    ``control``: the estimates with the control variate, ``diag0`` added back."""
     per = max(q.per for q in parts)
-    cols = np.hstack([np.asarray(q.res.control if control else q.res.plain) for q in parts])
+    cols = np.concatenate(
+        [np.asarray(q.res.control if control else q.res.plain) for q in parts], axis=1
+    )
     size = np.concatenate([np.full(np.shape(q.res.plain)[1], q.per) for q in parts])
     first = np.cumsum(size) - size  # each group's first probe: a multiple of its size
-    out = np.add.reduceat(cols * size, np.flatnonzero(first % per == 0), axis=1) / per
+    weights = size.reshape((-1,) + (1,) * (cols.ndim - 2))
+    out = np.add.reduceat(cols * weights, np.flatnonzero(first % per == 0), axis=1) / per
     if control:
-        out += np.asarray(parts[0].res.diag0)[:, None]
+        out += np.expand_dims(np.asarray(parts[0].res.diag0), 1)
     return out, per
 
 
@@ -310,14 +315,39 @@ def estimate(
     also the exact derivative of the reported mean in the per-feature L2 weights.
     ``race``: the lowest mean of a search so far; a candidate whose mean is RACE_Z standard
     errors above it gets no more probes (it cannot be the search's choice)."""
+
+    def probe(n_probes: int, per: int, first: int) -> Probed:
+        return leverages(pb, beta, n_probes, per, first_probe=first, dual=not want_gradient)
+
+    est, parts, kind = probe_until(pb, probe, lambda parts: _best(pb, parts), rtol, race)
+    grad = gradient(pb, beta, parts, kind) if want_gradient else None
+    return dataclasses.replace(est, gradient=grad)
+
+
+def probe_until(
+    pb: Problem,
+    probe: Callable[[int, int, int], Probed],
+    best: Callable[[list[Probed]], tuple[_Estimate, float, str]],
+    rtol: float | None,
+    race: float | None,
+    max_groups: int = MAX_GROUPS,
+    first: int = N_PROBES,
+    default_max: int = DEFAULT_MAX_PROBES,
+) -> tuple[_Estimate, list[Probed], str]:
+    """The probes' doubling rule of :func:`estimate` (the module's constants), shared by
+    the multinomial loss's blocks: ``probe(n_probes, per, first_probe)`` makes new probes
+    in groups of ``per``, ``best(parts)`` the estimate, its jackknife standard error and
+    the estimator's name over every probe so far; at most ``max_groups`` groups, ``first``
+    probes in the first round, at most ``default_max`` probes without ``rtol``. Returns
+    the estimate (its ``info`` completed), the probes and the estimator."""
     parts: list[Probed] = []
-    new, total, per = N_PROBES, 0, 1
-    cap = DEFAULT_MAX_PROBES if rtol is None else MAX_PROBES
+    new, total, per = first, 0, 1
+    cap = default_max if rtol is None else MAX_PROBES
     while True:
-        per = max(per, (total + new) // MAX_GROUPS)
-        parts.append(leverages(pb, beta, new, per, first_probe=total, dual=not want_gradient))
+        per = max(per, (total + new) // max_groups)
+        parts.append(probe(new, per, total))
         total += new
-        est, se, kind = _best(pb, parts)
+        est, se, kind = best(parts)
         # the jackknife's G - 1 degrees of freedom: its standard error is noisy at few groups
         se = se * float(student_t.ppf(0.975, total // per - 1)) / 1.96
         enough = se <= STDERR_SHARE * (weighted_stderr(est.losses, pb.sample_weight) or 0.0)
@@ -339,8 +369,7 @@ def estimate(
         form="dual" if all(bool(q.dual) for q in res) else "primal",
         exact_rows=max(int(q.exact_rows) for q in res),
     )
-    grad = gradient(pb, beta, parts, kind) if want_gradient else None
-    return dataclasses.replace(est, info=info, gradient=grad)
+    return dataclasses.replace(est, info=info), parts, kind
 
 
 def _best(pb: Problem, parts: list[Probed]) -> tuple[_Estimate, float, str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -180,11 +181,13 @@ def refits(
     fit: FitResult,
     eta: np.ndarray | None = None,
     indicator: np.ndarray | None = None,
+    refit: Callable[[np.ndarray], tuple[np.ndarray, int]] | None = None,
 ) -> SubsetRefits:
     """Exact leave-one-out cross-entropies of a subset of the samples (refits
-    warm-started at the fit's (K, p1) ``beta_``; in the order of idx)."""
+    warm-started at the fit's (K, p1) ``beta_``; in the order of idx). ``refit``: another
+    route's refits (the matrix-free route's Newton-CG), ``idx -> (losses, not converged)``."""
 
-    def refit(idx: np.ndarray) -> tuple[np.ndarray, int]:
+    def primal_refit(idx: np.ndarray) -> tuple[np.ndarray, int]:
         b = np.ascontiguousarray(fit.beta_, dtype=np.float64).ravel()
         out = _loo_call(pb, "exact", b, False, subset=np.ascontiguousarray(idx, dtype=np.int64))
         return out.losses, int(out.n_not_converged)
@@ -197,7 +200,7 @@ def refits(
         change = res.losses - cross_entropy(e, pb.y)
         return Gathered(res.losses, ind, change, res.sample_weight, screened=False)
 
-    return SubsetRefits(gather=gather, refit=refit, tol=pb.options.tol)
+    return SubsetRefits(gather=gather, refit=refit or primal_refit, tol=pb.options.tol)
 
 
 # ----------------------------------------------------------------------------- K-fold
