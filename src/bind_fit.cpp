@@ -45,7 +45,7 @@ void bind_fit(py::module_& m) {
         std::optional<Vec> b0;
         if (beta0) b0 = to_vec(*beta0, pb.p1(), "beta0");
         FitState st;
-        run_released([&] { st = fit(pb, kind, opt, b0 ? &*b0 : nullptr); });
+        run_released([&] { st = fit_coefficients(pb, kind, opt, b0 ? &*b0 : nullptr); });
         return fit_out(st, intercept);
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),

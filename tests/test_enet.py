@@ -150,6 +150,48 @@ def test_sparse_X_enet_equals_dense():
     np.testing.assert_allclose(s.losses, d.losses, rtol=1e-9)
 
 
+def _wide_text(n, p, per_row, seed, loss):
+    # a wide sparse design (p >> n, a few non-zeros per row): working sets of hundreds of
+    # columns, where the fit solves its model without forming the working set's Hessian
+    rng = np.random.default_rng(seed)
+    rows = np.repeat(np.arange(n), per_row)
+    cols = rng.integers(0, p, n * per_row)
+    X = sp.csr_matrix((rng.exponential(1.0, n * per_row), (rows, cols)), shape=(n, p))
+    X.sum_duplicates()
+    eta = X @ (rng.standard_normal(p) * 2.0)
+    if loss == "squared":
+        return X, eta + rng.standard_normal(n)
+    return X, (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
+
+
+def test_wide_sparse_squared_matches_sklearn():
+    X, y = _wide_text(120, 3000, 8, seed=69, loss="squared")
+    n, alpha, ratio = X.shape[0], 0.002, 0.7
+    ref = ElasticNet(alpha=alpha, l1_ratio=ratio, tol=1e-14, max_iter=1000000).fit(X, y)
+    pen = aloocv.ElasticNet(n * alpha * ratio, n * alpha * (1 - ratio))
+    res = aloocv.fit(X, y, loss="squared", penalty=pen, tol=1e-12)
+    assert res.converged_
+    assert np.count_nonzero(res.coef_) > 100  # a wide active set
+    np.testing.assert_allclose(res.coef_, ref.coef_, atol=1e-8)
+    assert res.intercept_ == pytest.approx(ref.intercept_, abs=1e-8)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "poisson"])
+def test_wide_sparse_enet_equals_dense(loss):
+    # sparse rows take the model solve without the working set's Hessian, dense rows the
+    # one with it: the same fit and the same leave-one-out
+    X, y = _wide_text(150, 2000, 6, seed=70, loss="logistic")
+    if loss == "poisson":
+        y = np.random.default_rng(71).poisson(1.0 + y).astype(float)
+    pen = aloocv.ElasticNet(0.1, 20.0)  # about 600 active columns; ALO within its budget
+    s = aloocv.loo(X, y, loss=loss, penalty=pen, tol=1e-12)
+    d = aloocv.loo(X.toarray(), y, loss=loss, penalty=pen, tol=1e-12)
+    assert np.count_nonzero(d.fit.coef_) > 300
+    np.testing.assert_allclose(s.fit.coef_, d.fit.coef_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_array_equal(s.fit.coef_ != 0, d.fit.coef_ != 0)
+    np.testing.assert_allclose(s.losses, d.losses, rtol=1e-7)
+
+
 def test_all_zero_solution():
     X, y = sparse_truth(60, 5, 2, seed=68)
     res = aloocv.loo(X, y, loss="squared", penalty=aloocv.L1(1e6))

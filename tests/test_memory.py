@@ -219,6 +219,27 @@ def test_elastic_net_names_the_active_set_and_a_larger_l1():
     )
 
 
+def test_wide_sparse_elastic_net_fit_needs_no_p_by_p_matrix():
+    # 300 x 20000 sparse rows: the fit solves its working-set models without a |W| x |W|
+    # Hessian when that is larger than a few times the rows' non-zeros, and keeps no
+    # active-set factor; loo still needs the active set's Hessian (p1^2 in the worst case)
+    rng = np.random.default_rng(5)
+    n, p = 300, 20000
+    X = sp.random(n, p, density=10 / p, format="csr", random_state=rng)
+    y = (X @ rng.standard_normal(p) + 0.1 * rng.standard_normal(n) > 0).astype(float)
+    pen = aloocv.ElasticNet(0.05, 1.0)
+    limit = "100MB"  # p1^2 doubles would be 3.2 GB
+    res = aloocv.fit(X, y, loss="logistic", penalty=pen, memory_limit=limit, n_jobs=1)
+    ref = aloocv.fit(X, y, loss="logistic", penalty=pen, memory_limit=GENEROUS, n_jobs=1)
+    assert res.converged_ and np.count_nonzero(res.coef_) > 50
+    np.testing.assert_array_equal(res.coef_, ref.coef_)
+    _raises(
+        "Hessian of the elastic net's active set",
+        "a larger L1 penalty",
+        lambda: aloocv.loo(X, y, loss="logistic", penalty=pen, memory_limit=limit, n_jobs=1),
+    )
+
+
 def test_multinomial_names_the_kp_hessian_and_fewer_classes():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((60, 20))

@@ -16,6 +16,16 @@ FitState fit(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec*
   });
 }
 
+FitState fit_coefficients(const Problem& pb, LossKind loss, const FitOptions& opt,
+                          const Vec* beta0) {
+  if (!pb.has_l1()) return fit(pb, loss, opt, beta0);
+  return dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    check_response<Loss>(pb.y, pb.n(), pb.lp);
+    return enet_fit<Loss>(pb, opt, beta0, -1, false);
+  });
+}
+
 FitState prepare(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec& beta) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);

@@ -77,6 +77,9 @@ DUAL_MIN_CHUNK_COLUMNS = 32
 DUAL_MATRICES = 5
 #: Multinomial loss: the K p1 x K p1 Hessian and its factor (fit); with the hypergradient
 #: (tuning) also S, H^{-1} and H^{-1} S H^{-1}.
+#: The enet fit's working-set Hessian on sparse rows: formed only while |W|^2 <= this many
+#: times nnz(X_W) + n (else the naive model solve, no |W| x |W| matrix; enet_naive.cpp).
+ENET_GRAM_RATIO = 4
 MULTINOMIAL_MATRICES = 2
 MULTINOMIAL_GRADIENT_MATRICES = 3
 #: Multinomial ALO: the per-sample K x K leverage blocks and the adjoint's blocks.
@@ -355,6 +358,12 @@ def allocations(
         n = pb.n_samples
         what = f"the {n} x {n} kernel of the dual route (with its factor and work matrices)"
         return [Allocation(what, _dual_bytes(pb), alt)]
+    if pb.l1 is not None and verb == "fit" and hasattr(pb.X, "nnz"):
+        # a fit keeps no active-set factor, and sparse rows bound its working sets' Hessians
+        # (docs/math/newton.md, "The elastic net's working sets")
+        nbytes = DOUBLE * ENET_GRAM_RATIO * (float(pb.X.nnz) + pb.n_samples) * (1 + nt)
+        what = "the working-set Hessians of the elastic-net fit (and their partial sums)"
+        return [Allocation(what, nbytes, alt)]
     extra = TUNE_EXTRA_MATRICES if verb == "tune" else 0
     name = "Hessian of the elastic net's active set" if pb.l1 is not None else "Hessian"
     what = f"the {p1} x {p1} {name} of the primal route (with its factor and copies)"

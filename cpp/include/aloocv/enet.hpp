@@ -106,6 +106,20 @@ inline Vec quadratic_cd(const Mat& H, const Vec& g, const Vec& beta, const Vec& 
   return delta;
 }
 
+// The same model solve as quadratic_cd without forming H on wide sparse working sets
+// ("naive" updates, as glmnet's): H = X~_W^T diag(d) X~_W + diag(pen_W) is applied through
+// z = X~_W delta (n), so that a coordinate update costs the non-zeros of its column instead
+// of |W|, and no |W| x |W| matrix is allocated. X sparse; W the coordinates of beta
+// (intercept = 0 when fitted), sorted. Same stopping test and work bound as quadratic_cd
+// (enet_naive.cpp; docs/math/newton.md, "The elastic net's working sets").
+Vec quadratic_cd_naive(const Design& X, const double* d, bool intercept,
+                       const std::vector<Index>& W, const Vec& pen, const Vec& g, const Vec& beta,
+                       const Vec& l1, double tol, Index max_sweeps = kCdMaxSweeps);
+
+// Whether the naive solve is the cheaper one for working set W on sparse X: a sweep costs
+// about 2 (nnz(X_W) + n) there against |W|^2 on H (plus H's own pass).
+bool prefer_naive_cd(const Design& X, bool intercept, const std::vector<Index>& W);
+
 // The working-set proximal Newton iteration of every elastic-net fit: in memory
 // (enet_fit, EnetGlmModel) and over a sums source (enet_sums_fit: a distributed X).
 // Each outer iteration takes the working set W (the intercept, the nonzero coefficients
@@ -123,6 +137,14 @@ inline Vec quadratic_cd(const Mat& H, const Vec& g, const Vec& beta, const Vec& 
 //                                   coefficient), |W| x |W|
 //   double move(const Vec& step, double dec)   Armijo (detail::armijo) along step;
 //                                   the step length, 0 when no decrease was found
+// Optional part of an enet_drive model: prefer_naive(W) and naive_cd(W, pen, g, b, l1, tol)
+// (quadratic_cd_naive on its X and curvature), for wide sparse working sets.
+template <class M, class = void>
+struct has_naive_cd : std::false_type {};
+template <class M>
+struct has_naive_cd<M, std::void_t<decltype(std::declval<M&>().prefer_naive(
+                           std::declval<const std::vector<Index>&>()))>> : std::true_type {};
+
 struct EnetDrive {
   Index n_iter = 0;
   double grad_norm = 0.0;  // KKT violation / sum(w) at the end
@@ -168,7 +190,11 @@ EnetDrive enet_drive(M& m, const Vec& pen, const Vec& l1, Index off, bool consta
     const bool same_W = next == r.W;
     r.W.swap(next);
     const Index w = static_cast<Index>(r.W.size());
-    if (!(r.H.size() > 0 && same_W && constant_curvature)) {
+    bool naive = false;
+    if constexpr (has_naive_cd<M>::value) naive = m.prefer_naive(r.W);
+    if (naive) {
+      r.H.resize(0, 0);  // none for this working set (enet_active_hessian then takes one)
+    } else if (!(r.H.size() > 0 && same_W && constant_curvature)) {
       r.H.resize(w, w);
       m.hessian_on(r.W, r.H);
       for (Index k = 0; k < w; ++k) r.H(k, k) += pen[r.W[k]];
@@ -179,7 +205,13 @@ EnetDrive enet_drive(M& m, const Vec& pen, const Vec& l1, Index off, bool consta
       bW[k] = beta[r.W[k]];
       lW[k] = l1[r.W[k]];
     }
-    const Vec dW = quadratic_cd(r.H, gW, bW, lW, inner_tol);
+    Vec dW;
+    if constexpr (has_naive_cd<M>::value) {
+      dW = naive ? m.naive_cd(r.W, pen, gW, bW, lW, inner_tol)
+                 : quadratic_cd(r.H, gW, bW, lW, inner_tol);
+    } else {
+      dW = quadratic_cd(r.H, gW, bW, lW, inner_tol);
+    }
     step.setZero();
     for (Index k = 0; k < w; ++k) step[r.W[k]] = dW[k];
     // decrease predicted by the model (prox-Newton): grad^T step + l1 change, summed
@@ -266,6 +298,13 @@ class EnetGlmModel {
       if (j >= off) cols.push_back(j - off);
     hessian(pb_.X, d_.data(), pb_.intercept, H.data(), nt_, Columns::of(cols));
     ++st_.hessian_passes;
+  }
+  bool prefer_naive(const std::vector<Index>& W) const {
+    return prefer_naive_cd(pb_.X, pb_.intercept, W);
+  }
+  Vec naive_cd(const std::vector<Index>& W, const Vec& pen, const Vec& g, const Vec& b,
+               const Vec& l1, double tol) const {
+    return quadratic_cd_naive(pb_.X, d_.data(), pb_.intercept, W, pen, g, b, l1, tol);
   }
   double move(const Vec& step, double dec) {
     linear_predictor(pb_.X, step.data(), pb_.intercept, xs_.data(), nt_);

@@ -804,6 +804,11 @@ void fresh_factor(const Problem& pb, FitState& st, int n_threads, double thresho
 
 // Non-template entry points (instantiated for every registered loss in fit.cpp).
 FitState fit(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec* beta0);
+// The fit for callers that keep only its coefficients: as fit, but an elastic net's
+// active-set Hessian is neither formed nor factored (|A|^3 / 3 flops at the end of a wide
+// fit that nothing reads).
+FitState fit_coefficients(const Problem& pb, LossKind loss, const FitOptions& opt,
+                          const Vec* beta0);
 FitState prepare(const Problem& pb, LossKind loss, const FitOptions& opt, const Vec& beta);
 double step(const Problem& pb, LossKind loss, FitState& st, bool refresh, int n_threads);
 // Settles a fused end's guard that the fit deferred (settle_deferred_end, one O(n p) pass
