@@ -97,9 +97,7 @@ Vec quadratic_cd_naive(const Design& X, const double* d, bool intercept,
   const double scale = a.cwiseProduct(beta).cwiseAbs().maxCoeff() + g.cwiseAbs().maxCoeff() +
                        l1.cwiseAbs().maxCoeff();
   tol = std::max(tol, kCdRoundingFloor * scale);
-  Index budget = max_sweeps * m;
-  Index sweeps = 0;
-  auto update = [&](Index k) {
+  cd_sweeps(m, beta, delta, l1, tol, max_sweeps, [&](Index k) {
     const double ak = a[k];
     if (!(ak > 0.0)) return 0.0;
     double q = pen[W[k]] * delta[k];  // (H delta)_k
@@ -127,26 +125,7 @@ Vec quadratic_cd_naive(const Design& X, const double* d, bool intercept,
       }
     }
     return std::abs(step) * ak;  // change of the model gradient at k
-  };
-  std::vector<Index> act;
-  while (budget > 0) {
-    interrupt::check();
-    double change = 0.0;
-    for (Index k = 0; k < m; ++k) change = std::max(change, update(k));
-    budget -= m;
-    if (change <= tol) break;
-    act.clear();
-    for (Index k = 0; k < m; ++k)
-      if (beta[k] + delta[k] != 0.0 || l1[k] == 0.0) act.push_back(k);
-    const Index na = static_cast<Index>(act.size());
-    while (budget > 0 && na > 0) {
-      double ch = 0.0;
-      for (Index k : act) ch = std::max(ch, update(k));
-      budget -= na;
-      if (ch <= tol) break;
-      if ((++sweeps & 15) == 0) interrupt::check();
-    }
-  }
+  });
   return delta;
 }
 

@@ -56,34 +56,17 @@ constexpr Index kCdMaxSweeps = 1000;
 // terms of the model gradient: changes below it are rounding noise.
 constexpr double kCdRoundingFloor = 16 * std::numeric_limits<double>::epsilon();
 
-// Coordinate descent on  g^T delta + 1/2 delta^T H delta + sum_k l1_k |beta_k + delta_k|
-// over the |W| coordinates of H (column-major, |W| x |W|), until no coordinate moves the
-// model gradient by more than max(tol, rounding floor), or the work bound. Returns delta.
-inline Vec quadratic_cd(const Mat& H, const Vec& g, const Vec& beta, const Vec& l1, double tol,
-                        Index max_sweeps = kCdMaxSweeps) {
-  const Index m = H.rows();
-  Vec delta = Vec::Zero(m), q = Vec::Zero(m);  // q = H delta
+// The sweep schedule of both model solves (quadratic_cd, quadratic_cd_naive): full sweeps
+// over the m coordinates, then sweeps of the nonzero ones (beta + delta != 0, or no L1
+// weight) until they settle, until a full sweep changes no model gradient by more than tol
+// or max_sweeps * m updates are spent. update(k) updates coordinate k and returns the
+// change of the model gradient at k.
+template <class Update>
+void cd_sweeps(Index m, const Vec& beta, const Vec& delta, const Vec& l1, double tol,
+               Index max_sweeps, Update&& update) {
   std::vector<Index> act;
-  if (m == 0) return delta;
-  const double scale = H.diagonal().cwiseProduct(beta).cwiseAbs().maxCoeff() +
-                       g.cwiseAbs().maxCoeff() + l1.cwiseAbs().maxCoeff();
-  tol = std::max(tol, kCdRoundingFloor * scale);
   Index budget = max_sweeps * m;  // coordinate updates left
   Index sweeps = 0;
-  auto update = [&](Index k) {
-    const double a = H(k, k);
-    if (!(a > 0.0)) return 0.0;
-    const double z_old = beta[k] + delta[k];
-    const double u = a * z_old - (g[k] + q[k]);
-    const double z_new =
-        std::abs(u) <= l1[k] * (1.0 + kL1TieRel) ? 0.0 : soft_threshold(u, l1[k]) / a;
-    const double step = z_new - z_old;
-    if (step != 0.0) {
-      delta[k] += step;
-      q.noalias() += step * H.col(k);
-    }
-    return std::abs(step) * a;  // change of the model gradient at k
-  };
   while (budget > 0) {
     interrupt::check();
     double change = 0.0;
@@ -103,6 +86,33 @@ inline Vec quadratic_cd(const Mat& H, const Vec& g, const Vec& beta, const Vec& 
       if ((++sweeps & 15) == 0) interrupt::check();
     }
   }
+}
+
+// Coordinate descent on  g^T delta + 1/2 delta^T H delta + sum_k l1_k |beta_k + delta_k|
+// over the |W| coordinates of H (column-major, |W| x |W|), until no coordinate moves the
+// model gradient by more than max(tol, rounding floor), or the work bound. Returns delta.
+inline Vec quadratic_cd(const Mat& H, const Vec& g, const Vec& beta, const Vec& l1, double tol,
+                        Index max_sweeps = kCdMaxSweeps) {
+  const Index m = H.rows();
+  Vec delta = Vec::Zero(m), q = Vec::Zero(m);  // q = H delta
+  if (m == 0) return delta;
+  const double scale = H.diagonal().cwiseProduct(beta).cwiseAbs().maxCoeff() +
+                       g.cwiseAbs().maxCoeff() + l1.cwiseAbs().maxCoeff();
+  tol = std::max(tol, kCdRoundingFloor * scale);
+  cd_sweeps(m, beta, delta, l1, tol, max_sweeps, [&](Index k) {
+    const double a = H(k, k);
+    if (!(a > 0.0)) return 0.0;
+    const double z_old = beta[k] + delta[k];
+    const double u = a * z_old - (g[k] + q[k]);
+    const double z_new =
+        std::abs(u) <= l1[k] * (1.0 + kL1TieRel) ? 0.0 : soft_threshold(u, l1[k]) / a;
+    const double step = z_new - z_old;
+    if (step != 0.0) {
+      delta[k] += step;
+      q.noalias() += step * H.col(k);
+    }
+    return std::abs(step) * a;  // change of the model gradient at k
+  });
   return delta;
 }
 
