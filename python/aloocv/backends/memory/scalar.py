@@ -29,6 +29,7 @@ from ..._diagnostics import (
     warn_not_converged,
     warn_unreliable,
 )
+from ..._memory import fits
 from ..._validation import (
     check_loo_samples,
     check_real_scalar,
@@ -137,9 +138,80 @@ def given_beta(pb: Problem, coef: Any, intercept: Any) -> np.ndarray | None:
     return np.ascontiguousarray(c)
 
 
+@dataclasses.dataclass(frozen=True)
+class _FitThenALO:
+    """An elastic-net fit (``_core.fit``'s fields) with ALO computed at its coefficients
+    by another call: the fields :func:`loo` reads of a core leave-one-out result."""
+
+    coef: np.ndarray
+    intercept: float
+    n_iter: int
+    converged: bool
+    objective: float
+    grad_norm: float
+    hessian_passes: int
+    matvec_passes: int
+    losses: np.ndarray
+    predictions: np.ndarray
+    leverages: np.ndarray
+    downdate: np.ndarray
+    n_not_converged: int = 0
+    grad_l2: None = None
+    grad_l1: None = None
+
+
+def _enet_active_dual(pb: Problem, req: LOORequest) -> _FitThenALO | None:
+    """ALO of an elastic net whose active set A is wider than the samples, through the
+    n x n dual system of the active columns (``_core.dual`` on ``X[:, A]`` with A's L2
+    weights, the fit given) instead of the |A| x |A| Hessian's factor and inverse: on the
+    active set the L1 term is linear, so ALO there is the ridge formula on A
+    (docs/math/alo.md, docs/math/dual.md). None where it does not apply (no L1 term,
+    another method, a derivative or a given fit asked for, p <= n, an unpenalized active
+    feature, |A| <= n, or a dual system over the memory budget): the primal call then."""
+    n = pb.n_samples
+    if pb.l1 is None or req.method != "alo" or req.return_gradient or req.coef is not None:
+        return None
+    if pb.n_features <= n:
+        return None
+    with _blas.single_threaded_blas():
+        fit = _core.fit(*_args(pb), beta0=None, l1=pb.l1, **_opts(pb))
+    A = np.flatnonzero(np.asarray(fit.coef))
+    if A.size <= n or not np.all(pb.l2[A] > 0):
+        return None
+    XA = pb.X[:, A]
+    XA = XA.tocsr() if hasattr(XA, "tocsr") else np.ascontiguousarray(XA)
+    sub = pb.replace(X=XA, l2=np.ascontiguousarray(pb.l2[A]), l1=None)
+    if not fits(sub, "dual", "loo"):
+        return None
+    coefA = np.asarray(fit.coef)[A]
+    beta = np.concatenate([[fit.intercept], coefA]) if pb.fit_intercept else coefA
+    with _blas.single_threaded_blas():
+        out = _core.dual(
+            *_args(sub), method="alo", want_loo=True, beta=np.ascontiguousarray(beta), **_opts(sub)
+        )
+    return _FitThenALO(
+        coef=np.asarray(fit.coef),
+        intercept=float(fit.intercept),
+        n_iter=int(fit.n_iter),
+        converged=bool(fit.converged),
+        objective=float(fit.objective),
+        grad_norm=float(fit.grad_norm),
+        hessian_passes=int(fit.hessian_passes),
+        matvec_passes=int(fit.matvec_passes),
+        losses=out.losses,
+        predictions=out.predictions,
+        leverages=out.leverages,
+        downdate=out.downdate,
+    )
+
+
 def _loo_call(pb: Problem, solver: str, req: LOORequest, beta: np.ndarray | None) -> Any:
     """One core call of leave-one-out (all samples)."""
     method = req.method
+    if solver != "dual" and beta is None:
+        wide = _enet_active_dual(pb, req)
+        if wide is not None:
+            return wide
     with _blas.single_threaded_blas():
         if solver == "dual":
             out = _core.dual(
