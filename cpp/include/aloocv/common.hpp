@@ -3,6 +3,8 @@
 
 #include <Eigen/Core>
 
+#include "eigen_kernels.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <exception>
