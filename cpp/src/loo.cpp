@@ -5,6 +5,45 @@
 
 namespace aloocv {
 
+namespace detail {
+Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stride,
+                   double flops_per_row, BlockBody body) {
+  const Index n = pb.n();
+  const Partition part{n, reduction_chunks(n, std::max<Index>(stride, 1), nt, 256)};
+  std::vector<double> partial(static_cast<size_t>(part.chunks * stride), 0.0);
+  const Index B = std::min(block_rows(q1), std::max<Index>(1, n));
+  const int threads = threads_for(nt, flops_per_row * double(n));
+  ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel num_threads(threads)
+  {
+    interrupt::Share share(ictx);
+    Scratch s;
+    guard.run([&] { s.ensure(q1, B); });
+#pragma omp for schedule(dynamic, 1)
+    for (Index c = 0; c < part.chunks; ++c) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        interrupt::check();
+        double* P = partial.data() + c * stride;
+        for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
+          const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
+          pb.X.pack_rows(i0, i1, nullptr, pb.intercept, s.pack, cols);
+          body(P, i0, m, s.pack, s);
+        }
+      });
+    }
+  }
+  guard.rethrow();
+  Vec out = Vec::Zero(stride);
+  if (stride == 0) return out;
+  for (Index c = 0; c < part.chunks; ++c)
+    out += Eigen::Map<const Vec>(partial.data() + c * stride, stride);
+  return out;
+}
+
+}  // namespace detail
+
 LooMethod loo_method_from_name(const std::string& name) {
   if (name == "alo") return LooMethod::ALO;
   if (name == "if") return LooMethod::IF;

@@ -146,42 +146,10 @@ inline Mat signed_sum(const double* p, Index q1) {
 // Runs body(partial, i0, m, Z, scratch) over row blocks; Z holds x~ of rows [i0, i0 + m)
 // restricted to `cols` (q1 x m). Chunks are fixed by size (not by the thread count) and
 // their `stride` partial doubles are reduced in chunk order: deterministic results.
-template <class Body>
+// Compiled once (loo.cpp), the bodies called once per block.
+using BlockBody = FunctionRef<void(double*, Index, Index, double*, Scratch&)>;
 Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stride,
-                   double flops_per_row, Body&& body) {
-  const Index n = pb.n();
-  const Partition part{n, reduction_chunks(n, std::max<Index>(stride, 1), nt, 256)};
-  std::vector<double> partial(static_cast<size_t>(part.chunks * stride), 0.0);
-  const Index B = std::min(block_rows(q1), std::max<Index>(1, n));
-  const int threads = threads_for(nt, flops_per_row * double(n));
-  ExceptionCatcher guard;
-  interrupt::Context* const ictx = interrupt::current();
-#pragma omp parallel num_threads(threads)
-  {
-    interrupt::Share share(ictx);
-    Scratch s;
-    guard.run([&] { s.ensure(q1, B); });
-#pragma omp for schedule(dynamic, 1)
-    for (Index c = 0; c < part.chunks; ++c) {
-      if (guard.failed()) continue;
-      guard.run([&] {
-        interrupt::check();
-        double* P = partial.data() + c * stride;
-        for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
-          const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
-          pb.X.pack_rows(i0, i1, nullptr, pb.intercept, s.pack, cols);
-          body(P, i0, m, s.pack, s);
-        }
-      });
-    }
-  }
-  guard.rethrow();
-  Vec out = Vec::Zero(stride);
-  if (stride == 0) return out;
-  for (Index c = 0; c < part.chunks; ++c)
-    out += Eigen::Map<const Vec>(partial.data() + c * stride, stride);
-  return out;
-}
+                   double flops_per_row, BlockBody body);
 
 // Z (q1 x m, packed rows x~) <- z_i = L^{-1} x~_i, or a_i = H^{-1} x~_i when `full`;
 // h[k] = x~_k^T H^{-1} x~_k = ||z_k||^2. Packed sparse rows are dense here, so the blocked
