@@ -197,76 +197,46 @@ double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Ve
   });
 }
 
+// The loss part of fused_step for the rows [i0, i0 + m): eta_new = eta + x, and, at
+// eta_new, g = w l' and d = w l'' (zero at `skip`); returns the block's sum of w l.
+template <class Loss>
+double fused_rows(const Problem& pb, Index i0, Index m, const double* eta, const double* x,
+                  double* eta_new, double* gb, double* d, Index skip, YPartCache* yc) {
+  double fsum = 0.0;
+  for (Index k = 0; k < m; ++k) {
+    const Index i = i0 + k;
+    const double e = eta[i] + x[k];
+    eta_new[i] = e;
+    const double w = i == skip ? 0.0 : pb.weight(i);
+    if (w == 0.0) {
+      gb[k] = 0.0;
+      d[i] = 0.0;
+      continue;
+    }
+    const LossEval v = sample_eval<Loss>(pb, i, e, true, yc);
+    fsum += w * v.value;
+    gb[k] = w * v.d1;
+    d[i] = w * v.d2;
+  }
+  return fsum;
+}
+using FusedRows = double (*)(const Problem&, Index, Index, const double*, const double*, double*,
+                             double*, double*, Index, YPartCache*);
+
 // The full Newton step in one pass over X: xs = X~ step, eta_new = eta + xs, and, at
 // eta_new, g = w l', d = w l'' (n each, zero at `skip`), gX = X~^T g and the summed loss
 // (returned). Each row block is read once for both products while it is in cache, and
 // each row's loss is evaluated once (loss_eval: one exp for value, l' and l''); fixed
-// chunks make the sums independent of the thread count.
+// chunks make the sums independent of the thread count. The pass over X is compiled once
+// (fit.cpp), the loss's rows (fused_rows<Loss>) called once per row block.
+double fused_pass(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_new, Vec& xs,
+                  Vec& gX, double* g, double* d, int n_threads, Index skip, YPartCache* yc,
+                  FusedRows rows);
 template <class Loss>
 double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_new, Vec& xs,
                   Vec& gX, double* g, double* d, int n_threads, Index skip = -1,
                   YPartCache* yc = nullptr) {
-  const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0, p1 = p + off;
-  const int nt = threads_for(n_threads, 4.0 * double(n) * double(p1));
-  const Partition part{n, reduction_chunks(n, p1 + 1, nt, 1024)};
-  const Index B = std::max<Index>(64, std::min<Index>(4096, Index(32768) / std::max<Index>(1, p)));
-  std::vector<double> partial(static_cast<size_t>(part.chunks * (p1 + 1)), 0.0);
-  Eigen::Map<const Vec> theta(step.data() + off, p);
-  const double b = pb.intercept ? step[0] : 0.0;
-  ExceptionCatcher guard;
-  interrupt::Context* const ictx = interrupt::current();
-#pragma omp parallel num_threads(nt)
-  {
-    interrupt::Share share(ictx);
-#pragma omp for schedule(dynamic, 1)
-    for (Index c = 0; c < part.chunks; ++c) {
-      if (guard.failed()) continue;
-      guard.run([&] {
-        interrupt::check();
-        double* acc = partial.data() + c * (p1 + 1);
-        Eigen::Map<Vec> acc_theta(acc + off, p);
-        for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
-          const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
-          Eigen::Map<Vec> gb(g + i0, m);
-          pb.X.with_rows(i0, i1, [&](const auto& M) {
-            Eigen::Map<Vec> x(xs.data() + i0, m);
-            if (!block_gemv(M, false, theta.data(), 0.0, x.data())) x.noalias() = M * theta;
-            x.array() += b;
-            double fsum = 0.0;
-            for (Index k = 0; k < m; ++k) {
-              const Index i = i0 + k;
-              const double e = eta[i] + x[k];
-              eta_new[i] = e;
-              const double w = i == skip ? 0.0 : pb.weight(i);
-              if (w == 0.0) {
-                gb[k] = 0.0;
-                d[i] = 0.0;
-                continue;
-              }
-              const LossEval v = sample_eval<Loss>(pb, i, e, true, yc);
-              fsum += w * v.value;
-              gb[k] = w * v.d1;
-              d[i] = w * v.d2;
-            }
-            if (!block_gemv(M, true, gb.data(), 1.0, acc + off)) {
-              acc_theta.noalias() += M.transpose() * gb;
-            }
-            if (off) acc[0] += gb.sum();
-            acc[p1] += fsum;
-          });
-        }
-      });
-    }
-  }
-  guard.rethrow();
-  if (yc) yc->ready = true;
-  gX = Vec::Zero(p1);
-  double f = 0.0;
-  for (Index c = 0; c < part.chunks; ++c) {
-    gX += Eigen::Map<const Vec>(partial.data() + c * (p1 + 1), p1);
-    f += partial[static_cast<size_t>(c * (p1 + 1) + p1)];
-  }
-  return f;
+  return fused_pass(pb, step, eta, eta_new, xs, gX, g, d, n_threads, skip, yc, &fused_rows<Loss>);
 }
 
 // Moves st along the Newton direction `step` (decrement dec): the full step is tried
