@@ -108,6 +108,20 @@ double derivatives_objective(const Problem& pb, const double* eta, double* g, do
   return f + 0.5 * pb.pen.dot(beta.cwiseAbs2()) + pb.l1_norm(beta);
 }
 
+// The loss's O(n) passes above as function pointers (their instances for Loss): drivers
+// whose other work is loss-independent (the matrix-free fits and refits) are compiled once
+// and call these once or twice per Newton step.
+struct LossPasses {
+  double (*derivatives_objective)(const Problem&, const double*, double*, double*, const Vec&, int,
+                                  Index, YPartCache*);
+  double (*objective)(const Problem&, const double*, const Vec&, int, Index, YPartCache*);
+  YPartCache (*y_part_cache)(const Problem&);
+};
+template <class Loss>
+LossPasses loss_passes() {
+  return LossPasses{&derivatives_objective<Loss>, &objective<Loss>, &y_part_cache<Loss>};
+}
+
 // grad = X~^T g + pen .* beta
 inline void full_gradient(const Problem& pb, const double* g, const Vec& beta, Vec& grad,
                           int n_threads) {
