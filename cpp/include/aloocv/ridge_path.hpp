@@ -35,4 +35,9 @@ struct RidgeSpectrum {
 };
 RidgeSpectrum ridge_spectrum(const Problem& pb, const double* Z, Index m, int n_threads);
 
+// The eigendecomposition G = V diag(s) V^T of a symmetric G (eigenvalues ascending, clipped
+// at 0; Eigen's SelfAdjointEigenSolver, compiled once, in ridge_path.cpp: about 7 s of
+// compile time per instance). Throws InvalidInput(`what` + " failed") when it fails.
+void sym_eigen(const Mat& G, Vec& s, Mat& V, const char* what);
+
 }  // namespace aloocv
