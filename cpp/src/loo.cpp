@@ -5,6 +5,11 @@
 
 namespace aloocv {
 
+// The one compiled copy of the closed forms per loss (declared extern in loo.hpp).
+#define ALOOCV_LOO_DEFINE(T) ALOOCV_LOO_INSTANCES(, T)
+ALOOCV_FOR_EACH_LOSS(ALOOCV_LOO_DEFINE)
+#undef ALOOCV_LOO_DEFINE
+
 namespace detail {
 Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stride,
                    double flops_per_row, BlockBody body) {

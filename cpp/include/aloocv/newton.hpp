@@ -116,10 +116,12 @@ struct LossPasses {
                                   Index, YPartCache*);
   double (*objective)(const Problem&, const double*, const Vec&, int, Index, YPartCache*);
   YPartCache (*y_part_cache)(const Problem&);
+  void (*derivatives)(const Problem&, const double*, double*, double*, int, Index);
 };
 template <class Loss>
 LossPasses loss_passes() {
-  return LossPasses{&derivatives_objective<Loss>, &objective<Loss>, &y_part_cache<Loss>};
+  return LossPasses{&derivatives_objective<Loss>, &objective<Loss>, &y_part_cache<Loss>,
+                    &derivatives<Loss>};
 }
 
 // grad = X~^T g + pen .* beta
@@ -236,6 +238,17 @@ double fused_rows(const Problem& pb, Index i0, Index m, const double* eta, const
 }
 using FusedRows = double (*)(const Problem&, Index, Index, const double*, const double*, double*,
                              double*, double*, Index, YPartCache*);
+
+// line_search through the loss's passes (the same trial points and values).
+inline double line_search(const LossPasses& loss, const Problem& pb, const Vec& beta,
+                          const Vec& step, const Vec& eta, const Vec& xs, double f, double dec,
+                          Vec& eta_try, double& f_try, int n_threads, Index skip, YPartCache* yc) {
+  return armijo(f, dec, [&](double t) {
+    eta_try = eta + t * xs;
+    f_try = loss.objective(pb, eta_try.data(), beta + t * step, n_threads, skip, yc);
+    return f_try;
+  });
+}
 
 // The full Newton step in one pass over X: xs = X~ step, eta_new = eta + xs, and, at
 // eta_new, g = w l', d = w l'' (n each, zero at `skip`), gX = X~^T g and the summed loss
@@ -795,8 +808,9 @@ double step(const Problem& pb, LossKind loss, FitState& st, bool refresh, int n_
 bool settle_end_guard(const Problem& pb, LossKind loss, FitState& st, int n_threads);
 FitState fit_from(const Problem& pb, LossKind loss, const FitOptions& opt, const FitState& prev);
 
-// The Newton fit layer (and its fused step, which the exact LOO refits share) is compiled
-// once, in fit.cpp, for every registered loss: the other translation units that call it
+// The Newton fit layer (and its fused step and O(n) loss passes, which the LOO, dual,
+// chunk and matrix-free routes share) is compiled once, in fit.cpp, for every registered
+// loss: the other translation units that call it
 // (LOO, k-fold, tuning, the bindings) link to those instances instead of compiling their
 // own copies (explicit instantiation declarations).
 #define ALOOCV_NEWTON_INSTANCES(EXTERN, T)                                                         \
@@ -807,7 +821,13 @@ FitState fit_from(const Problem& pb, LossKind loss, const FitOptions& opt, const
   EXTERN template FitState path_fit<T>(const Problem&, const FitOptions&, const FitState&);        \
   EXTERN template void fresh_factor<T>(const Problem&, FitState&, int, double);                    \
   EXTERN template double detail::fused_step<T>(const Problem&, const Vec&, const Vec&, Vec&, Vec&, \
-                                               Vec&, double*, double*, int, Index, YPartCache*);
+                                               Vec&, double*, double*, int, Index, YPartCache*);   \
+  EXTERN template double detail::objective<T>(const Problem&, const double*, const Vec&, int,      \
+                                              Index, YPartCache*);                                 \
+  EXTERN template void detail::derivatives<T>(const Problem&, const double*, double*, double*,     \
+                                              int, Index);                                         \
+  EXTERN template double detail::derivatives_objective<T>(                                         \
+      const Problem&, const double*, double*, double*, const Vec&, int, Index, YPartCache*);
 #define ALOOCV_NEWTON_EXTERN(T) ALOOCV_NEWTON_INSTANCES(extern, T)
 ALOOCV_FOR_EACH_LOSS(ALOOCV_NEWTON_EXTERN)
 #undef ALOOCV_NEWTON_EXTERN
