@@ -1,3 +1,5 @@
+// The one instantiation of Eigen's product and triangular kernels (eigen_kernels.hpp).
+#define ALOOCV_EIGEN_KERNELS_DEFINE
 #include "aloocv/blas.hpp"
 
 #include <Eigen/Cholesky>

@@ -89,14 +89,55 @@ Eigen::LLT<Mat> factor_spd(const Mat& M, const char* what) {
 // Refinement steps of a quadratic full fit in the dual (see dual_fit).
 constexpr Index kMaxRefine = 3;
 
+// The loss as the dual route uses it, through function pointers: the route's O(n^2) and
+// O(n^3) linear algebra is compiled once, not once per loss; the loss enters in O(n) loops.
+struct DualLoss {
+  bool constant_curvature;
+  double (*init_intercept)(double, const LossParams&);
+  double (*value)(double, double, const LossParams&);
+  // sum_i w_i l(y_i, eta_i) over i != skip
+  double (*value_sum)(const Problem&, const double* eta, Index skip);
+  // u_i = w_i l'_i (when u is not null), d_i = w_i l''_i; zero at skip and where w_i = 0
+  void (*derivs)(const Problem&, const double* eta, Index skip, double* u, double* d);
+  void (*derivatives)(const Problem&, const double*, double*, double*, int, Index);
+  double (*objective)(const Problem&, const double*, const Vec&, int, Index, detail::YPartCache*);
+  void (*formulas)(const Problem&, const double*, LooMethod, LooResult&, int);
+};
+
+template <class Loss>
+double dual_value_sum(const Problem& pb, const double* eta, Index skip) {
+  double f = 0.0;
+  for (Index i = 0; i < pb.n(); ++i) {
+    const double w = i == skip ? 0.0 : pb.weight(i);
+    if (w != 0.0) f += w * Loss::value(pb.y[i], eta[i], pb.lp);
+  }
+  return f;
+}
+
+template <class Loss>
+void dual_derivs(const Problem& pb, const double* eta, Index skip, double* u, double* d) {
+  for (Index i = 0; i < pb.n(); ++i) {
+    const double w = i == skip ? 0.0 : pb.weight(i);
+    if (u) u[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb.y[i], eta[i], pb.lp);
+    d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], eta[i], pb.lp);
+  }
+}
+
+template <class Loss>
+DualLoss dual_loss() {
+  return DualLoss{Loss::constant_curvature, &Loss::init_intercept, &Loss::value,
+                  &dual_value_sum<Loss>,    &dual_derivs<Loss>,    &detail::derivatives<Loss>,
+                  &detail::objective<Loss>, &loo_formulas<Loss>};
+}
+
 // The dual problem (sample `skip` left out) as a model of newton_drive: coordinates
 // (alpha, b) with theta = X^T alpha / pen, eta = K alpha + b + offset; the Newton matrix
 // I + S K S (S = diag(sqrt(w l''))) is factored fresh for every step.
-template <class Loss>
 class DualModel {
  public:
-  DualModel(const Problem& pb, const Mat& K, DualState& st, Index skip, bool have_x, int nt)
-      : pb_(pb), K_(K), st_(st), skip_(skip), have_x_(have_x), nt_(nt) {
+  DualModel(const DualLoss& loss, const Problem& pb, const Mat& K, DualState& st, Index skip,
+            bool have_x, int nt)
+      : loss_(loss), pb_(pb), K_(K), st_(st), skip_(skip), have_x_(have_x), nt_(nt) {
     const Index n = pb.n();
     u_.resize(n);
     d_.resize(n);
@@ -155,21 +196,14 @@ class DualModel {
 
  private:
   double value(const Vec& eta, const Vec& alpha, const Vec& Kalpha) const {
-    double f = 0.0;
-    for (Index i = 0; i < pb_.n(); ++i) {
-      const double w = i == skip_ ? 0.0 : pb_.weight(i);
-      if (w != 0.0) f += w * Loss::value(pb_.y[i], eta[i], pb_.lp);
-    }
-    return f + 0.5 * alpha.dot(Kalpha);
+    return loss_.value_sum(pb_, eta.data(), skip_) + 0.5 * alpha.dot(Kalpha);
   }
   // Derivatives at the point and the primal gradient norm: (sum u, X^T r) with r = u + alpha.
   void evaluate() {
     const Index n = pb_.n();
     gb_ = 0.0;
+    loss_.derivs(pb_, st_.eta.data(), skip_, u_.data(), d_.data());
     for (Index i = 0; i < n; ++i) {
-      const double w = i == skip_ ? 0.0 : pb_.weight(i);
-      u_[i] = w == 0.0 ? 0.0 : w * Loss::d1(pb_.y[i], st_.eta[i], pb_.lp);
-      d_[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb_.y[i], st_.eta[i], pb_.lp);
       s_[i] = sqrt_curvature(d_[i]);
       gb_ += u_[i];
     }
@@ -189,6 +223,7 @@ class DualModel {
     gnorm_ = g;
   }
 
+  const DualLoss& loss_;
   const Problem& pb_;
   const Mat& K_;
   DualState& st_;
@@ -208,9 +243,8 @@ class DualModel {
 // rounding; at small lambda rounding leaves residuals that 1 / (1 - d_i h_i) amplifies in
 // the LOO formulas: the full fit refines them while that pays (n = 50, p = 200, lambda =
 // 1e-4: LOO predictions 3.5e-2 -> 5e-9 relative error against brute-force refits).
-template <class Loss>
-DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const DualState* warm,
-                   Index skip, bool have_x) {
+DualState dual_fit(const DualLoss& loss, const Problem& pb, const Mat& K, const FitOptions& opt,
+                   const DualState* warm, Index skip, bool have_x) {
   const int nt = resolve_threads(opt.n_threads);
   const Index n = pb.n();
   const double sw = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
@@ -225,19 +259,19 @@ DualState dual_fit(const Problem& pb, const Mat& K, const FitOptions& opt, const
       double sy = 0.0;
       for (Index i = 0; i < n; ++i)
         if (i != skip) sy += pb.weight(i) * pb.y[i];
-      st.b = Loss::init_intercept(sy / sw, pb.lp) - pb.offset_mean();
+      st.b = loss.init_intercept(sy / sw, pb.lp) - pb.offset_mean();
     }
     st.eta = Vec::Constant(n, st.b);
     pb.add_offset(st.eta.data());
   }
-  DualModel<Loss> m(pb, K, st, skip, have_x, nt);
+  DualModel m(loss, pb, K, st, skip, have_x, nt);
   DriveOptions o;
   o.tol = opt.tol;
   o.target = 0.01 * opt.tol;
   o.scale = sw;
   o.max_iter = std::max<Index>(1, opt.max_iter);
   o.check_first = false;
-  if (Loss::constant_curvature && skip < 0) o.refine = kMaxRefine;
+  if (loss.constant_curvature && skip < 0) o.refine = kMaxRefine;
   const DriveResult r = newton_drive(m, o, RefreshPolicy{});
   st.n_iter = r.n_iter;
   st.grad_norm = r.grad_norm;
@@ -267,15 +301,12 @@ struct DualLeverages {
 // Below this d_i h_i, the leverage is computed by the direct form (see dual_leverages).
 constexpr double kDirectLeverage = 1e-3;
 
-template <class Loss>
-DualLeverages dual_leverages(const Problem& pb, const Mat& K, const DualState& st) {
+DualLeverages dual_leverages(const DualLoss& loss, const Problem& pb, const Mat& K,
+                             const DualState& st) {
   const Index n = pb.n();
   Vec d(n), s(n);
-  for (Index i = 0; i < n; ++i) {
-    const double w = pb.weight(i);
-    d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], st.eta[i], pb.lp);
-    s[i] = sqrt_curvature(d[i]);
-  }
+  loss.derivs(pb, st.eta.data(), -1, nullptr, d.data());
+  for (Index i = 0; i < n; ++i) s[i] = sqrt_curvature(d[i]);
   Mat Kc = K;
   double base = 0.0;
   if (pb.intercept) {
@@ -371,8 +402,8 @@ DualLeverages dual_leverages(const Problem& pb, const Mat& K, const DualState& s
 
 // The state at a given beta = (b, theta), taken as the fit ("bring your own fit", as
 // prepare_at in the primal): eta, objective and gradient norm; no representer form.
-template <class Loss>
-DualState dual_state_at(const Problem& pb, const Vec& beta, const FitOptions& opt) {
+DualState dual_state_at(const DualLoss& loss, const Problem& pb, const Vec& beta,
+                        const FitOptions& opt) {
   const int nt = resolve_threads(opt.n_threads);
   const Index n = pb.n();
   DualState st;
@@ -380,20 +411,19 @@ DualState dual_state_at(const Problem& pb, const Vec& beta, const FitOptions& op
   linear_predictor(pb.X, beta.data(), pb.intercept, st.eta.data(), nt);
   pb.add_offset(st.eta.data());
   Vec g(n), d(n), grad;
-  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
+  loss.derivatives(pb, st.eta.data(), g.data(), d.data(), nt, -1);
   detail::full_gradient(pb, g.data(), beta, grad, nt);
   st.b = pb.intercept ? beta[0] : 0.0;
-  st.objective = detail::objective<Loss>(pb, st.eta.data(), beta, nt);
+  st.objective = loss.objective(pb, st.eta.data(), beta, nt, -1, nullptr);
   st.grad_norm = grad.cwiseAbs().maxCoeff() / pb.weight_sum();
   st.converged = st.grad_norm <= opt.tol;
   return st;
 }
 
-template <class Loss>
-DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const FitOptions& opt,
-                     bool want_loo, const Vec* beta, SampleSet set) {
+DualResult dual_impl(const DualLoss& loss, const Problem& pb, const Mat& K, LooMethod method,
+                     const FitOptions& opt, bool want_loo, const Vec* beta, SampleSet set) {
   const bool have_x = pb.X.n > 0 && pb.X.p > 0 && (pb.X.sparse || !pb.X.dense.empty());
-  if (!have_x && !Loss::constant_curvature) {
+  if (!have_x && !loss.constant_curvature) {
     throw InvalidInput("a user kernel supports the squared loss only");
   }
   if (beta && (!have_x || beta->size() != pb.p1())) {
@@ -401,10 +431,10 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
   }
   DualResult out;
   if (beta) {
-    out.st = dual_state_at<Loss>(pb, *beta, opt);
+    out.st = dual_state_at(loss, pb, *beta, opt);
     out.coef = beta->tail(pb.X.p);
   } else {
-    out.st = dual_fit<Loss>(pb, K, opt, nullptr, -1, have_x);
+    out.st = dual_fit(loss, pb, K, opt, nullptr, -1, have_x);
   }
   if (have_x && !beta) {
     // theta = P^{-1} X^T alpha
@@ -423,7 +453,7 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
     out.loo.predictions.resize(ns);
     // refits warm-start from the dual fit (a given beta need not have a representer form)
     DualState fitted;
-    if (beta) fitted = dual_fit<Loss>(pb, K, opt, nullptr, -1, have_x);
+    if (beta) fitted = dual_fit(loss, pb, K, opt, nullptr, -1, have_x);
     const DualState& from = beta ? fitted : out.st;
     FitOptions serial = opt;
     serial.n_threads = 1;
@@ -442,7 +472,7 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
         if (pb.weight(i) != 0.0) {
           DualState r;
           try {
-            r = dual_fit<Loss>(pb, K, serial, &from, i, have_x);
+            r = dual_fit(loss, pb, K, serial, &from, i, have_x);
           } catch (const SingularHessian&) {  // no curvature left without sample i
             ++not_converged;
             detail::mark_singular(out.loo, singular, k);
@@ -452,7 +482,7 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
           e = r.eta[i];
         }
         out.loo.predictions[k] = e;
-        out.loo.losses[k] = Loss::value(pb.y[i], e, pb.lp);
+        out.loo.losses[k] = loss.value(pb.y[i], e, pb.lp);
       });
     }
     guard.rethrow();
@@ -460,10 +490,10 @@ DualResult dual_impl(const Problem& pb, const Mat& K, LooMethod method, const Fi
     detail::collect_singular(out.loo, singular, set);
     return out;
   }
-  DualLeverages lev = dual_leverages<Loss>(pb, K, out.st);
+  DualLeverages lev = dual_leverages(loss, pb, K, out.st);
   out.loo.leverages = std::move(lev.h);
   out.loo.den = std::move(lev.den);
-  loo_formulas<Loss>(pb, out.st.eta.data(), method, out.loo, opt.n_threads);
+  loss.formulas(pb, out.st.eta.data(), method, out.loo, opt.n_threads);
   return out;
 }
 
@@ -474,7 +504,7 @@ DualResult dual_loo(const Problem& pb, LossKind loss, const Mat& K, LooMethod me
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     check_response<Loss>(pb.y, pb.n(), pb.lp);
-    return dual_impl<Loss>(pb, K, method, opt, want_loo, beta, set);
+    return dual_impl(dual_loss<Loss>(), pb, K, method, opt, want_loo, beta, set);
   });
 }
 

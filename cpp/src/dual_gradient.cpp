@@ -20,17 +20,53 @@ namespace aloocv {
 
 namespace {
 
+// The loss's per-sample terms: d = w l'' at eta, and, given the leverages h (G's diagonal),
+// the weights c A and c B of hypergrad.hpp; w l''' (empty for a constant curvature).
+struct DualTerms {
+  Vec d, cA, cB, l3w;
+};
+using DualCurvature = void (*)(const Problem&, const Vec& eta, DualTerms&);
+using DualWeights = void (*)(const Problem&, const Vec& eta, const Mat& G, DualTerms&);
+
 template <class Loss>
-HyperGradient dual_gradient_impl(const Problem& pb, const Mat& K, const Vec& eta, const Vec& coef,
-                                 int n_threads) {
-  const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0;
-  const int nt = resolve_threads(n_threads);
-  Vec d(n), s(n);
+void dual_curvature(const Problem& pb, const Vec& eta, DualTerms& t) {
+  const Index n = pb.n();
+  t.d.resize(n);
   for (Index i = 0; i < n; ++i) {
     const double w = pb.weight(i);
-    d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], eta[i], pb.lp);
-    s[i] = sqrt_curvature(d[i]);
+    t.d[i] = w == 0.0 ? 0.0 : w * Loss::d2(pb.y[i], eta[i], pb.lp);
   }
+}
+
+template <class Loss>
+void dual_weights(const Problem& pb, const Vec& eta, const Mat& G, DualTerms& t) {
+  const Index n = pb.n();
+  const double inv_sw = 1.0 / pb.weight_sum();
+  t.cA.resize(n);
+  t.cB.resize(n);
+  for (Index i = 0; i < n; ++i) {
+    const auto r =
+        detail::alo_terms<Loss>(pb.y[i], eta[i], pb.weight(i), G(i, i), inv_sw, i, pb.lp);
+    t.cA[i] = r.c * r.A;
+    t.cB[i] = r.c * r.B;
+  }
+  t.l3w.resize(0);
+  if (!Loss::constant_curvature) {
+    t.l3w.resize(n);
+    for (Index i = 0; i < n; ++i) t.l3w[i] = pb.weight(i) * Loss::d3(pb.y[i], eta[i], pb.lp);
+  }
+}
+
+// Everything but the loss's O(n) terms is compiled once.
+HyperGradient dual_gradient_impl(DualCurvature curvature, DualWeights weights, const Problem& pb,
+                                 const Mat& K, const Vec& eta, const Vec& coef, int n_threads) {
+  const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0;
+  const int nt = resolve_threads(n_threads);
+  DualTerms terms;
+  curvature(pb, eta, terms);
+  const Vec& d = terms.d;
+  Vec s(n);
+  for (Index i = 0; i < n; ++i) s[i] = sqrt_curvature(d[i]);
   Mat Mm = s.asDiagonal() * K * s.asDiagonal();
   Mm.diagonal().array() += 1.0;
   Eigen::LLT<Mat> llt(Mm);
@@ -47,18 +83,12 @@ HyperGradient dual_gradient_impl(const Problem& pb, const Mat& K, const Vec& eta
     if (!(kappa > 0.0)) throw SingularHessian("no curvature left for the intercept");
     G.noalias() += e * e.transpose() / kappa;
   }
-  const double inv_sw = 1.0 / pb.weight_sum();
-  Vec cA(n), cB(n);
-  for (Index i = 0; i < n; ++i) {
-    const auto r =
-        detail::alo_terms<Loss>(pb.y[i], eta[i], pb.weight(i), G(i, i), inv_sw, i, pb.lp);
-    cA[i] = r.c * r.A;
-    cB[i] = r.c * r.B;
-  }
-  Vec z = cA;
-  if (!Loss::constant_curvature) {
+  weights(pb, eta, G, terms);
+  const Vec& cB = terms.cB;
+  Vec z = terms.cA;
+  if (terms.l3w.size() > 0) {
     const Vec q = G.cwiseAbs2() * cB;  // G symmetric: q_j = sum_i cB_i G_ij^2
-    for (Index i = 0; i < n; ++i) z[i] -= pb.weight(i) * Loss::d3(pb.y[i], eta[i], pb.lp) * q[i];
+    for (Index i = 0; i < n; ++i) z[i] -= terms.l3w[i] * q[i];
   }
   // T = I - D G (n x n); v = T z
   Mat T = -(d.asDiagonal() * G);
@@ -103,7 +133,8 @@ HyperGradient dual_gradient(const Problem& pb, LossKind loss, const Mat& K, cons
                             const Vec& coef, int n_threads) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
-    return dual_gradient_impl<Loss>(pb, K, eta, coef, n_threads);
+    return dual_gradient_impl(&dual_curvature<Loss>, &dual_weights<Loss>, pb, K, eta, coef,
+                              n_threads);
   });
 }
 

@@ -3,6 +3,60 @@
 
 namespace aloocv {
 
+namespace detail {
+double fused_pass(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_new, Vec& xs,
+                  Vec& gX, double* g, double* d, int n_threads, Index skip, YPartCache* yc,
+                  FusedRows rows) {
+  const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0, p1 = p + off;
+  const int nt = threads_for(n_threads, 4.0 * double(n) * double(p1));
+  const Partition part{n, reduction_chunks(n, p1 + 1, nt, 1024)};
+  const Index B = std::max<Index>(64, std::min<Index>(4096, Index(32768) / std::max<Index>(1, p)));
+  std::vector<double> partial(static_cast<size_t>(part.chunks * (p1 + 1)), 0.0);
+  Eigen::Map<const Vec> theta(step.data() + off, p);
+  const double b = pb.intercept ? step[0] : 0.0;
+  ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel num_threads(nt)
+  {
+    interrupt::Share share(ictx);
+#pragma omp for schedule(dynamic, 1)
+    for (Index c = 0; c < part.chunks; ++c) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        interrupt::check();
+        double* acc = partial.data() + c * (p1 + 1);
+        Eigen::Map<Vec> acc_theta(acc + off, p);
+        for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
+          const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
+          Eigen::Map<Vec> gb(g + i0, m);
+          pb.X.with_rows(i0, i1, [&](const auto& M) {
+            Eigen::Map<Vec> x(xs.data() + i0, m);
+            if (!block_gemv(M, false, theta.data(), 0.0, x.data())) x.noalias() = M * theta;
+            x.array() += b;
+            const double fsum =
+                rows(pb, i0, m, eta.data(), x.data(), eta_new.data(), gb.data(), d, skip, yc);
+            if (!block_gemv(M, true, gb.data(), 1.0, acc + off)) {
+              acc_theta.noalias() += M.transpose() * gb;
+            }
+            if (off) acc[0] += gb.sum();
+            acc[p1] += fsum;
+          });
+        }
+      });
+    }
+  }
+  guard.rethrow();
+  if (yc) yc->ready = true;
+  gX = Vec::Zero(p1);
+  double f = 0.0;
+  for (Index c = 0; c < part.chunks; ++c) {
+    gX += Eigen::Map<const Vec>(partial.data() + c * (p1 + 1), p1);
+    f += partial[static_cast<size_t>(c * (p1 + 1) + p1)];
+  }
+  return f;
+}
+}  // namespace detail
+
 // The one compiled copy of the Newton fit layer per loss (declared extern in newton.hpp).
 #define ALOOCV_NEWTON_DEFINE(T) ALOOCV_NEWTON_INSTANCES(, T)
 ALOOCV_FOR_EACH_LOSS(ALOOCV_NEWTON_DEFINE)

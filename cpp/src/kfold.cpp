@@ -90,8 +90,8 @@ struct FoldScratch {
 
 // body(k, w) for every fold k on nt OpenMP threads, each thread with its own scratch w;
 // the first exception (an interrupt included) stops the other folds and is rethrown here.
-template <class Body>
-void for_each_fold(Index K, int nt, Body&& body) {
+// Compiled once, the bodies called per fold.
+void for_each_fold(Index K, int nt, FunctionRef<void(Index, FoldScratch&)> body) {
   ExceptionCatcher guard;
 #pragma omp parallel num_threads(nt)
   {

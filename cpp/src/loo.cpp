@@ -5,6 +5,324 @@
 
 namespace aloocv {
 
+// The one compiled copy of the closed forms per loss (declared extern in loo.hpp).
+#define ALOOCV_LOO_DEFINE(T) ALOOCV_LOO_INSTANCES(, T)
+ALOOCV_FOR_EACH_LOSS(ALOOCV_LOO_DEFINE)
+#undef ALOOCV_LOO_DEFINE
+
+namespace detail {
+Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stride,
+                   double flops_per_row, BlockBody body) {
+  const Index n = pb.n();
+  const Partition part{n, reduction_chunks(n, std::max<Index>(stride, 1), nt, 256)};
+  std::vector<double> partial(static_cast<size_t>(part.chunks * stride), 0.0);
+  const Index B = std::min(block_rows(q1), std::max<Index>(1, n));
+  const int threads = threads_for(nt, flops_per_row * double(n));
+  ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel num_threads(threads)
+  {
+    interrupt::Share share(ictx);
+    Scratch s;
+    guard.run([&] { s.ensure(q1, B); });
+#pragma omp for schedule(dynamic, 1)
+    for (Index c = 0; c < part.chunks; ++c) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        interrupt::check();
+        double* P = partial.data() + c * stride;
+        for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
+          const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
+          pb.X.pack_rows(i0, i1, nullptr, pb.intercept, s.pack, cols);
+          body(P, i0, m, s.pack, s);
+        }
+      });
+    }
+  }
+  guard.rethrow();
+  Vec out = Vec::Zero(stride);
+  if (stride == 0) return out;
+  for (Index c = 0; c < part.chunks; ++c)
+    out += Eigen::Map<const Vec>(partial.data() + c * stride, stride);
+  return out;
+}
+
+HyperGradient sample_gradient_impl(const Problem& pb, const FitState& st, const Index* idx, Index m,
+                                   double& acv, bool curved, BatchTermsFn terms) {
+  const Index n = pb.n(), off = pb.intercept ? 1 : 0;
+  const Columns cols = st.columns();
+  const Index q = cols.all() ? pb.X.p : cols.size, q1 = q + off;
+  const double inv_sw = 1.0 / pb.weight_sum();
+  for (Index t = 0; t < m; ++t) {
+    if (idx[t] < 0 || idx[t] >= n) throw InvalidInput("sample index out of range");
+  }
+  if (curved && m < 2) {
+    throw InvalidInput(
+        "an unbiased minibatch gradient of a non-quadratic loss needs at least 2 samples "
+        "(its bilinear term takes two independent draws)");
+  }
+  Mat Xb(q1, std::max<Index>(m, 1));
+  pb.X.pack_indices(idx, m, nullptr, pb.intercept, Xb.data(), cols);
+  Mat Ab = Xb.leftCols(m);
+  for (Index k = 0; k < m; ++k) st.chol.solve(Ab.col(k).data());
+  BatchTerms t;
+  terms(pb, st, idx, m, Xb, Ab, inv_sw, t);
+  const Vec &cA = t.cA, &cB = t.cB, &l3w = t.l3w;
+  const double loss = t.loss, sw = t.sw;
+  const double scale = double(n) / double(m);
+  Vec rs = scale * (Xb.leftCols(m) * cA);
+  Vec diagM = scale * (Ab.array().square().matrix() * cB);
+  if (curved) {
+    const Index m1 = m / 2, m2 = m - m1;
+    // q_j estimate from the first half: sum_{i in half 1} (n/m1) c_i B_i (a_i^T x~_j)^2
+    const Mat G = Ab.leftCols(m1).transpose() * Xb.middleCols(m1, m2);  // m1 x m2
+    const Vec qj =
+        (double(n) / double(m1)) * (G.array().square().matrix().transpose() * cB.head(m1));
+    rs -= (double(n) / double(m2)) *
+          (Xb.middleCols(m1, m2) * (l3w.tail(m2).array() * qj.array()).matrix());
+  }
+  Vec u = rs;
+  st.chol.solve(u.data());
+  HyperGradient g;
+  g.l2 = Vec::Zero(pb.X.p);
+  g.l1 = Vec::Zero(pb.X.p);
+  for (Index k = 0; k < q; ++k) {
+    const Index j = cols.all() ? k : cols.cols[k], kk = off + k;
+    const double b = st.beta[off + j];
+    g.l2[j] = -(u[kk] * b + diagM[kk]);
+    g.l1[j] = -u[kk] * (b > 0.0 ? 1.0 : (b < 0.0 ? -1.0 : 0.0));
+  }
+  acv = sw > 0.0 ? loss / sw : 0.0;
+  return g;
+}
+
+HyperTangents tangents_block(const Problem& pb, const FitState& st, const LooResult& alo,
+                             const AdjointState& a, const Mat& D2, const Mat& D1, int n_threads,
+                             const std::vector<TangentTerms>& terms, bool curved) {
+  const int nt = resolve_threads(n_threads);
+  const Index n = pb.n(), off = pb.intercept ? 1 : 0;
+  const Columns cols = st.columns();
+  const Index q = cols.all() ? pb.X.p : cols.size, q1 = q + off;
+  const Index md = D2.cols();
+  const double inv_sw = a.inv_sw;
+  // directions on the factor's coordinates
+  Mat del = Mat::Zero(q1, md), eps = Mat::Zero(q1, md);
+  for (Index k = 0; k < q; ++k) {
+    const Index j = cols.all() ? k : cols.cols[k];
+    del.row(off + k) = D2.row(j);
+    eps.row(off + k) = D1.row(j);
+  }
+  // dbeta = -H^{-1} (delta o beta + epsilon o sign)
+  Mat dB = -(del.array().colwise() * a.bq.array() + eps.array().colwise() * a.sgn.array()).matrix();
+  detail::solve_cols(st, dB);
+  // F1: deta = X~ dbeta, dH_k = X~^T diag(w l''' deta_k) X~ (+ diag(delta_k) below)
+  Mat dEta(n, md);
+  const Index s1 = curved ? 2 * q1 * q1 * md : 0;
+  Vec red1 = detail::blocked_reduce(
+      pb, cols, q1, nt, s1, (curved ? double(md) : 0.0) * double(q1 * q1) + 2.0 * double(q1 * md),
+      [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
+        Eigen::Map<const Mat> Zm(Z, q1, m);
+        dEta.middleRows(i0, m).noalias() = Zm.transpose() * dB;
+        if (!curved) return;
+        for (Index k = 0; k < md; ++k) {
+          for (Index r = 0; r < m; ++r) {
+            const Index i = i0 + r;
+            s.wa[r] = pb.weight(i) * terms[static_cast<size_t>(i)].l3 * dEta(i, k);
+          }
+          double* Pk = P + k * 2 * q1 * q1;
+          detail::signed_syrk(q1, m, Z, s.wa, Pk, Pk + q1 * q1, s);
+        }
+      });
+  std::vector<Mat> dH(static_cast<size_t>(md));
+  for (Index k = 0; k < md; ++k) {
+    dH[k] = curved ? detail::signed_sum(red1.data() + k * 2 * q1 * q1, q1) : Mat::Zero(q1, q1);
+    dH[k].diagonal() += del.col(k);
+  }
+  // F2: z_i = L^{-1} x~_i, dh_i = -a_i^T dH a_i = -z_i^T E z_i (E = L^{-1} dH L^{-T}), d(cA)_i,
+  // N_k = sum d(cB)_i a_i a_i^T (accumulated in z-space)
+  std::vector<Mat> E(static_cast<size_t>(md));
+  for (Index k = 0; k < md; ++k) E[k] = detail::to_z_space(st, dH[k]);
+  Mat dcA(n, md);
+  const Index s2 = 2 * q1 * q1 * md;
+  Vec red2 = detail::blocked_reduce(
+      pb, cols, q1, nt, s2, (4.0 + 3.0 * double(md)) * double(q1 * q1),
+      [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
+        double* wt = s.wb;
+        detail::solve_rows(st, q1, m, Z, s.wa, false);
+        for (Index k = 0; k < md; ++k) {
+          blas::gemm(q1, m, q1, E[k].data(), q1, Z, q1, s.copy, q1);
+          for (Index r = 0; r < m; ++r) {
+            const Index i = i0 + r;
+            const double w = pb.weight(i);
+            const double hi = alo.leverages[i];
+            const double dh = -Eigen::Map<const Vec>(Z + r * q1, q1)
+                                   .dot(Eigen::Map<const Vec>(s.copy + r * q1, q1));
+            double dca = 0.0, dcb = 0.0;
+            detail::alo_tangent(terms[static_cast<size_t>(i)], w, hi, inv_sw, dEta(i, k), dh, dca,
+                                dcb);
+            dcA(i, k) = dca;
+            wt[r] = dcb;
+          }
+          double* Pk = P + k * 2 * q1 * q1;
+          detail::signed_syrk(q1, m, Z, wt, Pk, Pk + q1 * q1, s);
+        }
+      });
+  // dM_k = N_k - T_k - T_k^T with T_k = H^{-1} dH_k M
+  std::vector<Mat> dM(static_cast<size_t>(md));
+  for (Index k = 0; k < md; ++k) {
+    Mat T = dH[k] * a.M;
+    detail::solve_cols(st, T);
+    dM[k] = detail::to_a_space(st, detail::signed_sum(red2.data() + k * 2 * q1 * q1, q1)) - T -
+            T.transpose();
+  }
+  // F3: dq_i = x~_i^T dM x~_i, dz = d(cA) - w (l'''' deta q + l''' dq), X~^T dz
+  Vec red3 = detail::blocked_reduce(
+      pb, cols, q1, nt, q1 * md, (curved ? 2.0 * double(md) : 0.0) * double(q1 * q1),
+      [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
+        Eigen::Map<const Mat> Zm(Z, q1, m);
+        for (Index k = 0; k < md; ++k) {
+          double* dz = s.wa;
+          if (curved) blas::gemm(q1, m, q1, dM[k].data(), q1, Z, q1, s.copy, q1);
+          for (Index r = 0; r < m; ++r) {
+            const Index i = i0 + r;
+            dz[r] = dcA(i, k);
+            if (!curved) continue;
+            const double w = pb.weight(i);
+            const TangentTerms& tt = terms[static_cast<size_t>(i)];
+            const double dq = Zm.col(r).dot(Eigen::Map<const Vec>(s.copy + r * q1, q1));
+            dz[r] -= w * (tt.l4 * dEta(i, k) * a.q[i] + tt.l3 * dq);
+          }
+          Eigen::Map<Vec>(P + k * q1, q1).noalias() += Zm * Eigen::Map<const Vec>(dz, m);
+        }
+      });
+  HyperTangents out;
+  out.l2 = Mat::Zero(pb.X.p, md);
+  out.l1 = Mat::Zero(pb.X.p, md);
+  for (Index k = 0; k < md; ++k) {
+    Mat du = Eigen::Map<const Vec>(red3.data() + k * q1, q1) - dH[k] * a.u;
+    detail::solve_cols(st, du);
+    for (Index c = 0; c < q; ++c) {
+      const Index j = cols.all() ? c : cols.cols[c], kk = off + c;
+      out.l2(j, k) = -(du(kk, 0) * a.bq[kk] + a.u[kk] * dB(kk, k) + dM[k](kk, kk));
+      out.l1(j, k) = -du(kk, 0) * a.sgn[kk];
+    }
+  }
+  return out;
+}
+LooResult alo_with_gradient_impl(const Problem& pb, const FitState& st, int n_threads,
+                                 HyperGradient& grad, GradientKind kind, AdjointState* adj,
+                                 const AloRows& loss) {
+  const int nt = resolve_threads(n_threads);
+  const Index n = pb.n(), off = pb.intercept ? 1 : 0;
+  const Columns cols = st.columns();
+  const Index q = cols.all() ? pb.X.p : cols.size;  // penalized coordinates in the factor
+  const Index q1 = q + off;
+  const bool curved = loss.curved;
+  const bool exact = kind == GradientKind::Exact;
+  AdjointState local;
+  AdjointState& a = adj ? *adj : local;
+  a.inv_sw = 1.0 / pb.weight_sum();
+  a.bq.resize(q1);
+  a.sgn.resize(q1);
+  for (Index k = 0; k < q1; ++k) {
+    const Index j = k < off ? 0 : off + (cols.all() ? k - off : cols.cols[k - off]);
+    a.bq[k] = st.beta[j];
+    // ACV holds the active set and its signs fixed: sign(beta_hat) is the derivative.
+    a.sgn[k] = k < off ? 0.0 : (a.bq[k] > 0.0 ? 1.0 : (a.bq[k] < 0.0 ? -1.0 : 0.0));
+  }
+  LooResult out;
+  out.losses.resize(n);
+  out.predictions.resize(n);
+  out.leverages.resize(n);
+  // partials: [r or g2 (q1) | g1 (q1) | G pos (q1^2) | G neg (q1^2)], G = sum c B z z^T;
+  // for a constant-curvature loss without a second-order pass only diag(M) is needed:
+  // [r (q1) | unused (q1) | diag M (q1)] from a_i itself (the second triangular solve)
+  const bool diag_only = exact && !curved && adj == nullptr;
+  const Index stride = 2 * q1 + (diag_only ? q1 : (exact ? 2 * q1 * q1 : 0));
+  const double inv_sw = a.inv_sw;
+  Vec red = blocked_reduce(
+      pb, cols, q1, nt, stride, 4.0 * double(q1 * q1),
+      [&](double* P, Index i0, Index m, double* Z, Scratch& s) {
+        if (exact) std::copy(Z, Z + q1 * m, s.copy);
+        solve_rows(st, q1, m, Z, out.leverages.data() + i0, !exact || diag_only);
+        double* cA = s.wa;
+        double* cB = s.wb;
+        loss.rows(pb, st, i0, m, out.leverages.data() + i0, inv_sw, exact, out.predictions.data(),
+                  out.losses.data(), s.wa, s.wb);
+        if (!exact) {
+          for (Index k = 0; k < m; ++k) {
+            if (pb.weight(i0 + k) == 0.0) continue;
+            // eq. 16 with H_{-i} at beta_hat (wa: -c / t, wb: s)
+            const double ci = s.wa[k], sk = s.wb[k];
+            const double* ak = Z + k * q1;
+            for (Index j = off; j < q1; ++j) {
+              P[j] += ci * ak[j] * (a.bq[j] + sk * ak[j]);
+              P[q1 + j] += ci * ak[j] * a.sgn[j];
+            }
+          }
+        }
+        if (exact) {
+          Eigen::Map<Vec>(P, q1).noalias() +=
+              Eigen::Map<const Mat>(s.copy, q1, m) * Eigen::Map<const Vec>(cA, m);
+          if (diag_only) {
+            Eigen::Map<Vec>(P + 2 * q1, q1).noalias() +=
+                Eigen::Map<const Mat>(Z, q1, m).cwiseAbs2() * Eigen::Map<const Vec>(cB, m);
+          } else {
+            signed_syrk(q1, m, Z, cB, P + 2 * q1, P + 2 * q1 + q1 * q1, s);
+          }
+        }
+      });
+  grad.l2 = Vec::Zero(pb.X.p);
+  grad.l1 = Vec::Zero(pb.X.p);
+  Vec g2(q1), g1(q1);
+  if (!exact) {
+    g2 = red.head(q1);
+    g1 = red.segment(q1, q1);
+  } else {
+    Vec diagM;
+    if (diag_only) {
+      diagM = red.segment(2 * q1, q1);
+    } else {
+      a.M = to_a_space(st, signed_sum(red.data() + 2 * q1, q1));
+      diagM = a.M.diagonal();
+    }
+    Vec rs = red.head(q1);
+    a.q.resize(0);
+    if (curved) {  // q_j = x~_j^T M x~_j and s = X~^T (w l''' q)
+      a.q.resize(n);
+      rs -= blocked_reduce(pb, cols, q1, nt, q1, 2.0 * double(q1 * q1),
+                           [&](double* P, Index i0, Index m, double* Z, Scratch& s) {
+                             blas::gemm(q1, m, q1, a.M.data(), q1, Z, q1, s.work, q1);
+                             loss.l3w(pb, st, i0, m, s.wa);
+                             for (Index k = 0; k < m; ++k) {
+                               const Index i = i0 + k;
+                               const double qi =
+                                   Eigen::Map<const Vec>(Z + k * q1, q1)
+                                       .dot(Eigen::Map<const Vec>(s.work + k * q1, q1));
+                               a.q[i] = qi;
+                               s.wa[k] *= qi;
+                             }
+                             Eigen::Map<Vec>(P, q1).noalias() +=
+                                 Eigen::Map<const Mat>(Z, q1, m) * Eigen::Map<const Vec>(s.wa, m);
+                           });
+    }
+    a.u = rs;
+    st.chol.solve(a.u.data());
+    for (Index k = 0; k < q1; ++k) {
+      g2[k] = -(a.u[k] * a.bq[k] + diagM[k]);
+      g1[k] = -a.u[k] * a.sgn[k];
+    }
+  }
+  for (Index k = 0; k < q; ++k) {
+    const Index j = cols.all() ? k : cols.cols[k];
+    grad.l2[j] = g2[off + k];
+    grad.l1[j] = g1[off + k];
+  }
+  return out;
+}
+
+}  // namespace detail
+
 LooMethod loo_method_from_name(const std::string& name) {
   if (name == "alo") return LooMethod::ALO;
   if (name == "if") return LooMethod::IF;

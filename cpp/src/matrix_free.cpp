@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "aloocv/hessian.hpp"
 #include "aloocv/newton.hpp"
@@ -666,16 +667,17 @@ namespace detail {
 // direction by PCG on Hessian-vector products to the forcing tolerance
 // min(0.5, sqrt(max|grad| / sum(w))) (superlinear convergence of truncated Newton), the
 // move by the shared Armijo test on eta + t X~ step (one pass for X~ step, one for the
-// gradient at the accepted point).
-template <class Loss>
+// gradient at the accepted point). Compiled once: the loss enters through its O(n)
+// passes (LossPasses).
 class CgModel {
  public:
-  CgModel(const Problem& pb, FitState& st, const mf::Operator& op, int nt, Index max_cg)
-      : pb_(pb), st_(st), op_(op), nt_(nt), max_cg_(max_cg), ypart_(y_part_cache<Loss>(pb)) {
+  CgModel(const LossPasses& loss, YPartCache ypart, const Problem& pb, FitState& st,
+          const mf::Operator& op, int nt, Index max_cg)
+      : loss_(loss), pb_(pb), st_(st), op_(op), nt_(nt), max_cg_(max_cg), ypart_(std::move(ypart)) {
     const Index n = pb.n();
     g_.resize(n);
     d_.resize(n);
-    f_ = derivatives_objective<Loss>(pb, st.eta.data(), g_.data(), d_.data(), st.beta, nt_, -1,
+    f_ = loss_.derivatives_objective(pb, st.eta.data(), g_.data(), d_.data(), st.beta, nt_, -1,
                                      cache_of(ypart_));
     gradient_at_point();
     sw_ = pb.weight_sum();
@@ -708,14 +710,13 @@ class CgModel {
     double f_try = f_;
     const double t = armijo(f_, dec, [&](double s) {
       eta_try = st_.eta + s * xs;
-      f_try = detail::objective<Loss>(pb_, eta_try.data(), st_.beta + s * step, nt_, -1,
-                                      cache_of(ypart_));
+      f_try = loss_.objective(pb_, eta_try.data(), st_.beta + s * step, nt_, -1, cache_of(ypart_));
       return f_try;
     });
     if (t == 0.0) return 0.0;
     st_.beta += t * step;
     st_.eta.swap(eta_try);
-    f_ = derivatives_objective<Loss>(pb_, st_.eta.data(), g_.data(), d_.data(), st_.beta, nt_, -1,
+    f_ = loss_.derivatives_objective(pb_, st_.eta.data(), g_.data(), d_.data(), st_.beta, nt_, -1,
                                      cache_of(ypart_));
     gradient_at_point();
     at_point_ = false;
@@ -742,6 +743,7 @@ class CgModel {
     }
     st_.grad_pen = pb_.pen;
   }
+  const LossPasses loss_;
   const Problem& pb_;
   FitState& st_;
   const mf::Operator& op_;
@@ -753,12 +755,13 @@ class CgModel {
   bool at_point_ = false;
 };
 
-template <class Loss>
-FitState cg_fit_t(const Problem& pb, const CgFitOptions& opt, const Vec* beta0) {
+// beta0: the starting point (the caller's, or initial_beta's); ypart: the loss's cache.
+FitState cg_fit_impl(const LossPasses& loss, YPartCache ypart, const Problem& pb,
+                     const CgFitOptions& opt, const Vec& beta0) {
   const int nt = resolve_threads(opt.fit.n_threads);
   const mf::Operator op(pb.X, pb.intercept, nt);
   FitState st;
-  st.beta = beta0 ? *beta0 : initial_beta<Loss>(pb);
+  st.beta = beta0;
   st.eta.resize(pb.n());
   if (st.beta.tail(pb.X.p).isZero(0.0)) {
     st.eta.setConstant(pb.intercept ? st.beta[0] : 0.0);
@@ -766,7 +769,7 @@ FitState cg_fit_t(const Problem& pb, const CgFitOptions& opt, const Vec* beta0) 
     op.forward(st.beta.data(), st.eta.data());
   }
   pb.add_offset(st.eta.data());
-  CgModel<Loss> m(pb, st, op, nt, opt.max_cg);
+  CgModel m(loss, std::move(ypart), pb, st, op, nt, opt.max_cg);
   if (!std::isfinite(m.objective())) {
     throw InvalidInput("the objective is not finite at the starting point");
   }
@@ -790,7 +793,8 @@ FitState cg_fit(const Problem& pb, LossKind loss, const CgFitOptions& opt, const
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     check_response<Loss>(pb.y, pb.n(), pb.lp);
-    return detail::cg_fit_t<Loss>(pb, opt, beta0);
+    return detail::cg_fit_impl(detail::loss_passes<Loss>(), detail::y_part_cache<Loss>(pb), pb, opt,
+                               beta0 ? *beta0 : detail::initial_beta<Loss>(pb));
   });
 }
 

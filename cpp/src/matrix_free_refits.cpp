@@ -32,11 +32,12 @@ struct Refit {
   bool done = false;
 };
 
-template <class Loss>
+// Compiled once: the loss enters through its O(n) passes (detail::LossPasses).
 class Lockstep {
  public:
-  Lockstep(const Problem& pb, const mf::Operator& op, const CgFitOptions& opt, int nt)
-      : pb_(pb), op_(op), opt_(opt), nt_(nt) {}
+  Lockstep(const detail::LossPasses& loss, const Problem& pb, const mf::Operator& op,
+           const CgFitOptions& opt, int nt)
+      : loss_(loss), pb_(pb), op_(op), opt_(opt), nt_(nt) {}
 
   // Refits rows[0..m) from the columns of B0 (p1 x m); results into out at `first`.
   void run(const Index* rows, Index m, const RowMat& B0, CgRefits& out, Index first) {
@@ -51,7 +52,7 @@ class Lockstep {
       r.beta = B0.col(k);
       r.eta = E.col(k);
       pb_.add_offset(r.eta.data());
-      r.yc = detail::y_part_cache<Loss>(pb_);
+      r.yc = loss_.y_part_cache(pb_);
       r.g.resize(pb_.n());
       r.d.resize(pb_.n());
       r.f = evaluate(r);
@@ -86,8 +87,8 @@ class Lockstep {
  private:
   // f, g = w l', d = w l'' at the refit's eta (its sample's weight 0)
   double evaluate(Refit& r) {
-    return detail::derivatives_objective<Loss>(pb_, r.eta.data(), r.g.data(), r.d.data(), r.beta,
-                                               nt_, r.row, detail::cache_of(r.yc));
+    return loss_.derivatives_objective(pb_, r.eta.data(), r.g.data(), r.d.data(), r.beta, nt_,
+                                       r.row, detail::cache_of(r.yc));
   }
 
   // the gradients X~^T g_k + pen .* beta_k of the refits `idx` (one block product)
@@ -162,8 +163,8 @@ class Lockstep {
         r.eta_try.resize(pb_.n());
         t = detail::armijo(r.f, r.dec, [&](double s) {
           r.eta_try = r.eta + s * XS.col(j);
-          return detail::objective<Loss>(pb_, r.eta_try.data(), r.beta + s * r.step, nt_, r.row,
-                                         detail::cache_of(r.yc));
+          return loss_.objective(pb_, r.eta_try.data(), r.beta + s * r.step, nt_, r.row,
+                                 detail::cache_of(r.yc));
         });
       }
       if (t == 0.0) {  // no decrease along a fresh Newton direction: stalled
@@ -187,6 +188,7 @@ class Lockstep {
     }
   }
 
+  const detail::LossPasses loss_;
   const Problem& pb_;
   const mf::Operator& op_;
   const CgFitOptions& opt_;
@@ -222,7 +224,7 @@ CgRefits cg_refits(const Problem& pb, LossKind loss, const CgFitOptions& opt, co
   dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     check_response<Loss>(pb.y, pb.n(), pb.lp);
-    Lockstep<Loss> lock(pb, op, opt, nt);
+    Lockstep lock(detail::loss_passes<Loss>(), pb, op, opt, nt);
     RowMat B0;
     for (Index k0 = 0; k0 < r; k0 += kBatchRefits) {
       const Index m = std::min(kBatchRefits, r - k0);

@@ -1,7 +1,6 @@
 #include "aloocv/multi_ridge.hpp"
 
 #include <Eigen/Cholesky>
-#include <Eigen/Eigenvalues>
 #include <Eigen/SVD>
 #include <limits>
 #include <sstream>
@@ -9,6 +8,7 @@
 
 #include "aloocv/blas.hpp"
 #include "aloocv/hessian.hpp"
+#include "aloocv/ridge_path.hpp"
 
 namespace aloocv {
 
@@ -105,10 +105,9 @@ MultiRidge multi_ridge(const Design& X, const double* w, bool intercept, const D
     }
     G = linv.asDiagonal() * G * linv.asDiagonal();
   }
-  Eigen::SelfAdjointEigenSolver<Mat> eig(G);
-  if (eig.info() != Eigen::Success) throw InvalidInput("eigendecomposition of X^T W X failed");
-  mr.s = eig.eigenvalues().cwiseMax(0.0);
-  mr.Vt = eig.eigenvectors().transpose() * linv.asDiagonal();
+  Mat V;
+  sym_eigen(G, mr.s, V, "eigendecomposition of X^T W X");
+  mr.Vt = V.transpose() * linv.asDiagonal();
   // Z = (X - 1 mu^T) Vt^T, one row block at a time
   mr.Z.resize(n, p);
   const Index B = block_rows(p);

@@ -9,6 +9,13 @@
 
 namespace aloocv {
 
+void sym_eigen(const Mat& G, Vec& s, Mat& V, const char* what) {
+  Eigen::SelfAdjointEigenSolver<Mat> eig(G);
+  if (eig.info() != Eigen::Success) throw InvalidInput(std::string(what) + " failed");
+  s = eig.eigenvalues().cwiseMax(0.0);
+  V = eig.eigenvectors();
+}
+
 RidgePath ridge_path(const Problem& pb, const double* lams, Index k, int n_threads) {
   const int nt = resolve_threads(n_threads);
   const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0, p1 = p + off;
@@ -32,10 +39,9 @@ RidgePath ridge_path(const Problem& pb, const double* lams, Index k, int n_threa
     ybar = xty[0] / sw;
     rhs -= mu * xty[0];  // X_c^T W y = X^T W y - mu sum(w y)
   }
-  Eigen::SelfAdjointEigenSolver<Mat> eig(G);
-  if (eig.info() != Eigen::Success) throw InvalidInput("eigendecomposition of X^T W X failed");
-  const Vec s = eig.eigenvalues().cwiseMax(0.0);
-  const Mat& V = eig.eigenvectors();
+  Vec s;
+  Mat V;
+  sym_eigen(G, s, V, "eigendecomposition of X^T W X");
   const Vec c = V.transpose() * rhs;
   for (Index j = 0; j < k; ++j) {
     const double smin = s.size() ? s.minCoeff() : 0.0;
@@ -125,10 +131,7 @@ RidgeSpectrum ridge_spectrum(const Problem& pb, const double* Z, Index m, int n_
     out.mu = H.col(0).tail(p) / static_cast<double>(n);
     G.noalias() -= static_cast<double>(n) * out.mu * out.mu.transpose();
   }
-  Eigen::SelfAdjointEigenSolver<Mat> eig(G);
-  if (eig.info() != Eigen::Success) throw InvalidInput("eigendecomposition of X^T X failed");
-  out.s = eig.eigenvalues().cwiseMax(0.0);
-  out.V = eig.eigenvectors();
+  sym_eigen(G, out.s, out.V, "eigendecomposition of X^T X");
   Mat XtZ(p, m);
   Vec col(p1);
   for (Index j = 0; j < m; ++j) {  // X~^T z_j, then the centering through the intercept row

@@ -3,12 +3,17 @@
 
 #include <Eigen/Core>
 
+#include "eigen_kernels.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "interrupt.hpp"
 
@@ -91,6 +96,28 @@ class ExceptionCatcher {
  private:
   std::exception_ptr error_;
   mutable std::mutex mutex_;
+};
+
+// A non-owning reference to a callable, called through one pointer: a pass over X (its
+// parallel region, its blocks, its reductions) takes its per-block body as a FunctionRef
+// and is compiled once, not once per body (per loss, per caller). Valid while the callable
+// lives: a parameter type, bound to the caller's lambda for the call.
+template <class Sig>
+class FunctionRef;
+template <class R, class... A>
+class FunctionRef<R(A...)> {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, FunctionRef>>>
+  FunctionRef(F&& f) noexcept  // NOLINT(google-explicit-constructor): binds lambdas
+      : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* o, A... a) -> R {
+          return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<A>(a)...);
+        }) {}
+  R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, A...);
 };
 
 // Splits [0, n) into `chunks` contiguous ranges; chunk c is [begin(c), begin(c+1)).

@@ -45,7 +45,9 @@ struct DenseView {
 
   // Calls f(M) with M an Eigen expression of rows [i0, i1) that keeps unit inner
   // stride where the memory layout has one, so that products vectorize. float32 rows are
-  // widened into a float64 buffer of the block (in the storage order of X) first.
+  // widened into a float64 buffer of the block (in the storage order of X) first, passed
+  // as the float64 maps of that order are (the same types: f is compiled for three dense
+  // layouts, not five).
   template <class F>
   decltype(auto) with_rows(Index i0, Index i1, F&& f) const {
     const Index m = i1 - i0;
@@ -58,7 +60,8 @@ struct DenseView {
           double* o = buf.data() + j * m;
           for (Index k = 0; k < m; ++k) o[k] = static_cast<double>(col[k]);
         }
-        return f(Eigen::Map<const Mat>(buf.data(), m, p));
+        return f(Eigen::Map<const Mat, 0, Eigen::OuterStride<>>(buf.data(), m, p,
+                                                                Eigen::OuterStride<>(m)));
       }
       for (Index k = 0; k < m; ++k) {
         const float* row = base + k * row_stride;
@@ -70,7 +73,8 @@ struct DenseView {
         }
       }
       using M = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-      return f(Eigen::Map<const M>(buf.data(), m, p));
+      return f(
+          Eigen::Map<const M, 0, Eigen::OuterStride<>>(buf.data(), m, p, Eigen::OuterStride<>(p)));
     }
     const double* base = data + i0 * row_stride;
     if (col_stride == 1) {

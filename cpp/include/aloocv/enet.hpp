@@ -280,12 +280,12 @@ bool enet_active_hessian(M& m, const EnetDrive& r, const Vec& pen, Index off,
   return true;
 }
 
-// The enet_drive model of an in-memory problem (one sample left out with skip >= 0).
-template <class Loss>
+// The enet_drive model of an in-memory problem (one sample left out with skip >= 0):
+// compiled once, the loss through its O(n) passes.
 class EnetGlmModel {
  public:
-  EnetGlmModel(const Problem& pb, FitState& st, int n_threads, Index skip)
-      : pb_(pb), st_(st), nt_(n_threads), skip_(skip), ypart_(y_part_cache<Loss>(pb)) {
+  EnetGlmModel(const LossPasses& loss, const Problem& pb, FitState& st, int n_threads, Index skip)
+      : loss_(loss), pb_(pb), st_(st), nt_(n_threads), skip_(skip), ypart_(loss.y_part_cache(pb)) {
     const Index n = pb.n();
     g_.resize(n);
     d_.resize(n);
@@ -294,9 +294,9 @@ class EnetGlmModel {
     st_.eta.resize(n);
     linear_predictor(pb.X, st_.beta.data(), pb.intercept, st_.eta.data(), nt_);
     pb.add_offset(st_.eta.data());
-    derivatives<Loss>(pb, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
+    loss_.derivatives(pb, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
     full_gradient(pb, g_.data(), st_.beta, st_.grad, nt_);
-    f_ = detail::objective<Loss>(pb, st_.eta.data(), st_.beta, nt_, skip_, cache_of(ypart_));
+    f_ = loss_.objective(pb, st_.eta.data(), st_.beta, nt_, skip_, cache_of(ypart_));
   }
   const Vec& beta() const { return st_.beta; }
   const Vec& grad() const { return st_.grad; }
@@ -319,20 +319,21 @@ class EnetGlmModel {
   double move(const Vec& step, double dec) {
     linear_predictor(pb_.X, step.data(), pb_.intercept, xs_.data(), nt_);
     double f_try = f_;
-    const double t = line_search<Loss>(pb_, st_.beta, step, st_.eta, xs_, f_, dec, eta_try_, f_try,
-                                       nt_, skip_, cache_of(ypart_));
+    const double t = line_search(loss_, pb_, st_.beta, step, st_.eta, xs_, f_, dec, eta_try_, f_try,
+                                 nt_, skip_, cache_of(ypart_));
     st_.matvec_passes += 1;
     if (t == 0.0) return 0.0;
     st_.beta += t * step;
     st_.eta.swap(eta_try_);
     f_ = f_try;
-    derivatives<Loss>(pb_, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
+    loss_.derivatives(pb_, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
     full_gradient(pb_, g_.data(), st_.beta, st_.grad, nt_);
     st_.matvec_passes += 1;
     return t;
   }
 
  private:
+  const LossPasses loss_;
   const Problem& pb_;
   FitState& st_;
   int nt_;
@@ -430,7 +431,7 @@ FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, In
   const double sw = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
   FitState st;
   st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb, skip);
-  detail::EnetGlmModel<Loss> m(pb, st, nt, skip);
+  detail::EnetGlmModel m(detail::loss_passes<Loss>(), pb, st, nt, skip);
   if (!std::isfinite(m.objective())) {
     throw InvalidInput("the objective is not finite at the starting point");
   }

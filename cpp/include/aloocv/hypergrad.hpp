@@ -28,6 +28,7 @@
 
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "blas.hpp"
 #include "loo.hpp"
@@ -80,18 +81,37 @@ AloTerms alo_terms(double y, double eta, double w, double h, double inv_sw, Inde
   return r;
 }
 
-// Tangents of c A and c B along (deta, dh).
+// A sample's loss derivatives for the tangents: l', l'', l''', l'''' at eta and l'' at the
+// ALO prediction r.e, with its ALO terms r.
+struct TangentTerms {
+  AloTerms r;
+  double l1, l2, l3, l4, l2e;
+};
 template <class Loss>
-void alo_tangent(double y, double eta, double w, double h, double inv_sw, const AloTerms& r,
-                 double deta, double dh, double& dcA, double& dcB, const LossParams& lp) {
-  const double l1 = Loss::d1(y, eta, lp), l2 = Loss::d2(y, eta, lp), l3 = Loss::d3(y, eta, lp);
-  const double l4 = Loss::d4(y, eta, lp);
+TangentTerms tangent_terms(double y, double eta, double w, double h, double inv_sw, Index i,
+                           const LossParams& lp) {
+  TangentTerms t;
+  t.r = alo_terms<Loss>(y, eta, w, h, inv_sw, i, lp);
+  t.l1 = Loss::d1(y, eta, lp);
+  t.l2 = Loss::d2(y, eta, lp);
+  t.l3 = Loss::d3(y, eta, lp);
+  t.l4 = Loss::d4(y, eta, lp);
+  t.l2e = Loss::d2(y, t.r.e, lp);
+  return t;
+}
+
+// Tangents of c A and c B along (deta, dh).
+inline void alo_tangent(const TangentTerms& tt, double w, double h, double inv_sw, double deta,
+                        double dh, double& dcA, double& dcB) {
+  const AloTerms& r = tt.r;
+  const double l1 = tt.l1, l2 = tt.l2, l3 = tt.l3;
+  const double l4 = tt.l4;
   const double g = w * l1, d = w * l2;
   const double dg = w * l2 * deta, dd = w * l3 * deta;
   const double t = r.t, t2 = t * t, t3 = t2 * t;
   const double dt = -(dd * h + d * dh);
   const double de = r.A * deta + r.B * dh;
-  const double dc = w * Loss::d2(y, r.e, lp) * de * inv_sw;
+  const double dc = w * tt.l2e * de * inv_sw;
   const double F = w * g * l3 * h * h;
   const double dF = w * (dg * l3 * h * h + g * l4 * deta * h * h + 2.0 * g * l3 * h * dh);
   const double dA = -dt / t2 + dF / t2 - 2.0 * F * dt / t3;
@@ -146,42 +166,10 @@ inline Mat signed_sum(const double* p, Index q1) {
 // Runs body(partial, i0, m, Z, scratch) over row blocks; Z holds x~ of rows [i0, i0 + m)
 // restricted to `cols` (q1 x m). Chunks are fixed by size (not by the thread count) and
 // their `stride` partial doubles are reduced in chunk order: deterministic results.
-template <class Body>
+// Compiled once (loo.cpp), the bodies called once per block.
+using BlockBody = FunctionRef<void(double*, Index, Index, double*, Scratch&)>;
 Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stride,
-                   double flops_per_row, Body&& body) {
-  const Index n = pb.n();
-  const Partition part{n, reduction_chunks(n, std::max<Index>(stride, 1), nt, 256)};
-  std::vector<double> partial(static_cast<size_t>(part.chunks * stride), 0.0);
-  const Index B = std::min(block_rows(q1), std::max<Index>(1, n));
-  const int threads = threads_for(nt, flops_per_row * double(n));
-  ExceptionCatcher guard;
-  interrupt::Context* const ictx = interrupt::current();
-#pragma omp parallel num_threads(threads)
-  {
-    interrupt::Share share(ictx);
-    Scratch s;
-    guard.run([&] { s.ensure(q1, B); });
-#pragma omp for schedule(dynamic, 1)
-    for (Index c = 0; c < part.chunks; ++c) {
-      if (guard.failed()) continue;
-      guard.run([&] {
-        interrupt::check();
-        double* P = partial.data() + c * stride;
-        for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
-          const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
-          pb.X.pack_rows(i0, i1, nullptr, pb.intercept, s.pack, cols);
-          body(P, i0, m, s.pack, s);
-        }
-      });
-    }
-  }
-  guard.rethrow();
-  Vec out = Vec::Zero(stride);
-  if (stride == 0) return out;
-  for (Index c = 0; c < part.chunks; ++c)
-    out += Eigen::Map<const Vec>(partial.data() + c * stride, stride);
-  return out;
-}
+                   double flops_per_row, BlockBody body);
 
 // Z (q1 x m, packed rows x~) <- z_i = L^{-1} x~_i, or a_i = H^{-1} x~_i when `full`;
 // h[k] = x~_k^T H^{-1} x~_k = ||z_k||^2. Packed sparse rows are dense here, so the blocked
@@ -218,241 +206,66 @@ inline Mat to_z_space(const FitState& st, Mat A) {
 
 }  // namespace detail
 
+namespace detail {
+// The loss's rows of alo_with_gradient's pass for the rows [i0, i0 + m), with h their
+// leverages: the ALO predictions and losses (into pred, losses at i0), and per row
+// (exact) c A into wa and c B into wb, or (the paper's form) -c / t into wa and s into wb.
+template <class Loss>
+void alo_rows(const Problem& pb, const FitState& st, Index i0, Index m, const double* h,
+              double inv_sw, bool exact, double* pred, double* losses, double* wa, double* wb) {
+  for (Index k = 0; k < m; ++k) {
+    const Index i = i0 + k;
+    const double y = pb.y[i], w = pb.weight(i);
+    const auto r = alo_terms<Loss>(y, st.eta[i], w, h[k], inv_sw, i, pb.lp);
+    pred[i] = r.e;
+    losses[i] = Loss::value(y, r.e, pb.lp);
+    if (exact) {
+      wa[k] = r.c * r.A;
+      wb[k] = r.c * r.B;
+    } else {
+      wa[k] = -r.c / r.t;
+      wb[k] = r.s;
+    }
+  }
+}
+// w l''' at eta for the rows [i0, i0 + m) into out.
+template <class Loss>
+void l3w_rows(const Problem& pb, const FitState& st, Index i0, Index m, double* out) {
+  for (Index k = 0; k < m; ++k) {
+    const Index i = i0 + k;
+    out[k] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i], pb.lp);
+  }
+}
+struct AloRows {
+  void (*rows)(const Problem&, const FitState&, Index, Index, const double*, double, bool, double*,
+               double*, double*, double*);
+  void (*l3w)(const Problem&, const FitState&, Index, Index, double*);
+  bool curved;  // l''' != 0
+};
+// The loss-independent rest of alo_with_gradient (loo.cpp).
+LooResult alo_with_gradient_impl(const Problem& pb, const FitState& st, int n_threads,
+                                 HyperGradient& grad, GradientKind kind, AdjointState* adj,
+                                 const AloRows& loss);
+}  // namespace detail
+
 // ALO with its derivative in the penalty parameters (exact by default), in one blocked
 // pass sharing the Hessian factor; fills `adj` (when given) for the second-order pass.
 template <class Loss>
 LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads,
                             HyperGradient& grad, GradientKind kind = GradientKind::Exact,
                             AdjointState* adj = nullptr) {
-  const int nt = resolve_threads(n_threads);
-  const Index n = pb.n(), off = pb.intercept ? 1 : 0;
-  const Columns cols = st.columns();
-  const Index q = cols.all() ? pb.X.p : cols.size;  // penalized coordinates in the factor
-  const Index q1 = q + off;
-  const bool curved = !Loss::constant_curvature;
-  const bool exact = kind == GradientKind::Exact;
-  AdjointState local;
-  AdjointState& a = adj ? *adj : local;
-  a.inv_sw = 1.0 / pb.weight_sum();
-  a.bq.resize(q1);
-  a.sgn.resize(q1);
-  for (Index k = 0; k < q1; ++k) {
-    const Index j = k < off ? 0 : off + (cols.all() ? k - off : cols.cols[k - off]);
-    a.bq[k] = st.beta[j];
-    // ACV holds the active set and its signs fixed: sign(beta_hat) is the derivative.
-    a.sgn[k] = k < off ? 0.0 : (a.bq[k] > 0.0 ? 1.0 : (a.bq[k] < 0.0 ? -1.0 : 0.0));
-  }
-  LooResult out;
-  out.losses.resize(n);
-  out.predictions.resize(n);
-  out.leverages.resize(n);
-  // partials: [r or g2 (q1) | g1 (q1) | G pos (q1^2) | G neg (q1^2)], G = sum c B z z^T;
-  // for a constant-curvature loss without a second-order pass only diag(M) is needed:
-  // [r (q1) | unused (q1) | diag M (q1)] from a_i itself (the second triangular solve)
-  const bool diag_only = exact && !curved && adj == nullptr;
-  const Index stride = 2 * q1 + (diag_only ? q1 : (exact ? 2 * q1 * q1 : 0));
-  const double inv_sw = a.inv_sw;
-  Vec red = detail::blocked_reduce(
-      pb, cols, q1, nt, stride, 4.0 * double(q1 * q1),
-      [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
-        if (exact) std::copy(Z, Z + q1 * m, s.copy);
-        detail::solve_rows(st, q1, m, Z, out.leverages.data() + i0, !exact || diag_only);
-        double* cA = s.wa;
-        double* cB = s.wb;
-        for (Index k = 0; k < m; ++k) {
-          const Index i = i0 + k;
-          const double y = pb.y[i], w = pb.weight(i);
-          const auto r =
-              detail::alo_terms<Loss>(y, st.eta[i], w, out.leverages[i], inv_sw, i, pb.lp);
-          out.predictions[i] = r.e;
-          out.losses[i] = Loss::value(y, r.e, pb.lp);
-          if (exact) {
-            cA[k] = r.c * r.A;
-            cB[k] = r.c * r.B;
-          } else if (w != 0.0) {  // eq. 16 with H_{-i} at beta_hat
-            const double ci = -r.c / r.t;
-            const double* ak = Z + k * q1;
-            for (Index j = off; j < q1; ++j) {
-              P[j] += ci * ak[j] * (a.bq[j] + r.s * ak[j]);
-              P[q1 + j] += ci * ak[j] * a.sgn[j];
-            }
-          }
-        }
-        if (exact) {
-          Eigen::Map<Vec>(P, q1).noalias() +=
-              Eigen::Map<const Mat>(s.copy, q1, m) * Eigen::Map<const Vec>(cA, m);
-          if (diag_only) {
-            Eigen::Map<Vec>(P + 2 * q1, q1).noalias() +=
-                Eigen::Map<const Mat>(Z, q1, m).cwiseAbs2() * Eigen::Map<const Vec>(cB, m);
-          } else {
-            detail::signed_syrk(q1, m, Z, cB, P + 2 * q1, P + 2 * q1 + q1 * q1, s);
-          }
-        }
-      });
-  grad.l2 = Vec::Zero(pb.X.p);
-  grad.l1 = Vec::Zero(pb.X.p);
-  Vec g2(q1), g1(q1);
-  if (!exact) {
-    g2 = red.head(q1);
-    g1 = red.segment(q1, q1);
-  } else {
-    Vec diagM;
-    if (diag_only) {
-      diagM = red.segment(2 * q1, q1);
-    } else {
-      a.M = detail::to_a_space(st, detail::signed_sum(red.data() + 2 * q1, q1));
-      diagM = a.M.diagonal();
-    }
-    Vec rs = red.head(q1);
-    a.q.resize(0);
-    if (curved) {  // q_j = x~_j^T M x~_j and s = X~^T (w l''' q)
-      a.q.resize(n);
-      rs -= detail::blocked_reduce(
-          pb, cols, q1, nt, q1, 2.0 * double(q1 * q1),
-          [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
-            blas::gemm(q1, m, q1, a.M.data(), q1, Z, q1, s.work, q1);
-            for (Index k = 0; k < m; ++k) {
-              const Index i = i0 + k;
-              const double qi = Eigen::Map<const Vec>(Z + k * q1, q1)
-                                    .dot(Eigen::Map<const Vec>(s.work + k * q1, q1));
-              a.q[i] = qi;
-              s.wa[k] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i], pb.lp) * qi;
-            }
-            Eigen::Map<Vec>(P, q1).noalias() +=
-                Eigen::Map<const Mat>(Z, q1, m) * Eigen::Map<const Vec>(s.wa, m);
-          });
-    }
-    a.u = rs;
-    st.chol.solve(a.u.data());
-    for (Index k = 0; k < q1; ++k) {
-      g2[k] = -(a.u[k] * a.bq[k] + diagM[k]);
-      g1[k] = -a.u[k] * a.sgn[k];
-    }
-  }
-  for (Index k = 0; k < q; ++k) {
-    const Index j = cols.all() ? k : cols.cols[k];
-    grad.l2[j] = g2[off + k];
-    grad.l1[j] = g1[off + k];
-  }
-  return out;
+  return detail::alo_with_gradient_impl(
+      pb, st, n_threads, grad, kind, adj,
+      detail::AloRows{&detail::alo_rows<Loss>, &detail::l3w_rows<Loss>, !Loss::constant_curvature});
 }
 
 namespace detail {
-// Forward-over-reverse for a block of directions (see alo_gradient_tangents).
-template <class Loss>
+// Forward-over-reverse for a block of directions (see alo_gradient_tangents), given the
+// samples' loss terms (tangent_terms; curved: the loss has l''' != 0). Compiled once
+// (loo.cpp).
 HyperTangents tangents_block(const Problem& pb, const FitState& st, const LooResult& alo,
-                             const AdjointState& a, const Mat& D2, const Mat& D1, int n_threads) {
-  const int nt = resolve_threads(n_threads);
-  const Index n = pb.n(), off = pb.intercept ? 1 : 0;
-  const Columns cols = st.columns();
-  const Index q = cols.all() ? pb.X.p : cols.size, q1 = q + off;
-  const Index md = D2.cols();
-  const bool curved = !Loss::constant_curvature;
-  const double inv_sw = a.inv_sw;
-  // directions on the factor's coordinates
-  Mat del = Mat::Zero(q1, md), eps = Mat::Zero(q1, md);
-  for (Index k = 0; k < q; ++k) {
-    const Index j = cols.all() ? k : cols.cols[k];
-    del.row(off + k) = D2.row(j);
-    eps.row(off + k) = D1.row(j);
-  }
-  // dbeta = -H^{-1} (delta o beta + epsilon o sign)
-  Mat dB = -(del.array().colwise() * a.bq.array() + eps.array().colwise() * a.sgn.array()).matrix();
-  detail::solve_cols(st, dB);
-  // F1: deta = X~ dbeta, dH_k = X~^T diag(w l''' deta_k) X~ (+ diag(delta_k) below)
-  Mat dEta(n, md);
-  const Index s1 = curved ? 2 * q1 * q1 * md : 0;
-  Vec red1 = detail::blocked_reduce(
-      pb, cols, q1, nt, s1, (curved ? double(md) : 0.0) * double(q1 * q1) + 2.0 * double(q1 * md),
-      [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
-        Eigen::Map<const Mat> Zm(Z, q1, m);
-        dEta.middleRows(i0, m).noalias() = Zm.transpose() * dB;
-        if (!curved) return;
-        for (Index k = 0; k < md; ++k) {
-          for (Index r = 0; r < m; ++r) {
-            const Index i = i0 + r;
-            s.wa[r] = pb.weight(i) * Loss::d3(pb.y[i], st.eta[i], pb.lp) * dEta(i, k);
-          }
-          double* Pk = P + k * 2 * q1 * q1;
-          detail::signed_syrk(q1, m, Z, s.wa, Pk, Pk + q1 * q1, s);
-        }
-      });
-  std::vector<Mat> dH(static_cast<size_t>(md));
-  for (Index k = 0; k < md; ++k) {
-    dH[k] = curved ? detail::signed_sum(red1.data() + k * 2 * q1 * q1, q1) : Mat::Zero(q1, q1);
-    dH[k].diagonal() += del.col(k);
-  }
-  // F2: z_i = L^{-1} x~_i, dh_i = -a_i^T dH a_i = -z_i^T E z_i (E = L^{-1} dH L^{-T}), d(cA)_i,
-  // N_k = sum d(cB)_i a_i a_i^T (accumulated in z-space)
-  std::vector<Mat> E(static_cast<size_t>(md));
-  for (Index k = 0; k < md; ++k) E[k] = detail::to_z_space(st, dH[k]);
-  Mat dcA(n, md);
-  const Index s2 = 2 * q1 * q1 * md;
-  Vec red2 = detail::blocked_reduce(
-      pb, cols, q1, nt, s2, (4.0 + 3.0 * double(md)) * double(q1 * q1),
-      [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
-        double* wt = s.wb;
-        detail::solve_rows(st, q1, m, Z, s.wa, false);
-        for (Index k = 0; k < md; ++k) {
-          blas::gemm(q1, m, q1, E[k].data(), q1, Z, q1, s.copy, q1);
-          for (Index r = 0; r < m; ++r) {
-            const Index i = i0 + r;
-            const double y = pb.y[i], w = pb.weight(i), eta = st.eta[i];
-            const double hi = alo.leverages[i];
-            const double dh = -Eigen::Map<const Vec>(Z + r * q1, q1)
-                                   .dot(Eigen::Map<const Vec>(s.copy + r * q1, q1));
-            const auto t = detail::alo_terms<Loss>(y, eta, w, hi, inv_sw, i, pb.lp);
-            double dca = 0.0, dcb = 0.0;
-            detail::alo_tangent<Loss>(y, eta, w, hi, inv_sw, t, dEta(i, k), dh, dca, dcb, pb.lp);
-            dcA(i, k) = dca;
-            wt[r] = dcb;
-          }
-          double* Pk = P + k * 2 * q1 * q1;
-          detail::signed_syrk(q1, m, Z, wt, Pk, Pk + q1 * q1, s);
-        }
-      });
-  // dM_k = N_k - T_k - T_k^T with T_k = H^{-1} dH_k M
-  std::vector<Mat> dM(static_cast<size_t>(md));
-  for (Index k = 0; k < md; ++k) {
-    Mat T = dH[k] * a.M;
-    detail::solve_cols(st, T);
-    dM[k] = detail::to_a_space(st, detail::signed_sum(red2.data() + k * 2 * q1 * q1, q1)) - T -
-            T.transpose();
-  }
-  // F3: dq_i = x~_i^T dM x~_i, dz = d(cA) - w (l'''' deta q + l''' dq), X~^T dz
-  Vec red3 = detail::blocked_reduce(
-      pb, cols, q1, nt, q1 * md, (curved ? 2.0 * double(md) : 0.0) * double(q1 * q1),
-      [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
-        Eigen::Map<const Mat> Zm(Z, q1, m);
-        for (Index k = 0; k < md; ++k) {
-          double* dz = s.wa;
-          if (curved) blas::gemm(q1, m, q1, dM[k].data(), q1, Z, q1, s.copy, q1);
-          for (Index r = 0; r < m; ++r) {
-            const Index i = i0 + r;
-            dz[r] = dcA(i, k);
-            if (!curved) continue;
-            const double y = pb.y[i], w = pb.weight(i), eta = st.eta[i];
-            const double dq = Zm.col(r).dot(Eigen::Map<const Vec>(s.copy + r * q1, q1));
-            dz[r] -=
-                w * (Loss::d4(y, eta, pb.lp) * dEta(i, k) * a.q[i] + Loss::d3(y, eta, pb.lp) * dq);
-          }
-          Eigen::Map<Vec>(P + k * q1, q1).noalias() += Zm * Eigen::Map<const Vec>(dz, m);
-        }
-      });
-  HyperTangents out;
-  out.l2 = Mat::Zero(pb.X.p, md);
-  out.l1 = Mat::Zero(pb.X.p, md);
-  for (Index k = 0; k < md; ++k) {
-    Mat du = Eigen::Map<const Vec>(red3.data() + k * q1, q1) - dH[k] * a.u;
-    detail::solve_cols(st, du);
-    for (Index c = 0; c < q; ++c) {
-      const Index j = cols.all() ? c : cols.cols[c], kk = off + c;
-      out.l2(j, k) = -(du(kk, 0) * a.bq[kk] + a.u[kk] * dB(kk, k) + dM[k](kk, kk));
-      out.l1(j, k) = -du(kk, 0) * a.sgn[kk];
-    }
-  }
-  return out;
-}
+                             const AdjointState& a, const Mat& D2, const Mat& D1, int n_threads,
+                             const std::vector<TangentTerms>& terms, bool curved);
 }  // namespace detail
 
 // Doubles of per-chunk partial sums that one block of directions may hold (each direction
@@ -472,10 +285,23 @@ HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const
   HyperTangents out;
   out.l2.resize(pb.X.p, md);
   out.l1.resize(pb.X.p, md);
+  // the samples' loss terms, once for every block of directions
+  const Index n = pb.n();
+  std::vector<detail::TangentTerms> terms(static_cast<size_t>(n));
+  ExceptionCatcher guard;
+#pragma omp parallel for schedule(static) num_threads(threads_for(n_threads, 64.0 * double(n)))
+  for (Index i = 0; i < n; ++i) {
+    guard.run([&] {
+      terms[static_cast<size_t>(i)] = detail::tangent_terms<Loss>(
+          pb.y[i], st.eta[i], pb.weight(i), alo.leverages[i], a.inv_sw, i, pb.lp);
+    });
+  }
+  guard.rethrow();
   for (Index k0 = 0; k0 < md; k0 += per) {
     const Index g = std::min(per, md - k0);
-    const HyperTangents t = detail::tangents_block<Loss>(pb, st, alo, a, D2.middleCols(k0, g),
-                                                         D1.middleCols(k0, g), n_threads);
+    const HyperTangents t =
+        detail::tangents_block(pb, st, alo, a, D2.middleCols(k0, g), D1.middleCols(k0, g),
+                               n_threads, terms, !Loss::constant_curvature);
     out.l2.middleCols(k0, g) = t.l2;
     out.l1.middleCols(k0, g) = t.l1;
   }
@@ -488,62 +314,43 @@ HyperTangents alo_gradient_tangents(const Problem& pb, const FitState& st, const
 // x~_j uses the batch's first half for M and its second half for j (independent halves,
 // so the product stays unbiased). O(m p^2), no pass over X. Also returns the batch's
 // weighted mean ALO loss in `acv`.
-template <class Loss>
-HyperGradient sample_gradient(const Problem& pb, const FitState& st, const Index* idx, Index m,
-                              double& acv) {
-  const Index n = pb.n(), off = pb.intercept ? 1 : 0;
-  const Columns cols = st.columns();
-  const Index q = cols.all() ? pb.X.p : cols.size, q1 = q + off;
-  const double inv_sw = 1.0 / pb.weight_sum();
-  for (Index t = 0; t < m; ++t) {
-    if (idx[t] < 0 || idx[t] >= n) throw InvalidInput("sample index out of range");
-  }
-  if (!Loss::constant_curvature && m < 2) {
-    throw InvalidInput(
-        "an unbiased minibatch gradient of a non-quadratic loss needs at least 2 samples "
-        "(its bilinear term takes two independent draws)");
-  }
-  Mat Xb(q1, std::max<Index>(m, 1));
-  pb.X.pack_indices(idx, m, nullptr, pb.intercept, Xb.data(), cols);
-  Mat Ab = Xb.leftCols(m);
-  for (Index k = 0; k < m; ++k) st.chol.solve(Ab.col(k).data());
-  Vec cA(m), cB(m), l3w(m);
+namespace detail {
+// The batch's per-sample terms of sample_gradient, from its packed rows Xb and their
+// solves Ab = H^{-1} Xb: c A, c B and w l''' per sample, the weighted ALO losses and
+// weights summed.
+struct BatchTerms {
+  Vec cA, cB, l3w;
   double loss = 0.0, sw = 0.0;
+};
+using BatchTermsFn = void (*)(const Problem&, const FitState&, const Index*, Index, const Mat&,
+                              const Mat&, double, BatchTerms&);
+template <class Loss>
+void batch_terms(const Problem& pb, const FitState& st, const Index* idx, Index m, const Mat& Xb,
+                 const Mat& Ab, double inv_sw, BatchTerms& t) {
+  t.cA.resize(m);
+  t.cB.resize(m);
+  t.l3w.resize(m);
   for (Index k = 0; k < m; ++k) {
     const Index i = idx[k];
     const double y = pb.y[i], w = pb.weight(i), h = Xb.col(k).dot(Ab.col(k));
-    const auto r = detail::alo_terms<Loss>(y, st.eta[i], w, h, inv_sw, i, pb.lp);
-    cA[k] = r.c * r.A;
-    cB[k] = r.c * r.B;
-    l3w[k] = w * Loss::d3(y, st.eta[i], pb.lp);
-    loss += w * Loss::value(y, r.e, pb.lp);
-    sw += w;
+    const auto r = alo_terms<Loss>(y, st.eta[i], w, h, inv_sw, i, pb.lp);
+    t.cA[k] = r.c * r.A;
+    t.cB[k] = r.c * r.B;
+    t.l3w[k] = w * Loss::d3(y, st.eta[i], pb.lp);
+    t.loss += w * Loss::value(y, r.e, pb.lp);
+    t.sw += w;
   }
-  const double scale = double(n) / double(m);
-  Vec rs = scale * (Xb.leftCols(m) * cA);
-  Vec diagM = scale * (Ab.array().square().matrix() * cB);
-  if (!Loss::constant_curvature) {
-    const Index m1 = m / 2, m2 = m - m1;
-    // q_j estimate from the first half: sum_{i in half 1} (n/m1) c_i B_i (a_i^T x~_j)^2
-    const Mat G = Ab.leftCols(m1).transpose() * Xb.middleCols(m1, m2);  // m1 x m2
-    const Vec qj =
-        (double(n) / double(m1)) * (G.array().square().matrix().transpose() * cB.head(m1));
-    rs -= (double(n) / double(m2)) *
-          (Xb.middleCols(m1, m2) * (l3w.tail(m2).array() * qj.array()).matrix());
-  }
-  Vec u = rs;
-  st.chol.solve(u.data());
-  HyperGradient g;
-  g.l2 = Vec::Zero(pb.X.p);
-  g.l1 = Vec::Zero(pb.X.p);
-  for (Index k = 0; k < q; ++k) {
-    const Index j = cols.all() ? k : cols.cols[k], kk = off + k;
-    const double b = st.beta[off + j];
-    g.l2[j] = -(u[kk] * b + diagM[kk]);
-    g.l1[j] = -u[kk] * (b > 0.0 ? 1.0 : (b < 0.0 ? -1.0 : 0.0));
-  }
-  acv = sw > 0.0 ? loss / sw : 0.0;
-  return g;
+}
+// The loss-independent rest of sample_gradient (loo.cpp); curved: the loss has l''' != 0.
+HyperGradient sample_gradient_impl(const Problem& pb, const FitState& st, const Index* idx, Index m,
+                                   double& acv, bool curved, BatchTermsFn terms);
+}  // namespace detail
+
+template <class Loss>
+HyperGradient sample_gradient(const Problem& pb, const FitState& st, const Index* idx, Index m,
+                              double& acv) {
+  return detail::sample_gradient_impl(pb, st, idx, m, acv, !Loss::constant_curvature,
+                                      &detail::batch_terms<Loss>);
 }
 
 LooResult loo_gradient(const Problem& pb, LossKind loss, FitState& st, int n_threads,

@@ -388,4 +388,12 @@ LooResult enet_exact_loo(const Problem& pb, const FitState& st, const FitOptions
 LooResult loo(const Problem& pb, LossKind loss, LooMethod method, FitState& st,
               const FitOptions& opt, SampleSet set = {});
 
+// The closed forms are compiled once, in loo.cpp, for every registered loss (the chunk and
+// dual routes share them).
+#define ALOOCV_LOO_INSTANCES(EXTERN, T) \
+  EXTERN template void loo_formulas<T>(const Problem&, const double*, LooMethod, LooResult&, int);
+#define ALOOCV_LOO_EXTERN(T) ALOOCV_LOO_INSTANCES(extern, T)
+ALOOCV_FOR_EACH_LOSS(ALOOCV_LOO_EXTERN)
+#undef ALOOCV_LOO_EXTERN
+
 }  // namespace aloocv

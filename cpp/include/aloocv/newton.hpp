@@ -108,6 +108,22 @@ double derivatives_objective(const Problem& pb, const double* eta, double* g, do
   return f + 0.5 * pb.pen.dot(beta.cwiseAbs2()) + pb.l1_norm(beta);
 }
 
+// The loss's O(n) passes above as function pointers (their instances for Loss): drivers
+// whose other work is loss-independent (the matrix-free fits and refits) are compiled once
+// and call these once or twice per Newton step.
+struct LossPasses {
+  double (*derivatives_objective)(const Problem&, const double*, double*, double*, const Vec&, int,
+                                  Index, YPartCache*);
+  double (*objective)(const Problem&, const double*, const Vec&, int, Index, YPartCache*);
+  YPartCache (*y_part_cache)(const Problem&);
+  void (*derivatives)(const Problem&, const double*, double*, double*, int, Index);
+};
+template <class Loss>
+LossPasses loss_passes() {
+  return LossPasses{&derivatives_objective<Loss>, &objective<Loss>, &y_part_cache<Loss>,
+                    &derivatives<Loss>};
+}
+
 // grad = X~^T g + pen .* beta
 inline void full_gradient(const Problem& pb, const double* g, const Vec& beta, Vec& grad,
                           int n_threads) {
@@ -197,76 +213,57 @@ double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Ve
   });
 }
 
+// The loss part of fused_step for the rows [i0, i0 + m): eta_new = eta + x, and, at
+// eta_new, g = w l' and d = w l'' (zero at `skip`); returns the block's sum of w l.
+template <class Loss>
+double fused_rows(const Problem& pb, Index i0, Index m, const double* eta, const double* x,
+                  double* eta_new, double* gb, double* d, Index skip, YPartCache* yc) {
+  double fsum = 0.0;
+  for (Index k = 0; k < m; ++k) {
+    const Index i = i0 + k;
+    const double e = eta[i] + x[k];
+    eta_new[i] = e;
+    const double w = i == skip ? 0.0 : pb.weight(i);
+    if (w == 0.0) {
+      gb[k] = 0.0;
+      d[i] = 0.0;
+      continue;
+    }
+    const LossEval v = sample_eval<Loss>(pb, i, e, true, yc);
+    fsum += w * v.value;
+    gb[k] = w * v.d1;
+    d[i] = w * v.d2;
+  }
+  return fsum;
+}
+using FusedRows = double (*)(const Problem&, Index, Index, const double*, const double*, double*,
+                             double*, double*, Index, YPartCache*);
+
+// line_search through the loss's passes (the same trial points and values).
+inline double line_search(const LossPasses& loss, const Problem& pb, const Vec& beta,
+                          const Vec& step, const Vec& eta, const Vec& xs, double f, double dec,
+                          Vec& eta_try, double& f_try, int n_threads, Index skip, YPartCache* yc) {
+  return armijo(f, dec, [&](double t) {
+    eta_try = eta + t * xs;
+    f_try = loss.objective(pb, eta_try.data(), beta + t * step, n_threads, skip, yc);
+    return f_try;
+  });
+}
+
 // The full Newton step in one pass over X: xs = X~ step, eta_new = eta + xs, and, at
 // eta_new, g = w l', d = w l'' (n each, zero at `skip`), gX = X~^T g and the summed loss
 // (returned). Each row block is read once for both products while it is in cache, and
 // each row's loss is evaluated once (loss_eval: one exp for value, l' and l''); fixed
-// chunks make the sums independent of the thread count.
+// chunks make the sums independent of the thread count. The pass over X is compiled once
+// (fit.cpp), the loss's rows (fused_rows<Loss>) called once per row block.
+double fused_pass(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_new, Vec& xs,
+                  Vec& gX, double* g, double* d, int n_threads, Index skip, YPartCache* yc,
+                  FusedRows rows);
 template <class Loss>
 double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_new, Vec& xs,
                   Vec& gX, double* g, double* d, int n_threads, Index skip = -1,
                   YPartCache* yc = nullptr) {
-  const Index n = pb.n(), p = pb.X.p, off = pb.intercept ? 1 : 0, p1 = p + off;
-  const int nt = threads_for(n_threads, 4.0 * double(n) * double(p1));
-  const Partition part{n, reduction_chunks(n, p1 + 1, nt, 1024)};
-  const Index B = std::max<Index>(64, std::min<Index>(4096, Index(32768) / std::max<Index>(1, p)));
-  std::vector<double> partial(static_cast<size_t>(part.chunks * (p1 + 1)), 0.0);
-  Eigen::Map<const Vec> theta(step.data() + off, p);
-  const double b = pb.intercept ? step[0] : 0.0;
-  ExceptionCatcher guard;
-  interrupt::Context* const ictx = interrupt::current();
-#pragma omp parallel num_threads(nt)
-  {
-    interrupt::Share share(ictx);
-#pragma omp for schedule(dynamic, 1)
-    for (Index c = 0; c < part.chunks; ++c) {
-      if (guard.failed()) continue;
-      guard.run([&] {
-        interrupt::check();
-        double* acc = partial.data() + c * (p1 + 1);
-        Eigen::Map<Vec> acc_theta(acc + off, p);
-        for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
-          const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
-          Eigen::Map<Vec> gb(g + i0, m);
-          pb.X.with_rows(i0, i1, [&](const auto& M) {
-            Eigen::Map<Vec> x(xs.data() + i0, m);
-            if (!block_gemv(M, false, theta.data(), 0.0, x.data())) x.noalias() = M * theta;
-            x.array() += b;
-            double fsum = 0.0;
-            for (Index k = 0; k < m; ++k) {
-              const Index i = i0 + k;
-              const double e = eta[i] + x[k];
-              eta_new[i] = e;
-              const double w = i == skip ? 0.0 : pb.weight(i);
-              if (w == 0.0) {
-                gb[k] = 0.0;
-                d[i] = 0.0;
-                continue;
-              }
-              const LossEval v = sample_eval<Loss>(pb, i, e, true, yc);
-              fsum += w * v.value;
-              gb[k] = w * v.d1;
-              d[i] = w * v.d2;
-            }
-            if (!block_gemv(M, true, gb.data(), 1.0, acc + off)) {
-              acc_theta.noalias() += M.transpose() * gb;
-            }
-            if (off) acc[0] += gb.sum();
-            acc[p1] += fsum;
-          });
-        }
-      });
-    }
-  }
-  guard.rethrow();
-  if (yc) yc->ready = true;
-  gX = Vec::Zero(p1);
-  double f = 0.0;
-  for (Index c = 0; c < part.chunks; ++c) {
-    gX += Eigen::Map<const Vec>(partial.data() + c * (p1 + 1), p1);
-    f += partial[static_cast<size_t>(c * (p1 + 1) + p1)];
-  }
-  return f;
+  return fused_pass(pb, step, eta, eta_new, xs, gX, g, d, n_threads, skip, yc, &fused_rows<Loss>);
 }
 
 // Moves st along the Newton direction `step` (decrement dec): the full step is tried
@@ -816,8 +813,9 @@ double step(const Problem& pb, LossKind loss, FitState& st, bool refresh, int n_
 bool settle_end_guard(const Problem& pb, LossKind loss, FitState& st, int n_threads);
 FitState fit_from(const Problem& pb, LossKind loss, const FitOptions& opt, const FitState& prev);
 
-// The Newton fit layer (and its fused step, which the exact LOO refits share) is compiled
-// once, in fit.cpp, for every registered loss: the other translation units that call it
+// The Newton fit layer (and its fused step and O(n) loss passes, which the LOO, dual,
+// chunk and matrix-free routes share) is compiled once, in fit.cpp, for every registered
+// loss: the other translation units that call it
 // (LOO, k-fold, tuning, the bindings) link to those instances instead of compiling their
 // own copies (explicit instantiation declarations).
 #define ALOOCV_NEWTON_INSTANCES(EXTERN, T)                                                         \
@@ -828,7 +826,13 @@ FitState fit_from(const Problem& pb, LossKind loss, const FitOptions& opt, const
   EXTERN template FitState path_fit<T>(const Problem&, const FitOptions&, const FitState&);        \
   EXTERN template void fresh_factor<T>(const Problem&, FitState&, int, double);                    \
   EXTERN template double detail::fused_step<T>(const Problem&, const Vec&, const Vec&, Vec&, Vec&, \
-                                               Vec&, double*, double*, int, Index, YPartCache*);
+                                               Vec&, double*, double*, int, Index, YPartCache*);   \
+  EXTERN template double detail::objective<T>(const Problem&, const double*, const Vec&, int,      \
+                                              Index, YPartCache*);                                 \
+  EXTERN template void detail::derivatives<T>(const Problem&, const double*, double*, double*,     \
+                                              int, Index);                                         \
+  EXTERN template double detail::derivatives_objective<T>(                                         \
+      const Problem&, const double*, double*, double*, const Vec&, int, Index, YPartCache*);
 #define ALOOCV_NEWTON_EXTERN(T) ALOOCV_NEWTON_INSTANCES(extern, T)
 ALOOCV_FOR_EACH_LOSS(ALOOCV_NEWTON_EXTERN)
 #undef ALOOCV_NEWTON_EXTERN
