@@ -222,6 +222,38 @@ def test_wide_active_set_alo_through_the_dual(loss, monkeypatch):
     np.testing.assert_allclose(res.predictions, eta + g * h / (1 - d * h), rtol=1e-9, atol=1e-12)
 
 
+def test_wide_small_active_set_alo_at_the_same_fit(monkeypatch):
+    # p > n but |A| <= n: the primal ALO at the one fit (no dual, no second fit), equal to
+    # the core's fit-and-ALO call
+    X, y = _wide_text(80, 1500, 6, seed=74, loss="logistic")
+    pen = aloocv.ElasticNet(1.0, 10.0)
+    calls = []
+    dual = aloocv._core.dual
+    monkeypatch.setattr(aloocv._core, "dual", lambda *a, **k: calls.append(1) or dual(*a, **k))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", aloocv.ALOWarning)  # ALO's own error: not the point
+        res = aloocv.loo(X, y, loss="logistic", penalty=pen, tol=1e-12)
+    assert 0 < np.count_nonzero(res.fit.coef_) <= X.shape[0] and calls == []
+    assert res.fit.n_iter_ > 0 and res.fit.converged_
+    Xc = aloocv._validation.core_design(X)
+    ref = aloocv._core.loo(
+        Xc,
+        y,
+        None,
+        "logistic",
+        np.full(1500, 10.0),
+        fit_intercept=True,
+        method="alo",
+        l1=np.full(1500, 1.0),
+        tol=1e-12,
+        max_iter=100,
+        n_threads=1,
+    )
+    np.testing.assert_allclose(res.fit.coef_, ref.coef, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(res.leverages, ref.leverages, rtol=1e-8, atol=1e-13)
+    np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-8)
+
+
 def test_all_zero_solution():
     X, y = sparse_truth(60, 5, 2, seed=68)
     res = aloocv.loo(X, y, loss="squared", penalty=aloocv.L1(1e6))

@@ -155,6 +155,7 @@ class _FitThenALO:
     predictions: np.ndarray
     leverages: np.ndarray
     downdate: np.ndarray
+    rcond: float | None = None
     n_not_converged: int = 0
     grad_l2: None = None
     grad_l1: None = None
@@ -165,30 +166,39 @@ def _enet_active_dual(pb: Problem, req: LOORequest) -> _FitThenALO | None:
     n x n dual system of the active columns (``_core.dual`` on ``X[:, A]`` with A's L2
     weights, the fit given) instead of the |A| x |A| Hessian's factor and inverse: on the
     active set the L1 term is linear, so ALO there is the ridge formula on A
-    (docs/math/alo.md, docs/math/dual.md). None where it does not apply (no L1 term,
-    another method, a derivative or a given fit asked for, p <= n, an unpenalized active
-    feature, |A| <= n, or a dual system over the memory budget): the primal call then."""
+    (docs/math/alo.md, docs/math/dual.md); where |A| <= n after all, the primal ALO at the
+    same fit. None where it does not apply (no L1 term, another method, a derivative or a
+    given fit asked for, p <= n, a feature without an L2 weight): the primal call then."""
     n = pb.n_samples
     if pb.l1 is None or req.method != "alo" or req.return_gradient or req.coef is not None:
         return None
-    if pb.n_features <= n:
+    if pb.n_features <= n or not np.all(pb.l2 > 0):
         return None
     with _blas.single_threaded_blas():
         fit = _core.fit(*_args(pb), beta0=None, l1=pb.l1, **_opts(pb))
-    A = np.flatnonzero(np.asarray(fit.coef))
-    if A.size <= n or not np.all(pb.l2[A] > 0):
-        return None
-    XA = pb.X[:, A]
-    XA = XA.tocsr() if hasattr(XA, "tocsr") else np.ascontiguousarray(XA)
-    sub = pb.replace(X=XA, l2=np.ascontiguousarray(pb.l2[A]), l1=None)
-    if not fits(sub, "dual", "loo"):
-        return None
-    coefA = np.asarray(fit.coef)[A]
-    beta = np.concatenate([[fit.intercept], coefA]) if pb.fit_intercept else coefA
+    coef = np.asarray(fit.coef)
+    A = np.flatnonzero(coef)
+    sub = None
+    if A.size > n:
+        XA = pb.X[:, A]
+        XA = XA.tocsr() if hasattr(XA, "tocsr") else np.ascontiguousarray(XA)
+        sub = pb.replace(X=XA, l2=np.ascontiguousarray(pb.l2[A]), l1=None)
     with _blas.single_threaded_blas():
-        out = _core.dual(
-            *_args(sub), method="alo", want_loo=True, beta=np.ascontiguousarray(beta), **_opts(sub)
-        )
+        if sub is not None and fits(sub, "dual", "loo"):
+            b = np.concatenate([[fit.intercept], coef[A]]) if pb.fit_intercept else coef[A]
+            out = _core.dual(
+                *_args(sub), method="alo", want_loo=True, beta=np.ascontiguousarray(b), **_opts(sub)
+            )
+        else:  # the active set's Hessian at the fit (prepare_at: no second fit)
+            b = np.concatenate([[fit.intercept], coef]) if pb.fit_intercept else coef
+            out = _core.loo(
+                *_args(pb),
+                method="alo",
+                beta=np.ascontiguousarray(b),
+                refit=False,
+                l1=pb.l1,
+                **_opts(pb),
+            )
     return _FitThenALO(
         coef=np.asarray(fit.coef),
         intercept=float(fit.intercept),
@@ -202,6 +212,7 @@ def _enet_active_dual(pb: Problem, req: LOORequest) -> _FitThenALO | None:
         predictions=out.predictions,
         leverages=out.leverages,
         downdate=out.downdate,
+        rcond=getattr(out, "rcond", None),
     )
 
 
@@ -293,7 +304,7 @@ def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
             pb.loss, pb.y, eta, out.predictions, out.leverages, pb.sample_weight
         )
         unreliable = unreliable_from(indicator, out.losses, pb.sample_weight, dh_flag)
-    rcond = out.rcond if isinstance(out, _core.LooResult) else None
+    rcond = getattr(out, "rcond", None)  # the primal route's factor (dual: none)
     warn_ill_conditioned(rcond)
     return LOOResult(
         gradient=grad,
