@@ -2,6 +2,7 @@
 // (matrix_free.hpp; docs/math/matrix_free.md).
 #include "aloocv/matrix_free.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -495,6 +496,104 @@ void HeadBlock::apply(const RowMat& R, RowMat& Z) const {
   for (Index a = 0; a < k; ++a) Z.row(idx[static_cast<size_t>(a)]) = B.row(a);
 }
 
+DualHead dual_head(const Design& X, const Vec& sd, const Vec& pinv, bool intercept, const Vec& kinv,
+                   int n_threads) {
+  DualHead dh;
+  const Index n = X.n, p = X.p;
+  if (!X.sparse || n == 0) return dh;
+  const CsrView& c = X.csr;
+  // the columns of A = D^{1/2} X P^{-1/2} of largest squared norm
+  Vec col = Vec::Zero(p);
+  for (Index i = 0; i < n; ++i) {
+    const double di = sd[i] * sd[i];
+    for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
+      const double v = c.val(a);
+      col[c.indices[a]] += di * v * v;
+    }
+  }
+  col.array() *= pinv.array();
+  const Index k = std::min({kDualHeadColumns, p / 4, Index((col.array() > kDualHeadNorm).count())});
+  if (k < 1) return dh;
+  std::vector<Index> cols(static_cast<size_t>(p));
+  for (Index j = 0; j < p; ++j) cols[static_cast<size_t>(j)] = j;
+  std::partial_sort(cols.begin(), cols.begin() + k, cols.end(),
+                    [&](Index a, Index b) { return col[a] > col[b]; });
+  std::vector<int> pos(static_cast<size_t>(p), -1);
+  for (Index a = 0; a < k; ++a) pos[static_cast<size_t>(cols[static_cast<size_t>(a)])] = int(a);
+  dh.ptr.assign(static_cast<size_t>(n + 1), 0);
+  dh.einv.resize(n);
+  Mat G = Mat::Identity(k, k);  // I + A_h^T E^{-1} A_h (lower triangle)
+  for (Index i = 0; i < n; ++i) {
+    double head = 0.0;
+    const size_t first = dh.val.size();
+    for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
+      const int q = pos[static_cast<size_t>(c.indices[a])];
+      if (q < 0) continue;
+      const double v = sd[i] * c.val(a) * std::sqrt(pinv[c.indices[a]]);
+      dh.idx.push_back(q);
+      dh.val.push_back(v);
+      head += v * v;
+    }
+    dh.ptr[static_cast<size_t>(i + 1)] = Index(dh.val.size());
+    // 1 + t_i: the whole row's 1 / kinv_i less its head columns', at least 1
+    const double e = 1.0 / std::max(1.0, 1.0 / kinv[i] - head);
+    dh.einv[i] = e;
+    for (size_t u = first; u < dh.val.size(); ++u) {
+      for (size_t v = first; v < dh.val.size(); ++v) {
+        const int a = dh.idx[u], b = dh.idx[v];
+        if (a >= b) G(a, b) += e * dh.val[u] * dh.val[v];
+      }
+    }
+  }
+  const double uu = sd.squaredNorm();
+  if (intercept && uu > 0.0) {
+    // C = M A_h = A_h - sd c^T: C^T E^{-1} C = A_h^T E^{-1} A_h - t c^T - c t^T
+    // + c c^T (sd^T E^{-1} sd), t = A_h^T E^{-1} sd
+    dh.c = Vec::Zero(k);
+    Vec t = Vec::Zero(k);
+    for (Index i = 0; i < n; ++i) {
+      for (Index a = dh.ptr[i]; a < dh.ptr[i + 1]; ++a) {
+        dh.c[dh.idx[a]] += sd[i] * dh.val[a];
+        t[dh.idx[a]] += dh.einv[i] * sd[i] * dh.val[a];
+      }
+    }
+    dh.c /= uu;
+    const double ses = sd.dot(dh.einv.cwiseProduct(sd));
+    G.triangularView<Eigen::Lower>() -= t * dh.c.transpose() + dh.c * t.transpose();
+    G.triangularView<Eigen::Lower>() += ses * dh.c * dh.c.transpose();
+  }
+  dh.llt.compute(G);
+  if (dh.llt.info() != Eigen::Success) return DualHead{};
+  dh.sd = sd;
+  dh.n_threads = n_threads;
+  return dh;
+}
+
+void DualHead::apply(RowMat& Z) const {
+  const Index n = Z.rows(), m = Z.cols(), k = llt.rows();
+  RowMat Wr = RowMat::Zero(k, m);  // A_h^T Z
+  for (Index i = 0; i < n; ++i) {
+    scatter_block(ptr[i], ptr[i + 1], val.data(), idx.data(), Z.data() + i * m, m, Wr.data());
+  }
+  Mat W = Wr;
+  if (c.size() > 0) W.noalias() -= c * (sd.transpose() * Z);  // C^T Z
+  llt.solveInPlace(W);
+  Wr = W;
+  Vec cw = c.size() > 0 ? Vec(W.transpose() * c) : Vec::Zero(m);
+  RowMat CW(n, m);
+  const int nt = threads_for(n_threads, 2.0 * double(val.size()) * double(m));
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (Index i = 0; i < n; ++i) {
+    double* o = CW.data() + i * m;
+    for (Index q = 0; q < m; ++q) o[q] = -sd[i] * cw[q];
+    gather_block(
+        ptr[i], ptr[i + 1], [&](Index a) { return val[static_cast<size_t>(a)]; },
+        [&](Index a) { return idx[static_cast<size_t>(a)]; }, Wr.data(), m, o);
+    double* z = Z.data() + i * m;
+    for (Index q = 0; q < m; ++q) z[q] -= einv[i] * o[q];
+  }
+}
+
 void DualHatOp::project(RowMat& V) const {
   if (!intercept) return;
   const Index n = V.rows(), m = V.cols();
@@ -555,6 +654,7 @@ CgReport block_pcg_impl(const Op& H, const Vec& minv, const RowMat& B, RowMat& S
     }
   }
   if (o.head) o.head->apply(R, Z);
+  if (o.dual_head) o.dual_head->apply(Z);
   P = Z;
   for (Index j = 0; j < p1; ++j)
     for (Index k = 0; k < m; ++k) rz[k] += R(j, k) * Z(j, k);
@@ -599,6 +699,7 @@ CgReport block_pcg_impl(const Op& H, const Vec& minv, const RowMat& B, RowMat& S
       }
     }
     if (o.head) o.head->apply(R, Z);
+    if (o.dual_head) o.dual_head->apply(Z);
     for (Index j = 0; j < p1; ++j)
       for (Index k = 0; k < m; ++k) rz_new[k] += R(j, k) * Z(j, k);
     for (Index k = 0; k < m; ++k) {
@@ -865,6 +966,11 @@ void dual_probes(const Problem& pb, LossKind loss, const FitState& st, const Lev
   mf::CgOptions co;
   co.rtol = o.cg_rtol;
   co.max_iter = o.max_cg;
+  const mf::DualHead head = mf::dual_head(pb.X, sd, pinv, pb.intercept, kinv, nt);
+  if (!head.empty()) {
+    kinv = head.einv;
+    co.dual_head = &head;
+  }
   out.dual = true;
   const Index gpb = std::max<Index>(1, kBatchProbes / per);
   RowMat Z, T, SZ, B, A0Z;

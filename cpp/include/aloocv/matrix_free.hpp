@@ -88,11 +88,14 @@ struct HeadBlock {
 // Columns of the dense part of HeadBlock at most.
 constexpr Index kHeadColumns = 64;
 
+struct DualHead;
+
 struct CgOptions {
-  double rtol = 1e-6;               // ||r_k|| <= rtol ||b_k|| per column
-  Index max_iter = 1000;            // iterations at most
-  Vec col_rtol;                     // per column instead of rtol (empty: rtol for every column)
-  const HeadBlock* head = nullptr;  // the dense part of the preconditioner (none: Jacobi)
+  double rtol = 1e-6;                   // ||r_k|| <= rtol ||b_k|| per column
+  Index max_iter = 1000;                // iterations at most
+  Vec col_rtol;                         // per column instead of rtol (empty: rtol for every column)
+  const HeadBlock* head = nullptr;      // the dense part of the preconditioner (none: Jacobi)
+  const DualHead* dual_head = nullptr;  // the dual form's (DualHatOp) dense part
 };
 
 struct CgReport {
@@ -136,6 +139,44 @@ struct DualHatOp {
 
 CgReport block_pcg(const DualHatOp& K, const Vec& minv, const RowMat& B, RowMat& S,
                    const CgOptions& o);
+
+// The head part of the dual form's preconditioner (CSR designs; docs/math/matrix_free.md,
+// "The dual form of the probe solves"): with A_h the k columns of A = D^{1/2} X P^{-1/2}
+// of largest squared norm (the frequent terms of text-like data), C = M A_h (projected off
+// u, kept as A_h less a rank one term) and E = I + diag(t) (t_i: row i's squared norm in
+// the other columns), (E + C C^T)^{-1} = E^{-1} - E^{-1} C (I + C^T E^{-1} C)^{-1} C^T E^{-1}
+// (Woodbury). PCG takes einv (E^{-1}) as its diagonal and `apply` the rest. A_h is kept
+// sparse, by rows: applying it costs a product with X's entries in those columns, forming
+// the k x k matrix the squares of each row's head entries.
+struct DualHead {
+  std::vector<Index> ptr;   // n + 1 offsets of the rows' head entries
+  std::vector<int> idx;     // their head column, 0 .. k - 1
+  std::vector<double> val;  // their entry of A
+  Vec c;                    // (k) A_h^T sd / |sd|^2: C = A_h - sd c^T (empty: C = A_h)
+  Vec sd;                   // (n) sqrt(max(d, 0)), as DualHatOp's
+  Vec einv;                 // (n) E^{-1}
+  Eigen::LLT<Mat> llt;      // of I + C^T E^{-1} C
+  int n_threads = 1;
+  bool empty() const { return ptr.empty(); }
+  // Z (= einv .* R on entry) -= einv .* C (I + C^T E^{-1} C)^{-1} C^T Z, every column.
+  void apply(RowMat& Z) const;
+};
+
+// DualHead's columns: those whose squared norm in A exceeds kDualHeadNorm (each puts an
+// eigenvalue of about 1 + |a_j|^2 into M A A^T M + I, coupling every row it touches, which
+// Jacobi leaves to CG), at most kDualHeadColumns (and a quarter of X's). Measured on
+// 20000 x 100000 text-like rows (50 per row, Zipf 1.1), 8 probes to 3e-3: at C = 1e4
+// (1385 columns above 10) the solves took 46 Jacobi iterations, 16 with 512 head columns
+// (0.84 -> 0.42 s per call), 13 with 1024 (0.51 s: the k x k matrix's cost); at C = 1e3
+// 40 -> 13 (512) and 10 (1024), 0.70 -> 0.32-0.33 s.
+constexpr double kDualHeadNorm = 10.0;
+constexpr Index kDualHeadColumns = 512;
+
+// DualHead of the dual operator (sd, pinv as DualHatOp's) for a CSR design, with kinv the
+// Jacobi inverse 1 / (1 + sum_j A_ij^2) of the whole row; empty for a dense design, too few
+// columns, or a k x k matrix that is not numerically positive definite.
+DualHead dual_head(const Design& X, const Vec& sd, const Vec& pinv, bool intercept, const Vec& kinv,
+                   int n_threads);
 
 // The inverse Jacobi preconditioner 1 / diag(H) (1 where a diagonal entry is 0).
 Vec jacobi(const Operator& op, const Vec& d, const Vec& pen);
