@@ -168,16 +168,29 @@ def test_rtol_adds_probes_and_refits_until_the_budget_holds():
     assert abs(got.mean - exact.mean) <= 0.02 * exact.mean
 
 
-def test_threads_give_the_same_leverages():
+@pytest.mark.parametrize("dual", [False, True])
+def test_threads_give_the_same_leverages(dual):
+    # the dual form: X diag(1/P) X^T fused column by column on one thread (Operator::gram),
+    # adjoint then forward by rows on two (enough entries that two threads are used)
     X, y = _sparse_text(500, 6000, 20, seed=6)
-    pb = Problem.build(X, y, penalty=aloocv.L2(0.5), n_jobs=1)
-    fit = aloocv.fit(X, y, penalty=aloocv.L2(0.5), solver="matrix_free", n_jobs=1)
+    lam = 0.5
+    if dual:  # 2 * nnz * 8 columns above kSerialFlops, no confidently wrong rows
+        X, lam = _sparse_text(700, 20000, 1000, seed=6)[0], 5.0
+        y = (np.random.default_rng(0).random(700) < 0.5).astype(np.float64)
+        assert X.nnz > 2.5e5
+    pb = Problem.build(X, y, penalty=aloocv.L2(lam), n_jobs=1)
+    fit = aloocv.fit(X, y, penalty=aloocv.L2(lam), solver="matrix_free", n_jobs=1)
     beta = np.ascontiguousarray(fit.beta_)
-    one = mfm.leverages(pb, beta, 16, per=4).res
+    one = mfm.leverages(pb, beta, 16, per=4, dual=dual).res
     with threadpool_limits(2):
         two = mfm.leverages(
-            pb.replace(options=dataclasses.replace(pb.options, n_threads=2)), beta, 16, per=4
+            pb.replace(options=dataclasses.replace(pb.options, n_threads=2)),
+            beta,
+            16,
+            per=4,
+            dual=dual,
         ).res
+    assert bool(one.dual) == dual and bool(two.dual) == dual
     np.testing.assert_array_equal(one.plain, two.plain)
     np.testing.assert_array_equal(one.control, two.control)
 

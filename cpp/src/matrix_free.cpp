@@ -125,6 +125,10 @@ inline void scatter_block(Index a0, Index a1, const double* val, const int* idx,
   });
 }
 
+// Columns of a block that Operator::gram fuses (its row of sums on the stack); wider blocks
+// take adjoint and forward one after the other.
+constexpr Index kMaxGramColumns = 64;
+
 // gather_fixed over a block of m columns (B and o with leading dimension m).
 template <class Val, class Idx>
 inline void gather_block(Index a0, Index a1, const Val& val, const Idx& idx, const double* B,
@@ -139,9 +143,12 @@ inline void gather_block(Index a0, Index a1, const Val& val, const Idx& idx, con
 Operator::Operator(const Design& X, bool intercept, int n_threads)
     : X_(X), off_(intercept ? 1 : 0), nt_(resolve_threads(n_threads)) {}
 
+Operator::Operator(const Operator& other, bool intercept)
+    : X_(other.X_), off_(intercept ? 1 : 0), nt_(other.nt_), csc_(other.csc_) {}
+
 bool Operator::csc(bool block) const {
   if (!X_.sparse || X_.nnz() < 4096 || (!block && nt_ <= 1)) return false;
-  if (!cptr_.empty()) return true;
+  if (!csc_->ptr.empty()) return true;
   // A CSC index of the entries (nnz values and row indices, a copy of the structure, not of
   // a dense X), built on first use: X~^T U gathers column by column, in the row order of a
   // serial scatter (the same sums for any thread count), and its random reads go to the
@@ -153,18 +160,18 @@ bool Operator::csc(bool block) const {
   const Design& X = X_;
   const CsrView& c = X.csr;
   const Index nnz = X.nnz();
-  cptr_.assign(static_cast<size_t>(X.p + 1), 0);
+  csc_->ptr.assign(static_cast<size_t>(X.p + 1), 0);
   for (Index a = c.indptr[0]; a < c.indptr[X.n]; ++a)
-    ++cptr_[static_cast<size_t>(c.indices[a]) + 1];
-  for (Index j = 0; j < X.p; ++j) cptr_[j + 1] += cptr_[j];
-  crow_.resize(static_cast<size_t>(nnz));
-  cval_.resize(static_cast<size_t>(nnz));
-  std::vector<Index> next(cptr_.begin(), cptr_.end() - 1);
+    ++csc_->ptr[static_cast<size_t>(c.indices[a]) + 1];
+  for (Index j = 0; j < X.p; ++j) csc_->ptr[j + 1] += csc_->ptr[j];
+  csc_->row.resize(static_cast<size_t>(nnz));
+  csc_->val.resize(static_cast<size_t>(nnz));
+  std::vector<Index> next(csc_->ptr.begin(), csc_->ptr.end() - 1);
   for (Index i = 0; i < X.n; ++i) {
     for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
       const Index k = next[static_cast<size_t>(c.indices[a])]++;
-      crow_[static_cast<size_t>(k)] = static_cast<int>(i);
-      cval_[static_cast<size_t>(k)] = c.val(a);
+      csc_->row[static_cast<size_t>(k)] = static_cast<int>(i);
+      csc_->val[static_cast<size_t>(k)] = c.val(a);
     }
   }
   return true;
@@ -204,7 +211,7 @@ void Operator::adjoint(const double* u, double* out) const {
 #pragma omp parallel for schedule(static) num_threads(nt_)
     for (Index j = 0; j < X_.p; ++j) {
       double s = 0.0;
-      for (Index a = cptr_[j]; a < cptr_[j + 1]; ++a) s += cval_[a] * u[crow_[a]];
+      for (Index a = csc_->ptr[j]; a < csc_->ptr[j + 1]; ++a) s += csc_->val[a] * u[csc_->row[a]];
       o[j] = s;
     }
     return;
@@ -232,8 +239,8 @@ void Operator::forward(const RowMat& V, RowMat& out) const {
         for (Index k = 0; k < m; ++k) o[k] = off_ ? Vd[k] : 0.0;
       }
       for (Index j = 0; j < p; ++j) {
-        scatter_block(cptr_[j], cptr_[j + 1], cval_.data(), crow_.data(), Vd + (off_ + j) * m, m,
-                      Od);
+        scatter_block(csc_->ptr[j], csc_->ptr[j + 1], csc_->val.data(), csc_->row.data(),
+                      Vd + (off_ + j) * m, m, Od);
       }
       return;
     }
@@ -270,6 +277,28 @@ void Operator::forward(const RowMat& V, RowMat& out) const {
   guard.rethrow();
 }
 
+bool Operator::gram(const RowMat& U, const double* cscale, RowMat& out) const {
+  const Index m = U.cols(), n = X_.n, p = X_.p;
+  if (!X_.sparse || off_ || n >= p || m > kMaxGramColumns ||
+      threads_for(nt_, 2.0 * double(X_.nnz()) * double(m)) != 1 || !csc(true)) {
+    return false;
+  }
+  passes += 2;
+  out.setZero(n, m);
+  const double* Ud = U.data();
+  double* Od = out.data();
+  double w[kMaxGramColumns];
+  for (Index j = 0; j < p; ++j) {
+    for (Index k = 0; k < m; ++k) w[k] = 0.0;
+    gather_block(
+        csc_->ptr[j], csc_->ptr[j + 1], [&](Index a) { return csc_->val[a]; },
+        [&](Index a) { return csc_->row[a]; }, Ud, m, w);
+    for (Index k = 0; k < m; ++k) w[k] *= cscale[j];
+    scatter_block(csc_->ptr[j], csc_->ptr[j + 1], csc_->val.data(), csc_->row.data(), w, m, Od);
+  }
+  return true;
+}
+
 void Operator::adjoint(const RowMat& U, RowMat& out) const {
   ++passes;
   const Index m = U.cols(), n = X_.n, p = X_.p;
@@ -282,8 +311,8 @@ void Operator::adjoint(const RowMat& U, RowMat& out) const {
 #pragma omp parallel for schedule(static) num_threads(nt_)
       for (Index j = 0; j < p; ++j) {
         gather_block(
-            cptr_[j], cptr_[j + 1], [&](Index a) { return cval_[a]; },
-            [&](Index a) { return crow_[a]; }, Ud, m, Od + j * m);
+            csc_->ptr[j], csc_->ptr[j + 1], [&](Index a) { return csc_->val[a]; },
+            [&](Index a) { return csc_->row[a]; }, Ud, m, Od + j * m);
       }
       return;
     }
@@ -340,7 +369,8 @@ void Operator::weighted_squares(const double* d, double* out) const {
 #pragma omp parallel for schedule(static) num_threads(nt_)
       for (Index j = 0; j < p; ++j) {
         double s = 0.0;
-        for (Index a = cptr_[j]; a < cptr_[j + 1]; ++a) s += cval_[a] * cval_[a] * d[crow_[a]];
+        for (Index a = csc_->ptr[j]; a < csc_->ptr[j + 1]; ++a)
+          s += csc_->val[a] * csc_->val[a] * d[csc_->row[a]];
         o[j] = s;
       }
       return;
@@ -522,28 +552,43 @@ DualHead dual_head(const Design& X, const Vec& sd, const Vec& pinv, bool interce
   for (Index a = 0; a < k; ++a) pos[static_cast<size_t>(cols[static_cast<size_t>(a)])] = int(a);
   dh.ptr.assign(static_cast<size_t>(n + 1), 0);
   dh.einv.resize(n);
-  Mat G = Mat::Identity(k, k);  // I + A_h^T E^{-1} A_h (lower triangle)
+  // I + A_h^T E^{-1} A_h: its lower triangle by rows (row a at a * k: each row's head
+  // entries sorted by column update one row of it at a time)
+  std::vector<double> Gr(static_cast<size_t>(k * k), 0.0);
+  std::vector<std::pair<int, double>> row;
   for (Index i = 0; i < n; ++i) {
-    double head = 0.0;
-    const size_t first = dh.val.size();
+    row.clear();
     for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
       const int q = pos[static_cast<size_t>(c.indices[a])];
-      if (q < 0) continue;
-      const double v = sd[i] * c.val(a) * std::sqrt(pinv[c.indices[a]]);
-      dh.idx.push_back(q);
-      dh.val.push_back(v);
-      head += v * v;
+      if (q >= 0) row.emplace_back(q, sd[i] * c.val(a) * std::sqrt(pinv[c.indices[a]]));
     }
+    std::sort(row.begin(), row.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
+    double head = 0.0;
+    const size_t first = dh.val.size();
+    for (const auto& [q, v] : row) {
+      if (dh.val.size() > first && dh.idx.back() == q) {
+        dh.val.back() += v;  // a repeated column: one entry, their sum
+      } else {
+        dh.idx.push_back(q);
+        dh.val.push_back(v);
+      }
+    }
+    for (size_t u = first; u < dh.val.size(); ++u) head += dh.val[u] * dh.val[u];
     dh.ptr[static_cast<size_t>(i + 1)] = Index(dh.val.size());
     // 1 + t_i: the whole row's 1 / kinv_i less its head columns', at least 1
     const double e = 1.0 / std::max(1.0, 1.0 / kinv[i] - head);
     dh.einv[i] = e;
     for (size_t u = first; u < dh.val.size(); ++u) {
-      for (size_t v = first; v < dh.val.size(); ++v) {
-        const int a = dh.idx[u], b = dh.idx[v];
-        if (a >= b) G(a, b) += e * dh.val[u] * dh.val[v];
-      }
+      const double eu = e * dh.val[u];
+      double* g = Gr.data() + Index(dh.idx[u]) * k;
+      for (size_t v = first; v <= u; ++v) g[dh.idx[v]] += eu * dh.val[v];
     }
+  }
+  Mat G(k, k);
+  for (Index a = 0; a < k; ++a) {
+    for (Index b = 0; b <= a; ++b) G(a, b) = Gr[static_cast<size_t>(a * k + b)];
+    G(a, a) += 1.0;
   }
   const double uu = sd.squaredNorm();
   if (intercept && uu > 0.0) {
@@ -619,12 +664,16 @@ void DualHatOp::apply(const RowMat& V, RowMat& out, RowMat& work) const {
     double* o = out.data() + i * m;
     for (Index k = 0; k < m; ++k) o[k] *= sd[i];
   }
-  op.adjoint(out, work);  // A^T M V (up to P^{-1/2})
-  for (Index j = 0; j < work.rows(); ++j) {
-    double* w = work.data() + j * m;
-    for (Index k = 0; k < m; ++k) w[k] *= pinv[j];
+  if (op.gram(out, pinv.data(), work)) {
+    out.swap(work);
+  } else {
+    op.adjoint(out, work);  // A^T M V (up to P^{-1/2})
+    for (Index j = 0; j < work.rows(); ++j) {
+      double* w = work.data() + j * m;
+      for (Index k = 0; k < m; ++k) w[k] *= pinv[j];
+    }
+    op.forward(work, out);
   }
-  op.forward(work, out);
   for (Index i = 0; i < n; ++i) {
     double* o = out.data() + i * m;
     for (Index k = 0; k < m; ++k) o[k] *= sd[i];
@@ -951,11 +1000,12 @@ bool dual_applies(const Problem& pb, const Vec& g, const Vec& d, const LeverageO
 // r_i (D^{1/2} A0 D^{1/2} r)_i / d_i as in the primal form. Rows with d_i = 0 and g_i = 0 have
 // no use for a leverage (they keep A0's); the rows in `exact` get theirs by one PCG solve.
 void dual_probes(const Problem& pb, LossKind loss, const FitState& st, const LeverageOptions& o,
-                 const Vec& minv, const std::vector<Index>& exact, RandomLeverages& out) {
+                 const mf::Operator& op, const Vec& minv, const std::vector<Index>& exact,
+                 RandomLeverages& out) {
   const Index n = pb.n(), p1 = pb.p1(), off = pb.intercept ? 1 : 0, G = o.n_groups;
   const Index per = o.n_probes / G;
   const int nt = resolve_threads(o.n_threads);
-  const mf::Operator op(pb.X, pb.intercept, nt), op0(pb.X, false, nt);
+  const mf::Operator op0(op, false);
   const Vec sd = out.d.cwiseMax(0.0).cwiseSqrt();
   const Vec pinv = pb.pen.tail(p1 - off).cwiseInverse();
   Vec kinv(n);
@@ -1062,7 +1112,7 @@ RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitStat
   const Index gpb = std::max<Index>(1, kBatchProbes / per);
   std::vector<Index> exact;
   if (dual_applies(pb, out.g, out.d, o, exact)) {
-    dual_probes(pb, loss, st, o, minv, exact, out);
+    dual_probes(pb, loss, st, o, op, minv, exact, out);
     return out;
   }
   const mf::HeadBlock head = mf::head_block(pb.X, pb.intercept, out.d, pb.pen, minv);

@@ -396,7 +396,7 @@ MnRandomBlocks mn_random_blocks(const MnProblem& pb, const Vec& beta, const doub
   const Index n = pb.n(), K = pb.K, p = pb.X.p, T = mn_packed(K), G = o.n_groups;
   const Index per = o.n_probes / G;
   const int nt = resolve_threads(o.n_threads);
-  const mf::Operator op(pb.X, pb.intercept, nt), op0(pb.X, false, nt);
+  const mf::Operator op(pb.X, pb.intercept, nt), op0(op, false);
   MnRandomBlocks out;
   const RowMat B = to_block(pb, beta);
   out.eta = scores(op, B, offset);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <Eigen/Cholesky>
@@ -34,6 +35,9 @@ namespace mf {
 class Operator {
  public:
   Operator(const Design& X, bool intercept, int n_threads);
+  // The same X with or without the intercept column, sharing `other`'s CSC index (built
+  // once for both).
+  Operator(const Operator& other, bool intercept);
   Index n() const { return X_.n; }
   Index p1() const { return X_.p + off_; }
   // out (n) = X~ v, v (p1).
@@ -44,6 +48,11 @@ class Operator {
   void forward(const RowMat& V, RowMat& out) const;
   // out (p1 x m) = X~^T U, U (n x m).
   void adjoint(const RowMat& U, RowMat& out) const;
+  // out (n x m) = X diag(cscale) X^T U (X without the intercept column: an operator built
+  // without it) in one pass over the columns' entries, with no p x m intermediate, the same
+  // sums as adjoint, scaling and forward one after the other; false (nothing done) where
+  // that serial pass does not apply (dense X, n >= p, threads, or no CSC index).
+  bool gram(const RowMat& U, const double* cscale, RowMat& out) const;
   // out (p1) = sum_i d_i x~_ij^2: the diagonal of X~^T D X~.
   void weighted_squares(const double* d, double* out) const;
   // out (n) = sum_j x~_ij^2 c_j.
@@ -56,9 +65,12 @@ class Operator {
   int nt_;
   // CSC index of a sparse X, built on first use (csc): column j's entries at
   // [cptr[j], cptr[j+1]).
-  mutable std::vector<Index> cptr_;
-  mutable std::vector<int> crow_;
-  mutable std::vector<double> cval_;
+  struct CscIndex {
+    std::vector<Index> ptr;
+    std::vector<int> row;
+    std::vector<double> val;
+  };
+  std::shared_ptr<CscIndex> csc_ = std::make_shared<CscIndex>();
   // Whether the CSC index serves a product (a block of columns, or one vector threaded):
   // builds it then. Call outside parallel regions.
   bool csc(bool block) const;

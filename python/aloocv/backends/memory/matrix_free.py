@@ -78,9 +78,10 @@ RACE_Z = 4.0
 #: 0 stops short in the directions it has not yet resolved, which biases the leverages (and
 #: ALO) upward, the same way for every probe: a bias that the jackknife's standard error
 #: does not see. Measured on 20000 x 100000 text-like data over 7 penalties (32 probes,
-#: against solves to 1e-5): at 1e-2 up to 2.2e-3 of the mean and 6.1 standard errors (where
-#: the standard error is small: strong penalties), at 3e-3 up to 3.0e-4 and 2.2, at 1e-3
-#: 0.9e-4 and 0.8; 3e-3 costs 1.31x the iterations of 1e-2, 1e-3 1.59x.
+#: against solves to 1e-5; the dual form, its frequent columns preconditioned exactly): at
+#: 1e-2 up to 3.4e-3 of the mean and 7.1 standard errors (where the standard error is small:
+#: strong penalties), at 3e-3 up to 7.1e-4 and 2.9, at 1e-3 1.3e-4 and 1.1; 3e-3 costs 1.39x
+#: the iterations of 1e-2, 1e-3 1.70x.
 CG_RTOL = 3e-3
 #: Relative residual of the solves of exact leverages (a few samples: the self-check's).
 EXACT_CG_RTOL = 1e-6
