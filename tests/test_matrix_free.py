@@ -168,19 +168,24 @@ def test_rtol_adds_probes_and_refits_until_the_budget_holds():
     assert abs(got.mean - exact.mean) <= 0.02 * exact.mean
 
 
-@pytest.mark.parametrize("dual", [False, True])
-def test_threads_give_the_same_leverages(dual):
-    # the dual form: X diag(1/P) X^T fused column by column on one thread (Operator::gram),
-    # adjoint then forward by rows on two (enough entries that two threads are used)
+@pytest.mark.parametrize("shape", ["wide", "wide-dual", "tall"])
+def test_threads_give_the_same_leverages(shape):
+    # one thread fuses the two products of a block (Operator::gram in the dual form,
+    # Operator::hessian_rows for n >= p + 1), two take them one after the other (with
+    # enough entries that two threads are used): the same sums
     X, y = _sparse_text(500, 6000, 20, seed=6)
     lam = 0.5
-    if dual:  # 2 * nnz * 8 columns above kSerialFlops, no confidently wrong rows
+    if shape == "wide-dual":  # no confidently wrong rows: the dual form applies
         X, lam = _sparse_text(700, 20000, 1000, seed=6)[0], 5.0
         y = (np.random.default_rng(0).random(700) < 0.5).astype(np.float64)
-        assert X.nnz > 2.5e5
+    elif shape == "tall":
+        X, y = _sparse_text(12000, 2000, 14, seed=6)
+    if shape != "wide":
+        assert X.nnz > 1.25e5
     pb = Problem.build(X, y, penalty=aloocv.L2(lam), n_jobs=1)
     fit = aloocv.fit(X, y, penalty=aloocv.L2(lam), solver="matrix_free", n_jobs=1)
     beta = np.ascontiguousarray(fit.beta_)
+    dual = shape == "wide-dual"
     one = mfm.leverages(pb, beta, 16, per=4, dual=dual).res
     with threadpool_limits(2):
         two = mfm.leverages(

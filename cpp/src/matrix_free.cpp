@@ -125,6 +125,20 @@ inline void scatter_block(Index a0, Index a1, const double* val, const int* idx,
   });
 }
 
+// O[idx(a) * ld + 0..M) += val(a) v[0..M) for a in [a0, a1) (scatter_fixed for any entry
+// type: a CSR row of float64 or float32 values).
+template <int M, class Val, class Idx>
+inline void scatter_fixed_fn(Index a0, Index a1, const Val& val, const Idx& idx, const double* v,
+                             Index ld, double* O) {
+  double vr[M];
+  for (int k = 0; k < M; ++k) vr[k] = v[k];
+  for (Index a = a0; a < a1; ++a) {
+    const double x = val(a);
+    double* o = O + Index(idx(a)) * ld;
+    for (int k = 0; k < M; ++k) o[k] += x * vr[k];
+  }
+}
+
 // Columns of a block that Operator::gram fuses (its row of sums on the stack); wider blocks
 // take adjoint and forward one after the other.
 constexpr Index kMaxGramColumns = 64;
@@ -277,6 +291,36 @@ void Operator::forward(const RowMat& V, RowMat& out) const {
   guard.rethrow();
 }
 
+bool Operator::hessian_rows(const RowMat& V, const Vec& d, RowMat& out) const {
+  const Index m = V.cols(), n = X_.n, p = X_.p;
+  if (!X_.sparse || n < p + off_ || m > kMaxGramColumns ||
+      threads_for(nt_, 4.0 * double(X_.nnz()) * double(m)) != 1) {
+    return false;
+  }
+  passes += 2;
+  out.setZero(p + off_, m);
+  const CsrView& c = X_.csr;
+  const double* Vd = V.data();
+  double* Od = out.data();
+  const auto val = [&](Index a) { return c.val(a); };
+  const auto col = [&](Index a) { return c.indices[a]; };
+  double t[kMaxGramColumns];
+  for (Index i = 0; i < n; ++i) {
+    for (Index k = 0; k < m; ++k) t[k] = off_ ? Vd[k] : 0.0;
+    gather_block(c.indptr[i], c.indptr[i + 1], val, col, Vd + off_ * m, m, t);
+    const double di = std::max(0.0, d[i]);
+    for (Index k = 0; k < m; ++k) t[k] *= di;
+    if (off_) {
+      for (Index k = 0; k < m; ++k) Od[k] += t[k];
+    }
+    column_slices(m, [&](Index s, auto w) {
+      scatter_fixed_fn<decltype(w)::value>(c.indptr[i], c.indptr[i + 1], val, col, t + s, m,
+                                           Od + off_ * m + s);
+    });
+  }
+  return true;
+}
+
 bool Operator::gram(const RowMat& U, const double* cscale, RowMat& out) const {
   const Index m = U.cols(), n = X_.n, p = X_.p;
   if (!X_.sparse || off_ || n >= p || m > kMaxGramColumns ||
@@ -303,7 +347,11 @@ void Operator::adjoint(const RowMat& U, RowMat& out) const {
   ++passes;
   const Index m = U.cols(), n = X_.n, p = X_.p;
   out.setZero(p + off_, m);
-  if (off_) out.row(0) = U.colwise().sum();
+  if (off_) {  // the intercept's row, summed in row order (as hessian_rows)
+    for (Index i = 0; i < n; ++i) {
+      for (Index k = 0; k < m; ++k) out(0, k) += U(i, k);
+    }
+  }
   if (X_.sparse) {
     const double* Ud = U.data();
     double* Od = out.data() + off_ * m;
@@ -446,13 +494,15 @@ void HessianOp::apply(const RowMat& V, RowMat& out, RowMat& work) const {
     for (Index j = 0; j < out.rows(); ++j) out(j, 0) += pen[j] * V(j, 0);
     return;
   }
-  op.forward(V, work);
-  for (Index i = 0; i < work.rows(); ++i) {
-    const double di = std::max(0.0, d[i]);
-    double* w = work.data() + i * m;
-    for (Index k = 0; k < m; ++k) w[k] *= di;
+  if (!op.hessian_rows(V, d, out)) {
+    op.forward(V, work);
+    for (Index i = 0; i < work.rows(); ++i) {
+      const double di = std::max(0.0, d[i]);
+      double* w = work.data() + i * m;
+      for (Index k = 0; k < m; ++k) w[k] *= di;
+    }
+    op.adjoint(work, out);
   }
-  op.adjoint(work, out);
   for (Index j = 0; j < out.rows(); ++j) {
     const double pj = pen[j];
     const double* v = V.data() + j * m;

@@ -53,6 +53,11 @@ class Operator {
   // sums as adjoint, scaling and forward one after the other; false (nothing done) where
   // that serial pass does not apply (dense X, n >= p, threads, or no CSC index).
   bool gram(const RowMat& U, const double* cscale, RowMat& out) const;
+  // out (p1 x m) = X~^T diag(max(d, 0)) X~ V in one pass over the rows (a CSR X with
+  // n >= p1, one thread): each row's m sums are scaled and scattered at once, with no n x m
+  // intermediate and the same sums as forward, scaling and adjoint; false (nothing done)
+  // where that pass does not apply.
+  bool hessian_rows(const RowMat& V, const Vec& d, RowMat& out) const;
   // out (p1) = sum_i d_i x~_ij^2: the diagonal of X~^T D X~.
   void weighted_squares(const double* d, double* out) const;
   // out (n) = sum_j x~_ij^2 c_j.
