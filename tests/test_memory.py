@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -219,10 +220,10 @@ def test_elastic_net_names_the_active_set_and_a_larger_l1():
     )
 
 
-def test_wide_sparse_elastic_net_fit_needs_no_p_by_p_matrix():
+def test_wide_sparse_elastic_net_needs_no_p_by_p_matrix():
     # 300 x 20000 sparse rows: the fit solves its working-set models without a |W| x |W|
     # Hessian when that is larger than a few times the rows' non-zeros, and keeps no
-    # active-set factor; loo still needs the active set's Hessian (p1^2 in the worst case)
+    # active-set factor; loo fits first and then needs only the active set's matrices
     rng = np.random.default_rng(5)
     n, p = 300, 20000
     X = sp.random(n, p, density=10 / p, format="csr", random_state=rng)
@@ -233,10 +234,29 @@ def test_wide_sparse_elastic_net_fit_needs_no_p_by_p_matrix():
     ref = aloocv.fit(X, y, loss="logistic", penalty=pen, memory_limit=GENEROUS, n_jobs=1)
     assert res.converged_ and np.count_nonzero(res.coef_) > 50
     np.testing.assert_array_equal(res.coef_, ref.coef_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", aloocv.ALOWarning)  # ALO is off here (weak L2)
+        a = aloocv.loo(X, y, loss="logistic", penalty=pen, memory_limit=limit, n_jobs=1)
+        b = aloocv.loo(X, y, loss="logistic", penalty=pen, memory_limit=GENEROUS, n_jobs=1)
+    np.testing.assert_array_equal(a.losses, b.losses)
+
+
+def test_wide_sparse_elastic_net_loo_checks_the_active_set_after_its_fit():
+    # 2000 x 40000: the fit's working sets fit 20 MB, its active set (|A| > 15000 > n) does
+    # not, nor the n x n dual of X[:, A]: the MemoryError names the active set's size,
+    # which only the fit knows (not the p1 = 40001 of the worst case)
+    rng = np.random.default_rng(5)
+    n, p = 2000, 40000
+    X = sp.random(n, p, density=10 / p, format="csr", random_state=rng)
+    y = (X @ rng.standard_normal(p) + 0.1 * rng.standard_normal(n) > 0).astype(float)
+    pen = aloocv.ElasticNet(0.002, 1.0)
+    fit = aloocv.fit(X, y, loss="logistic", penalty=pen, memory_limit="20MB", n_jobs=1)
+    k = np.count_nonzero(fit.coef_) + 1
+    assert k > 15000
     _raises(
-        "Hessian of the elastic net's active set",
+        f"the {k} x {k} Hessian of the elastic net's active set",
         "a larger L1 penalty",
-        lambda: aloocv.loo(X, y, loss="logistic", penalty=pen, memory_limit=limit, n_jobs=1),
+        lambda: aloocv.loo(X, y, loss="logistic", penalty=pen, memory_limit="20MB", n_jobs=1),
     )
 
 

@@ -299,6 +299,7 @@ def allocations(
     method: str = "alo",
     fold_size: int | None = None,
     cap: float | None = None,
+    fit_first: bool = False,
 ) -> list[Allocation]:
     """The large buffers of ``verb`` on ``route`` for the problem ``pb`` (roughly: the
     dense matrices the core holds at once; see the module's constants).
@@ -316,6 +317,10 @@ def allocations(
         The largest fold of a K-fold call (None: as large as it matters, p + 1).
     cap : float, optional
         The budget in bytes, to offer only the alternatives that fit it.
+    fit_first : bool
+        ``verb="loo"`` of an elastic net that fits before its ALO (``enet_fit_first`` of
+        the memory backend): the fit's buffers here; the active set's matrices are checked
+        once the fit has found it.
     """
     backend, model, solver = _route_fields(route, pb)
     p1, nt = pb.n_coef, pb.options.n_threads
@@ -358,7 +363,7 @@ def allocations(
         n = pb.n_samples
         what = f"the {n} x {n} kernel of the dual route (with its factor and work matrices)"
         return [Allocation(what, _dual_bytes(pb), alt)]
-    if pb.l1 is not None and verb == "fit" and hasattr(pb.X, "nnz"):
+    if pb.l1 is not None and (verb == "fit" or fit_first) and hasattr(pb.X, "nnz"):
         # a fit keeps no active-set factor, and sparse rows bound its working sets' Hessians
         # (docs/math/newton.md, "The elastic net's working sets")
         nbytes = DOUBLE * ENET_GRAM_RATIO * (float(pb.X.nnz) + pb.n_samples) * (1 + nt)

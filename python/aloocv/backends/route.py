@@ -106,7 +106,12 @@ def choose(
     r = _choose(pb, verb, solver, loo or LOORequest(), kfold_splits, search, gradient)
     method = folds.method if folds is not None else (loo.method if loo is not None else "alo")
     size = largest_fold(pb.n_samples, folds) if verb == "kfold" and not pb.is_dask else None
-    check_memory(pb, r, verb, method=method, fold_size=size)
+    first = (
+        verb == "loo"
+        and (r.backend, r.model, r.solver) == ("memory", "scalar", "primal")
+        and memory_scalar.enet_fit_first(pb, loo or LOORequest())
+    )
+    check_memory(pb, r, verb, method=method, fold_size=size, fit_first=first)
     return r
 
 

@@ -29,7 +29,7 @@ from ..._diagnostics import (
     warn_not_converged,
     warn_unreliable,
 )
-from ..._memory import fits
+from ..._memory import check_memory, fits
 from ..._validation import (
     check_loo_samples,
     check_real_scalar,
@@ -55,7 +55,7 @@ from ...results.trust import (
 from ..common import LOORequest
 from .exact_batches import run_batches
 
-__all__ = ["fit", "kfold", "loo", "tune_state"]
+__all__ = ["enet_fit_first", "fit", "kfold", "loo", "tune_state"]
 
 
 def _opts(pb: Problem) -> dict[str, Any]:
@@ -161,28 +161,38 @@ class _FitThenALO:
     grad_l1: None = None
 
 
+def enet_fit_first(pb: Problem, req: LOORequest) -> bool:
+    """Whether :func:`loo` fits an elastic net before its ALO (:func:`_enet_active_dual`):
+    ALO without a derivative or a given fit, p > n, every feature with an L2 weight. The
+    memory check then counts the fit's working sets first (``aloocv._memory``,
+    ``fit_first``) and the active set's matrices once the fit has found it."""
+    if pb.l1 is None or req.method != "alo" or req.return_gradient or req.coef is not None:
+        return False
+    return pb.n_features > pb.n_samples and bool(np.all(pb.l2 > 0))
+
+
 def _enet_active_dual(pb: Problem, req: LOORequest) -> _FitThenALO | None:
     """ALO of an elastic net whose active set A is wider than the samples, through the
     n x n dual system of the active columns (``_core.dual`` on ``X[:, A]`` with A's L2
     weights, the fit given) instead of the |A| x |A| Hessian's factor and inverse: on the
     active set the L1 term is linear, so ALO there is the ridge formula on A
     (docs/math/alo.md, docs/math/dual.md); where |A| <= n after all, the primal ALO at the
-    same fit. None where it does not apply (no L1 term, another method, a derivative or a
-    given fit asked for, p <= n, a feature without an L2 weight): the primal call then."""
+    same fit. The active set's matrices are checked against the memory budget once the
+    fit has found A (MemoryError naming them). None where it does not apply
+    (:func:`enet_fit_first`): the primal call then."""
     n = pb.n_samples
-    if pb.l1 is None or req.method != "alo" or req.return_gradient or req.coef is not None:
-        return None
-    if pb.n_features <= n or not np.all(pb.l2 > 0):
+    if not enet_fit_first(pb, req):
         return None
     with _blas.single_threaded_blas():
         fit = _core.fit(*_args(pb), beta0=None, l1=pb.l1, **_opts(pb))
     coef = np.asarray(fit.coef)
     A = np.flatnonzero(coef)
-    sub = None
-    if A.size > n:
-        XA = pb.X[:, A]
-        XA = XA.tocsr() if hasattr(XA, "tocsr") else np.ascontiguousarray(XA)
-        sub = pb.replace(X=XA, l2=np.ascontiguousarray(pb.l2[A]), l1=None)
+    XA = pb.X[:, A]
+    XA = XA.tocsr() if hasattr(XA, "tocsr") else np.ascontiguousarray(XA)
+    active = pb.replace(X=XA, l2=np.ascontiguousarray(pb.l2[A]), l1=np.ascontiguousarray(pb.l1[A]))
+    sub = active.replace(l1=None) if A.size > n else None
+    if sub is None or not fits(sub, "dual", "loo"):
+        check_memory(active, "primal", "loo")  # the |A| x |A| Hessian of the active set
     with _blas.single_threaded_blas():
         if sub is not None and fits(sub, "dual", "loo"):
             b = np.concatenate([[fit.intercept], coef[A]]) if pb.fit_intercept else coef[A]
