@@ -477,6 +477,36 @@ def test_probe_calls_stack_into_the_groups_of_one_call(monkeypatch):
         np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-10)
 
 
+def test_a_search_starts_each_point_at_half_the_last_points_probes(monkeypatch):
+    # weak penalties take more probes (d_i h_i near 1); the next point's first round is half
+    # the last point's probes, never fewer than N_PROBES, and its estimate is what probing
+    # from N_PROBES up gives (the stacked probes are the same) where those rounds go on
+    X, y = _sparse_text(300, 2000, 15, seed=3)
+    pb = Problem.build(X, y, penalty=aloocv.L2(1.0), n_jobs=1)
+    calls = []
+    orig = mfm.leverages
+
+    def spy(pb_, beta, n_probes, per=1, seed=mfm.PROBE_SEED, first_probe=0, dual=False):
+        calls.append((float(pb_.l2[0]), n_probes, first_probe))
+        return orig(pb_, beta, n_probes, per, seed, first_probe, dual)
+
+    monkeypatch.setattr(mfm, "leverages", spy)
+    st = mfm.MatrixFreeTuneState(pb)
+    totals = []
+    for lam in (1e-2, 1e-3):
+        st.set_penalty(np.full(2000, lam))
+        out = st.alo(gradient=False)
+        firsts = [c for c in calls if c[0] == lam and c[2] == 0]
+        totals.append(sum(c[1] for c in calls if c[0] == lam))
+        assert len(firsts) == 1
+        want = max(mfm.N_PROBES, totals[-2] // 2) if len(totals) == 2 else mfm.N_PROBES
+        assert firsts[0][1] == want
+    assert totals[0] >= 4 * mfm.N_PROBES  # the second point starts above N_PROBES
+    ref = mfm.estimate(st.pb, st.beta, race=None)  # from N_PROBES up
+    assert ref.info.n_probes == totals[1]
+    np.testing.assert_allclose(out.losses, ref.losses, rtol=1e-9)
+
+
 def test_fits_along_a_grid_end_at_the_exact_fits_from_any_start(monkeypatch):
     # the path predictor moves only the fits' start: the same coefficients as fits of
     # each penalty alone (dual route, exact kernel), with fewer passes over X

@@ -311,17 +311,21 @@ def estimate(
     rtol: float | None = None,
     want_gradient: bool = False,
     race: float | None = None,
+    first: int = N_PROBES,
 ) -> _Estimate:
     """ALO at ``beta`` from randomized leverages, the probes doubled as the module's
     constants say (N_PROBES, MAX_GROUPS, STDERR_SHARE, RANDOM_SHARE); ``want_gradient``:
     also the exact derivative of the reported mean in the per-feature L2 weights.
     ``race``: the lowest mean of a search so far; a candidate whose mean is RACE_Z standard
-    errors above it gets no more probes (it cannot be the search's choice)."""
+    errors above it gets no more probes (it cannot be the search's choice). ``first``: the
+    probes of the first round (a search's next point starts at half its last point's)."""
 
-    def probe(n_probes: int, per: int, first: int) -> Probed:
-        return leverages(pb, beta, n_probes, per, first_probe=first, dual=not want_gradient)
+    def probe(n_probes: int, per: int, start: int) -> Probed:
+        return leverages(pb, beta, n_probes, per, first_probe=start, dual=not want_gradient)
 
-    est, parts, kind = probe_until(pb, probe, lambda parts: _best(pb, parts), rtol, race)
+    est, parts, kind = probe_until(
+        pb, probe, lambda parts: _best(pb, parts), rtol, race, first=first
+    )
     grad = gradient(pb, beta, parts, kind) if want_gradient else None
     return dataclasses.replace(est, gradient=grad)
 
@@ -623,6 +627,7 @@ class MatrixFreeTuneState:
         self.best = np.inf  # the lowest mean so far (RACE_Z)
         self._given = False  # the next fit starts at a beta given by set_beta
         self._path: list[tuple[np.ndarray, np.ndarray]] = []  # (log l2, beta): last 2 fits
+        self._probes = N_PROBES  # the last point's probes
 
     def set_penalty(self, l2: np.ndarray, l1: np.ndarray | None = None) -> None:
         if l1 is not None and np.any(np.asarray(l1) > 0):
@@ -686,7 +691,12 @@ class MatrixFreeTuneState:
             raise ValueError("the matrix-free route has the exact gradient only")
         self.fit()
         assert self.beta is not None
-        est = estimate(self.pb, self.beta, want_gradient=gradient, race=self.best)
+        # the next point starts at half the last one's probes: the doubling rule's earlier
+        # rounds would not have stopped there (the curve is smooth in lambda), and the
+        # stacked probes are the same whatever the rounds (docs/math/matrix_free.md)
+        first = max(N_PROBES, self._probes // 2)
+        est = estimate(self.pb, self.beta, want_gradient=gradient, race=self.best, first=first)
+        self._probes = est.info.n_probes
         self.best = min(self.best, _mean(est.losses, self.pb.sample_weight))
         o = self._out
         return StateOutput(
