@@ -22,7 +22,7 @@ weights, L2-normalized rows, a logistic response on a signal weighted toward fre
 columns (the design of ``benchmarks/wide_sparse.md``'s lead measurements).
 
 Usage: ``python benchmarks/matrix_free_targets.py [--repeat 3] [--skip-lrcv]
-[--multiclass-only] [--n 20000] [--p 100000] [--classes 10] [--nnz 40]``.
+[--skip-multiclass] [--multiclass-only] [--n 20000] [--p 100000] [--classes 10] [--nnz 40]``.
 """
 
 from __future__ import annotations
@@ -119,6 +119,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-lrcv", action="store_true")
     ap.add_argument("--multiclass-only", action="store_true")
+    ap.add_argument("--skip-multiclass", action="store_true")
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--p", type=int, default=100000)
     ap.add_argument("--classes", type=int, default=10)
@@ -217,7 +218,7 @@ def main() -> None:
                 "(same stopping test)",
             )
         )
-        if not a.skip_lrcv:
+        if not (a.skip_lrcv or a.skip_multiclass):
             lines += multiclass_rows(a)
     print("\n".join(lines))
     print(load_line())
