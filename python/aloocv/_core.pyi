@@ -815,6 +815,7 @@ STALL_ITERS: int
 EXACT_CHORD_RATIO: float
 EXACT_MAX_CHORD: int
 MIN_CLASS_SHARE: float
+DUAL_HEAD_COLUMNS: int
 
 def sums_settle_end(
     source: _SumsSource,

@@ -342,10 +342,14 @@ def allocations(
             ),
         ]
     if solver == "matrix_free":
-        # the probe blocks (3 n x m and 7 p1 x m, m = MATRIX_FREE_BLOCK) and the CSC index
+        # the probe blocks (3 n x m and 7 p1 x m, m = MATRIX_FREE_BLOCK), the CSC index and
+        # the dual form's head columns (at most X's entries, and two k x k matrices)
         n = pb.n_samples
         nnz = int(pb.X.nnz) if hasattr(pb.X, "nnz") else 0
-        nbytes = 8 * MATRIX_FREE_BLOCK * (3 * n + 7 * p1) + 12 * nnz
+        from . import _core
+
+        k = min(_core.DUAL_HEAD_COLUMNS, pb.n_features // 4) if nnz else 0
+        nbytes = 8 * MATRIX_FREE_BLOCK * (3 * n + 7 * p1) + 24 * nnz + 16 * k * k
         m = MATRIX_FREE_BLOCK
         what = f"the probe storage of the matrix-free route ({n} x {m} and {p1} x {m} blocks)"
         return [Allocation(what, nbytes, "a larger memory_limit=, or dask input")]
