@@ -248,13 +248,17 @@ def _jackknife(pb: Problem, c: _Curvature, groups: np.ndarray) -> tuple:
 
 
 def estimate(
-    pb: Problem, beta: np.ndarray, rtol: float | None = None, race: float | None = None
+    pb: Problem,
+    beta: np.ndarray,
+    rtol: float | None = None,
+    race: float | None = None,
+    first: int = N_PROBES,
 ) -> Any:
     """ALO at ``beta`` (class-major) from randomized leverage blocks, the probes doubled
     as on the scalar matrix-free route (its N_PROBES, STDERR_SHARE, RANDOM_SHARE, RACE_Z),
-    in at most MAX_GROUPS groups. Returns the scalar route's estimate type (``leverages``
-    the (n, K, K) blocks, ``downdate`` ``det(I - D_i K_i)``, ``leverage_stderr`` per
-    entry of the blocks)."""
+    in at most MAX_GROUPS groups, ``first`` probes in the first round. Returns the scalar
+    route's estimate type (``leverages`` the (n, K, K) blocks, ``downdate``
+    ``det(I - D_i K_i)``, ``leverage_stderr`` per entry of the blocks)."""
     curv: list[_Curvature] = []
 
     def best(parts: list[mf.Probed]) -> tuple:
@@ -264,10 +268,10 @@ def estimate(
         b = _jackknife(pb, curv[0], mf.stacked(parts, control=True)[0])
         return (a[0], a[1], "plain") if a[1] < b[1] else (b[0], b[1], "control")
 
-    def probe(n_probes: int, per: int, first: int) -> mf.Probed:
-        return _blocks(pb, beta, n_probes, per, first)
+    def probe(n_probes: int, per: int, start: int) -> mf.Probed:
+        return _blocks(pb, beta, n_probes, per, start)
 
-    return mf.probe_until(pb, probe, best, rtol, race, MAX_GROUPS, N_PROBES, DEFAULT_MAX_PROBES)[0]
+    return mf.probe_until(pb, probe, best, rtol, race, MAX_GROUPS, first, DEFAULT_MAX_PROBES)[0]
 
 
 def row_blocks(pb: Problem, beta: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -389,6 +393,7 @@ class MultinomialMatrixFreeTuneState:
         self.beta: np.ndarray | None = None
         self._out: Any = None
         self.best = np.inf  # the lowest mean so far (the scalar route's RACE_Z)
+        self._probes = N_PROBES  # the last point's probes
 
     def set_penalty(self, l2: np.ndarray, l1: np.ndarray | None = None) -> None:
         self.pb = self.pb.replace(l2=np.ascontiguousarray(l2, dtype=np.float64))
@@ -415,7 +420,10 @@ class MultinomialMatrixFreeTuneState:
             )
         self.fit()
         assert self.beta is not None
-        est = estimate(self.pb, self.beta, race=self.best)
+        # half the last point's probes first, as the scalar route's search
+        first = max(N_PROBES, self._probes // 2)
+        est = estimate(self.pb, self.beta, race=self.best, first=first)
+        self._probes = est.info.n_probes
         self.best = min(self.best, mf._mean(est.losses, self.pb.sample_weight))
         o = self._out
         pb = self.pb
