@@ -865,15 +865,23 @@ namespace detail {
 
 // A smooth primal problem as a model of newton_drive without any p1 x p1 matrix: the
 // direction by PCG on Hessian-vector products to the forcing tolerance
-// min(0.5, sqrt(max|grad| / sum(w))) (superlinear convergence of truncated Newton), the
+// min(0.5, sqrt(max|grad| / sum(w))) (superlinear convergence of truncated Newton), floored
+// at kResidualShare of the stopping test, the
 // move by the shared Armijo test on eta + t X~ step (one pass for X~ step, one for the
 // gradient at the accepted point). Compiled once: the loss enters through its O(n)
 // passes (LossPasses).
 class CgModel {
  public:
   CgModel(const LossPasses& loss, YPartCache ypart, const Problem& pb, FitState& st,
-          const mf::Operator& op, int nt, Index max_cg)
-      : loss_(loss), pb_(pb), st_(st), op_(op), nt_(nt), max_cg_(max_cg), ypart_(std::move(ypart)) {
+          const mf::Operator& op, int nt, Index max_cg, double tol)
+      : loss_(loss),
+        pb_(pb),
+        st_(st),
+        op_(op),
+        nt_(nt),
+        max_cg_(max_cg),
+        tol_(tol),
+        ypart_(std::move(ypart)) {
     const Index n = pb.n();
     g_.resize(n);
     d_.resize(n);
@@ -895,7 +903,9 @@ class CgModel {
     const mf::HessianOp H{op_, d_, pb_.pen};
     RowMat B = -st_.grad, S;
     mf::CgOptions o;
-    o.rtol = std::min(0.5, std::sqrt(gnorm() / sw_));
+    const double gn2 = st_.grad.norm();
+    const double floor = gn2 > 0.0 ? kResidualShare * tol_ * sw_ / gn2 : 0.0;
+    o.rtol = std::min(0.5, std::max(std::sqrt(gnorm() / sw_), floor));
     o.max_iter = max_cg_;
     const mf::CgReport rep = mf::block_pcg(H, minv_, B, S, o);
     st_.cg_iterations += rep.iterations;
@@ -949,6 +959,7 @@ class CgModel {
   const mf::Operator& op_;
   int nt_;
   Index max_cg_;
+  double tol_;
   YPartCache ypart_;
   Vec g_, d_, minv_;
   double f_ = 0.0, sw_ = 1.0;
@@ -969,7 +980,7 @@ FitState cg_fit_impl(const LossPasses& loss, YPartCache ypart, const Problem& pb
     op.forward(st.beta.data(), st.eta.data());
   }
   pb.add_offset(st.eta.data());
-  CgModel m(loss, std::move(ypart), pb, st, op, nt, opt.max_cg);
+  CgModel m(loss, std::move(ypart), pb, st, op, nt, opt.max_cg, opt.fit.tol);
   if (!std::isfinite(m.objective())) {
     throw InvalidInput("the objective is not finite at the starting point");
   }

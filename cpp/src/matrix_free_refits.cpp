@@ -10,15 +10,6 @@ namespace aloocv {
 
 namespace {
 
-// The forcing tolerance of a refit's direction never asks the PCG for a linear residual
-// below kResidualShare times the stopping test's max|grad| (tol sw_k): the step's linear
-// part then meets the test with room to spare, and the test itself is made at the point
-// reached (another step where the nonlinear remainder spoils it). The Newton forcing
-// sqrt(max|grad| / sw_k) alone takes a refit started at the Sherman-Morrison step, whose
-// gradient is already near tol, far below it (20000 x 5000 text-like: 14 CG iterations
-// where 5 meet the test).
-constexpr double kResidualShare = 0.1;
-
 // One refit of a batch: the problem without sample `row` (newton_drive's state for cg_fit's
 // model, CgModel in matrix_free.cpp).
 struct Refit {

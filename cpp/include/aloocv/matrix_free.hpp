@@ -254,6 +254,15 @@ constexpr Index kBatchProbes = 8;
 constexpr double kDualGainRatio = 10.0;
 constexpr Index kDualExactRows = 16;
 
+// The forcing tolerance of a Newton-CG direction (the fit's and the refits') never asks the
+// PCG for a linear residual below kResidualShare times the stopping test's max|grad|
+// (tol sw): the step's linear part then meets the test with room to spare, and the test
+// itself is made at the point reached (another step where the nonlinear remainder spoils
+// it). The Newton forcing sqrt(max|grad| / sw) alone takes a refit started at the
+// Sherman-Morrison step, whose gradient is already near tol, far below it (20000 x 5000
+// text-like: 14 CG iterations where 5 meet the test), and a fit along a path the same way.
+constexpr double kResidualShare = 0.1;
+
 struct LeverageOptions {
   Index n_probes = 64;  // Rademacher probes in all
   Index n_groups = 8;   // groups of n_probes / n_groups probes (the jackknife's units)
