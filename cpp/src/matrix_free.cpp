@@ -86,16 +86,17 @@ inline void gather_fixed(Index a0, Index a1, const Val& val, const Idx& idx, con
   for (int k = 0; k < M; ++k) o[k] = acc[k];
 }
 
-// O[idx[a] * ld + 0..M) += val[a] v[0..M) for a in [a0, a1), v held in registers (the
-// sums of each entry of O in the order of the calls, as the entry-by-entry loop).
-template <int M>
-inline void scatter_fixed(Index a0, Index a1, const double* val, const int* idx, const double* v,
+// O[idx(a) * ld + 0..M) += val(a) v[0..M) for a in [a0, a1), v held in registers (the
+// sums of each entry of O in the order of the calls, as the entry-by-entry loop); val and
+// idx: the entries' values (float64 or float32) and rows or columns.
+template <int M, class Val, class Idx>
+inline void scatter_fixed(Index a0, Index a1, const Val& val, const Idx& idx, const double* v,
                           Index ld, double* O) {
   double vr[M];
   for (int k = 0; k < M; ++k) vr[k] = v[k];
   for (Index a = a0; a < a1; ++a) {
-    const double x = val[a];
-    double* o = O + Index(idx[a]) * ld;
+    const double x = val(a);
+    double* o = O + Index(idx(a)) * ld;
     for (int k = 0; k < M; ++k) o[k] += x * vr[k];
   }
 }
@@ -118,25 +119,19 @@ inline void column_slices(Index m, F&& f) {
 }
 
 // scatter_fixed over a block of m columns (v and O with leading dimension m).
-inline void scatter_block(Index a0, Index a1, const double* val, const int* idx, const double* v,
-                          Index m, double* O) {
+template <class Val, class Idx>
+inline void scatter_entries(Index a0, Index a1, const Val& val, const Idx& idx, const double* v,
+                            Index m, double* O) {
   column_slices(m, [&](Index c, auto w) {
     scatter_fixed<decltype(w)::value>(a0, a1, val, idx, v + c, m, O + c);
   });
 }
 
-// O[idx(a) * ld + 0..M) += val(a) v[0..M) for a in [a0, a1) (scatter_fixed for any entry
-// type: a CSR row of float64 or float32 values).
-template <int M, class Val, class Idx>
-inline void scatter_fixed_fn(Index a0, Index a1, const Val& val, const Idx& idx, const double* v,
-                             Index ld, double* O) {
-  double vr[M];
-  for (int k = 0; k < M; ++k) vr[k] = v[k];
-  for (Index a = a0; a < a1; ++a) {
-    const double x = val(a);
-    double* o = O + Index(idx(a)) * ld;
-    for (int k = 0; k < M; ++k) o[k] += x * vr[k];
-  }
+// scatter_entries of entries in arrays (a CSC index, DualHead's rows).
+inline void scatter_block(Index a0, Index a1, const double* val, const int* idx, const double* v,
+                          Index m, double* O) {
+  scatter_entries(
+      a0, a1, [val](Index a) { return val[a]; }, [idx](Index a) { return idx[a]; }, v, m, O);
 }
 
 // Columns of a block that Operator::gram fuses (its row of sums on the stack); wider blocks
@@ -313,10 +308,7 @@ bool Operator::hessian_rows(const RowMat& V, const Vec& d, RowMat& out) const {
     if (off_) {
       for (Index k = 0; k < m; ++k) Od[k] += t[k];
     }
-    column_slices(m, [&](Index s, auto w) {
-      scatter_fixed_fn<decltype(w)::value>(c.indptr[i], c.indptr[i + 1], val, col, t + s, m,
-                                           Od + off_ * m + s);
-    });
+    scatter_entries(c.indptr[i], c.indptr[i + 1], val, col, t, m, Od + off_ * m);
   }
   return true;
 }
