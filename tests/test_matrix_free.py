@@ -19,6 +19,7 @@ from aloocv import _core
 from aloocv._validation import core_design
 from aloocv.backends import route
 from aloocv.backends.memory import matrix_free as mfm
+from aloocv.backends.memory import matrix_free_multinomial as mfm_multi
 from aloocv.problem import Problem
 from conftest import make_data
 
@@ -477,32 +478,42 @@ def test_probe_calls_stack_into_the_groups_of_one_call(monkeypatch):
         np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-10)
 
 
-def test_a_search_starts_each_point_at_half_the_last_points_probes(monkeypatch):
+@pytest.mark.parametrize("loss", ["logistic", "multinomial"])
+def test_a_search_starts_each_point_at_half_the_last_points_probes(monkeypatch, loss):
     # weak penalties take more probes (d_i h_i near 1); the next point's first round is half
     # the last point's probes, never fewer than N_PROBES, and its estimate is what probing
     # from N_PROBES up gives (the stacked probes are the same) where those rounds go on
-    X, y = _sparse_text(300, 2000, 15, seed=3)
-    pb = Problem.build(X, y, penalty=aloocv.L2(1.0), n_jobs=1)
+    if loss == "logistic":  # leverages(pb, beta, n_probes, per, first_probe=...)
+        mod, name, lams = mfm, "leverages", (1e-2, 1e-3)
+        start_of = lambda args, kwargs: kwargs["first_probe"]  # noqa: E731
+        X, y = _sparse_text(300, 2000, 15, seed=3)
+        pb = Problem.build(X, y, penalty=aloocv.L2(1.0), n_jobs=1)
+        st = mfm.MatrixFreeTuneState(pb)
+    else:
+        mod, name, lams = mfm_multi, "_blocks", (1e-3, 1e-4)  # _blocks(..., per, first)
+        start_of = lambda args, kwargs: args[0]  # noqa: E731
+        X = sp.random(300, 400, density=0.05, random_state=4, format="csr")
+        y = np.random.default_rng(4).integers(0, 4, 300).astype(np.float64)
+        pb = Problem.build(X, y, loss="multinomial", penalty=aloocv.L2(1.0), n_jobs=1)
+        st = mfm_multi.MultinomialMatrixFreeTuneState(pb)
     calls = []
-    orig = mfm.leverages
+    orig = getattr(mod, name)
 
-    def spy(pb_, beta, n_probes, per=1, seed=mfm.PROBE_SEED, first_probe=0, dual=False):
-        calls.append((float(pb_.l2[0]), n_probes, first_probe))
-        return orig(pb_, beta, n_probes, per, seed, first_probe, dual)
+    def spy(pb_, beta, n_probes, per, *args, **kwargs):
+        calls.append((float(pb_.l2[0]), n_probes, start_of(args, kwargs)))
+        return orig(pb_, beta, n_probes, per, *args, **kwargs)
 
-    monkeypatch.setattr(mfm, "leverages", spy)
-    st = mfm.MatrixFreeTuneState(pb)
+    monkeypatch.setattr(mod, name, spy)
     totals = []
-    for lam in (1e-2, 1e-3):
-        st.set_penalty(np.full(2000, lam))
+    for lam in lams:
+        st.set_penalty(np.full(X.shape[1], lam))
         out = st.alo(gradient=False)
         firsts = [c for c in calls if c[0] == lam and c[2] == 0]
         totals.append(sum(c[1] for c in calls if c[0] == lam))
-        assert len(firsts) == 1
-        want = max(mfm.N_PROBES, totals[-2] // 2) if len(totals) == 2 else mfm.N_PROBES
-        assert firsts[0][1] == want
-    assert totals[0] >= 4 * mfm.N_PROBES  # the second point starts above N_PROBES
-    ref = mfm.estimate(st.pb, st.beta, race=None)  # from N_PROBES up
+        want = max(mod.N_PROBES, totals[0] // 2) if len(totals) == 2 else mod.N_PROBES
+        assert len(firsts) == 1 and firsts[0][1] == want
+    assert totals[0] >= 4 * mod.N_PROBES  # the second point starts above N_PROBES
+    ref = mod.estimate(st.pb, st.beta)  # from N_PROBES up
     assert ref.info.n_probes == totals[1]
     np.testing.assert_allclose(out.losses, ref.losses, rtol=1e-9)
 

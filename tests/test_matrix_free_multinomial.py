@@ -298,31 +298,3 @@ def test_logistic_cv_multiclass_sparse_same_C():
         aloocv.ALOLogisticRegressionCV(Cs=Cs, search="gradient").fit(X, y)
     # a small dense problem stays on the primal route
     assert route.choose(_problem(*_data()), "tune", search="grid").solver == "primal"
-
-
-def test_a_search_starts_each_point_at_half_the_last_points_probes(monkeypatch):
-    # as the scalar route's search: the next point's first round is half the last point's
-    # probes (at least N_PROBES), the same stacked probes as rounds from N_PROBES up
-    X, y = _data(n=300, p=400, K=4, density=0.05, seed=4)
-    pb = _problem(X, y, lam=1e-3)
-    calls = []
-    orig = mfm._blocks
-
-    def spy(pb_, beta, n_probes, per, first):
-        calls.append((float(pb_.l2[0]), n_probes, first))
-        return orig(pb_, beta, n_probes, per, first)
-
-    monkeypatch.setattr(mfm, "_blocks", spy)
-    st = mfm.MultinomialMatrixFreeTuneState(pb)
-    totals = []
-    for lam in (1e-3, 1e-4):
-        st.set_penalty(np.full(400, lam))
-        out = st.alo(gradient=False)
-        firsts = [c for c in calls if c[0] == lam and c[2] == 0]
-        totals.append(sum(c[1] for c in calls if c[0] == lam))
-        want = max(mfm.N_PROBES, totals[0] // 2) if len(totals) == 2 else mfm.N_PROBES
-        assert len(firsts) == 1 and firsts[0][1] == want
-    assert totals[0] >= 4 * mfm.N_PROBES  # the second point starts above N_PROBES
-    ref = mfm.estimate(st.pb, st.beta)  # from N_PROBES up
-    assert ref.info.n_probes == totals[1]
-    np.testing.assert_allclose(out.losses, ref.losses, rtol=1e-9)

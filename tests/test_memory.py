@@ -220,14 +220,19 @@ def test_elastic_net_names_the_active_set_and_a_larger_l1():
     )
 
 
+def _wide_sparse(n: int, p: int):
+    """Sparse rows with about 10 entries each and a binary response."""
+    rng = np.random.default_rng(5)
+    X = sp.random(n, p, density=10 / p, format="csr", random_state=rng)
+    y = (X @ rng.standard_normal(p) + 0.1 * rng.standard_normal(n) > 0).astype(float)
+    return X, y
+
+
 def test_wide_sparse_elastic_net_needs_no_p_by_p_matrix():
     # 300 x 20000 sparse rows: the fit solves its working-set models without a |W| x |W|
     # Hessian when that is larger than a few times the rows' non-zeros, and keeps no
     # active-set factor; loo fits first and then needs only the active set's matrices
-    rng = np.random.default_rng(5)
-    n, p = 300, 20000
-    X = sp.random(n, p, density=10 / p, format="csr", random_state=rng)
-    y = (X @ rng.standard_normal(p) + 0.1 * rng.standard_normal(n) > 0).astype(float)
+    X, y = _wide_sparse(300, 20000)
     pen = aloocv.ElasticNet(0.05, 1.0)
     limit = "100MB"  # p1^2 doubles would be 3.2 GB
     res = aloocv.fit(X, y, loss="logistic", penalty=pen, memory_limit=limit, n_jobs=1)
@@ -245,10 +250,7 @@ def test_wide_sparse_elastic_net_loo_checks_the_active_set_after_its_fit():
     # 2000 x 40000: the fit's working sets fit 20 MB, its active set (|A| > 15000 > n) does
     # not, nor the n x n dual of X[:, A]: the MemoryError names the active set's size,
     # which only the fit knows (not the p1 = 40001 of the worst case)
-    rng = np.random.default_rng(5)
-    n, p = 2000, 40000
-    X = sp.random(n, p, density=10 / p, format="csr", random_state=rng)
-    y = (X @ rng.standard_normal(p) + 0.1 * rng.standard_normal(n) > 0).astype(float)
+    X, y = _wide_sparse(2000, 40000)
     pen = aloocv.ElasticNet(0.002, 1.0)
     fit = aloocv.fit(X, y, loss="logistic", penalty=pen, memory_limit="20MB", n_jobs=1)
     k = np.count_nonzero(fit.coef_) + 1
