@@ -584,14 +584,30 @@ DualHead dual_head(const Design& X, const Vec& sd, const Vec& pinv, bool interce
     }
   }
   col.array() *= pinv.array();
-  const Index k = std::min({kDualHeadColumns, p / 4, Index((col.array() > kDualHeadNorm).count())});
+  Index k = std::min({kDualHeadColumns, p / 4, Index((col.array() > kDualHeadNorm).count())});
   if (k < 1) return dh;
   std::vector<Index> cols(static_cast<size_t>(p));
   for (Index j = 0; j < p; ++j) cols[static_cast<size_t>(j)] = j;
   std::partial_sort(cols.begin(), cols.begin() + k, cols.end(),
                     [&](Index a, Index b) { return col[a] > col[b]; });
-  std::vector<int> pos(static_cast<size_t>(p), -1);
+  std::vector<int> pos(static_cast<size_t>(p), -1);  // a head column's rank by norm
   for (Index a = 0; a < k; ++a) pos[static_cast<size_t>(cols[static_cast<size_t>(a)])] = int(a);
+  // the k x k matrix costs the pairs of each row's head entries: k halved while they exceed
+  // kDualHeadPairs per entry of X (long rows, most of whose entries are head columns)
+  const double budget = kDualHeadPairs * double(c.indptr[n] - c.indptr[0]);
+  for (; k > 1; k /= 2) {
+    double pairs = 0.0;
+    for (Index i = 0; i < n; ++i) {
+      double h = 0.0;
+      for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
+        const int q = pos[static_cast<size_t>(c.indices[a])];
+        h += (q >= 0 && q < k) ? 1.0 : 0.0;
+      }
+      pairs += 0.5 * h * (h + 1.0);
+    }
+    if (pairs <= budget) break;
+  }
+  for (int& q : pos) q = q < k ? q : -1;
   dh.ptr.assign(static_cast<size_t>(n + 1), 0);
   dh.einv.resize(n);
   // I + A_h^T E^{-1} A_h: its lower triangle by rows (row a at a * k: each row's head
@@ -650,7 +666,7 @@ DualHead dual_head(const Design& X, const Vec& sd, const Vec& pinv, bool interce
     G.triangularView<Eigen::Lower>() += ses * dh.c * dh.c.transpose();
   }
   dh.llt.compute(G);
-  if (dh.llt.info() != Eigen::Success) return DualHead{};
+  if (dh.llt.info() != Eigen::Success) dh.ptr.clear();  // empty: Jacobi alone
   dh.sd = sd;
   dh.n_threads = n_threads;
   return dh;

@@ -188,6 +188,11 @@ struct DualHead {
 // 40 -> 13 (512) and 10 (1024), 0.70 -> 0.32-0.33 s.
 constexpr double kDualHeadNorm = 10.0;
 constexpr Index kDualHeadColumns = 512;
+// The pairs of head entries per row that form DualHead's k x k matrix, at most this many
+// per entry of X (k halved until they fit): its cost stays that of about two block
+// iterations. 20000 x 100000 text-like rows (50 per row): 5.2 pairs per entry at k = 512;
+// rows of 300 entries, all in head columns, would take 125 (k = 276: 69 kept).
+constexpr double kDualHeadPairs = 16.0;
 
 // DualHead of the dual operator (sd, pinv as DualHatOp's) for a CSR design, with kinv the
 // Jacobi inverse 1 / (1 + sum_j A_ij^2) of the whole row; empty for a dense design, too few
