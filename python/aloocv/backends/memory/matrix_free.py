@@ -199,16 +199,13 @@ class _Estimate:
 
 def _alo_at(pb: Problem, eta, g, d, h) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ALO's losses, predictions and the (clipped) leverages at estimated leverages h
-    (``g = w l'``, ``d = w l''`` at the fit); h may be n x G (G estimates side by side)."""
-    y = pb.y
-    if np.ndim(h) == 2:
-        y, eta, g, d = y[:, None], eta[:, None], g[:, None], d[:, None]
+    (``g = w l'``, ``d = w l''`` at the fit)."""
     dpos = np.maximum(d, 0.0)
     h = np.maximum(h, 0.0)
     dh = np.minimum(dpos * h, DH_CLIP)
     h = np.where(dpos > 0.0, dh / np.where(dpos > 0.0, dpos, 1.0), h)
     pred = eta + g * h / (1.0 - dh)
-    return pb.loss.value(y, pred), pred, h
+    return pb.loss.value(pb.y, pred), pred, h
 
 
 def _mean(v: np.ndarray, w: np.ndarray | None) -> float:
@@ -222,10 +219,12 @@ def _jackknife(pb: Problem, eta, g, d, groups: np.ndarray) -> tuple[_Estimate, f
     G = groups.shape[1]
     h_all = groups.mean(axis=1)
     loss_all, pred, h = _alo_at(pb, eta, g, d, h_all)
-    # the G delete-one-group estimates side by side (n x G)
-    deleted = _alo_at(pb, eta, g, d, (G * h_all[:, None] - groups) / (G - 1))[0]
-    loss_del = deleted.sum(axis=1)
-    means = deleted.mean(axis=0) if w is None else w @ deleted / w.sum()
+    loss_del = np.zeros_like(loss_all)
+    means = np.empty(G)
+    for k in range(G):  # G O(n) evaluations
+        lk = _alo_at(pb, eta, g, d, (G * h_all - groups[:, k]) / (G - 1))[0]
+        loss_del += lk
+        means[k] = _mean(lk, w)
     losses = G * loss_all - (G - 1) / G * loss_del
     se = float(np.sqrt((G - 1) / G * np.sum((means - means.mean()) ** 2)))
     lev_se = groups.std(axis=1, ddof=1) / np.sqrt(G)
