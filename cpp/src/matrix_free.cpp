@@ -683,17 +683,19 @@ void DualHead::apply(RowMat& Z) const {
   llt.solveInPlace(W);
   Wr = W;
   Vec cw = c.size() > 0 ? Vec(W.transpose() * c) : Vec::Zero(m);
-  RowMat CW(n, m);
   const int nt = threads_for(n_threads, 2.0 * double(val.size()) * double(m));
-#pragma omp parallel for schedule(static) num_threads(nt)
-  for (Index i = 0; i < n; ++i) {
-    double* o = CW.data() + i * m;
-    for (Index q = 0; q < m; ++q) o[q] = -sd[i] * cw[q];
-    gather_block(
-        ptr[i], ptr[i + 1], [&](Index a) { return val[static_cast<size_t>(a)]; },
-        [&](Index a) { return idx[static_cast<size_t>(a)]; }, Wr.data(), m, o);
-    double* z = Z.data() + i * m;
-    for (Index q = 0; q < m; ++q) z[q] -= einv[i] * o[q];
+#pragma omp parallel num_threads(nt)
+  {
+    std::vector<double> o(static_cast<size_t>(m));  // row i of C W
+#pragma omp for schedule(static)
+    for (Index i = 0; i < n; ++i) {
+      for (Index q = 0; q < m; ++q) o[static_cast<size_t>(q)] = -sd[i] * cw[q];
+      gather_block(
+          ptr[i], ptr[i + 1], [&](Index a) { return val[static_cast<size_t>(a)]; },
+          [&](Index a) { return idx[static_cast<size_t>(a)]; }, Wr.data(), m, o.data());
+      double* z = Z.data() + i * m;
+      for (Index q = 0; q < m; ++q) z[q] -= einv[i] * o[static_cast<size_t>(q)];
+    }
   }
 }
 
