@@ -4,6 +4,103 @@
 namespace aloocv {
 
 namespace detail {
+// The one compiled copy of the Newton driver (newton_driver.hpp).
+DriveResult drive_model(const DriveModel& m, const DriveOptions& o, const RefreshPolicy& pol) {
+  DriveResult r;
+  StallDetector stall;
+  bool chord = pol.start_factored && pol.chord_ratio > 0.0;
+  Index n_chord = 0, n_polish = 0;
+  bool last_chord = false;
+  double g = m.gnorm(m.model);
+  double g_best_refine = g;
+  Vec step;
+  const Index budget = o.max_iter;
+  bool done = o.check_first && o.refine == 0 && g / o.scale <= o.target;
+  for (Index attempt = 0; !done && attempt < budget; ++attempt) {
+    interrupt::check();
+    if (!chord && !m.newton_at_point(m.model)) {
+      m.refactor(m.model);
+      ++r.hessian_passes;
+      n_chord = 0;
+    }
+    const bool on_fresh = m.newton_at_point(m.model);
+    const double dec = m.direction(m.model, step);
+    // A step from a point already within tol whose predicted decrease is at the rounding
+    // level (the line search cannot check it) is a trial: where it takes max|grad| back
+    // above tol (rounding noise in the step), it is undone and the drive ends there.
+    const bool trial = g / o.scale <= o.tol && tiny_decrease(dec, m.objective(m.model));
+    double t = 0.0;
+    if (m.move_or_undo(m.model, step, dec, trial, o.tol * o.scale, t)) {
+      r.stalled = true;
+      break;
+    }
+    last_chord = !on_fresh;
+    if (t == 0.0) {
+      if (!on_fresh) {  // the reused factor gives no descent: refresh and retry
+        chord = false;
+        continue;
+      }
+      r.stalled = true;  // no further decrease possible
+      break;
+    }
+    ++r.n_iter;
+    r.last_step = t;
+    const double gnew = m.gnorm(m.model);
+    if (stall.update(dec, m.objective(m.model), gnew)) {  // the rounding floor is above target
+      r.stalled = true;
+      break;
+    }
+    if (o.refine > 0) {
+      // a quadratic: refine while each step at least halves the gradient
+      if (r.n_iter > o.refine || !(gnew < 0.5 * g_best_refine)) break;
+      g_best_refine = gnew;
+      g = gnew;
+      continue;
+    }
+    const bool contracted = gnew <= pol.chord_ratio * g;
+    if (gnew / o.scale <= o.target) {
+      // polish: cheap chord steps to the rounding level before the end's one Hessian
+      bool more = false;
+      if (m.last_move) {
+        const double rho = g > 0.0 ? gnew / g : 0.0;
+        more = o.factor_end && chord && contracted && n_polish < pol.polish &&
+               m.last_move(m.model) * rho / (1.0 - rho) > pol.polish_move;
+      }
+      if (!more) break;
+      ++n_polish;
+      g = gnew;
+      continue;
+    }
+    // the value of max|grad| the chord steps are predicted to (rechord_max_steps)
+    const double goal = o.tol * o.scale;
+    if (chord) {
+      ++n_chord;
+      const bool slow = pol.chord_max_steps > 0 &&
+                        !chords_reach(gnew, g > 0.0 ? gnew / g : 0.0, goal, pol.chord_max_steps);
+      if (!contracted || n_chord >= pol.max_chord || slow) {
+        chord = false;
+        if (pol.accept_slow && gnew / o.scale <= o.tol) break;
+      }
+    } else if (pol.rechord && pol.chord_ratio > 0.0 && t == 1.0 &&
+               (pol.rechord_max_steps > 0 ? chords_reach(gnew, g > 0.0 ? 2.0 * gnew / g : 0.0, goal,
+                                                         pol.rechord_max_steps)
+                                          : m.chord_ok(m.model)) &&
+               (!pol.rechord_confirmed || contracted)) {
+      chord = true;
+      n_chord = 0;
+    }
+    g = gnew;
+  }
+  if (o.factor_end && !m.factor_at_point(m.model)) {
+    m.refactor(m.model);
+    ++r.hessian_passes;
+    r.end_after_chord = last_chord;
+  }
+  r.grad_norm = m.gnorm(m.model) / o.scale;
+  r.converged = r.grad_norm <= o.tol;
+  return r;
+}
+
 double fused_pass(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_new, Vec& xs,
                   Vec& gX, double* g, double* d, int n_threads, Index skip, YPartCache* yc,
                   FusedRows rows) {

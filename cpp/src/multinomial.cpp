@@ -16,9 +16,6 @@ namespace {
 
 using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// A step that cuts the gradient norm at least this much lets the next one reuse the factor.
-constexpr double kChordRatio = 0.25;
-
 // Softmax of e (K) into mu; returns logsumexp(e).
 double softmax(const double* e, Index K, double* mu) {
   double m = e[0];
@@ -165,8 +162,9 @@ void mn_gradient(const MnProblem& pb, const double* G, double* out, int nt_in) {
 // mn_gradient reads it twice). For rows [i0, i0 + m) of chunk c, Z (m x K, row-major)
 // holds X~_b V^T when f(c, i0, m, Z) is called and the block's F(Z) after it. Fixed
 // chunks: the sums do not depend on the thread count. Returns the number of chunks.
-template <class F>
-Index mn_pass(const MnProblem& pb, const Vec& v, F&& f, double* out, int nt_in) {
+// Compiled once (f called once per row block through a FunctionRef).
+using BlockFn = FunctionRef<void(Index, Index, Index, double*)>;
+Index mn_pass(const MnProblem& pb, const Vec& v, BlockFn f, double* out, int nt_in) {
   const Index n = pb.n(), K = pb.K, p1 = pb.p1(), p = pb.X.p, size = p1 * K;
   const Index off = pb.intercept ? 1 : 0;
   const int nt = threads_for(nt_in, 4.0 * double(n) * double(size));
@@ -203,8 +201,10 @@ Index mn_pass(const MnProblem& pb, const Vec& v, F&& f, double* out, int nt_in) 
             block_t_times(pb, layout, i0, m, K, Zc.data(), T.data(), p);
             acc.bottomRows(p) += T;
           } else {
+            // Z as mn_gradient's G: the same product types, compiled once
+            const Eigen::Map<const RowMat> Zm(Z.data(), m, K);
             pb.X.with_rows(
-                i0, i1, [&](const auto& M) { acc.bottomRows(p).noalias() += M.transpose() * Z; });
+                i0, i1, [&](const auto& M) { acc.bottomRows(p).noalias() += M.transpose() * Zm; });
           }
         }
       });
@@ -654,7 +654,7 @@ MnState mn_fit(const MnProblem& pb, const FitOptions& opt, const Vec* beta0, boo
   o.max_iter = opt.max_iter;
   o.factor_end = factor_end;
   RefreshPolicy pol;
-  pol.chord_ratio = kChordRatio;
+  pol.chord_ratio = kMnChordRatio;
   pol.rechord = pol.rechord_confirmed = true;
   const DriveResult r = newton_drive(m, o, pol);
   st.factored = factor_end;
@@ -889,34 +889,6 @@ void mn_chunk_adjoint(const MnProblem& pb, const Vec& beta, const Mat& H, const 
   mn_loo_samples(pb, st.eta, 0, vsum, lev.data(), pred.data(), loss.data(), det.data(),
                  alpha.data(), Gs.data(), nt);
   mn_loo_rho(pb, st.eta, Mbig, alpha, rho, nt);
-}
-
-SumsFit mn_sums_fit(SumsSource& source, Index K, const Vec& lam, bool intercept, const Vec& beta0,
-                    const SumsFitOptions& opt) {
-  const Index off = intercept ? 1 : 0, p = lam.size(), p1 = p + off, dim = K * p1;
-  if (K < 2) throw InvalidInput("the multinomial loss needs at least 2 classes");
-  if (beta0.size() != dim) {
-    throw InvalidInput("beta0 has " + std::to_string(beta0.size()) + " entries, expected " +
-                       std::to_string(dim));
-  }
-  const double sw = opt.weight_sum;
-  if (!(sw > 0.0)) throw InvalidInput("the sample weights sum to zero");
-  Vec pen = Vec::Zero(dim);
-  for (Index a = 0; a < K; ++a) pen.segment(a * p1 + off, p) = lam;
-  detail::SumsGauge gauge;
-  if (intercept) gauge = {K, p1, sw / static_cast<double>(K * K)};  // MnProblem::gauge()
-  // mn_fit's options and policy
-  DriveOptions o;
-  o.tol = o.target = opt.fit.tol;
-  o.scale = sw;
-  o.max_iter = opt.fit.max_iter;
-  o.factor_end = opt.fit.fresh_end;
-  RefreshPolicy pol;
-  pol.chord_ratio = kChordRatio;
-  pol.rechord = pol.rechord_confirmed = true;
-  detail::SumsModel m(source, pen, beta0, false, false, true, o.target * sw, gauge, true);
-  const DriveResult r = newton_drive(m, o, pol);
-  return m.result(r, sw);
 }
 
 }  // namespace aloocv

@@ -1,6 +1,7 @@
 #include "aloocv/sums_model.hpp"
 
 #include "aloocv/losses.hpp"
+#include "aloocv/multinomial.hpp"
 #include "aloocv/newton.hpp"
 
 namespace aloocv {
@@ -87,6 +88,36 @@ SumsFit sums_settle_end(SumsSource& source, LossKind loss, const Vec& lam, bool 
   SumsFit out = m.result(r, weight_sum);
   out.n_evals += fit.n_evals;
   return out;
+}
+
+// The multinomial fit over a sums source here, not in multinomial.cpp: the one compiled
+// copy of SumsModel and of its Newton driver serves both fits.
+SumsFit mn_sums_fit(SumsSource& source, Index K, const Vec& lam, bool intercept, const Vec& beta0,
+                    const SumsFitOptions& opt) {
+  const Index off = intercept ? 1 : 0, p = lam.size(), p1 = p + off, dim = K * p1;
+  if (K < 2) throw InvalidInput("the multinomial loss needs at least 2 classes");
+  if (beta0.size() != dim) {
+    throw InvalidInput("beta0 has " + std::to_string(beta0.size()) + " entries, expected " +
+                       std::to_string(dim));
+  }
+  const double sw = opt.weight_sum;
+  if (!(sw > 0.0)) throw InvalidInput("the sample weights sum to zero");
+  Vec pen = Vec::Zero(dim);
+  for (Index a = 0; a < K; ++a) pen.segment(a * p1 + off, p) = lam;
+  detail::SumsGauge gauge;
+  if (intercept) gauge = {K, p1, sw / static_cast<double>(K * K)};  // MnProblem::gauge()
+  // mn_fit's options and policy
+  DriveOptions o;
+  o.tol = o.target = opt.fit.tol;
+  o.scale = sw;
+  o.max_iter = opt.fit.max_iter;
+  o.factor_end = opt.fit.fresh_end;
+  RefreshPolicy pol;
+  pol.chord_ratio = kMnChordRatio;
+  pol.rechord = pol.rechord_confirmed = true;
+  detail::SumsModel m(source, pen, beta0, false, false, true, o.target * sw, gauge, true);
+  const DriveResult r = newton_drive(m, o, pol);
+  return m.result(r, sw);
 }
 
 }  // namespace aloocv

@@ -1,7 +1,8 @@
-// Eigen's double-precision product and triangular kernels, instantiated once (in blas.cpp,
-// at -O3) instead of in every source that multiplies or solves with Eigen matrices: each
-// source compiled them again (the GEMM micro-kernel gebp_kernel alone about 6 kB of code,
-// in 12 objects), compile time that the linker then threw away (-8.5% of loo.cpp's).
+// Eigen's double-precision product and triangular kernels (and the LLT factorization),
+// instantiated once (in blas.cpp, at -O3) instead of in every source that multiplies,
+// solves or factors with Eigen matrices: each source compiled them again (the GEMM
+// micro-kernel gebp_kernel alone about 6 kB of code, in 12 objects), compile time that the
+// linker then threw away (-8.5% of loo.cpp's).
 // Explicit instantiation declarations below; definitions with ALOOCV_EIGEN_KERNELS_DEFINE.
 //
 // The kernels' template parameters are Eigen's internals: the list is written against
@@ -11,6 +12,7 @@
 // only its one instantiation in blas.cpp.
 #pragma once
 
+#include <Eigen/Cholesky>
 #include <Eigen/Core>
 
 #if EIGEN_WORLD_VERSION == 3 && EIGEN_MAJOR_VERSION == 4 && !defined(ALOOCV_NO_EIGEN_KERNELS)
@@ -95,6 +97,25 @@ ALOOCV_EIGEN_KERNEL struct product_triangular_matrix_matrix<
     double, aloocv_kernels::I, Lower, true, ColMajor, false, RowMajor, false, ColMajor, 1>;
 ALOOCV_EIGEN_KERNEL struct product_triangular_matrix_matrix<
     double, aloocv_kernels::I, Lower, true, ColMajor, false, ColMajor, false, ColMajor, 1>;
+// the blocking sizes of those products (one function template, not a class: in 10 objects)
+ALOOCV_EIGEN_KERNEL void
+evaluateProductBlockingSizesHeuristic<double, double, 1, aloocv_kernels::I>(aloocv_kernels::I&,
+                                                                            aloocv_kernels::I&,
+                                                                            aloocv_kernels::I&,
+                                                                            aloocv_kernels::I);
+ALOOCV_EIGEN_KERNEL void
+evaluateProductBlockingSizesHeuristic<double, double, 4, aloocv_kernels::I>(aloocv_kernels::I&,
+                                                                            aloocv_kernels::I&,
+                                                                            aloocv_kernels::I&,
+                                                                            aloocv_kernels::I);
+// Eigen::LLT<Mat>'s factorization (blocked, and unblocked on the diagonal blocks)
+ALOOCV_EIGEN_KERNEL aloocv_kernels::I llt_inplace<double, Lower>::blocked<
+    Matrix<double, Dynamic, Dynamic>>(Matrix<double, Dynamic, Dynamic>&);
+ALOOCV_EIGEN_KERNEL aloocv_kernels::I llt_inplace<double, Lower>::unblocked<
+    Matrix<double, Dynamic, Dynamic>>(Matrix<double, Dynamic, Dynamic>&);
+ALOOCV_EIGEN_KERNEL aloocv_kernels::I llt_inplace<double, Lower>::unblocked<
+    Block<Matrix<double, Dynamic, Dynamic>, Dynamic, Dynamic, false>>(
+    Block<Matrix<double, Dynamic, Dynamic>, Dynamic, Dynamic, false>&);
 }  // namespace Eigen::internal
 
 #undef ALOOCV_EIGEN_KERNEL

@@ -24,6 +24,10 @@ namespace aloocv {
 // backend's cold start reads it through aloocv._core).
 constexpr double kMinClassShare = 1e-6;
 
+// A Newton step of mn_fit or mn_sums_fit that cuts the gradient norm at least this much
+// lets the next one reuse the factor (chord steps).
+constexpr double kMnChordRatio = 0.25;
+
 struct MnProblem {
   Design X;
   const double* y = nullptr;  // labels 0..K-1 as doubles

@@ -341,42 +341,13 @@ template <class Loss>
 class GlmModel {
  public:
   GlmModel(const Problem& pb, FitState& st, int n_threads, Index skip = -1, bool keep_hx = true,
-           bool have_grad = false)
-      : pb_(pb),
-        st_(st),
-        nt_(n_threads),
-        skip_(skip),
-        keep_hx_(keep_hx),
-        ypart_(y_part_cache<Loss>(pb)) {
-    const Index n = pb.n();
-    g_.resize(n);
-    d_.resize(n);
-    xs_.resize(n);
-    eta_try_.resize(n);
-    f_ = derivatives_objective<Loss>(pb, st.eta.data(), g_.data(), d_.data(), st.beta, nt_, skip_,
-                                     cache_of(ypart_));
-    if (!have_grad) {
-      full_gradient(pb, g_.data(), st.beta, st.grad, nt_);
-      ++st.matvec_passes;
-    }
-    st.grad_pen = pb.pen;
-  }
+           bool have_grad = false);
 
   double gnorm() const { return st_.grad.cwiseAbs().maxCoeff(); }
   double objective() const { return f_; }
   // H at the point; where it is not positive definite because some d_i < 0, the one with
   // d clipped at 0 (a descent direction; the factor is then marked stale).
-  void refactor() {
-    bool single = gnorm() > single_above_;
-    const bool modified = factor_hessian(pb_, d_.data(), H_, st_.chol, nt_,
-                                         keep_hx_ ? &st_.hx : nullptr, true, &single);
-    if (single) ++st_.single_hessian_passes;
-    // a float32 Hessian is not the Hessian at the point: marked stale like a modified one
-    st_.stale_eta = (modified || single) ? std::numeric_limits<double>::infinity() : 0.0;
-    exact_ = !single;
-    single_factor_ = single;
-    secant_.clear();
-  }
+  void refactor();
   // Float32 Hessians while max|grad| exceeds `gnorm_above` (unscaled; kSingleGradFactor).
   void use_single(double gnorm_above) { single_above_ = gnorm_above; }
   bool factor_at_point() const {
@@ -388,40 +359,12 @@ class GlmModel {
   double last_move() const { return last_move_; }
   // Chord steps (a factor not at the point) with the secant correction of the steps
   // since the factor was formed (use_secant).
-  double direction(Vec& step) {
-    step = -st_.grad;
-    if (secant_.size() > 0 && !factor_at_point()) {
-      secant_.apply(step, [&](Vec& v) { st_.chol.solve(v.data()); });
-    } else {
-      st_.chol.solve(step.data());
-    }
-    return -st_.grad.dot(step);
-  }
+  double direction(Vec& step);
   // Keep the last `memory` steps' secant pairs to correct chord steps (SecantChord).
   void use_secant(Index memory) { secant_ = SecantChord(memory); }
-  double move(const Vec& step, double dec) {
-    if (!(dec > 0.0)) return 0.0;  // a zero gradient (or no descent): nothing to gain
-    Vec g0;
-    if (secant_.on()) g0 = st_.grad;
-    const double t = newton_move<Loss>(pb_, st_, step, dec, f_, xs_, eta_try_, g_, d_, g_try_,
-                                       d_try_, nt_, skip_, cache_of(ypart_));
-    // no descent on a float32 factor: the drive's next Hessians are float64
-    if (t == 0.0 && single_factor_) single_above_ = std::numeric_limits<double>::infinity();
-    if (t > 0.0 && secant_.on()) secant_.add(t * step, st_.grad - g0);
-    // the fused step reads X once; a backtracked step adds the gradient's pass
-    st_.matvec_passes += (t == 1.0) ? 1 : 2;
-    if (t > 0.0) {
-      const double mv = t * xs_.cwiseAbs().maxCoeff();
-      last_move_ = mv;
-      if (!Loss::constant_curvature) st_.stale_eta += mv;
-    }
-    return t;
-  }
+  double move(const Vec& step, double dec);
   // max_i |x~_i^T step| (one O(n p) pass; settle_end's probe).
-  double probe_move(const Vec& step) {
-    ++st_.matvec_passes;
-    return eta_move(pb_, step, xs_, nt_);
-  }
+  double probe_move(const Vec& step);
   // The point (with its factor and chord state) and the return to it (settle_end, the
   // drive's trial steps): the derivatives and the objective from st.eta again (O(n), no
   // pass over X); the pass counts stay.
@@ -432,16 +375,7 @@ class GlmModel {
     SecantChord secant;
   };
   Saved save() const { return Saved{st_, exact_, f_, last_move_, secant_}; }
-  void restore(Saved&& keep) {
-    const Index passes = st_.matvec_passes;
-    st_ = std::move(keep.st);
-    st_.matvec_passes = passes;
-    derivatives<Loss>(pb_, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
-    f_ = keep.f;
-    exact_ = keep.exact;
-    last_move_ = keep.last_move;
-    secant_ = std::move(keep.secant);
-  }
+  void restore(Saved&& keep);
   // The factor held in st was set by the caller: the Hessian at the point (true) or not.
   void adopt_factor(bool exact) {
     exact_ = exact;
@@ -471,6 +405,94 @@ class GlmModel {
   SecantChord secant_;
   YPartCache ypart_;
 };
+
+// The members that do the work, defined out of the class: compiled once per loss, in
+// fit.cpp (the explicit instantiation declared extern at the end of this file), not again
+// in every source that holds a GlmModel (LooRefitModel's refits in loo.cpp).
+template <class Loss>
+GlmModel<Loss>::GlmModel(const Problem& pb, FitState& st, int n_threads, Index skip, bool keep_hx,
+                         bool have_grad)
+    : pb_(pb),
+      st_(st),
+      nt_(n_threads),
+      skip_(skip),
+      keep_hx_(keep_hx),
+      ypart_(y_part_cache<Loss>(pb)) {
+  const Index n = pb.n();
+  g_.resize(n);
+  d_.resize(n);
+  xs_.resize(n);
+  eta_try_.resize(n);
+  f_ = derivatives_objective<Loss>(pb, st.eta.data(), g_.data(), d_.data(), st.beta, nt_, skip_,
+                                   cache_of(ypart_));
+  if (!have_grad) {
+    full_gradient(pb, g_.data(), st.beta, st.grad, nt_);
+    ++st.matvec_passes;
+  }
+  st.grad_pen = pb.pen;
+}
+
+template <class Loss>
+void GlmModel<Loss>::refactor() {
+  bool single = gnorm() > single_above_;
+  const bool modified = factor_hessian(pb_, d_.data(), H_, st_.chol, nt_,
+                                       keep_hx_ ? &st_.hx : nullptr, true, &single);
+  if (single) ++st_.single_hessian_passes;
+  // a float32 Hessian is not the Hessian at the point: marked stale like a modified one
+  st_.stale_eta = (modified || single) ? std::numeric_limits<double>::infinity() : 0.0;
+  exact_ = !single;
+  single_factor_ = single;
+  secant_.clear();
+}
+
+template <class Loss>
+double GlmModel<Loss>::direction(Vec& step) {
+  step = -st_.grad;
+  if (secant_.size() > 0 && !factor_at_point()) {
+    secant_.apply(step, [&](Vec& v) { st_.chol.solve(v.data()); });
+  } else {
+    st_.chol.solve(step.data());
+  }
+  return -st_.grad.dot(step);
+}
+
+template <class Loss>
+double GlmModel<Loss>::move(const Vec& step, double dec) {
+  if (!(dec > 0.0)) return 0.0;  // a zero gradient (or no descent): nothing to gain
+  Vec g0;
+  if (secant_.on()) g0 = st_.grad;
+  const double t = newton_move<Loss>(pb_, st_, step, dec, f_, xs_, eta_try_, g_, d_, g_try_, d_try_,
+                                     nt_, skip_, cache_of(ypart_));
+  // no descent on a float32 factor: the drive's next Hessians are float64
+  if (t == 0.0 && single_factor_) single_above_ = std::numeric_limits<double>::infinity();
+  if (t > 0.0 && secant_.on()) secant_.add(t * step, st_.grad - g0);
+  // the fused step reads X once; a backtracked step adds the gradient's pass
+  st_.matvec_passes += (t == 1.0) ? 1 : 2;
+  if (t > 0.0) {
+    const double mv = t * xs_.cwiseAbs().maxCoeff();
+    last_move_ = mv;
+    if (!Loss::constant_curvature) st_.stale_eta += mv;
+  }
+  return t;
+}
+
+template <class Loss>
+double GlmModel<Loss>::probe_move(const Vec& step) {
+  ++st_.matvec_passes;
+  return eta_move(pb_, step, xs_, nt_);
+}
+
+template <class Loss>
+void GlmModel<Loss>::restore(Saved&& keep) {
+  const Index passes = st_.matvec_passes;
+  st_ = std::move(keep.st);
+  st_.matvec_passes = passes;
+  derivatives<Loss>(pb_, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
+  f_ = keep.f;
+  exact_ = keep.exact;
+  last_move_ = keep.last_move;
+  secant_ = std::move(keep.secant);
+}
 
 // The most chord steps after the target is reached (RefreshPolicy::polish), and the largest
 // Newton step (max_i |change of eta_i|) that a fused end leaves untaken (settle_fused_end):
@@ -819,6 +841,7 @@ FitState fit_from(const Problem& pb, LossKind loss, const FitOptions& opt, const
 // (LOO, k-fold, tuning, the bindings) link to those instances instead of compiling their
 // own copies (explicit instantiation declarations).
 #define ALOOCV_NEWTON_INSTANCES(EXTERN, T)                                                         \
+  EXTERN template class detail::GlmModel<T>;                                                       \
   EXTERN template FitState prepare_at<T>(const Problem&, const Vec&, const FitOptions&);           \
   EXTERN template FitState newton_fit<T>(const Problem&, const FitOptions&, const Vec*);           \
   EXTERN template bool settle_deferred_end<T>(const Problem&, FitState&, int, double);             \

@@ -290,6 +290,25 @@ bool move_or_undo(Model& m, const Vec& step, double dec, bool trial, double gtol
   t = m.move(step, dec);
   return false;
 }
+
+// A model seen by the driver: its operations behind one function pointer each, so that
+// the driver is compiled once (fit.cpp), not once per model type (per loss in fit.cpp and
+// again in loo.cpp, in the multinomial, dual, sums and matrix-free sources). Each call
+// does O(n p) work or more; the indirection costs nothing measurable.
+struct DriveModel {
+  void* model;
+  double (*gnorm)(const void*);
+  double (*objective)(const void*);
+  void (*refactor)(void*);
+  bool (*factor_at_point)(const void*);
+  bool (*newton_at_point)(const void*);
+  bool (*chord_ok)(const void*);
+  double (*direction)(void*, Vec&);
+  // move_or_undo: t = move(step, dec), a trial step undone (true)
+  bool (*move_or_undo)(void*, const Vec&, double, bool, double, double&);
+  double (*last_move)(const void*);  // null: a model without last_move() (not polished)
+};
+DriveResult drive_model(const DriveModel& m, const DriveOptions& o, const RefreshPolicy& pol);
 }  // namespace detail
 
 // Damped Newton on `m` until the stopping test holds (see the file comment).
@@ -298,99 +317,27 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
   static_assert(is_newton_model<Model>::value,
                 "a Newton model must provide gnorm, objective, refactor, factor_at_point, "
                 "newton_at_point, chord_ok, direction and move (see newton_driver.hpp)");
-  DriveResult r;
-  detail::StallDetector stall;
-  bool chord = pol.start_factored && pol.chord_ratio > 0.0;
-  Index n_chord = 0, n_polish = 0;
-  bool last_chord = false;
-  double g = m.gnorm();
-  double g_best_refine = g;
-  Vec step;
-  const Index budget = o.max_iter;
-  bool done = o.check_first && o.refine == 0 && g / o.scale <= o.target;
-  for (Index attempt = 0; !done && attempt < budget; ++attempt) {
-    interrupt::check();
-    if (!chord && !m.newton_at_point()) {
-      m.refactor();
-      ++r.hessian_passes;
-      n_chord = 0;
-    }
-    const bool on_fresh = m.newton_at_point();
-    const double dec = m.direction(step);
-    // A step from a point already within tol whose predicted decrease is at the rounding
-    // level (the line search cannot check it) is a trial: where it takes max|grad| back
-    // above tol (rounding noise in the step), it is undone and the drive ends there.
-    const bool trial = g / o.scale <= o.tol && detail::tiny_decrease(dec, m.objective());
-    double t = 0.0;
-    if (detail::move_or_undo(m, step, dec, trial, o.tol * o.scale, t)) {
-      r.stalled = true;
-      break;
-    }
-    last_chord = !on_fresh;
-    if (t == 0.0) {
-      if (!on_fresh) {  // the reused factor gives no descent: refresh and retry
-        chord = false;
-        continue;
-      }
-      r.stalled = true;  // no further decrease possible
-      break;
-    }
-    ++r.n_iter;
-    r.last_step = t;
-    const double gnew = m.gnorm();
-    if (stall.update(dec, m.objective(), gnew)) {  // the rounding floor is above target
-      r.stalled = true;
-      break;
-    }
-    if (o.refine > 0) {
-      // a quadratic: refine while each step at least halves the gradient
-      if (r.n_iter > o.refine || !(gnew < 0.5 * g_best_refine)) break;
-      g_best_refine = gnew;
-      g = gnew;
-      continue;
-    }
-    const bool contracted = gnew <= pol.chord_ratio * g;
-    if (gnew / o.scale <= o.target) {
-      // polish: cheap chord steps to the rounding level before the end's one Hessian
-      bool more = false;
-      if constexpr (has_last_move<Model>::value) {
-        const double rho = g > 0.0 ? gnew / g : 0.0;
-        more = o.factor_end && chord && contracted && n_polish < pol.polish &&
-               m.last_move() * rho / (1.0 - rho) > pol.polish_move;
-      }
-      if (!more) break;
-      ++n_polish;
-      g = gnew;
-      continue;
-    }
-    // the value of max|grad| the chord steps are predicted to (rechord_max_steps)
-    const double goal = o.tol * o.scale;
-    if (chord) {
-      ++n_chord;
-      const bool slow = pol.chord_max_steps > 0 &&
-                        !chords_reach(gnew, g > 0.0 ? gnew / g : 0.0, goal, pol.chord_max_steps);
-      if (!contracted || n_chord >= pol.max_chord || slow) {
-        chord = false;
-        if (pol.accept_slow && gnew / o.scale <= o.tol) break;
-      }
-    } else if (pol.rechord && pol.chord_ratio > 0.0 && t == 1.0 &&
-               (pol.rechord_max_steps > 0 ? chords_reach(gnew, g > 0.0 ? 2.0 * gnew / g : 0.0, goal,
-                                                         pol.rechord_max_steps)
-                                          : m.chord_ok()) &&
-               (!pol.rechord_confirmed || contracted)) {
-      chord = true;
-      n_chord = 0;
-    }
-    g = gnew;
+  detail::DriveModel dm;
+  dm.model = &m;
+  dm.gnorm = [](const void* p) { return static_cast<const Model*>(p)->gnorm(); };
+  dm.objective = [](const void* p) { return static_cast<const Model*>(p)->objective(); };
+  dm.refactor = [](void* p) { static_cast<Model*>(p)->refactor(); };
+  dm.factor_at_point = [](const void* p) {
+    return static_cast<const Model*>(p)->factor_at_point();
+  };
+  dm.newton_at_point = [](const void* p) {
+    return static_cast<const Model*>(p)->newton_at_point();
+  };
+  dm.chord_ok = [](const void* p) { return static_cast<const Model*>(p)->chord_ok(); };
+  dm.direction = [](void* p, Vec& step) { return static_cast<Model*>(p)->direction(step); };
+  dm.move_or_undo = [](void* p, const Vec& step, double dec, bool trial, double gtol, double& t) {
+    return detail::move_or_undo(*static_cast<Model*>(p), step, dec, trial, gtol, t);
+  };
+  dm.last_move = nullptr;
+  if constexpr (has_last_move<Model>::value) {
+    dm.last_move = [](const void* p) { return static_cast<const Model*>(p)->last_move(); };
   }
-  if (o.factor_end && !m.factor_at_point()) {
-    m.refactor();
-    ++r.hessian_passes;
-    r.end_after_chord = last_chord;
-  }
-  r.grad_norm = m.gnorm() / o.scale;
-  r.converged = r.grad_norm <= o.tol;
-  return r;
+  return detail::drive_model(dm, o, pol);
 }
 
 // The guard of a fused end (DriveOptions::factor_end reached after chord steps, so the
