@@ -287,6 +287,17 @@ void Operator::forward(const RowMat& V, RowMat& out) const {
 }
 
 bool Operator::hessian_rows(const RowMat& V, const Vec& d, RowMat& out) const {
+  return hessian_rows_impl(V, [&](Index i, Index) { return d[i]; }, out);
+}
+
+bool Operator::hessian_rows(const RowMat& V, const RowMat& D, RowMat& out) const {
+  const Index m = V.cols();
+  const double* Dd = D.data();
+  return hessian_rows_impl(V, [Dd, m](Index i, Index k) { return Dd[i * m + k]; }, out);
+}
+
+template <class Curv>
+bool Operator::hessian_rows_impl(const RowMat& V, const Curv& curv, RowMat& out) const {
   const Index m = V.cols(), n = X_.n, p = X_.p;
   if (!X_.sparse || n < p + off_ || m > kMaxGramColumns ||
       threads_for(nt_, 4.0 * double(X_.nnz()) * double(m)) != 1) {
@@ -303,8 +314,7 @@ bool Operator::hessian_rows(const RowMat& V, const Vec& d, RowMat& out) const {
   for (Index i = 0; i < n; ++i) {
     for (Index k = 0; k < m; ++k) t[k] = off_ ? Vd[k] : 0.0;
     gather_block(c.indptr[i], c.indptr[i + 1], val, col, Vd + off_ * m, m, t);
-    const double di = std::max(0.0, d[i]);
-    for (Index k = 0; k < m; ++k) t[k] *= di;
+    for (Index k = 0; k < m; ++k) t[k] *= std::max(0.0, curv(i, k));
     if (off_) {
       for (Index k = 0; k < m; ++k) Od[k] += t[k];
     }
@@ -347,7 +357,10 @@ void Operator::adjoint(const RowMat& U, RowMat& out) const {
   if (X_.sparse) {
     const double* Ud = U.data();
     double* Od = out.data() + off_ * m;
-    if (csc(true)) {
+    // serial on a tall X: scattered by rows into the p x m output, the smaller of the two
+    // blocks, with no CSC index (the same sums, in row order, as the CSC gather)
+    const bool by_rows = nt_ <= 1 && n >= p + off_;
+    if (!by_rows && csc(true)) {
 #pragma omp parallel for schedule(static) num_threads(nt_)
       for (Index j = 0; j < p; ++j) {
         gather_block(
@@ -357,13 +370,10 @@ void Operator::adjoint(const RowMat& U, RowMat& out) const {
       return;
     }
     const CsrView& c = X_.csr;
+    const auto val = [&](Index a) { return c.val(a); };
+    const auto col = [&](Index a) { return c.indices[a]; };
     for (Index i = 0; i < n; ++i) {
-      const double* u = Ud + i * m;
-      for (Index a = c.indptr[i]; a < c.indptr[i + 1]; ++a) {
-        const double x = c.val(a);
-        double* o = Od + Index(c.indices[a]) * m;
-        for (Index k = 0; k < m; ++k) o[k] += x * u[k];
-      }
+      scatter_entries(c.indptr[i], c.indptr[i + 1], val, col, Ud + i * m, m, Od);
     }
     return;
   }
@@ -547,15 +557,23 @@ HeadBlock head_block(const Design& X, bool intercept, const Vec& d, const Vec& p
       at.push_back(q);
       val.push_back(c.val(a));
     }
-    for (size_t u = 0; u < at.size(); ++u) {
-      for (size_t v = 0; v <= u; ++v) Hh(at[u], at[v]) += di * val[u] * val[v];
+    // each entry's products with the entries before it, into its own column of the
+    // column-major Hh: the upper triangle, contiguous (a canonical CSR row's columns are
+    // sorted, so are their head positions)
+    const size_t r = at.size();
+    const Index* atp = at.data();
+    const double* vp = val.data();
+    for (size_t u = 0; u < r; ++u) {
+      const double s = di * vp[u];
+      double* hu = Hh.data() + atp[u] * k;
+      for (size_t v = 0; v <= u; ++v) hu[atp[v]] += s * vp[v];
     }
   }
   hb.idx.resize(static_cast<size_t>(k));
   if (intercept) hb.idx[0] = 0;
   for (Index a = 0; a < kHeadColumns; ++a) hb.idx[static_cast<size_t>(a + off)] = cols[a] + off;
   for (Index a = 0; a < k; ++a) Hh(a, a) += pen[hb.idx[static_cast<size_t>(a)]];
-  hb.llt.compute(Hh.selfadjointView<Eigen::Lower>());
+  hb.llt.compute(Hh.selfadjointView<Eigen::Upper>());
   if (hb.llt.info() != Eigen::Success) hb.idx.clear();
   return hb;
 }
@@ -854,6 +872,15 @@ CgReport block_pcg(const MultiHessianOp& H, const Vec& minv, const RowMat& B, Ro
 
 void MultiHessianOp::apply(const RowMat& V, RowMat& out, RowMat& work) const {
   const Index m = V.cols();
+  if (op.hessian_rows(V, D, out)) {
+    for (Index j = 0; j < out.rows(); ++j) {
+      const double pj = pen[j];
+      const double* v = V.data() + j * m;
+      double* o = out.data() + j * m;
+      for (Index k = 0; k < m; ++k) o[k] += pj * v[k];
+    }
+    return;
+  }
   op.forward(V, work);
   for (Index i = 0; i < work.rows(); ++i) {
     const double* di = D.data() + i * m;

@@ -58,6 +58,8 @@ class Operator {
   // intermediate and the same sums as forward, scaling and adjoint; false (nothing done)
   // where that pass does not apply.
   bool hessian_rows(const RowMat& V, const Vec& d, RowMat& out) const;
+  // The same with a curvature column per column of V (D n x m, row-major).
+  bool hessian_rows(const RowMat& V, const RowMat& D, RowMat& out) const;
   // out (p1) = sum_i d_i x~_ij^2: the diagonal of X~^T D X~.
   void weighted_squares(const double* d, double* out) const;
   // out (n) = sum_j x~_ij^2 c_j.
@@ -65,6 +67,8 @@ class Operator {
   mutable Index passes = 0;
 
  private:
+  template <class Curv>
+  bool hessian_rows_impl(const RowMat& V, const Curv& curv, RowMat& out) const;
   const Design& X_;
   Index off_;
   int nt_;

@@ -84,7 +84,7 @@ RACE_Z = 4.0
 #: the iterations of 1e-2, 1e-3 1.70x.
 CG_RTOL = 3e-3
 #: Relative residual of the solves of exact leverages (a few samples: the self-check's).
-EXACT_CG_RTOL = 1e-6
+EXACT_CG_RTOL = 1e-5
 MAX_CG = 2000
 #: CG iterations of one Newton-CG direction at most.
 MAX_CG_NEWTON = 250
