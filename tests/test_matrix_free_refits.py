@@ -175,4 +175,3 @@ def test_refits_on_one_and_two_threads_give_the_same_bits():
         two = mfm._refit_rows(pb.replace(options=replace(pb.options, n_threads=2)), beta, rows)
     np.testing.assert_array_equal(one[1], two[1])
     assert one[2] == two[2] == 0
-
