@@ -190,7 +190,7 @@ class ErrorEstimate:
 
 
 # ----------------------------------------------------------------------------- indicator
-def _rho(w: np.ndarray | None, d2: np.ndarray, d3: np.ndarray) -> float:
+def indicator_rho(w: np.ndarray | None, d2: np.ndarray, d3: np.ndarray) -> float:
     """``sum_j w_j |l3_j| / sum_j w_j l2_j``: the loss's relative third derivative."""
     ww = 1.0 if w is None else w
     with np.errstate(over="ignore", invalid="ignore"):
@@ -256,7 +256,7 @@ def scalar_indicator(
     reach is at most 1)."""
     _, _, d2, d3, _ = loss.derivatives(y, eta)
     if rho is None:
-        rho = _rho(weights, d2, d3)
+        rho = indicator_rho(weights, d2, d3)
     if rho == 0.0:
         return np.zeros(eta.shape[0])
     g_t = loss.derivatives(y, eta_tilde)[1]

@@ -134,7 +134,7 @@ def _tree(parts: list) -> Any:
 
 # ----------------------------------------------------------------------------- the result
 def rho_of(bound: dict) -> float:
-    """``sum w |l'''| / sum w l''`` of the reduced sums (as ``trust._rho``: 0 where the
+    """``sum w |l'''| / sum w l''`` of the reduced sums (as ``trust.indicator_rho``: 0 where the
     denominator is not positive, inf where the ratio is not finite)."""
     with np.errstate(over="ignore", invalid="ignore"):
         den = np.float64(bound["d2"])

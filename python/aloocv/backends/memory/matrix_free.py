@@ -37,7 +37,7 @@ from ..._stats import weighted_stderr
 from ..._validation import check_loo_samples, core_design
 from ...problem import Problem
 from ...results import FitResult, LOOResult, StateOutput, fit_result
-from ...results.trust import scalar_indicator, unreliable_from
+from ...results.trust import indicator_rho, mean_leverage, scalar_indicator, unreliable_from
 from ..common import TANGENT_LOG_STEP, LOORequest
 from . import scalar
 
@@ -519,16 +519,23 @@ def _subset_refits(pb, fitres, beta, eta, est: _Estimate, indicator) -> Any:
         pb, "matrix_free", fitres, eta, indicator, refit=_refitter(pb, beta, solves, g, d)
     )
 
+    w = pb.sample_weight
+    rho = indicator_rho(w, derivs[2], derivs[3])
+
     def at_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # the indicator at these rows only: its rho and reach's hbar over every sample
+        # (scalar_indicator's own), with the rows' exact leverages in hbar
         rows = np.asarray(rows, dtype=np.int64)
         h_rows = solves(rows)[0]
         h = est.leverages.copy()
         h[rows] = h_rows
-        pred = est.predictions.copy()
         t = 1.0 - np.minimum(np.maximum(d[rows], 0.0) * h_rows, DH_CLIP)
-        pred[rows] = eta[rows] + g[rows] * h_rows / t
-        ind = scalar_indicator(pb.loss, pb.y, eta, pred, h, pb.sample_weight)
-        return pb.loss.value(pb.y[rows], pred[rows]), ind[rows]
+        pred = eta[rows] + g[rows] * h_rows / t
+        dh = d * h
+        hbar = mean_leverage(np.sum(dh), np.sum(dh * h))
+        wr = None if w is None else w[rows]
+        ind = scalar_indicator(pb.loss, pb.y[rows], eta[rows], pred, h_rows, wr, rho, hbar)
+        return pb.loss.value(pb.y[rows], pred), ind
 
     def gather(res: Any) -> Any:
         return dataclasses.replace(sr.gather(res), at_rows=at_rows)
