@@ -4,10 +4,66 @@
 
 namespace aloocv {
 
-// The one compiled copy of the elastic-net fit layer per loss (declared extern in enet.hpp).
-#define ALOOCV_ENET_DEFINE(T) ALOOCV_ENET_INSTANCES(, T)
-ALOOCV_FOR_EACH_LOSS(ALOOCV_ENET_DEFINE)
-#undef ALOOCV_ENET_DEFINE
+namespace detail {
+// The one compiled copy of the elastic-net fit layer (enet.hpp): the loss through LossOps.
+FitState enet_fit(const LossOps& loss, const Problem& pb, const FitOptions& opt, const Vec* beta0,
+                  Index skip, bool factor_active) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index off = pb.intercept ? 1 : 0;
+  const double sw = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
+  FitState st;
+  st.beta = beta0 ? *beta0 : loss.initial_beta(pb, skip);
+  EnetGlmModel m(loss.passes, pb, st, nt, skip);
+  if (!std::isfinite(m.objective())) {
+    throw InvalidInput("the objective is not finite at the starting point");
+  }
+  const EnetDrive r = enet_drive(m, pb.pen, pb.l1, off, loss.constant_curvature, sw, opt);
+  st.n_iter = r.n_iter;
+  st.objective = m.objective();
+  st.grad_norm = r.grad_norm;
+  st.converged = r.converged;
+  // The active set and the factor of its Hessian, for the LOO formulas.
+  st.restricted = true;
+  st.stale_eta = std::numeric_limits<double>::infinity();
+  if (!factor_active) {
+    for (Index j = off; j < pb.p1(); ++j)
+      if (st.beta[j] != 0.0) st.active.push_back(j - off);
+    return st;
+  }
+  Mat HA;
+  const bool at_point =
+      enet_active_hessian(m, r, pb.pen, off, loss.constant_curvature, opt.fresh_end, HA, st.active);
+  st.chol.factor(HA.data(), HA.rows());
+  if (at_point) st.stale_eta = 0.0;
+  return st;
+}
+
+FitState enet_prepare_at(const LossOps& loss, const Problem& pb, const Vec& beta,
+                         const FitOptions& opt) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index n = pb.n(), p1 = pb.p1(), off = pb.intercept ? 1 : 0;
+  FitState st;
+  st.beta = beta;
+  st.eta.resize(n);
+  linear_predictor(pb.X, beta.data(), pb.intercept, st.eta.data(), nt);
+  pb.add_offset(st.eta.data());
+  Vec g(n), d(n);
+  loss.passes.derivatives(pb, st.eta.data(), g.data(), d.data(), nt, -1);
+  full_gradient(pb, g.data(), beta, st.grad, nt);
+  st.objective = loss.passes.objective(pb, st.eta.data(), beta, nt, -1, nullptr);
+  st.grad_norm = kkt_violation(pb.l1, beta, st.grad, nullptr) / pb.weight_sum();
+  st.converged = st.grad_norm <= opt.tol;
+  st.restricted = true;
+  for (Index j = off; j < p1; ++j)
+    if (beta[j] != 0.0) st.active.push_back(j - off);
+  const Index q = static_cast<Index>(st.active.size()) + off;
+  Mat HA(q, q);
+  hessian(pb.X, d.data(), pb.intercept, HA.data(), nt, Columns::of(st.active));
+  for (Index a = 0; a < q; ++a) HA(a, a) += pb.pen[a < off ? 0 : st.active[a - off] + off];
+  st.chol.factor(HA.data(), q);
+  return st;
+}
+}  // namespace detail
 
 EnetSumsFit enet_sums_fit(SumsSource& source, LossKind loss, const Vec& lam, const Vec& l1,
                           bool intercept, const Vec& beta0, double weight_sum,

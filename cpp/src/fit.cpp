@@ -152,9 +152,324 @@ double fused_pass(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
   }
   return f;
 }
+
+// The Newton fit layer (newton.hpp), compiled once: the loss through LossOps.
+double newton_move(const LossOps& loss, const Problem& pb, FitState& st, const Vec& step,
+                   double dec, double& f, Vec& xs, Vec& eta_try, Vec& g, Vec& d, Vec& g_try,
+                   Vec& d_try, int nt, Index skip, YPartCache* yc) {
+  Vec gX;
+  g_try.resize(pb.n());
+  d_try.resize(pb.n());
+  const double floss = fused_pass(pb, step, st.eta, eta_try, xs, gX, g_try.data(), d_try.data(), nt,
+                                  skip, yc, loss.fused_rows);
+  const Vec b1 = st.beta + step;
+  const double f1 = floss + 0.5 * pb.pen.dot(b1.cwiseAbs2());
+  if (std::isfinite(f1) && (tiny_decrease(dec, f) || f1 <= f - kArmijo * dec)) {
+    st.beta = b1;
+    st.eta.swap(eta_try);
+    f = f1;
+    st.grad = gX + pb.pen.cwiseProduct(st.beta);
+    if (!st.grad.allFinite()) {
+      throw InvalidInput(
+          "the gradient is not finite (overflow of the loss at extreme linear predictors); "
+          "rescale X or increase the penalty");
+    }
+    g.swap(g_try);
+    d.swap(d_try);
+    return 1.0;
+  }
+  double f_try = f;
+  const double t =
+      line_search(loss.passes, pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt, skip, yc);
+  if (t == 0.0) return 0.0;
+  st.beta += t * step;
+  st.eta.swap(eta_try);
+  f = f_try;
+  loss.passes.derivatives(pb, st.eta.data(), g.data(), d.data(), nt, skip);
+  full_gradient(pb, g.data(), st.beta, st.grad, nt);
+  return t;
+}
+
+GlmCore::GlmCore(const LossOps& loss, const Problem& pb, FitState& st, int n_threads, Index skip,
+                 bool keep_hx, bool have_grad)
+    : loss_(loss),
+      pb_(pb),
+      st_(st),
+      nt_(n_threads),
+      skip_(skip),
+      keep_hx_(keep_hx),
+      ypart_(loss.passes.y_part_cache(pb)) {
+  const Index n = pb.n();
+  g_.resize(n);
+  d_.resize(n);
+  xs_.resize(n);
+  eta_try_.resize(n);
+  f_ = loss_.passes.derivatives_objective(pb, st.eta.data(), g_.data(), d_.data(), st.beta, nt_,
+                                          skip_, cache_of(ypart_));
+  if (!have_grad) {
+    full_gradient(pb, g_.data(), st.beta, st.grad, nt_);
+    ++st.matvec_passes;
+  }
+  st.grad_pen = pb.pen;
+}
+
+void GlmCore::refactor() {
+  bool single = gnorm() > single_above_;
+  const bool modified = factor_hessian(pb_, d_.data(), H_, st_.chol, nt_,
+                                       keep_hx_ ? &st_.hx : nullptr, true, &single);
+  if (single) ++st_.single_hessian_passes;
+  // a float32 Hessian is not the Hessian at the point: marked stale like a modified one
+  st_.stale_eta = (modified || single) ? std::numeric_limits<double>::infinity() : 0.0;
+  exact_ = !single;
+  single_factor_ = single;
+  secant_.clear();
+}
+
+double GlmCore::direction(Vec& step) {
+  step = -st_.grad;
+  if (secant_.size() > 0 && !factor_at_point()) {
+    secant_.apply(step, [&](Vec& v) { st_.chol.solve(v.data()); });
+  } else {
+    st_.chol.solve(step.data());
+  }
+  return -st_.grad.dot(step);
+}
+
+double GlmCore::move(const Vec& step, double dec) {
+  if (!(dec > 0.0)) return 0.0;  // a zero gradient (or no descent): nothing to gain
+  Vec g0;
+  if (secant_.on()) g0 = st_.grad;
+  const double t = newton_move(loss_, pb_, st_, step, dec, f_, xs_, eta_try_, g_, d_, g_try_,
+                               d_try_, nt_, skip_, cache_of(ypart_));
+  // no descent on a float32 factor: the drive's next Hessians are float64
+  if (t == 0.0 && single_factor_) single_above_ = std::numeric_limits<double>::infinity();
+  if (t > 0.0 && secant_.on()) secant_.add(t * step, st_.grad - g0);
+  // the fused step reads X once; a backtracked step adds the gradient's pass
+  st_.matvec_passes += (t == 1.0) ? 1 : 2;
+  if (t > 0.0) {
+    const double mv = t * xs_.cwiseAbs().maxCoeff();
+    last_move_ = mv;
+    if (!loss_.constant_curvature) st_.stale_eta += mv;
+  }
+  return t;
+}
+
+double GlmCore::probe_move(const Vec& step) {
+  ++st_.matvec_passes;
+  return eta_move(pb_, step, xs_, nt_);
+}
+
+void GlmCore::restore(Saved&& keep) {
+  const Index passes = st_.matvec_passes;
+  st_ = std::move(keep.st);
+  st_.matvec_passes = passes;
+  loss_.passes.derivatives(pb_, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
+  f_ = keep.f;
+  exact_ = keep.exact;
+  last_move_ = keep.last_move;
+  secant_ = std::move(keep.secant);
+}
+
+void settle_fused_end(FitState& st, GlmCore& m, const DriveResult& r, bool defer, double tol) {
+  if (defer) {
+    if (end_guard_step(m, r, st.end_guard.step, st.end_guard.dec)) {
+      st.end_guard.tol = tol;
+    } else {
+      st.end_guard.step.resize(0);
+    }
+    return;
+  }
+  if (settle_end(m, r, kFusedEndEta)) {
+    ++st.n_iter;
+    ++st.fused_end_fallbacks;
+    ++st.hessian_passes;
+  }
+}
+
+void exact_end_factor(const LossOps& loss, const Problem& pb, FitState& st, int nt) {
+  Vec g(pb.n()), d(pb.n()), H;
+  loss.passes.derivatives(pb, st.eta.data(), g.data(), d.data(), nt, -1);
+  factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
+  ++st.hessian_passes;
+  st.stale_eta = 0.0;
+}
+
+FitState prepare_at(const LossOps& loss, const Problem& pb, const Vec& beta,
+                    const FitOptions& opt) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index n = pb.n();
+  FitState st;
+  st.beta = beta;
+  st.eta.resize(n);
+  linear_predictor(pb.X, beta.data(), pb.intercept, st.eta.data(), nt);
+  pb.add_offset(st.eta.data());
+  Vec g(n), d(n), H;
+  loss.passes.derivatives(pb, st.eta.data(), g.data(), d.data(), nt, -1);
+  full_gradient(pb, g.data(), beta, st.grad, nt);
+  factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
+  st.hessian_passes = 1;
+  st.matvec_passes = 2;
+  st.grad_pen = pb.pen;
+  st.objective = loss.passes.objective(pb, st.eta.data(), beta, nt, -1, nullptr);
+  st.grad_norm = st.grad.cwiseAbs().maxCoeff() / pb.weight_sum();
+  st.converged = st.grad_norm <= opt.tol;
+  return st;
+}
+
+FitState newton_fit(const LossOps& loss, const Problem& pb, const FitOptions& opt,
+                    const Vec* beta0) {
+  const int nt = resolve_threads(opt.n_threads);
+  const double sw = pb.weight_sum();
+  FitState st;
+  st.beta = beta0 ? *beta0 : loss.initial_beta(pb, -1);
+  st.eta.resize(pb.n());
+  if (st.beta.tail(pb.X.p).isZero(0.0)) {
+    // zero slopes (the default start): eta is the intercept, no pass over X (X is finite)
+    st.eta.setConstant(pb.intercept ? st.beta[0] : 0.0);
+  } else {
+    linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
+    ++st.matvec_passes;
+  }
+  pb.add_offset(st.eta.data());
+  GlmCore m(loss, pb, st, nt);
+  if (!std::isfinite(m.objective())) {
+    throw InvalidInput("the objective is not finite at the starting point");
+  }
+  const bool fresh_end = opt.fresh_end && !loss.constant_curvature;
+  DriveOptions o = drive_options(opt, sw, fresh_end);
+  // A plain fit always takes a step (and so holds a factor); one that ends on a fresh
+  // factor may stop at once.
+  o.check_first = fresh_end;
+  if (!loss.constant_curvature) {
+    m.use_secant(kSecantMemory);
+    m.use_single(kSingleGradFactor * opt.tol * sw);
+  }
+  const DriveResult r = newton_drive(m, o, fit_policy(opt, loss.constant_curvature));
+  settle_fused_end(st, m, r, fresh_end && opt.defer_end_guard, opt.tol);
+  m.finish(r, sw);
+  if (fresh_end && st.stale_eta > 0.0) exact_end_factor(loss, pb, st, nt);
+  return st;
+}
+
+bool settle_deferred_end(const LossOps& loss, const Problem& pb, FitState& st, int n_threads,
+                         double moved) {
+  if (st.end_guard.step.size() == 0) return false;
+  const Vec step = std::move(st.end_guard.step);
+  st.end_guard.step.resize(0);
+  const int nt = resolve_threads(n_threads);
+  if (moved < 0.0) {
+    Vec xs;
+    moved = eta_move(pb, step, xs, nt);
+    ++st.matvec_passes;
+  }
+  if (!(moved > kFusedEndEta)) return false;
+  GlmCore m(loss, pb, st, nt, -1, true, true);
+  m.adopt_factor(true);
+  const bool taken = take_end_step(m, step, st.end_guard.dec);
+  if (taken) {
+    ++st.n_iter;
+    ++st.fused_end_fallbacks;
+    ++st.hessian_passes;
+    const double sw = pb.weight_sum();
+    st.objective = m.objective();
+    st.grad_norm = m.gnorm() / sw;
+    st.converged = st.grad_norm <= st.end_guard.tol;
+    if (st.stale_eta > 0.0) exact_end_factor(loss, pb, st, nt);
+  }
+  return taken;
+}
+
+double newton_step(const LossOps& loss, const Problem& pb, FitState& st, bool refresh,
+                   int n_threads) {
+  const int nt = resolve_threads(n_threads);
+  const double sw = pb.weight_sum();
+  GlmCore m(loss, pb, st, nt);  // gradient with the current penalty
+  if (refresh || st.chol.empty()) {
+    m.refactor();
+    ++st.hessian_passes;
+  }
+  DriveOptions o;
+  o.tol = o.target = 0.0;
+  o.scale = sw;
+  o.max_iter = 1;
+  o.check_first = false;
+  RefreshPolicy pol;
+  pol.chord_ratio = 1.0;
+  pol.start_factored = true;  // the held factor, whatever its age
+  const DriveResult r = newton_drive(m, o, pol);
+  st.n_iter += r.n_iter;
+  if (r.n_iter > 0) st.objective = m.objective();
+  st.grad_norm = r.grad_norm;
+  st.converged = false;
+  return r.last_step;
+}
+
+FitState path_fit(const LossOps& loss, const Problem& pb, const FitOptions& opt,
+                  const FitState& prev) {
+  const Index p1 = pb.p1();
+  if (prev.hx.size() != p1 * p1 || prev.beta.size() != p1 || prev.eta.size() != pb.n()) {
+    return newton_fit(loss, pb, opt, prev.beta.size() == p1 ? &prev.beta : nullptr);
+  }
+  const int nt = resolve_threads(opt.n_threads);
+  const double sw = pb.weight_sum();
+  FitState st;
+  st.beta = prev.beta;
+  st.eta = prev.eta;
+  st.hx = prev.hx;
+  Vec H = prev.hx;
+  for (Index j = 0; j < p1; ++j) H[j * p1 + j] += pb.pen[j];
+  st.chol.factor(H.data(), p1);
+  // exact for a constant curvature; otherwise the Hessian of another point
+  st.stale_eta = loss.constant_curvature ? 0.0 : std::numeric_limits<double>::infinity();
+  // the predictor's gradient: prev's plus the change of the penalty term (no pass)
+  const bool predict = prev.grad.size() == p1 && prev.grad_pen.size() == p1;
+  if (predict) st.grad = prev.grad + (pb.pen - prev.grad_pen).cwiseProduct(st.beta);
+  GlmCore m(loss, pb, st, nt, -1, true, predict);
+  m.adopt_factor(true);
+  m.use_secant(kSecantMemory);
+  // Chord steps are cheap (no Hessian pass): converge them 100x below tol, so that the
+  // fresh Hessian taken at the end is at the returned beta (no final step, no refresh).
+  DriveOptions o = drive_options(opt, sw, true);
+  const DriveResult r = newton_drive(m, o, path_policy(opt));
+  settle_fused_end(st, m, r, opt.defer_end_guard, opt.tol);
+  m.finish(r, sw);
+  return st;
+}
+
+void fresh_factor(const LossOps& loss, const Problem& pb, FitState& st, int n_threads,
+                  double threshold) {
+  settle_deferred_end(loss, pb, st, n_threads, -1.0);
+  if (loss.constant_curvature) return;
+  if (st.restricted) {
+    // Active-set (L1) states factor the active set's Hessian at beta (enet_fit,
+    // enet_prepare_at: stale_eta = 0) or hold no factor (refits without factor_active):
+    // then take it (one pass over the active columns).
+    if (st.stale_eta == 0.0) return;
+    const int nt = resolve_threads(n_threads);
+    const Index off = pb.intercept ? 1 : 0;
+    const Index q = static_cast<Index>(st.active.size()) + off;
+    Vec g(pb.n()), d(pb.n());
+    loss.passes.derivatives(pb, st.eta.data(), g.data(), d.data(), nt, -1);
+    Mat HA(q, q);
+    hessian(pb.X, d.data(), pb.intercept, HA.data(), nt, Columns::of(st.active));
+    for (Index a = 0; a < q; ++a) HA(a, a) += pb.pen[a < off ? 0 : st.active[a - off] + off];
+    st.chol.factor(HA.data(), q);
+    ++st.hessian_passes;
+    st.stale_eta = 0.0;
+    return;
+  }
+  if (!(st.stale_eta > threshold)) return;
+  const int nt = resolve_threads(n_threads);
+  Vec g(pb.n()), d(pb.n()), H;
+  loss.passes.derivatives(pb, st.eta.data(), g.data(), d.data(), nt, -1);
+  factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
+  ++st.hessian_passes;
+  st.stale_eta = 0.0;
+}
 }  // namespace detail
 
-// The one compiled copy of the Newton fit layer per loss (declared extern in newton.hpp).
+// The one compiled copy of the loss parts of the Newton fit layer per loss (declared extern
+// in newton.hpp).
 #define ALOOCV_NEWTON_DEFINE(T) ALOOCV_NEWTON_INSTANCES(, T)
 ALOOCV_FOR_EACH_LOSS(ALOOCV_NEWTON_DEFINE)
 #undef ALOOCV_NEWTON_DEFINE

@@ -109,9 +109,9 @@ void for_each_fold(Index K, int nt, FunctionRef<void(Index, FoldScratch&)> body)
 }
 
 // q x q (Woodbury) form for the fold S: writes eta~ and the losses of its samples.
-template <class Loss>
-void woodbury_fold(const Problem& pb, const FitState& st, const Columns& cols, Index q1, Index k,
-                   const std::vector<Index>& S, Index pos, FoldScratch& w, Vec& pred, Vec& losses) {
+void woodbury_fold(const detail::SampleLoss& loss, const Problem& pb, const FitState& st,
+                   const Columns& cols, Index q1, Index k, const std::vector<Index>& S, Index pos,
+                   FoldScratch& w, Vec& pred, Vec& losses) {
   const Index q = static_cast<Index>(S.size());
   w.pack.resize(static_cast<size_t>(q1 * q));
   pb.X.pack_indices(S.data(), q, nullptr, pb.intercept, w.pack.data(), cols);
@@ -130,8 +130,8 @@ void woodbury_fold(const Problem& pb, const FitState& st, const Columns& cols, I
   for (Index a = 0; a < q; ++a) {
     const Index i = S[static_cast<size_t>(a)];
     const double wi = pb.weight(i);
-    w.g[a] = wi == 0.0 ? 0.0 : wi * Loss::d1(pb.y[i], st.eta[i], pb.lp);
-    w.s[a] = wi == 0.0 ? 0.0 : sqrt_curvature(wi * Loss::d2(pb.y[i], st.eta[i], pb.lp));
+    w.g[a] = wi == 0.0 ? 0.0 : wi * loss.d1(pb.y[i], st.eta[i], pb.lp);
+    w.s[a] = wi == 0.0 ? 0.0 : sqrt_curvature(wi * loss.d2(pb.y[i], st.eta[i], pb.lp));
   }
   w.c.noalias() = Km * w.g;  // c = K g
   // M = I - diag(s) K diag(s), factored in place of w.HS
@@ -163,15 +163,15 @@ void woodbury_fold(const Problem& pb, const FitState& st, const Columns& cols, I
     const Index i = S[static_cast<size_t>(a)];
     const double e = st.eta[i] + w.c[a];
     pred[pos + a] = e;
-    losses[pos + a] = Loss::value(pb.y[i], e, pb.lp);
+    losses[pos + a] = loss.value(pb.y[i], e, pb.lp);
   }
 }
 
 // The fold S's blocks at beta_hat: G = X~_S^T D_S X~_S (lower triangle, q1 x q1, into
 // G) and r = X~_S^T g_S, from one gather of its rows per row block.
-template <class Loss>
-void fold_blocks(const Problem& pb, const FitState& st, const Columns& cols, Index q1,
-                 const std::vector<Index>& S, FoldScratch& w, double* G, Vec& r) {
+void fold_blocks(const detail::SampleLoss& loss, const Problem& pb, const FitState& st,
+                 const Columns& cols, Index q1, const std::vector<Index>& S, FoldScratch& w,
+                 double* G, Vec& r) {
   const Index q = static_cast<Index>(S.size());
   const Index B = block_rows(q1);
   w.pack.resize(static_cast<size_t>(q1 * std::min(B, q)));
@@ -185,12 +185,12 @@ void fold_blocks(const Problem& pb, const FitState& st, const Columns& cols, Ind
     for (Index t = 0; t < m; ++t) {
       const Index i = S[static_cast<size_t>(a + t)];
       const double wi = pb.weight(i);
-      if (wi != 0.0) r.noalias() += (wi * Loss::d1(pb.y[i], st.eta[i], pb.lp)) * Z.col(t);
+      if (wi != 0.0) r.noalias() += (wi * loss.d1(pb.y[i], st.eta[i], pb.lp)) * Z.col(t);
     }
     for (Index t = 0; t < m; ++t) {
       const Index i = S[static_cast<size_t>(a + t)];
       const double wi = pb.weight(i);
-      Z.col(t) *= wi == 0.0 ? 0.0 : sqrt_curvature(wi * Loss::d2(pb.y[i], st.eta[i], pb.lp));
+      Z.col(t) *= wi == 0.0 ? 0.0 : sqrt_curvature(wi * loss.d2(pb.y[i], st.eta[i], pb.lp));
     }
     blas::syrk_lower(q1, m, w.pack.data(), q1, a == 0 ? 0.0 : 1.0, G, q1);
   }
@@ -198,10 +198,9 @@ void fold_blocks(const Problem& pb, const FitState& st, const Columns& cols, Ind
 
 // p x p form for the fold S, given w.HS = H_{-S} (lower triangle) and w.r = X~_S^T g_S:
 // beta~_S = beta_hat + H_{-S}^{-1} X~_S^T g_S and the held-out predictions and losses.
-template <class Loss>
-void downdated_step(const Problem& pb, const Columns& cols, Index q1, Index k,
-                    const std::vector<Index>& S, Index pos, const Vec& bq, FoldScratch& w,
-                    Vec& pred, Vec& losses) {
+void downdated_step(const detail::SampleLoss& loss, const Problem& pb, const Columns& cols,
+                    Index q1, Index k, const std::vector<Index>& S, Index pos, const Vec& bq,
+                    FoldScratch& w, Vec& pred, Vec& losses) {
   const Index q = static_cast<Index>(S.size());
   const Index B = block_rows(q1);
   w.HS.triangularView<Eigen::StrictlyUpper>() = w.HS.transpose();
@@ -221,27 +220,25 @@ void downdated_step(const Problem& pb, const Columns& cols, Index q1, Index k,
       const Index i = S[static_cast<size_t>(a + t)];
       const double e = Z.col(t).dot(w.bS) + pb.offset_at(i);
       pred[pos + a + t] = e;
-      losses[pos + a + t] = Loss::value(pb.y[i], e, pb.lp);
+      losses[pos + a + t] = loss.value(pb.y[i], e, pb.lp);
     }
   }
 }
 
 // p x p form for the fold S with H, the Hessian at beta_hat: H_{-S} = H - X~_S^T D_S X~_S.
-template <class Loss>
-void downdate_fold(const Problem& pb, const FitState& st, const Columns& cols, Index q1, Index k,
-                   const std::vector<Index>& S, Index pos, const Mat& H, const Vec& bq,
-                   FoldScratch& w, Vec& pred, Vec& losses) {
+void downdate_fold(const detail::SampleLoss& loss, const Problem& pb, const FitState& st,
+                   const Columns& cols, Index q1, Index k, const std::vector<Index>& S, Index pos,
+                   const Mat& H, const Vec& bq, FoldScratch& w, Vec& pred, Vec& losses) {
   w.HS.resize(q1, q1);  // X~_S^T D_S X~_S (lower), then H_{-S} = H - that
-  fold_blocks<Loss>(pb, st, cols, q1, S, w, w.HS.data(), w.r);
+  fold_blocks(loss, pb, st, cols, q1, S, w, w.HS.data(), w.r);
   w.HS = H - w.HS;  // the lower triangle is what counts
-  downdated_step<Loss>(pb, cols, q1, k, S, pos, bq, w, pred, losses);
+  downdated_step(loss, pb, cols, q1, k, S, pos, bq, w, pred, losses);
 }
 
 // Whether the approximate route takes the fold-wise end (see foldwise_impl): held-out
 // sets that partition the samples (then their blocks sum to H) and meet
 // foldwise_end_sizes.
-template <class Loss>
-bool foldwise_end(const Problem& pb, const SampleSets& sets) {
+bool foldwise_end(const detail::SampleLoss& loss, const Problem& pb, const SampleSets& sets) {
   const Index n = pb.n();
   std::vector<Index> sizes;
   sizes.reserve(sets.size());
@@ -255,7 +252,7 @@ bool foldwise_end(const Problem& pb, const SampleSets& sets) {
     sizes.push_back(static_cast<Index>(S.size()));
     total += sizes.back();
   }
-  return total == n && foldwise_end_sizes(Loss::constant_curvature, pb.has_l1(), pb.p1(),
+  return total == n && foldwise_end_sizes(loss.ops.constant_curvature, pb.has_l1(), pb.p1(),
                                           sizes.data(), static_cast<Index>(sizes.size()));
 }
 
@@ -263,9 +260,9 @@ bool foldwise_end(const Problem& pb, const SampleSets& sets) {
 // the folds' blocks plus the penalty, H = sum_k X~_{S_k}^T D X~_{S_k} + P, so one pass over
 // the folds' rows gives H and every downdate H_{-S_k} = H - X~_{S_k}^T D X~_{S_k}: the fit
 // need not end on a fresh Hessian (that pass would be the same work again).
-template <class Loss>
-KFoldOutput foldwise_impl(const Problem& pb, FitState& st, const SampleSets& groups,
-                          const std::vector<Index>& offset, int n_threads) {
+KFoldOutput foldwise_impl(const detail::SampleLoss& loss, const Problem& pb, FitState& st,
+                          const SampleSets& groups, const std::vector<Index>& offset,
+                          int n_threads) {
   const Index K = static_cast<Index>(groups.size()), q1 = pb.p1();
   const Columns cols;
   const double b = double(q1);
@@ -279,8 +276,8 @@ KFoldOutput foldwise_impl(const Problem& pb, FitState& st, const SampleSets& gro
   for_each_fold(K, nt, [&](Index k, FoldScratch& w) {
     Mat& Gk = G[static_cast<size_t>(k)];
     Gk.setZero(q1, q1);  // SYRK writes the lower triangle
-    fold_blocks<Loss>(pb, st, cols, q1, groups[static_cast<size_t>(k)], w, Gk.data(),
-                      r[static_cast<size_t>(k)]);
+    fold_blocks(loss, pb, st, cols, q1, groups[static_cast<size_t>(k)], w, Gk.data(),
+                r[static_cast<size_t>(k)]);
   });
   // H at beta_hat (lower triangle), summed in fold order: the same for any thread count
   Mat H = G[0];
@@ -289,19 +286,19 @@ KFoldOutput foldwise_impl(const Problem& pb, FitState& st, const SampleSets& gro
   for_each_fold(K, nt, [&](Index k, FoldScratch& w) {
     w.HS = H - G[static_cast<size_t>(k)];
     w.r = r[static_cast<size_t>(k)];
-    downdated_step<Loss>(pb, cols, q1, k, groups[static_cast<size_t>(k)],
-                         offset[static_cast<size_t>(k)], st.beta, w, out.predictions, out.losses);
+    downdated_step(loss, pb, cols, q1, k, groups[static_cast<size_t>(k)],
+                   offset[static_cast<size_t>(k)], st.beta, w, out.predictions, out.losses);
   });
   return out;
 }
 
-template <class Loss>
-KFoldOutput approx_impl(const Problem& pb, FitState& st, const SampleSets& groups, int n_threads) {
+KFoldOutput approx_impl(const detail::SampleLoss& loss, const Problem& pb, FitState& st,
+                        const SampleSets& groups, int n_threads) {
   const Index n = pb.n(), off = pb.intercept ? 1 : 0;
   const auto offset = check_sets(groups, n);
   const Index K = static_cast<Index>(groups.size());
-  if (foldwise_end<Loss>(pb, groups)) return foldwise_impl<Loss>(pb, st, groups, offset, n_threads);
-  fresh_factor<Loss>(pb, st, n_threads);
+  if (foldwise_end(loss, pb, groups)) return foldwise_impl(loss, pb, st, groups, offset, n_threads);
+  detail::fresh_factor(loss.ops, pb, st, n_threads);
   const Columns cols = st.columns();
   const Index q1 = (cols.all() ? pb.X.p : cols.size) + off;
   std::vector<char> small(static_cast<size_t>(K));
@@ -335,17 +332,16 @@ KFoldOutput approx_impl(const Problem& pb, FitState& st, const SampleSets& group
     const auto& S = groups[static_cast<size_t>(k)];
     const Index pos = offset[static_cast<size_t>(k)];
     if (small[static_cast<size_t>(k)]) {
-      woodbury_fold<Loss>(pb, st, cols, q1, k, S, pos, w, out.predictions, out.losses);
+      woodbury_fold(loss, pb, st, cols, q1, k, S, pos, w, out.predictions, out.losses);
     } else {
-      downdate_fold<Loss>(pb, st, cols, q1, k, S, pos, H, bq, w, out.predictions, out.losses);
+      downdate_fold(loss, pb, st, cols, q1, k, S, pos, H, bq, w, out.predictions, out.losses);
     }
   });
   return out;
 }
 
-template <class Loss>
-KFoldOutput exact_impl(const Problem& pb, const FitState& st, const SampleSets& groups,
-                       const FitOptions& opt) {
+KFoldOutput exact_impl(const detail::SampleLoss& loss, const Problem& pb, const FitState& st,
+                       const SampleSets& groups, const FitOptions& opt) {
   const Index n = pb.n(), p1 = pb.p1();
   const auto offset = check_sets(groups, n);
   const Index K = static_cast<Index>(groups.size());
@@ -379,15 +375,15 @@ KFoldOutput exact_impl(const Problem& pb, const FitState& st, const SampleSets& 
     pk.w = wk.data();
     FitState r;
     try {
-      r = pb.has_l1() ? enet_fit<Loss>(pk, fopt, &st.beta, -1, false)
-                      : newton_fit<Loss>(pk, fopt, &st.beta);
+      r = pb.has_l1() ? detail::enet_fit(loss.ops, pk, fopt, &st.beta, -1, false)
+                      : detail::newton_fit(loss.ops, pk, fopt, &st.beta);
     } catch (const SingularHessian&) {  // the refit's Hessian, named by its fold
       throw_fold_singular(k, static_cast<Index>(S.size()), "");
     }
     Index pos = offset[static_cast<size_t>(k)];
     for (Index i : S) {
       out.predictions[pos] = r.eta[i];
-      out.losses[pos] = Loss::value(pb.y[i], r.eta[i], pb.lp);
+      out.losses[pos] = loss.value(pb.y[i], r.eta[i], pb.lp);
       ++pos;
     }
     return r.converged;
@@ -430,7 +426,8 @@ bool foldwise_end_sizes(LossKind loss, bool has_l1, Index p1, const Index* sizes
 }
 
 bool holdout_foldwise_end(const Problem& pb, LossKind loss, const SampleSets& sets) {
-  return dispatch_loss(loss, [&](auto L) { return foldwise_end<decltype(L)>(pb, sets); });
+  return dispatch_loss(
+      loss, [&](auto L) { return foldwise_end(detail::sample_loss<decltype(L)>(), pb, sets); });
 }
 
 bool kfold_foldwise_end(const Problem& pb, LossKind loss, const int* fold, Index K) {
@@ -448,13 +445,16 @@ bool kfold_foldwise_end(const Problem& pb, LossKind loss, const int* fold, Index
 
 KFoldOutput holdout_approx(const Problem& pb, LossKind loss, FitState& st, const SampleSets& sets,
                            int n_threads) {
-  return dispatch_loss(loss,
-                       [&](auto L) { return approx_impl<decltype(L)>(pb, st, sets, n_threads); });
+  return dispatch_loss(loss, [&](auto L) {
+    return approx_impl(detail::sample_loss<decltype(L)>(), pb, st, sets, n_threads);
+  });
 }
 
 KFoldOutput holdout_exact(const Problem& pb, LossKind loss, const FitState& st,
                           const SampleSets& sets, const FitOptions& opt) {
-  return dispatch_loss(loss, [&](auto L) { return exact_impl<decltype(L)>(pb, st, sets, opt); });
+  return dispatch_loss(loss, [&](auto L) {
+    return exact_impl(detail::sample_loss<decltype(L)>(), pb, st, sets, opt);
+  });
 }
 
 KFoldOutput kfold_approx(const Problem& pb, LossKind loss, FitState& st, const int* fold, Index K,

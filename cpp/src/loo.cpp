@@ -332,13 +332,127 @@ LooMethod loo_method_from_name(const std::string& name) {
                      "'; expected one of 'alo', 'exact', 'if', 'lemma3'");
 }
 
+// exact_loo and enet_exact_loo (loo.hpp), compiled once: the loss through SampleLoss.
+LooResult exact_loo(const detail::SampleLoss& loss, const Problem& pb, const FitState& st,
+                    const FitOptions& opt, SampleSet set) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index n = pb.n(), p1 = pb.p1(), ns = set.size(n);
+  set.check(n);
+  const double sw = pb.weight_sum();
+  LooResult out;
+  out.losses.resize(ns);
+  out.predictions.resize(ns);
+  Index not_converged = 0;
+  std::vector<char> singular(static_cast<size_t>(ns), 0);
+  const RefreshPolicy pol = detail::exact_refit_policy();
+  ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel num_threads(nt) reduction(+ : not_converged)
+  {
+    interrupt::Share share(ictx);
+    Vec xi(p1), a(p1);
+    FitState r;
+#pragma omp for schedule(dynamic, 4)
+    for (Index k = 0; k < ns; ++k) {
+      if (guard.failed()) continue;
+      guard.run([&] {
+        interrupt::check();
+        const Index i = set(k);
+        const double y = pb.y[i], w = pb.weight(i);
+        if (w == 0.0) {  // a zero-weight sample does not change the fit
+          out.predictions[k] = st.eta[i];
+          out.losses[k] = loss.value(y, st.eta[i], pb.lp);
+          return;
+        }
+        r.beta = st.beta;
+        r.eta = st.eta;
+        r.chol = Cholesky();
+        r.stale_eta = 0.0;
+        pb.row(i, xi.data());
+        const double gi = w * loss.d1(y, st.eta[i], pb.lp), di = w * loss.d2(y, st.eta[i], pb.lp);
+        r.grad = st.grad - gi * xi;  // gradient of the leave-one-out objective at beta_hat
+        a = xi;
+        st.chol.solve(a.data());
+        const double dh = di * xi.dot(a);
+        const double den = 1.0 - dh;
+        if (detail::downdate_singular(den)) {
+          ++not_converged;
+          detail::mark_singular(out, singular, k);
+          return;
+        }
+        detail::LooRefitModel m(loss.ops, pb, r, i, st.chol, xi, a, di, den);
+        const DriveOptions o = detail::exact_refit_options(opt.tol, sw - w, opt.max_iter);
+        DriveResult res;
+        try {
+          res = newton_drive(m, o, pol);
+        } catch (const SingularHessian&) {  // a fresh leave-one-out Hessian refused
+          ++not_converged;
+          detail::mark_singular(out, singular, k);
+          return;
+        }
+        if (!res.converged) ++not_converged;
+        out.predictions[k] = r.eta[i];
+        out.losses[k] = loss.value(y, r.eta[i], pb.lp);
+      });
+    }
+  }
+  guard.rethrow();
+  out.n_not_converged = not_converged;
+  detail::collect_singular(out, singular, set);
+  return out;
+}
+
+LooResult enet_exact_loo(const detail::SampleLoss& loss, const Problem& pb, const FitState& st,
+                         const FitOptions& opt, SampleSet set) {
+  const int nt = resolve_threads(opt.n_threads);
+  const Index ns = set.size(pb.n());
+  set.check(pb.n());
+  LooResult out;
+  out.losses.resize(ns);
+  out.predictions.resize(ns);
+  Index not_converged = 0;
+  std::vector<char> singular(static_cast<size_t>(ns), 0);
+  FitOptions serial = opt;
+  serial.n_threads = 1;
+  ExceptionCatcher guard;
+  interrupt::Context* const ictx = interrupt::current();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) reduction(+ : not_converged)
+  for (Index k = 0; k < ns; ++k) {
+    if (guard.failed()) continue;
+    interrupt::Share share(ictx);
+    guard.run([&] {
+      interrupt::check();
+      const Index i = set(k);
+      double e = st.eta[i];
+      if (pb.weight(i) != 0.0) {
+        FitState r;
+        try {
+          r = detail::enet_fit(loss.ops, pb, serial, &st.beta, i, false);
+        } catch (const SingularHessian&) {
+          ++not_converged;
+          detail::mark_singular(out, singular, k);
+          return;
+        }
+        if (!r.converged) ++not_converged;
+        e = r.eta[i];
+      }
+      out.predictions[k] = e;
+      out.losses[k] = loss.value(pb.y[i], e, pb.lp);
+    });
+  }
+  guard.rethrow();
+  out.n_not_converged = not_converged;
+  detail::collect_singular(out, singular, set);
+  return out;
+}
+
 LooResult loo(const Problem& pb, LossKind loss, LooMethod method, FitState& st,
               const FitOptions& opt, SampleSet set) {
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     if (method == LooMethod::Exact) {
       settle_deferred_end<Loss>(pb, st, opt.n_threads);
-      if (pb.has_l1()) return enet_exact_loo<Loss>(pb, st, opt, set);
+      if (pb.has_l1()) return enet_exact_loo(detail::sample_loss<Loss>(), pb, st, opt, set);
       if (!Loss::constant_curvature && st.stale_eta > 0.0) {
         // the refits downdate the Hessian at beta (exact_loo): take it where the fit ended
         // on an older one (clipped where not positive definite, as the fit's own factors)
@@ -349,7 +463,7 @@ LooResult loo(const Problem& pb, LossKind loss, LooMethod method, FitState& st,
         ++st.hessian_passes;
         st.stale_eta = clipped ? std::numeric_limits<double>::infinity() : 0.0;
       }
-      return exact_loo<Loss>(pb, st, opt, set);
+      return exact_loo(detail::sample_loss<Loss>(), pb, st, opt, set);
     }
     return settled_approx_loo<Loss>(pb, st, method, opt.n_threads);
   });

@@ -423,65 +423,24 @@ class EnetSumsModel {
 // varying curvature whose last working set covers the active set, that set's from one
 // step earlier (stale_eta = infinity: the LOO formulas take the one at beta,
 // fresh_factor); without, with none.
+namespace detail {
+// enet_fit and enet_prepare_at for the loss `loss` (compiled once, enet.cpp).
+FitState enet_fit(const LossOps& loss, const Problem& pb, const FitOptions& opt, const Vec* beta0,
+                  Index skip, bool factor_active);
+FitState enet_prepare_at(const LossOps& loss, const Problem& pb, const Vec& beta,
+                         const FitOptions& opt);
+}  // namespace detail
+
 template <class Loss>
 FitState enet_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0, Index skip = -1,
                   bool factor_active = true) {
-  const int nt = resolve_threads(opt.n_threads);
-  const Index off = pb.intercept ? 1 : 0;
-  const double sw = pb.weight_sum() - (skip >= 0 ? pb.weight(skip) : 0.0);
-  FitState st;
-  st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb, skip);
-  detail::EnetGlmModel m(detail::loss_passes<Loss>(), pb, st, nt, skip);
-  if (!std::isfinite(m.objective())) {
-    throw InvalidInput("the objective is not finite at the starting point");
-  }
-  const detail::EnetDrive r =
-      detail::enet_drive(m, pb.pen, pb.l1, off, Loss::constant_curvature, sw, opt);
-  st.n_iter = r.n_iter;
-  st.objective = m.objective();
-  st.grad_norm = r.grad_norm;
-  st.converged = r.converged;
-  // The active set and the factor of its Hessian, for the LOO formulas.
-  st.restricted = true;
-  st.stale_eta = std::numeric_limits<double>::infinity();
-  if (!factor_active) {
-    for (Index j = off; j < pb.p1(); ++j)
-      if (st.beta[j] != 0.0) st.active.push_back(j - off);
-    return st;
-  }
-  Mat HA;
-  const bool at_point = detail::enet_active_hessian(m, r, pb.pen, off, Loss::constant_curvature,
-                                                    opt.fresh_end, HA, st.active);
-  st.chol.factor(HA.data(), HA.rows());
-  if (at_point) st.stale_eta = 0.0;
-  return st;
+  return detail::enet_fit(detail::loss_ops<Loss>(), pb, opt, beta0, skip, factor_active);
 }
 
 // The active-set state at a given beta ("bring your own fit" with an L1 term).
 template <class Loss>
 FitState enet_prepare_at(const Problem& pb, const Vec& beta, const FitOptions& opt) {
-  const int nt = resolve_threads(opt.n_threads);
-  const Index n = pb.n(), p1 = pb.p1(), off = pb.intercept ? 1 : 0;
-  FitState st;
-  st.beta = beta;
-  st.eta.resize(n);
-  linear_predictor(pb.X, beta.data(), pb.intercept, st.eta.data(), nt);
-  pb.add_offset(st.eta.data());
-  Vec g(n), d(n);
-  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
-  detail::full_gradient(pb, g.data(), beta, st.grad, nt);
-  st.objective = detail::objective<Loss>(pb, st.eta.data(), beta, nt);
-  st.grad_norm = detail::kkt_violation(pb.l1, beta, st.grad, nullptr) / pb.weight_sum();
-  st.converged = st.grad_norm <= opt.tol;
-  st.restricted = true;
-  for (Index j = off; j < p1; ++j)
-    if (beta[j] != 0.0) st.active.push_back(j - off);
-  const Index q = static_cast<Index>(st.active.size()) + off;
-  Mat HA(q, q);
-  hessian(pb.X, d.data(), pb.intercept, HA.data(), nt, Columns::of(st.active));
-  for (Index a = 0; a < q; ++a) HA(a, a) += pb.pen[a < off ? 0 : st.active[a - off] + off];
-  st.chol.factor(HA.data(), q);
-  return st;
+  return detail::enet_prepare_at(detail::loss_ops<Loss>(), pb, beta, opt);
 }
 
 // The fitted state of an elastic-net problem reached through its sums.
@@ -505,14 +464,22 @@ EnetSumsFit enet_sums_fit(SumsSource& source, LossKind loss, const Vec& lam, con
                           bool intercept, const Vec& beta0, double weight_sum,
                           const FitOptions& opt);
 
-// The elastic-net fit layer is compiled once, in enet.cpp, for every registered loss (as
-// the Newton one in fit.cpp): callers link to those instances.
-#define ALOOCV_ENET_INSTANCES(EXTERN, T)                                                     \
-  EXTERN template FitState enet_fit<T>(const Problem&, const FitOptions&, const Vec*, Index, \
-                                       bool);                                                \
-  EXTERN template FitState enet_prepare_at<T>(const Problem&, const Vec&, const FitOptions&);
-#define ALOOCV_ENET_EXTERN(T) ALOOCV_ENET_INSTANCES(extern, T)
-ALOOCV_FOR_EACH_LOSS(ALOOCV_ENET_EXTERN)
-#undef ALOOCV_ENET_EXTERN
+// A loss as the refit routes (exact LOO, exact and approximate k-fold) see it: its value
+// and first two derivatives per sample (O(1) calls per sample against the sample's O(p)
+// or O(p^2) products) and its fits (LossOps: newton_fit, enet_fit). Those routes
+// are compiled once through it instead of once per loss; the values are the same (the
+// same functions, called in the same order).
+namespace detail {
+struct SampleLoss {
+  double (*value)(double, double, const LossParams&);
+  double (*d1)(double, double, const LossParams&);
+  double (*d2)(double, double, const LossParams&);
+  LossOps ops;
+};
+template <class Loss>
+SampleLoss sample_loss() {
+  return SampleLoss{&Loss::value, &Loss::d1, &Loss::d2, loss_ops<Loss>()};
+}
+}  // namespace detail
 
 }  // namespace aloocv

@@ -215,14 +215,13 @@ inline double downdated_step(const Cholesky& full, const Vec& grad, const Vec& x
 // fit with the Hessian H_{-i}(beta_hat) = H - d_i x~_i x~_i^T applied through
 // Sherman-Morrison on the full factor (O(p^2) per solve; its first step is the ALO
 // point); once the driver refreshes, fresh Hessians of the leave-one-out problem.
-template <class Loss>
 class LooRefitModel {
  public:
   // st: the refit's state (beta, eta, grad at beta_hat without sample i); xi = x~_i,
   // a = H^{-1} x~_i, di = w_i l''_i, den = 1 - d_i h_i.
-  LooRefitModel(const Problem& pb, FitState& st, Index i, const Cholesky& full, const Vec& xi,
-                const Vec& a, double di, double den)
-      : core_(pb, st, 1, i, false, true),
+  LooRefitModel(const LossOps& loss, const Problem& pb, FitState& st, Index i, const Cholesky& full,
+                const Vec& xi, const Vec& a, double di, double den)
+      : core_(loss, pb, st, 1, i, false, true),
         st_(st),
         full_(full),
         xi_(xi),
@@ -245,7 +244,7 @@ class LooRefitModel {
   double move(const Vec& step, double dec) { return core_.move(step, dec); }
 
  private:
-  GlmModel<Loss> core_;
+  GlmCore core_;
   FitState& st_;
   const Cholesky& full_;
   const Vec &xi_, &a_;
@@ -266,122 +265,13 @@ class LooRefitModel {
 // a feature seen by sample i only). A refit whose Hessian is singular (1 - d_i h_i at the
 // rounding level, or a fresh Hessian that Cholesky refuses) has no unique minimizer: it
 // is counted in n_not_converged and listed in LooResult::singular, with NaN values.
-template <class Loss>
-LooResult exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt,
-                    SampleSet set = {}) {
-  const int nt = resolve_threads(opt.n_threads);
-  const Index n = pb.n(), p1 = pb.p1(), ns = set.size(n);
-  set.check(n);
-  const double sw = pb.weight_sum();
-  LooResult out;
-  out.losses.resize(ns);
-  out.predictions.resize(ns);
-  Index not_converged = 0;
-  std::vector<char> singular(static_cast<size_t>(ns), 0);
-  const RefreshPolicy pol = detail::exact_refit_policy();
-  ExceptionCatcher guard;
-  interrupt::Context* const ictx = interrupt::current();
-#pragma omp parallel num_threads(nt) reduction(+ : not_converged)
-  {
-    interrupt::Share share(ictx);
-    Vec xi(p1), a(p1);
-    FitState r;
-#pragma omp for schedule(dynamic, 4)
-    for (Index k = 0; k < ns; ++k) {
-      if (guard.failed()) continue;
-      guard.run([&] {
-        interrupt::check();
-        const Index i = set(k);
-        const double y = pb.y[i], w = pb.weight(i);
-        if (w == 0.0) {  // a zero-weight sample does not change the fit
-          out.predictions[k] = st.eta[i];
-          out.losses[k] = Loss::value(y, st.eta[i], pb.lp);
-          return;
-        }
-        r.beta = st.beta;
-        r.eta = st.eta;
-        r.chol = Cholesky();
-        r.stale_eta = 0.0;
-        pb.row(i, xi.data());
-        const double gi = w * Loss::d1(y, st.eta[i], pb.lp), di = w * Loss::d2(y, st.eta[i], pb.lp);
-        r.grad = st.grad - gi * xi;  // gradient of the leave-one-out objective at beta_hat
-        a = xi;
-        st.chol.solve(a.data());
-        const double dh = di * xi.dot(a);
-        const double den = 1.0 - dh;
-        if (detail::downdate_singular(den)) {
-          ++not_converged;
-          detail::mark_singular(out, singular, k);
-          return;
-        }
-        detail::LooRefitModel<Loss> m(pb, r, i, st.chol, xi, a, di, den);
-        const DriveOptions o = detail::exact_refit_options(opt.tol, sw - w, opt.max_iter);
-        DriveResult res;
-        try {
-          res = newton_drive(m, o, pol);
-        } catch (const SingularHessian&) {  // a fresh leave-one-out Hessian refused
-          ++not_converged;
-          detail::mark_singular(out, singular, k);
-          return;
-        }
-        if (!res.converged) ++not_converged;
-        out.predictions[k] = r.eta[i];
-        out.losses[k] = Loss::value(y, r.eta[i], pb.lp);
-      });
-    }
-  }
-  guard.rethrow();
-  out.n_not_converged = not_converged;
-  detail::collect_singular(out, singular, set);
-  return out;
-}
+LooResult exact_loo(const detail::SampleLoss& loss, const Problem& pb, const FitState& st,
+                    const FitOptions& opt, SampleSet set = {});
 
 // Exact LOO with an L1 term: the full elastic-net problem refitted without each
 // sample, warm-started from the full fit, parallel over samples.
-template <class Loss>
-LooResult enet_exact_loo(const Problem& pb, const FitState& st, const FitOptions& opt,
-                         SampleSet set = {}) {
-  const int nt = resolve_threads(opt.n_threads);
-  const Index ns = set.size(pb.n());
-  set.check(pb.n());
-  LooResult out;
-  out.losses.resize(ns);
-  out.predictions.resize(ns);
-  Index not_converged = 0;
-  std::vector<char> singular(static_cast<size_t>(ns), 0);
-  FitOptions serial = opt;
-  serial.n_threads = 1;
-  ExceptionCatcher guard;
-  interrupt::Context* const ictx = interrupt::current();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) reduction(+ : not_converged)
-  for (Index k = 0; k < ns; ++k) {
-    if (guard.failed()) continue;
-    interrupt::Share share(ictx);
-    guard.run([&] {
-      interrupt::check();
-      const Index i = set(k);
-      double e = st.eta[i];
-      if (pb.weight(i) != 0.0) {
-        FitState r;
-        try {
-          r = enet_fit<Loss>(pb, serial, &st.beta, i, false);
-        } catch (const SingularHessian&) {
-          ++not_converged;
-          detail::mark_singular(out, singular, k);
-          return;
-        }
-        if (!r.converged) ++not_converged;
-        e = r.eta[i];
-      }
-      out.predictions[k] = e;
-      out.losses[k] = Loss::value(pb.y[i], e, pb.lp);
-    });
-  }
-  guard.rethrow();
-  out.n_not_converged = not_converged;
-  detail::collect_singular(out, singular, set);
-  return out;
-}
+LooResult enet_exact_loo(const detail::SampleLoss& loss, const Problem& pb, const FitState& st,
+                         const FitOptions& opt, SampleSet set = {});
 
 // Refreshes st's factor at beta when needed (fresh_factor), then the method.
 // With `set`, the exact method refits only those samples.

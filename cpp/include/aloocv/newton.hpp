@@ -200,19 +200,6 @@ inline bool factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Choles
   return true;
 }
 
-// Backtracking (Armijo, detail::armijo) along beta + t*step with eta + t*xs. Returns t,
-// or 0 if no decrease was found; eta_try and f_try hold the accepted point.
-template <class Loss>
-double line_search(const Problem& pb, const Vec& beta, const Vec& step, const Vec& eta,
-                   const Vec& xs, double f, double dec, Vec& eta_try, double& f_try, int n_threads,
-                   Index skip = -1, YPartCache* yc = nullptr) {
-  return armijo(f, dec, [&](double t) {
-    eta_try = eta + t * xs;
-    f_try = objective<Loss>(pb, eta_try.data(), beta + t * step, n_threads, skip, yc);
-    return f_try;
-  });
-}
-
 // The loss part of fused_step for the rows [i0, i0 + m): eta_new = eta + x, and, at
 // eta_new, g = w l' and d = w l'' (zero at `skip`); returns the block's sum of w l.
 template <class Loss>
@@ -239,7 +226,9 @@ double fused_rows(const Problem& pb, Index i0, Index m, const double* eta, const
 using FusedRows = double (*)(const Problem&, Index, Index, const double*, const double*, double*,
                              double*, double*, Index, YPartCache*);
 
-// line_search through the loss's passes (the same trial points and values).
+// Backtracking (Armijo, detail::armijo) along beta + t*step with eta + t*xs, through the
+// loss's passes. Returns t, or 0 if no decrease was found; eta_try and f_try hold the
+// accepted point.
 inline double line_search(const LossPasses& loss, const Problem& pb, const Vec& beta,
                           const Vec& step, const Vec& eta, const Vec& xs, double f, double dec,
                           Vec& eta_try, double& f_try, int n_threads, Index skip, YPartCache* yc) {
@@ -266,48 +255,6 @@ double fused_step(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
   return fused_pass(pb, step, eta, eta_new, xs, gX, g, d, n_threads, skip, yc, &fused_rows<Loss>);
 }
 
-// Moves st along the Newton direction `step` (decrement dec): the full step is tried
-// in one fused pass (the common case); otherwise Armijo backtracking. On success beta,
-// eta, f, the gradient st.grad and the derivatives g, d at the new point are updated
-// and the step length is returned; 0 when no decrease was found (st, g, d unchanged).
-// eta_try, g_try, d_try (n each) are work space: the full step's point and derivatives.
-template <class Loss>
-double newton_move(const Problem& pb, FitState& st, const Vec& step, double dec, double& f, Vec& xs,
-                   Vec& eta_try, Vec& g, Vec& d, Vec& g_try, Vec& d_try, int nt, Index skip = -1,
-                   YPartCache* yc = nullptr) {
-  Vec gX;
-  g_try.resize(pb.n());
-  d_try.resize(pb.n());
-  const double floss =
-      fused_step<Loss>(pb, step, st.eta, eta_try, xs, gX, g_try.data(), d_try.data(), nt, skip, yc);
-  const Vec b1 = st.beta + step;
-  const double f1 = floss + 0.5 * pb.pen.dot(b1.cwiseAbs2());
-  if (std::isfinite(f1) && (tiny_decrease(dec, f) || f1 <= f - kArmijo * dec)) {
-    st.beta = b1;
-    st.eta.swap(eta_try);
-    f = f1;
-    st.grad = gX + pb.pen.cwiseProduct(st.beta);
-    if (!st.grad.allFinite()) {
-      throw InvalidInput(
-          "the gradient is not finite (overflow of the loss at extreme linear predictors); "
-          "rescale X or increase the penalty");
-    }
-    g.swap(g_try);
-    d.swap(d_try);
-    return 1.0;
-  }
-  double f_try = f;
-  const double t =
-      line_search<Loss>(pb, st.beta, step, st.eta, xs, f, dec, eta_try, f_try, nt, skip, yc);
-  if (t == 0.0) return 0.0;
-  st.beta += t * step;
-  st.eta.swap(eta_try);
-  f = f_try;
-  derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt, skip);
-  full_gradient(pb, g.data(), st.beta, st.grad, nt);
-  return t;
-}
-
 // Zero slopes and the intercept at the loss's link of the weighted mean of y
 // (samples other than `skip`).
 template <class Loss>
@@ -332,16 +279,44 @@ inline double eta_move(const Problem& pb, const Vec& step, Vec& xs, int n_thread
   return xs.size() ? xs.cwiseAbs().maxCoeff() : 0.0;
 }
 
+// A loss as the smooth fits below see it: its O(n) passes, its rows of the fused step,
+// its starting point and whether its curvature is constant. The fit layer (GlmCore and
+// the drives of newton_fit, path_fit, prepare_at, newton_step, settle_deferred_end,
+// fresh_factor) takes the loss through these and is compiled once (fit.cpp) instead of
+// once per loss: its work is the loss's passes, the passes over X and the factorizations,
+// so the indirection (a call per pass) costs nothing measurable, and every value is the
+// same (the same instances of the passes, called in the same order).
+struct LossOps {
+  LossPasses passes;
+  FusedRows fused_rows;
+  Vec (*initial_beta)(const Problem&, Index);
+  bool constant_curvature;
+};
+template <class Loss>
+LossOps loss_ops() {
+  return LossOps{loss_passes<Loss>(), &fused_rows<Loss>, &initial_beta<Loss>,
+                 Loss::constant_curvature};
+}
+
+// Moves st along the Newton direction `step` (decrement dec): the full step is tried
+// in one fused pass (the common case); otherwise Armijo backtracking. On success beta,
+// eta, f, the gradient st.grad and the derivatives g, d at the new point are updated
+// and the step length is returned; 0 when no decrease was found (st, g, d unchanged).
+// eta_try, g_try, d_try (n each) are work space: the full step's point and derivatives.
+double newton_move(const LossOps& loss, const Problem& pb, FitState& st, const Vec& step,
+                   double dec, double& f, Vec& xs, Vec& eta_try, Vec& g, Vec& d, Vec& g_try,
+                   Vec& d_try, int nt, Index skip = -1, YPartCache* yc = nullptr);
+
 // A smooth primal problem (sample `skip` left out) as a model of newton_drive: the
 // point, gradient and factor live in st (the factor of H = X~^T D X~ + P, kept
 // unpenalized in st.hx when keep_hx); g, d are w l', w l'' at the point; moves are the
 // fused full step with the shared Armijo fallback (newton_move). st.eta must hold
 // X~ beta + offset; the gradient is computed unless `have_grad` (then st.grad is used).
-template <class Loss>
-class GlmModel {
+// Its members are compiled once (fit.cpp); GlmModel<Loss> is the model of one loss.
+class GlmCore {
  public:
-  GlmModel(const Problem& pb, FitState& st, int n_threads, Index skip = -1, bool keep_hx = true,
-           bool have_grad = false);
+  GlmCore(const LossOps& loss, const Problem& pb, FitState& st, int n_threads, Index skip = -1,
+          bool keep_hx = true, bool have_grad = false);
 
   double gnorm() const { return st_.grad.cwiseAbs().maxCoeff(); }
   double objective() const { return f_; }
@@ -351,7 +326,7 @@ class GlmModel {
   // Float32 Hessians while max|grad| exceeds `gnorm_above` (unscaled; kSingleGradFactor).
   void use_single(double gnorm_above) { single_above_ = gnorm_above; }
   bool factor_at_point() const {
-    return exact_ && !st_.chol.empty() && (Loss::constant_curvature || st_.stale_eta == 0.0);
+    return exact_ && !st_.chol.empty() && (loss_.constant_curvature || st_.stale_eta == 0.0);
   }
   bool newton_at_point() const { return factor_at_point(); }
   bool chord_ok() const { return st_.stale_eta < 0.05; }
@@ -391,6 +366,7 @@ class GlmModel {
   }
 
  private:
+  LossOps loss_;
   const Problem& pb_;
   FitState& st_;
   int nt_;
@@ -406,93 +382,13 @@ class GlmModel {
   YPartCache ypart_;
 };
 
-// The members that do the work, defined out of the class: compiled once per loss, in
-// fit.cpp (the explicit instantiation declared extern at the end of this file), not again
-// in every source that holds a GlmModel (LooRefitModel's refits in loo.cpp).
 template <class Loss>
-GlmModel<Loss>::GlmModel(const Problem& pb, FitState& st, int n_threads, Index skip, bool keep_hx,
-                         bool have_grad)
-    : pb_(pb),
-      st_(st),
-      nt_(n_threads),
-      skip_(skip),
-      keep_hx_(keep_hx),
-      ypart_(y_part_cache<Loss>(pb)) {
-  const Index n = pb.n();
-  g_.resize(n);
-  d_.resize(n);
-  xs_.resize(n);
-  eta_try_.resize(n);
-  f_ = derivatives_objective<Loss>(pb, st.eta.data(), g_.data(), d_.data(), st.beta, nt_, skip_,
-                                   cache_of(ypart_));
-  if (!have_grad) {
-    full_gradient(pb, g_.data(), st.beta, st.grad, nt_);
-    ++st.matvec_passes;
-  }
-  st.grad_pen = pb.pen;
-}
-
-template <class Loss>
-void GlmModel<Loss>::refactor() {
-  bool single = gnorm() > single_above_;
-  const bool modified = factor_hessian(pb_, d_.data(), H_, st_.chol, nt_,
-                                       keep_hx_ ? &st_.hx : nullptr, true, &single);
-  if (single) ++st_.single_hessian_passes;
-  // a float32 Hessian is not the Hessian at the point: marked stale like a modified one
-  st_.stale_eta = (modified || single) ? std::numeric_limits<double>::infinity() : 0.0;
-  exact_ = !single;
-  single_factor_ = single;
-  secant_.clear();
-}
-
-template <class Loss>
-double GlmModel<Loss>::direction(Vec& step) {
-  step = -st_.grad;
-  if (secant_.size() > 0 && !factor_at_point()) {
-    secant_.apply(step, [&](Vec& v) { st_.chol.solve(v.data()); });
-  } else {
-    st_.chol.solve(step.data());
-  }
-  return -st_.grad.dot(step);
-}
-
-template <class Loss>
-double GlmModel<Loss>::move(const Vec& step, double dec) {
-  if (!(dec > 0.0)) return 0.0;  // a zero gradient (or no descent): nothing to gain
-  Vec g0;
-  if (secant_.on()) g0 = st_.grad;
-  const double t = newton_move<Loss>(pb_, st_, step, dec, f_, xs_, eta_try_, g_, d_, g_try_, d_try_,
-                                     nt_, skip_, cache_of(ypart_));
-  // no descent on a float32 factor: the drive's next Hessians are float64
-  if (t == 0.0 && single_factor_) single_above_ = std::numeric_limits<double>::infinity();
-  if (t > 0.0 && secant_.on()) secant_.add(t * step, st_.grad - g0);
-  // the fused step reads X once; a backtracked step adds the gradient's pass
-  st_.matvec_passes += (t == 1.0) ? 1 : 2;
-  if (t > 0.0) {
-    const double mv = t * xs_.cwiseAbs().maxCoeff();
-    last_move_ = mv;
-    if (!Loss::constant_curvature) st_.stale_eta += mv;
-  }
-  return t;
-}
-
-template <class Loss>
-double GlmModel<Loss>::probe_move(const Vec& step) {
-  ++st_.matvec_passes;
-  return eta_move(pb_, step, xs_, nt_);
-}
-
-template <class Loss>
-void GlmModel<Loss>::restore(Saved&& keep) {
-  const Index passes = st_.matvec_passes;
-  st_ = std::move(keep.st);
-  st_.matvec_passes = passes;
-  derivatives<Loss>(pb_, st_.eta.data(), g_.data(), d_.data(), nt_, skip_);
-  f_ = keep.f;
-  exact_ = keep.exact;
-  last_move_ = keep.last_move;
-  secant_ = std::move(keep.secant);
-}
+class GlmModel : public GlmCore {
+ public:
+  GlmModel(const Problem& pb, FitState& st, int n_threads, Index skip = -1, bool keep_hx = true,
+           bool have_grad = false)
+      : GlmCore(loss_ops<Loss>(), pb, st, n_threads, skip, keep_hx, have_grad) {}
+};
 
 // The most chord steps after the target is reached (RefreshPolicy::polish), and the largest
 // Newton step (max_i |change of eta_i|) that a fused end leaves untaken (settle_fused_end):
@@ -584,34 +480,27 @@ inline RefreshPolicy path_policy(const FitOptions& opt) {
 // The guard of a fused end (settle_end in newton_driver.hpp) with its counters. With
 // `defer` (FitOptions::defer_end_guard) only the step to probe is kept in st.end_guard:
 // settle_deferred_end finishes the guard once a pass over X has measured its move.
-template <class Loss>
-void settle_fused_end(FitState& st, GlmModel<Loss>& m, const DriveResult& r, bool defer = false,
-                      double tol = 0.0) {
-  if (defer) {
-    if (end_guard_step(m, r, st.end_guard.step, st.end_guard.dec)) {
-      st.end_guard.tol = tol;
-    } else {
-      st.end_guard.step.resize(0);
-    }
-    return;
-  }
-  if (settle_end(m, r, kFusedEndEta)) {
-    ++st.n_iter;
-    ++st.fused_end_fallbacks;
-    ++st.hessian_passes;
-  }
-}
+void settle_fused_end(FitState& st, GlmCore& m, const DriveResult& r, bool defer = false,
+                      double tol = 0.0);
 
 // A fresh_end fit whose factor was clipped (the Hessian at beta is not positive definite):
 // the real one at beta, or the error that says so.
-template <class Loss>
-void exact_end_factor(const Problem& pb, FitState& st, int nt) {
-  Vec g(pb.n()), d(pb.n()), H;
-  derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
-  factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
-  ++st.hessian_passes;
-  st.stale_eta = 0.0;
-}
+void exact_end_factor(const LossOps& loss, const Problem& pb, FitState& st, int nt);
+
+// The fits below, for the loss `loss` (compiled once, fit.cpp).
+FitState prepare_at(const LossOps& loss, const Problem& pb, const Vec& beta, const FitOptions& opt);
+FitState newton_fit(const LossOps& loss, const Problem& pb, const FitOptions& opt,
+                    const Vec* beta0);
+bool settle_deferred_end(const LossOps& loss, const Problem& pb, FitState& st, int n_threads,
+                         double moved);
+double newton_step(const LossOps& loss, const Problem& pb, FitState& st, bool refresh,
+                   int n_threads);
+FitState path_fit(const LossOps& loss, const Problem& pb, const FitOptions& opt,
+                  const FitState& prev);
+// The largest move of an eta_i since the factor for which fresh_factor keeps it.
+constexpr double kFreshFactorEta = 1e-7;
+void fresh_factor(const LossOps& loss, const Problem& pb, FitState& st, int n_threads,
+                  double threshold = kFreshFactorEta);
 
 }  // namespace detail
 
@@ -619,61 +508,14 @@ void exact_end_factor(const Problem& pb, FitState& st, int nt) {
 // and the factor of the Hessian at beta ("bring your own fit").
 template <class Loss>
 FitState prepare_at(const Problem& pb, const Vec& beta, const FitOptions& opt) {
-  const int nt = resolve_threads(opt.n_threads);
-  const Index n = pb.n();
-  FitState st;
-  st.beta = beta;
-  st.eta.resize(n);
-  linear_predictor(pb.X, beta.data(), pb.intercept, st.eta.data(), nt);
-  pb.add_offset(st.eta.data());
-  Vec g(n), d(n), H;
-  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
-  detail::full_gradient(pb, g.data(), beta, st.grad, nt);
-  detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
-  st.hessian_passes = 1;
-  st.matvec_passes = 2;
-  st.grad_pen = pb.pen;
-  st.objective = detail::objective<Loss>(pb, st.eta.data(), beta, nt);
-  st.grad_norm = st.grad.cwiseAbs().maxCoeff() / pb.weight_sum();
-  st.converged = st.grad_norm <= opt.tol;
-  return st;
+  return detail::prepare_at(detail::loss_ops<Loss>(), pb, beta, opt);
 }
 
 // Damped Newton from beta0 (nullptr: zero slopes, intercept at the loss's link of
 // the weighted mean of y). Stops when max|grad| / sum(w) <= tol.
 template <class Loss>
 FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) {
-  const int nt = resolve_threads(opt.n_threads);
-  const double sw = pb.weight_sum();
-  FitState st;
-  st.beta = beta0 ? *beta0 : detail::initial_beta<Loss>(pb);
-  st.eta.resize(pb.n());
-  if (st.beta.tail(pb.X.p).isZero(0.0)) {
-    // zero slopes (the default start): eta is the intercept, no pass over X (X is finite)
-    st.eta.setConstant(pb.intercept ? st.beta[0] : 0.0);
-  } else {
-    linear_predictor(pb.X, st.beta.data(), pb.intercept, st.eta.data(), nt);
-    ++st.matvec_passes;
-  }
-  pb.add_offset(st.eta.data());
-  detail::GlmModel<Loss> m(pb, st, nt);
-  if (!std::isfinite(m.objective())) {
-    throw InvalidInput("the objective is not finite at the starting point");
-  }
-  const bool fresh_end = opt.fresh_end && !Loss::constant_curvature;
-  DriveOptions o = detail::drive_options(opt, sw, fresh_end);
-  // A plain fit always takes a step (and so holds a factor); one that ends on a fresh
-  // factor may stop at once.
-  o.check_first = fresh_end;
-  if (!Loss::constant_curvature) {
-    m.use_secant(detail::kSecantMemory);
-    m.use_single(detail::kSingleGradFactor * opt.tol * sw);
-  }
-  const DriveResult r = newton_drive(m, o, detail::fit_policy(opt, Loss::constant_curvature));
-  detail::settle_fused_end(st, m, r, fresh_end && opt.defer_end_guard, opt.tol);
-  m.finish(r, sw);
-  if (fresh_end && st.stale_eta > 0.0) detail::exact_end_factor<Loss>(pb, st, nt);
-  return st;
+  return detail::newton_fit(detail::loss_ops<Loss>(), pb, opt, beta0);
 }
 
 // Finishes a fused end's guard that newton_fit deferred (FitOptions::defer_end_guard):
@@ -685,30 +527,7 @@ FitState newton_fit(const Problem& pb, const FitOptions& opt, const Vec* beta0) 
 // factor are then stale). No-op when no guard is pending.
 template <class Loss>
 bool settle_deferred_end(const Problem& pb, FitState& st, int n_threads, double moved = -1.0) {
-  if (st.end_guard.step.size() == 0) return false;
-  const Vec step = std::move(st.end_guard.step);
-  st.end_guard.step.resize(0);
-  const int nt = resolve_threads(n_threads);
-  if (moved < 0.0) {
-    Vec xs;
-    moved = detail::eta_move(pb, step, xs, nt);
-    ++st.matvec_passes;
-  }
-  if (!(moved > detail::kFusedEndEta)) return false;
-  detail::GlmModel<Loss> m(pb, st, nt, -1, true, true);
-  m.adopt_factor(true);
-  const bool taken = take_end_step(m, step, st.end_guard.dec);
-  if (taken) {
-    ++st.n_iter;
-    ++st.fused_end_fallbacks;
-    ++st.hessian_passes;
-    const double sw = pb.weight_sum();
-    st.objective = m.objective();
-    st.grad_norm = m.gnorm() / sw;
-    st.converged = st.grad_norm <= st.end_guard.tol;
-    if (st.stale_eta > 0.0) detail::exact_end_factor<Loss>(pb, st, nt);
-  }
-  return taken;
+  return detail::settle_deferred_end(detail::loss_ops<Loss>(), pb, st, n_threads, moved);
 }
 
 // One damped Newton step from st with the factor already in st (a chord step: the
@@ -717,27 +536,7 @@ bool settle_deferred_end(const Problem& pb, FitState& st, int n_threads, double 
 // Returns the step length taken (0: no decrease found).
 template <class Loss>
 double newton_step(const Problem& pb, FitState& st, bool refresh, int n_threads) {
-  const int nt = resolve_threads(n_threads);
-  const double sw = pb.weight_sum();
-  detail::GlmModel<Loss> m(pb, st, nt);  // gradient with the current penalty
-  if (refresh || st.chol.empty()) {
-    m.refactor();
-    ++st.hessian_passes;
-  }
-  DriveOptions o;
-  o.tol = o.target = 0.0;
-  o.scale = sw;
-  o.max_iter = 1;
-  o.check_first = false;
-  RefreshPolicy pol;
-  pol.chord_ratio = 1.0;
-  pol.start_factored = true;  // the held factor, whatever its age
-  const DriveResult r = newton_drive(m, o, pol);
-  st.n_iter += r.n_iter;
-  if (r.n_iter > 0) st.objective = m.objective();
-  st.grad_norm = r.grad_norm;
-  st.converged = false;
-  return r.last_step;
+  return detail::newton_step(detail::loss_ops<Loss>(), pb, st, refresh, n_threads);
 }
 
 // A fit along a lambda path: from the previous point's state `prev` (same data, new
@@ -757,68 +556,16 @@ double newton_step(const Problem& pb, FitState& st, bool refresh, int n_threads)
 // step of several-fold in lambda then converges on the previous point's factor too.
 template <class Loss>
 FitState path_fit(const Problem& pb, const FitOptions& opt, const FitState& prev) {
-  const Index p1 = pb.p1();
-  if (prev.hx.size() != p1 * p1 || prev.beta.size() != p1 || prev.eta.size() != pb.n()) {
-    return newton_fit<Loss>(pb, opt, prev.beta.size() == p1 ? &prev.beta : nullptr);
-  }
-  const int nt = resolve_threads(opt.n_threads);
-  const double sw = pb.weight_sum();
-  FitState st;
-  st.beta = prev.beta;
-  st.eta = prev.eta;
-  st.hx = prev.hx;
-  Vec H = prev.hx;
-  for (Index j = 0; j < p1; ++j) H[j * p1 + j] += pb.pen[j];
-  st.chol.factor(H.data(), p1);
-  // exact for a constant curvature; otherwise the Hessian of another point
-  st.stale_eta = Loss::constant_curvature ? 0.0 : std::numeric_limits<double>::infinity();
-  // the predictor's gradient: prev's plus the change of the penalty term (no pass)
-  const bool predict = prev.grad.size() == p1 && prev.grad_pen.size() == p1;
-  if (predict) st.grad = prev.grad + (pb.pen - prev.grad_pen).cwiseProduct(st.beta);
-  detail::GlmModel<Loss> m(pb, st, nt, -1, true, predict);
-  m.adopt_factor(true);
-  m.use_secant(detail::kSecantMemory);
-  // Chord steps are cheap (no Hessian pass): converge them 100x below tol, so that the
-  // fresh Hessian taken at the end is at the returned beta (no final step, no refresh).
-  DriveOptions o = detail::drive_options(opt, sw, true);
-  const DriveResult r = newton_drive(m, o, detail::path_policy(opt));
-  detail::settle_fused_end(st, m, r, opt.defer_end_guard, opt.tol);
-  m.finish(r, sw);
-  return st;
+  return detail::path_fit(detail::loss_ops<Loss>(), pb, opt, prev);
 }
 
 // The LOO formulas need the Hessian at beta itself. A fit ends with the factor of the
 // Hessian one (small) Newton step earlier; when that step moved some eta_i by more than
 // `threshold`, recompute the Hessian at beta (one pass); active-set states always.
 template <class Loss>
-void fresh_factor(const Problem& pb, FitState& st, int n_threads, double threshold = 1e-7) {
-  settle_deferred_end<Loss>(pb, st, n_threads);
-  if (Loss::constant_curvature) return;
-  if (st.restricted) {
-    // Active-set (L1) states factor the active set's Hessian at beta (enet_fit,
-    // enet_prepare_at: stale_eta = 0) or hold no factor (refits without factor_active):
-    // then take it (one pass over the active columns).
-    if (st.stale_eta == 0.0) return;
-    const int nt = resolve_threads(n_threads);
-    const Index off = pb.intercept ? 1 : 0;
-    const Index q = static_cast<Index>(st.active.size()) + off;
-    Vec g(pb.n()), d(pb.n());
-    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
-    Mat HA(q, q);
-    hessian(pb.X, d.data(), pb.intercept, HA.data(), nt, Columns::of(st.active));
-    for (Index a = 0; a < q; ++a) HA(a, a) += pb.pen[a < off ? 0 : st.active[a - off] + off];
-    st.chol.factor(HA.data(), q);
-    ++st.hessian_passes;
-    st.stale_eta = 0.0;
-    return;
-  }
-  if (!(st.stale_eta > threshold)) return;
-  const int nt = resolve_threads(n_threads);
-  Vec g(pb.n()), d(pb.n()), H;
-  detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
-  detail::factor_hessian(pb, d.data(), H, st.chol, nt, &st.hx);
-  ++st.hessian_passes;
-  st.stale_eta = 0.0;
+void fresh_factor(const Problem& pb, FitState& st, int n_threads,
+                  double threshold = detail::kFreshFactorEta) {
+  detail::fresh_factor(detail::loss_ops<Loss>(), pb, st, n_threads, threshold);
 }
 
 // Non-template entry points (instantiated for every registered loss in fit.cpp).
@@ -835,19 +582,17 @@ double step(const Problem& pb, LossKind loss, FitState& st, bool refresh, int n_
 bool settle_end_guard(const Problem& pb, LossKind loss, FitState& st, int n_threads);
 FitState fit_from(const Problem& pb, LossKind loss, const FitOptions& opt, const FitState& prev);
 
-// The Newton fit layer (and its fused step and O(n) loss passes, which the LOO, dual,
-// chunk and matrix-free routes share) is compiled once, in fit.cpp, for every registered
-// loss: the other translation units that call it
-// (LOO, k-fold, tuning, the bindings) link to those instances instead of compiling their
-// own copies (explicit instantiation declarations).
+// The loss's part of the Newton fit layer (its fused step's rows and O(n) passes, which the
+// LOO, dual, chunk and matrix-free routes share, and LossOps' other entries) is compiled
+// once, in fit.cpp, for every registered loss, and the layer itself once (LossOps): the
+// other translation units that call it (LOO, k-fold, tuning, the bindings) link to those
+// instances instead of compiling their own copies (explicit instantiation declarations).
 #define ALOOCV_NEWTON_INSTANCES(EXTERN, T)                                                         \
-  EXTERN template class detail::GlmModel<T>;                                                       \
-  EXTERN template FitState prepare_at<T>(const Problem&, const Vec&, const FitOptions&);           \
-  EXTERN template FitState newton_fit<T>(const Problem&, const FitOptions&, const Vec*);           \
-  EXTERN template bool settle_deferred_end<T>(const Problem&, FitState&, int, double);             \
-  EXTERN template double newton_step<T>(const Problem&, FitState&, bool, int);                     \
-  EXTERN template FitState path_fit<T>(const Problem&, const FitOptions&, const FitState&);        \
-  EXTERN template void fresh_factor<T>(const Problem&, FitState&, int, double);                    \
+  EXTERN template double detail::fused_rows<T>(const Problem&, Index, Index, const double*,        \
+                                               const double*, double*, double*, double*, Index,    \
+                                               YPartCache*);                                       \
+  EXTERN template Vec detail::initial_beta<T>(const Problem&, Index);                              \
+  EXTERN template detail::YPartCache detail::y_part_cache<T>(const Problem&);                      \
   EXTERN template double detail::fused_step<T>(const Problem&, const Vec&, const Vec&, Vec&, Vec&, \
                                                Vec&, double*, double*, int, Index, YPartCache*);   \
   EXTERN template double detail::objective<T>(const Problem&, const double*, const Vec&, int,      \
