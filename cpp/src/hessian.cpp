@@ -238,7 +238,7 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
   Index min_rows = 256;
   double flops = double(X.n) * double(pp);
   if (X.sparse && X.n > 0) {
-    const double nnz_row = double(X.csr.indptr[X.n] - X.csr.indptr[0]) / double(X.n) + off;
+    const double nnz_row = double(X.csr.indptr[X.n] - X.csr.indptr[0]) / double(X.n) + double(off);
     const double per_row = std::max(1.0, nnz_row * nnz_row);
     flops = double(X.n) * per_row;
     min_rows = std::max<Index>(min_rows, Index(kSparseWorkPerPartial * double(pp) / per_row));

@@ -270,6 +270,7 @@ CgReport mn_pcg(const MnHessianOp& H, const MnPrecond& M, const RowMat& B, RowMa
 }  // namespace mf
 
 namespace detail {
+namespace {  // (Softmax, a member, is this file's own)
 
 // The multinomial objective as a model of newton_drive without any K p1 x K p1 matrix (as
 // CgModel of matrix_free.cpp for the scalar losses): the direction by PCG on
@@ -367,6 +368,7 @@ class MnCgModel {
   bool at_point_ = false;
 };
 
+}  // namespace
 }  // namespace detail
 
 MnState mn_cg_fit(const MnProblem& pb, const MnCgOptions& opt, const Vec* beta0,
