@@ -52,6 +52,8 @@ void bind_results(py::module_& m) {
   fit.def_readonly("hessian_passes", &FitOut::hessian_passes, "Full Hessian passes over X.")
       .def_readonly("single_hessian_passes", &FitOut::single_hessian_passes,
                     "Of those, the Hessians accumulated from float32 blocks.")
+      .def_readonly("sampled_hessian_passes", &FitOut::sampled_hessian_passes,
+                    "Of those, the Hessians estimated from every k-th row.")
       .def_readonly("matvec_passes", &FitOut::matvec_passes,
                     "O(n p) passes over X (products X~ v, X~^T v).")
       .def_readonly("fused_end_fallbacks", &FitOut::fused_end_fallbacks,

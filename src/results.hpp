@@ -25,6 +25,7 @@ struct FitOut {
   double grad_norm = 0.0;
   Index hessian_passes = 0;
   Index single_hessian_passes = 0;
+  Index sampled_hessian_passes = 0;
   Index matvec_passes = 0;
   Index fused_end_fallbacks = 0;
   double stale_eta = 0.0;
@@ -224,6 +225,7 @@ inline void fill_fit(FitOut& out, const FitState& st, bool intercept) {
   out.grad_norm = st.grad_norm;
   out.hessian_passes = st.hessian_passes;
   out.single_hessian_passes = st.single_hessian_passes;
+  out.sampled_hessian_passes = st.sampled_hessian_passes;
   out.matvec_passes = st.matvec_passes;
   out.fused_end_fallbacks = st.fused_end_fallbacks;
   out.stale_eta = st.stale_eta;

@@ -137,6 +137,55 @@ def test_single_precision_hessians_leave_the_fit_exact(loss):
     np.testing.assert_allclose(loo.leverages, again.leverages, rtol=1e-9)
 
 
+# -- Hessians from a row subsample in the first decade of a cold fit (docs/math/newton.md)
+@pytest.mark.parametrize("loss", ["logistic", "poisson"])
+@pytest.mark.parametrize("order", ["random", "sorted", "weighted"])
+def test_subsampled_hessians_leave_the_fit_exact(loss, order):
+    X, y = make_data(loss, 3000, 20, seed=23)
+    w = None
+    if order == "sorted":  # rows grouped by the response: every k-th row still spans them
+        o = np.argsort(y, kind="stable")
+        X, y = X[o], y[o]
+    elif order == "weighted":
+        w = np.random.default_rng(24).uniform(0.2, 3.0, 3000)
+    res = aloocv.fit(X, y, loss=loss, penalty=aloocv.L2(1.0), tol=1e-10, sample_weight=w)
+    coef, b = sklearn_glm(loss, X, y, 1.0, sample_weight=w)
+    # 3000 rows, 21 columns with the intercept: every 4th row (>= 32 rows per column)
+    assert res.sampled_hessian_passes_ >= 1
+    assert res.converged_ and res.gradient_norm_ <= 1e-10
+    assert rel_err(res.coef_, coef) < 1e-7
+    assert res.intercept_ == pytest.approx(b, rel=1e-7, abs=1e-9)
+    # the same problem with X in Fortran order is fitted on full Hessians only
+    full = aloocv.fit(
+        np.asfortranarray(X), y, loss=loss, penalty=aloocv.L2(1.0), tol=1e-10, sample_weight=w
+    )
+    assert full.sampled_hessian_passes_ == 0
+    assert rel_err(res.coef_, full.coef_) < 1e-8
+
+
+def test_subsampled_hessians_need_64_rows_per_column_and_a_cold_start():
+    X, y = make_data("logistic", 3000, 50, seed=25)  # 3000 < 64 x 51 rows
+    assert aloocv.fit(X, y, penalty=aloocv.L2(1.0)).sampled_hessian_passes_ == 0
+    X, y = make_data("logistic", 3000, 20, seed=25)
+    a = aloocv.fit(X, y, penalty=aloocv.L2(1.0), tol=1e-4)
+    b = aloocv.fit(X, y, penalty=aloocv.L2(1.0), tol=1e-10, warm_start=a)
+    assert a.sampled_hessian_passes_ >= 1 and b.sampled_hessian_passes_ == 0
+
+
+def test_subsampled_hessian_on_a_column_the_sample_misses_is_taken_again():
+    # a column non-zero in rows 1-3 only, which every 4th row misses, with no penalty on
+    # it: the sampled Hessian is singular there and is taken again from every row
+    X, y = make_data("logistic", 3000, 20, seed=26)
+    X = np.hstack([X, np.zeros((3000, 1))])
+    X[1:4, -1] = 1.0
+    y[1:4] = [0.0, 1.0, 1.0]
+    pen = np.r_[np.ones(20), 0.0]
+    res = aloocv.fit(X, y, penalty=aloocv.L2(pen), tol=1e-10)
+    assert res.converged_ and res.sampled_hessian_passes_ == 0
+    full = aloocv.fit(np.asfortranarray(X), y, penalty=aloocv.L2(pen), tol=1e-10)
+    assert rel_err(res.coef_, full.coef_) < 1e-8 and abs(res.coef_[-1]) < 10
+
+
 def test_ill_conditioned_hessians_stay_in_double_precision():
     rng = np.random.default_rng(22)
     z = rng.standard_normal((2000, 5))

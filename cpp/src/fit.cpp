@@ -215,13 +215,18 @@ GlmCore::GlmCore(const LossOps& loss, const Problem& pb, FitState& st, int n_thr
 
 void GlmCore::refactor() {
   bool single = gnorm() > single_above_;
+  Index stride = gnorm() > sub_above_ ? sub_stride_ : 1;
   const bool modified = factor_hessian(pb_, d_.data(), H_, st_.chol, nt_,
-                                       keep_hx_ ? &st_.hx : nullptr, true, &single);
+                                       keep_hx_ ? &st_.hx : nullptr, true, &single, &stride);
   if (single) ++st_.single_hessian_passes;
-  // a float32 Hessian is not the Hessian at the point: marked stale like a modified one
-  st_.stale_eta = (modified || single) ? std::numeric_limits<double>::infinity() : 0.0;
-  exact_ = !single;
+  if (stride > 1) ++st_.sampled_hessian_passes;
+  // a float32 or sampled Hessian is not the Hessian at the point: marked stale like a
+  // modified one
+  const bool approx = single || stride > 1;
+  st_.stale_eta = (modified || approx) ? std::numeric_limits<double>::infinity() : 0.0;
+  exact_ = !approx;
   single_factor_ = single;
+  sub_factor_ = stride > 1;
   secant_.clear();
 }
 
@@ -243,6 +248,7 @@ double GlmCore::move(const Vec& step, double dec) {
                                d_try_, nt_, skip_, cache_of(ypart_));
   // no descent on a float32 factor: the drive's next Hessians are float64
   if (t == 0.0 && single_factor_) single_above_ = std::numeric_limits<double>::infinity();
+  if (t == 0.0 && sub_factor_) sub_above_ = std::numeric_limits<double>::infinity();
   if (t > 0.0 && secant_.on()) secant_.add(t * step, st_.grad - g0);
   // the fused step reads X once; a backtracked step adds the gradient's pass
   st_.matvec_passes += (t == 1.0) ? 1 : 2;
@@ -343,6 +349,7 @@ FitState newton_fit(const LossOps& loss, const Problem& pb, const FitOptions& op
   if (!loss.constant_curvature) {
     m.use_secant(kSecantMemory);
     m.use_single(kSingleGradFactor * opt.tol * sw);
+    if (!beta0) m.use_subsample(subsample_stride(pb), kSubsampleGradShare * m.gnorm());
   }
   const DriveResult r = newton_drive(m, o, fit_policy(opt, loss.constant_curvature));
   settle_fused_end(st, m, r, fresh_end && opt.defer_end_guard, opt.tol);

@@ -103,6 +103,8 @@ struct FitState {
   Index hessian_passes = 0;
   // Of those, the Hessians accumulated from float32 blocks (newton.hpp, kSingleGradFactor).
   Index single_hessian_passes = 0;
+  // Of those, the Hessians estimated from a row subsample (newton.hpp, subsample_stride).
+  Index sampled_hessian_passes = 0;
   // O(n p) passes over X (products X~ v, X~^T v; a fused step reads X once for both);
   // counted by the smooth Newton fits (newton.hpp), not by the leverage pass of ALO.
   Index matvec_passes = 0;

@@ -50,6 +50,11 @@ class FitResult:
         Of ``hessian_passes_``, the Hessians accumulated from float32 row blocks (float64
         sums): Newton directions far from the optimum on dense float64 X; the end's and
         every Hessian near the optimum are float64 (docs/math/newton.md).
+    sampled_hessian_passes_ : int
+        Of ``hessian_passes_``, the Hessians estimated from every k-th row of X (their
+        curvatures times k; they read 1/k of X): Newton directions in the first decade of a
+        fit's descent from the default start on dense C-ordered X with at least 64 rows per
+        column (docs/math/newton.md, "Subsampled Hessians").
     matvec_passes_ : int
         Matrix-vector passes over X (``X v`` and ``X^T v``, ``O(n p)`` each; a full
         Newton or chord step reads X once for both) of the smooth Newton fits; 0 where
@@ -76,6 +81,7 @@ class FitResult:
     gradient_norm_: float = field(default=0.0, repr=False)
     hessian_passes_: int = field(default=0, repr=False)
     single_hessian_passes_: int = field(default=0, repr=False)
+    sampled_hessian_passes_: int = field(default=0, repr=False)
     matvec_passes_: int = field(default=0, repr=False)
     fused_end_fallbacks_: int = field(default=0, repr=False)
 
@@ -147,6 +153,7 @@ def fit_result(
         gradient_norm_=float(out.grad_norm),
         hessian_passes_=_count(out, "hessian_passes"),
         single_hessian_passes_=_count(out, "single_hessian_passes"),
+        sampled_hessian_passes_=_count(out, "sampled_hessian_passes"),
         matvec_passes_=_count(out, "matvec_passes"),
         fused_end_fallbacks_=_count(out, "fused_end_fallbacks"),
     )
