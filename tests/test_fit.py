@@ -163,13 +163,16 @@ def test_subsampled_hessians_leave_the_fit_exact(loss, order):
     assert rel_err(res.coef_, full.coef_) < 1e-8
 
 
-def test_subsampled_hessians_need_64_rows_per_column_and_a_cold_start():
+def test_subsampled_hessians_need_64_rows_per_column_a_cold_start_and_a_plain_fit():
     X, y = make_data("logistic", 3000, 50, seed=25)  # 3000 < 64 x 51 rows
     assert aloocv.fit(X, y, penalty=aloocv.L2(1.0)).sampled_hessian_passes_ == 0
     X, y = make_data("logistic", 3000, 20, seed=25)
     a = aloocv.fit(X, y, penalty=aloocv.L2(1.0), tol=1e-4)
     b = aloocv.fit(X, y, penalty=aloocv.L2(1.0), tol=1e-10, warm_start=a)
     assert a.sampled_hessian_passes_ >= 1 and b.sampled_hessian_passes_ == 0
+    # the fits that end on the Hessian at their point (ALO here) take full Hessians only
+    loo = aloocv.loo(X, y, penalty=aloocv.L2(1.0))
+    assert loo.fit.hessian_passes_ >= 1 and loo.fit.sampled_hessian_passes_ == 0
 
 
 def test_subsampled_hessian_on_a_column_the_sample_misses_is_taken_again():

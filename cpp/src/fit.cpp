@@ -349,7 +349,11 @@ FitState newton_fit(const LossOps& loss, const Problem& pb, const FitOptions& op
   if (!loss.constant_curvature) {
     m.use_secant(kSecantMemory);
     m.use_single(kSingleGradFactor * opt.tol * sw);
-    if (!beta0) m.use_subsample(subsample_stride(pb), kSubsampleGradShare * m.gnorm());
+    // plain fits only: the chord policy of a fresh-end drive after sampled first steps
+    // took more iterations and Hessians (docs/math/newton.md, "Subsampled Hessians")
+    if (!beta0 && !fresh_end) {
+      m.use_subsample(subsample_stride(pb), kSubsampleGradShare * m.gnorm());
+    }
   }
   const DriveResult r = newton_drive(m, o, fit_policy(opt, loss.constant_curvature));
   settle_fused_end(st, m, r, fresh_end && opt.defer_end_guard, opt.tol);

@@ -148,8 +148,9 @@ inline void full_gradient(const Problem& pb, const double* g, const Vec& beta, V
 constexpr double kSingleGradFactor = 1e3;
 constexpr double kSingleMinRcond = 1e-3;
 
-// Subsampled Newton Hessians (docs/math/newton.md, "Subsampled Hessians"): in a fit from
-// the default start (zero slopes), while max|grad| is above kSubsampleGradShare of its
+// Subsampled Newton Hessians (docs/math/newton.md, "Subsampled Hessians"): in a plain fit
+// from the default start (zero slopes; not a fit that ends on the Hessian at its point, for
+// ALO, K-fold or tuning), while max|grad| is above kSubsampleGradShare of its
 // value at the start (the first decade of the descent, far from the optimum), a Hessian is
 // taken from every k-th row of a C-ordered dense X, its curvatures times k (an unbiased
 // estimate of X~^T D X~ read from 1/k of X), with k the largest stride up to
