@@ -171,6 +171,25 @@ inline Index subsample_stride(const Problem& pb) {
   return std::max<Index>(1, std::min<Index>(kSubsampleMaxStride, pb.n() / std::max<Index>(1, per)));
 }
 
+// Adds the penalty to an approximate unpenalized Hessian in Hbuf (float32 blocks or a row
+// sample; kept in `unpen` when given) and factors it: false where an entry is not finite
+// (float32's range ends near 3.4e38: huge curvatures or rows overflow there first), the
+// factor fails or its rcond() is below kSingleMinRcond (the caller then takes the exact one).
+inline bool factor_approximate(const Problem& pb, Vec& Hbuf, Cholesky& chol, Vec* unpen) {
+  const Index p1 = pb.p1();
+  if (!std::all_of(Hbuf.data(), Hbuf.data() + p1 * p1, [](double v) { return std::isfinite(v); })) {
+    return false;
+  }
+  if (unpen) *unpen = Hbuf;
+  for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
+  try {
+    chol.factor(Hbuf.data(), p1);
+    return chol.rcond() >= kSingleMinRcond;
+  } catch (const SingularHessian&) {
+    return false;
+  }
+}
+
 // Hessian X~^T D X~ + diag(pen), factored into chol; the unpenalized part is kept in
 // `unpen` when given.
 // Factors H = X~^T D X~ + P. With `allow_modified` (Newton steps away from the optimum),
@@ -204,18 +223,9 @@ inline bool factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Choles
     const bool f32 = single != nullptr && *single && blas::has_ssyrk();
     if (!any_negative) {
       hessian(Xs, ds.data(), pb.intercept, Hbuf.data(), n_threads, {}, f32);
-      if (std::all_of(Hbuf.data(), Hbuf.data() + p1 * p1,
-                      [](double h) { return std::isfinite(h); })) {
-        if (unpen) *unpen = Hbuf;
-        for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
-        try {
-          chol.factor(Hbuf.data(), p1);
-          if (chol.rcond() >= kSingleMinRcond) {
-            if (single != nullptr) *single = f32;
-            return false;
-          }
-        } catch (const SingularHessian&) {
-        }
+      if (factor_approximate(pb, Hbuf, chol, unpen)) {
+        if (single != nullptr) *single = f32;
+        return false;
       }
     }
     *stride = 1;
@@ -224,17 +234,7 @@ inline bool factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Choles
     *single = !pb.X.sparse && blas::has_ssyrk();
     if (*single) {
       hessian(pb.X, d, pb.intercept, Hbuf.data(), n_threads, {}, true);
-      // float32's range ends near 3.4e38: huge curvatures or rows overflow there first
-      if (std::all_of(Hbuf.data(), Hbuf.data() + p1 * p1,
-                      [](double v) { return std::isfinite(v); })) {
-        if (unpen) *unpen = Hbuf;
-        for (Index j = 0; j < p1; ++j) Hbuf[j * p1 + j] += pb.pen[j];
-        try {
-          chol.factor(Hbuf.data(), p1);
-          if (chol.rcond() >= kSingleMinRcond) return false;
-        } catch (const SingularHessian&) {
-        }
-      }
+      if (factor_approximate(pb, Hbuf, chol, unpen)) return false;
       *single = false;
     }
   }
