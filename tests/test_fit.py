@@ -175,6 +175,17 @@ def test_subsampled_hessians_need_64_rows_per_column_a_cold_start_and_a_plain_fi
     assert loo.fit.hessian_passes_ >= 1 and loo.fit.sampled_hessian_passes_ == 0
 
 
+def test_subsampled_fit_is_the_same_on_one_and_two_threads():
+    # 80000 x 21 sampled every 8th row: 4.4e6 flops, above the serial threshold (4e6)
+    X, y = make_data("logistic", 80000, 20, seed=27)
+    a = aloocv.fit(X, y, penalty=aloocv.L2(1.0), n_jobs=1)
+    b = aloocv.fit(X, y, penalty=aloocv.L2(1.0), n_jobs=2)
+    assert a.sampled_hessian_passes_ >= 1
+    assert a.n_iter_ == b.n_iter_ and a.sampled_hessian_passes_ == b.sampled_hessian_passes_
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert a.intercept_ == b.intercept_
+
+
 def test_subsampled_hessian_on_a_column_the_sample_misses_is_taken_again():
     # a column non-zero in rows 1-3 only, which every 4th row misses, with no penalty on
     # it: the sampled Hessian is singular there and is taken again from every row
