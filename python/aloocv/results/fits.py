@@ -93,11 +93,15 @@ class FitResult:
             raise ValueError(
                 f"X has {X.shape[1]} features but the model was fitted on {self.coef_.shape[0]}"
             )
+        return self._linear_predictor(X, check_offset(offset, X.shape[0]))
+
+    def _linear_predictor(self, X: Any, offset: np.ndarray | None) -> np.ndarray:
+        """``decision_function`` of an X and an offset already validated (a Problem's):
+        the backends' linear predictor at the fit, without a second check of X."""
         eta = design_dot(X, self.coef_).ravel()  # a new array: updated in place
         eta += self.intercept_
-        off = check_offset(offset, X.shape[0])
-        if off is not None:
-            eta += off
+        if offset is not None:
+            eta += offset
         return eta
 
     def predict(self, X: ArrayLike, offset: ArrayLike | None = None) -> np.ndarray:

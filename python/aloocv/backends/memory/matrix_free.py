@@ -468,7 +468,7 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
             )
     check_finite_result("loo", coef=out.coef, intercept=out.intercept)
     fitres = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
-    eta = fitres.decision_function(pb.X, pb.offset)
+    eta = fitres._linear_predictor(pb.X, pb.offset)
     scalar._check_separation(pb, fitres, warn=req.method != "exact", eta=eta)
     beta = _beta(fitres)
     if req.method == "exact":

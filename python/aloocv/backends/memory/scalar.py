@@ -80,7 +80,7 @@ def _check_separation(
     # convergence warning (Newton "converges" on the vanishing gradient)
     if pb.loss != "logistic" or not (warn or unpenalized(pb.l2, pb.l1)):
         return  # nothing to raise or warn: no pass over X for the margins
-    eta = res.decision_function(pb.X, pb.offset) if eta is None else eta
+    eta = res._linear_predictor(pb.X, pb.offset) if eta is None else eta
     check_separation(eta, pb.y, pb.sample_weight, pb.l2, pb.l1, warn=warn)
 
 
@@ -300,7 +300,7 @@ def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
         grad_l1=out.grad_l1,
     )
     fitres = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
-    eta = fitres.decision_function(pb.X, pb.offset)  # the fit's, for the checks below
+    eta = fitres._linear_predictor(pb.X, pb.offset)  # the fit's, for the checks below
     _check_separation(pb, fitres, warn=method != "exact", eta=eta)
     o = pb.options
     warn_loo_fit(fitres, beta is not None, out.n_not_converged, pb.n_samples, o.tol, o.max_iter)
@@ -367,7 +367,7 @@ def refits(
         return out.losses, int(out.n_not_converged)
 
     def gather(res: Any) -> Gathered:
-        e = fit.decision_function(pb.X, pb.offset) if eta is None else eta
+        e = fit._linear_predictor(pb.X, pb.offset) if eta is None else eta
         ind = indicator
         if ind is None:
             ind = scalar_indicator(
@@ -493,7 +493,7 @@ def fold_refits(pb: Problem, fit: FitResult, tests: list, removed: list) -> Fold
     """Exact refits of chosen folds (or splits: ``removed[k]`` the samples outside split
     k's training set, sorted, ``tests[k]`` its test samples among them) and ALO's error
     indicator at the folds' held-out predictions, for the refinement of ``kfold(rtol=)``."""
-    eta = fit.decision_function(pb.X, pb.offset)
+    eta = fit._linear_predictor(pb.X, pb.offset)
     beta = np.ascontiguousarray(fit.beta_, dtype=np.float64)
     lev: list = []
 
