@@ -498,7 +498,7 @@ def bench_randomization(d: Data, res: Any, exact_mean: float | None) -> dict[str
     pb = Problem.build(d.X, d.y, penalty=aloocv.L2(LAM), n_jobs=1)
     beta = np.concatenate([[res.fit.intercept_], res.fit.coef_])
     out: dict[str, Any] = {"exact_loo_mean_est": exact_mean}
-    r = mf.leverages(pb, beta, 2 * mf.N_PROBES).res  # one probe per group
+    r = mf.leverages(mf.point(pb, beta), 2 * mf.N_PROBES).res  # one probe per group
     for groups in (mf.N_PROBES, 2 * mf.N_PROBES):
         plain = np.asarray(r.plain)[:, :groups]
         control = np.asarray(r.control)[:, :groups] + np.asarray(r.diag0)[:, None]

@@ -1,6 +1,9 @@
 // Bindings of the matrix-free route (cpp/include/aloocv/matrix_free.hpp).
 #include <pybind11/stl.h>
 
+#include <memory>
+#include <mutex>
+
 #include "aloocv/matrix_free.hpp"
 #include "aloocv/matrix_free_multinomial.hpp"
 #include "arrays.hpp"
@@ -38,6 +41,15 @@ py::array_t<double> rows_to_numpy(const RowMat& M) {
   std::copy(M.data(), M.data() + M.size(), out.mutable_data());
   return out;
 }
+
+// mf::Point with the arrays its Problem reads in place (kept alive here) and a lock: the
+// calls of one point take turns (they share its Operator's counters and lazy head block).
+struct PointHandle {
+  py::object X, y, w, pen, offset;
+  Problem pb;
+  std::unique_ptr<mf::Point> pt;
+  std::mutex mutex;
+};
 
 }  // namespace
 
@@ -89,149 +101,139 @@ void bind_matrix_free(py::module_& m) {
       py::arg("n_threads"), py::arg("offset") = py::none(),
       "The objective and gradient at a given beta from two products (no p x p matrix).");
 
-  m.def(
-      "random_leverages",
-      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
-         const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
-         const std::optional<py::array>& offset, Index n_probes, Index n_groups, std::uint64_t seed,
-         double cg_rtol, Index max_cg, int n_threads, Index first_probe, bool dual) {
-        Problem pb = make_problem(X, y, w, pen, intercept);
-        const LossKind kind = apply_loss(loss, pb);
-        apply_offset(offset, pb);
-        const Vec b = to_vec(beta, pb.p1(), "beta");
-        LeverageOptions o =
-            leverage_options(n_probes, n_groups, seed, first_probe, cg_rtol, max_cg, n_threads);
-        o.dual = dual;
-        RandomLeverages r;
-        FitState st;
-        run_released([&] {
-          FitOptions fo;
-          fo.n_threads = n_threads;
-          st = cg_prepare(pb, kind, b, fo);
-          r = random_leverages(pb, kind, st, o);
-        });
-        RandomLeveragesOut out;
-        out.plain = rows_to_numpy(r.plain);
-        out.control = rows_to_numpy(r.control);
-        out.diag0 = move_to_numpy(std::move(r.diag0));
-        out.eta = move_to_numpy(std::move(st.eta));
-        out.g = move_to_numpy(std::move(r.g));
-        out.d = move_to_numpy(std::move(r.d));
-        out.cg_iterations = r.cg_iterations;
-        out.passes = r.passes + st.matvec_passes;
-        out.converged = r.converged;
-        out.worst_residual = r.worst_residual;
-        out.dual = r.dual;
-        out.exact_rows = r.exact_rows;
-        return out;
-      },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
-      py::arg("n_probes"), py::arg("n_groups"), py::arg("seed"), py::arg("cg_rtol"),
-      py::arg("max_cg"), py::arg("n_threads"), py::arg("first_probe") = 0, py::arg("dual") = false,
-      "Per-group Hutchinson estimates of the leverages at beta by PCG probe solves.");
-
-  m.def(
-      "row_leverages",
-      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
-         const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
-         const std::optional<py::array>& offset, const py::array_t<Index>& rows, double cg_rtol,
-         Index max_cg, int n_threads, bool return_solves) -> py::object {
-        Problem pb = make_problem(X, y, w, pen, intercept);
-        const LossKind kind = apply_loss(loss, pb);
-        apply_offset(offset, pb);
-        const Vec b = to_vec(beta, pb.p1(), "beta");
-        const std::vector<Index> idx = index_vector(rows);
-        Vec h;
-        RowMat S;
-        run_released([&] {
-          FitOptions fo;
-          fo.n_threads = n_threads;
-          const FitState st = cg_prepare(pb, kind, b, fo);
-          h = row_leverages(pb, kind, st, idx.data(), static_cast<Index>(idx.size()), cg_rtol,
-                            max_cg, n_threads, return_solves ? &S : nullptr);
-        });
-        if (!return_solves) return move_to_numpy(std::move(h));
-        return py::make_tuple(move_to_numpy(std::move(h)), rows_to_numpy(S));
-      },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
-      py::arg("rows"), py::arg("cg_rtol"), py::arg("max_cg"), py::arg("n_threads"),
-      py::arg("return_solves") = false,
-      "Exact leverages of some samples by one block PCG solve (the matrix-free route); "
-      "return_solves: also the solves H^{-1} x~_i, one row each.");
-
-  m.def(
-      "cg_refits",
-      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
-         const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
-         const std::optional<py::array>& offset, const py::array_t<Index>& rows,
-         const std::optional<py::array>& starts, double tol, Index max_iter, int n_threads,
-         Index max_cg) {
-        Problem pb = make_problem(X, y, w, pen, intercept);
-        const LossKind kind = apply_loss(loss, pb);
-        apply_offset(offset, pb);
-        const Vec b = to_vec(beta, pb.p1(), "beta");
-        const std::vector<Index> idx = index_vector(rows);
-        const Index r = static_cast<Index>(idx.size());
-        std::optional<RowMat> S;
-        if (starts) S = RowMat(to_mat(*starts, r, "starts"));
-        CgFitOptions opt;
-        opt.fit = FitOptions{tol, max_iter, n_threads};
-        opt.max_cg = max_cg;
-        CgRefits out;
-        run_released([&] { out = cg_refits(pb, kind, opt, idx.data(), r, b, S ? &*S : nullptr); });
-        py::array_t<bool> conv(static_cast<py::ssize_t>(r));
-        py::array_t<Index> iters(static_cast<py::ssize_t>(r));
-        for (Index k = 0; k < r; ++k) {
-          conv.mutable_at(k) = out.converged[static_cast<size_t>(k)] != 0;
-          iters.mutable_at(k) = out.n_iter[static_cast<size_t>(k)];
-        }
-        return py::make_tuple(move_to_numpy(std::move(out.predictions)), conv, iters,
-                              out.cg_iterations, out.passes);
-      },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
-      py::arg("rows"), py::arg("starts") = py::none(), py::arg("tol"), py::arg("max_iter"),
-      py::arg("n_threads"), py::arg("max_cg") = 250,
-      "Exact leave-one-out refits of some samples by Newton-CG, advanced in lockstep (one "
-      "block product per step for all): (predictions, converged, n_iter, cg_iterations, "
-      "passes); starts: (len(rows), p1) starting points (None: beta).");
-
-  m.def(
-      "random_leverages_gradient",
-      [](const py::object& X, const py::array& y, const std::optional<py::array>& w,
-         const py::object& loss, const py::array& pen, bool intercept, const py::array& beta,
-         const std::optional<py::array>& offset, Index n_probes, Index n_groups, std::uint64_t seed,
-         double cg_rtol, Index max_cg, int n_threads, Index first_probe, bool control,
-         const py::array& rho, const py::array& alpha, const py::array& gamma) {
-        Problem pb = make_problem(X, y, w, pen, intercept);
-        const LossKind kind = apply_loss(loss, pb);
-        apply_offset(offset, pb);
-        const Vec b = to_vec(beta, pb.p1(), "beta");
-        const Mat rho_c = to_mat(rho, pb.n(), "rho");
-        const RowMat rho_r = rho_c;
-        const Vec a = to_vec(alpha, pb.n(), "alpha");
-        const Vec gm = to_vec(gamma, pb.n(), "gamma");
-        const LeverageOptions o =
-            leverage_options(n_probes, n_groups, seed, first_probe, cg_rtol, max_cg, n_threads);
-        Vec grad;
-        run_released([&] {
-          FitOptions fo;
-          fo.n_threads = n_threads;
-          const FitState st = cg_prepare(pb, kind, b, fo);
-          grad = random_leverages_gradient(pb, kind, st, o, control, rho_r, a, gm);
-        });
-        const Index off = intercept ? 1 : 0;
-        return to_numpy(Vec(grad.tail(grad.size() - off)));
-      },
-      py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),
-      py::kw_only(), py::arg("fit_intercept"), py::arg("beta"), py::arg("offset") = py::none(),
-      py::arg("n_probes"), py::arg("n_groups"), py::arg("seed"), py::arg("cg_rtol"),
-      py::arg("max_cg"), py::arg("n_threads"), py::arg("first_probe") = 0, py::arg("control"),
-      py::arg("rho"), py::arg("alpha"), py::arg("gamma"),
-      "d mean / d (per-feature L2 weights) of an ALO mean on randomized leverages, given the "
-      "mean's coefficients on the group estimates (rho), on eta (alpha) and on h (gamma).");
+  py::class_<PointHandle, std::shared_ptr<PointHandle>>(
+      m, "MatrixFreePoint",
+      "The matrix-free route's state at one beta (mf::Point): eta, the loss's derivatives and "
+      "the preconditioner, made once and shared by the leverage estimates, the exact "
+      "leverages of some samples, the self-check's refits and the hypergradient there. Holds "
+      "its arrays (read in place); its calls take turns.")
+      .def(py::init([](const py::object& X, const py::array& y, const std::optional<py::array>& w,
+                       const py::object& loss, const py::array& pen, bool intercept,
+                       const py::array& beta, const std::optional<py::array>& offset,
+                       int n_threads) {
+             auto h = std::make_shared<PointHandle>();
+             h->X = X;
+             h->y = y;
+             h->w = w ? py::object(*w) : py::none();
+             h->pen = pen;
+             h->offset = offset ? py::object(*offset) : py::none();
+             h->pb = make_problem(X, y, w, pen, intercept);
+             const LossKind kind = apply_loss(loss, h->pb);
+             apply_offset(offset, h->pb);
+             const Vec b = to_vec(beta, h->pb.p1(), "beta");
+             run_released([&] { h->pt = std::make_unique<mf::Point>(h->pb, kind, b, n_threads); });
+             return h;
+           }),
+           py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"),
+           py::arg("penalty"), py::kw_only(), py::arg("fit_intercept"), py::arg("beta"),
+           py::arg("offset") = py::none(), py::arg("n_threads"))
+      .def_property_readonly("eta", [](const PointHandle& h) { return to_numpy(h.pt->eta); })
+      .def(
+          "random_leverages",
+          [](PointHandle& h, Index n_probes, Index n_groups, std::uint64_t seed, double cg_rtol,
+             Index max_cg, Index first_probe, bool dual) {
+            LeverageOptions o =
+                leverage_options(n_probes, n_groups, seed, first_probe, cg_rtol, max_cg, h.pt->nt);
+            o.dual = dual;
+            RandomLeverages r;
+            run_released([&] {
+              const std::lock_guard<std::mutex> lock(h.mutex);
+              r = random_leverages(*h.pt, o);
+            });
+            RandomLeveragesOut out;
+            out.plain = rows_to_numpy(r.plain);
+            out.control = rows_to_numpy(r.control);
+            out.diag0 = move_to_numpy(std::move(r.diag0));
+            out.eta = to_numpy(h.pt->eta);
+            out.g = move_to_numpy(std::move(r.g));
+            out.d = move_to_numpy(std::move(r.d));
+            out.cg_iterations = r.cg_iterations;
+            out.passes = r.passes;
+            out.converged = r.converged;
+            out.worst_residual = r.worst_residual;
+            out.dual = r.dual;
+            out.exact_rows = r.exact_rows;
+            return out;
+          },
+          py::kw_only(), py::arg("n_probes"), py::arg("n_groups"), py::arg("seed"),
+          py::arg("cg_rtol"), py::arg("max_cg"), py::arg("first_probe") = 0,
+          py::arg("dual") = false,
+          "Per-group Hutchinson estimates of the leverages by PCG probe solves.")
+      .def(
+          "row_leverages",
+          [](PointHandle& h, const py::array_t<Index>& rows, double cg_rtol, Index max_cg,
+             bool return_solves) -> py::object {
+            const std::vector<Index> idx = index_vector(rows);
+            Vec lev;
+            RowMat S;
+            run_released([&] {
+              const std::lock_guard<std::mutex> lock(h.mutex);
+              lev = row_leverages(*h.pt, idx.data(), static_cast<Index>(idx.size()), cg_rtol,
+                                  max_cg, return_solves ? &S : nullptr);
+            });
+            if (!return_solves) return move_to_numpy(std::move(lev));
+            return py::make_tuple(move_to_numpy(std::move(lev)), rows_to_numpy(S));
+          },
+          py::arg("rows"), py::kw_only(), py::arg("cg_rtol"), py::arg("max_cg"),
+          py::arg("return_solves") = false,
+          "Exact leverages of some samples by one block PCG solve; return_solves: also the "
+          "solves H^{-1} x~_i, one row each.")
+      .def(
+          "cg_refits",
+          [](PointHandle& h, const py::array_t<Index>& rows, const std::optional<py::array>& starts,
+             double tol, Index max_iter, Index max_cg) {
+            const std::vector<Index> idx = index_vector(rows);
+            const Index r = static_cast<Index>(idx.size());
+            std::optional<RowMat> S;
+            if (starts) S = RowMat(to_mat(*starts, r, "starts"));
+            CgFitOptions opt;
+            opt.fit = FitOptions{tol, max_iter, h.pt->nt};
+            opt.max_cg = max_cg;
+            CgRefits out;
+            run_released([&] {
+              const std::lock_guard<std::mutex> lock(h.mutex);
+              out = cg_refits(*h.pt, opt, idx.data(), r, S ? &*S : nullptr);
+            });
+            py::array_t<bool> conv(static_cast<py::ssize_t>(r));
+            py::array_t<Index> iters(static_cast<py::ssize_t>(r));
+            for (Index k = 0; k < r; ++k) {
+              conv.mutable_at(k) = out.converged[static_cast<size_t>(k)] != 0;
+              iters.mutable_at(k) = out.n_iter[static_cast<size_t>(k)];
+            }
+            return py::make_tuple(move_to_numpy(std::move(out.predictions)), conv, iters,
+                                  out.cg_iterations, out.passes);
+          },
+          py::arg("rows"), py::kw_only(), py::arg("starts") = py::none(), py::arg("tol"),
+          py::arg("max_iter"), py::arg("max_cg") = 250,
+          "Exact leave-one-out refits of some samples by Newton-CG, advanced in lockstep (one "
+          "block product per step for all): (predictions, converged, n_iter, cg_iterations, "
+          "passes); starts: (len(rows), p1) starting points (None: beta).")
+      .def(
+          "random_leverages_gradient",
+          [](PointHandle& h, Index n_probes, Index n_groups, std::uint64_t seed, double cg_rtol,
+             Index max_cg, Index first_probe, bool control, const py::array& rho,
+             const py::array& alpha, const py::array& gamma) {
+            const Problem& pb = h.pb;
+            const Mat rho_c = to_mat(rho, pb.n(), "rho");
+            const RowMat rho_r = rho_c;
+            const Vec a = to_vec(alpha, pb.n(), "alpha");
+            const Vec gm = to_vec(gamma, pb.n(), "gamma");
+            const LeverageOptions o =
+                leverage_options(n_probes, n_groups, seed, first_probe, cg_rtol, max_cg, h.pt->nt);
+            Vec grad;
+            run_released([&] {
+              const std::lock_guard<std::mutex> lock(h.mutex);
+              grad = random_leverages_gradient(*h.pt, o, control, rho_r, a, gm);
+            });
+            const Index off = pb.intercept ? 1 : 0;
+            return to_numpy(Vec(grad.tail(grad.size() - off)));
+          },
+          py::kw_only(), py::arg("n_probes"), py::arg("n_groups"), py::arg("seed"),
+          py::arg("cg_rtol"), py::arg("max_cg"), py::arg("first_probe") = 0, py::arg("control"),
+          py::arg("rho"), py::arg("alpha"), py::arg("gamma"),
+          "d mean / d (per-feature L2 weights) of an ALO mean on randomized leverages, given "
+          "the mean's coefficients on the group estimates (rho), on eta (alpha) and on h "
+          "(gamma).");
 
   m.def(
       "multinomial_cg_fit",

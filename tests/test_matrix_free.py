@@ -15,8 +15,6 @@ from scipy.stats import t as student_t
 from threadpoolctl import threadpool_limits
 
 import aloocv
-from aloocv import _core
-from aloocv._validation import core_design
 from aloocv.backends import route
 from aloocv.backends.memory import matrix_free as mfm
 from aloocv.backends.memory import matrix_free_multinomial as mfm_multi
@@ -80,21 +78,8 @@ def test_newton_cg_fit_with_an_offset_matches_the_primal_fit():
 
 # ----------------------------------------------------------------------------- leverages
 def _probe_call(pb, beta, *, n_probes, dual, seed=1):
-    return _core.random_leverages(
-        core_design(pb.X),
-        pb.y,
-        pb.sample_weight,
-        pb.loss.core,
-        pb.l2,
-        fit_intercept=pb.fit_intercept,
-        beta=beta,
-        n_probes=n_probes,
-        n_groups=8,
-        seed=seed,
-        cg_rtol=1e-10,
-        max_cg=2000,
-        n_threads=1,
-        dual=dual,
+    return mfm.point(pb, beta).core.random_leverages(
+        n_probes=n_probes, n_groups=8, seed=seed, cg_rtol=1e-10, max_cg=2000, dual=dual
     )
 
 
@@ -137,7 +122,7 @@ def test_jackknife_stderr_covers_the_error_of_the_mean():
     z = []
     G = 16
     for seed in range(12):
-        parts = [mfm.leverages(pb, beta, 4 * G, per=4, seed=seed)]
+        parts = [mfm.leverages(mfm.point(pb, beta), 4 * G, per=4, seed=seed)]
         est, se, _ = mfm._best(pb, parts)
         z.append((est.losses.mean() - exact.mean) / se)
     z = np.abs(np.array(z))
@@ -187,11 +172,10 @@ def test_threads_give_the_same_leverages(shape):
     fit = aloocv.fit(X, y, penalty=aloocv.L2(lam), solver="matrix_free", n_jobs=1)
     beta = np.ascontiguousarray(fit.beta_)
     dual = shape == "wide-dual"
-    one = mfm.leverages(pb, beta, 16, per=4, dual=dual).res
+    one = mfm.leverages(mfm.point(pb, beta), 16, per=4, dual=dual).res
     with threadpool_limits(2):
         two = mfm.leverages(
-            pb.replace(options=dataclasses.replace(pb.options, n_threads=2)),
-            beta,
+            mfm.point(pb.replace(options=dataclasses.replace(pb.options, n_threads=2)), beta),
             16,
             per=4,
             dual=dual,
@@ -399,18 +383,8 @@ def test_dual_form_solves_take_fewer_iterations_than_jacobi(design):
     rtol = 3e-3
     fit = _quiet(aloocv.fit, X, y, penalty=aloocv.L2(lam), solver="dual", tol=1e-10)
     pb = Problem.build(X, y, penalty=aloocv.L2(lam), n_jobs=1)
-    call = dict(
-        fit_intercept=True,
-        beta=np.ascontiguousarray(fit.beta_),
-        n_probes=8,
-        n_groups=8,
-        seed=1,
-        cg_rtol=rtol,
-        max_cg=2000,
-        n_threads=1,
-        dual=True,
-    )
-    r = _core.random_leverages(core_design(pb.X), pb.y, None, pb.loss.core, pb.l2, **call)
+    call = dict(n_probes=8, n_groups=8, seed=1, cg_rtol=rtol, max_cg=2000, dual=True)
+    r = mfm.point(pb, fit.beta_).core.random_leverages(**call)
     assert r.dual and r.converged
     sd = np.sqrt(np.asarray(r.d))
     A = sp.csr_matrix(sp.diags(sd) @ X / np.sqrt(lam))
@@ -498,9 +472,9 @@ def test_probe_calls_stack_into_the_groups_of_one_call(monkeypatch):
     parts, total = [], 0
     for new in (8, 8, 16, 32, 64, 128):
         per = max(1, (total + new) // mfm.MAX_GROUPS)
-        parts.append(mfm.leverages(pb, beta, new, per, first_probe=total))
+        parts.append(mfm.leverages(mfm.point(pb, beta), new, per, first_probe=total))
         total += new
-    one = mfm.leverages(pb, beta, 256, per=16).res
+    one = mfm.leverages(mfm.point(pb, beta), 256, per=16).res
     for control in (False, True):
         got, per = mfm.stacked(parts, control=control)
         want = np.asarray(one.control if control else one.plain)
@@ -515,7 +489,7 @@ def test_a_search_starts_each_point_at_half_the_last_points_probes(monkeypatch, 
     # weak penalties take more probes (d_i h_i near 1); the next point's first round is half
     # the last point's probes, never fewer than N_PROBES, and its estimate is what probing
     # from N_PROBES up gives (the stacked probes are the same) where those rounds go on
-    if loss == "logistic":  # leverages(pb, beta, n_probes, per, first_probe=...)
+    if loss == "logistic":  # leverages(point, n_probes, per, first_probe=...)
         mod, name, lams = mfm, "leverages", (1e-2, 1e-3)
         start_of = lambda args, kwargs: kwargs["first_probe"]  # noqa: E731
         X, y = _sparse_text(300, 2000, 15, seed=3)
@@ -531,9 +505,12 @@ def test_a_search_starts_each_point_at_half_the_last_points_probes(monkeypatch, 
     calls = []
     orig = getattr(mod, name)
 
-    def spy(pb_, beta, n_probes, per, *args, **kwargs):
-        calls.append((float(pb_.l2[0]), n_probes, start_of(args, kwargs)))
-        return orig(pb_, beta, n_probes, per, *args, **kwargs)
+    def spy(*args, **kwargs):
+        # (point, n_probes, per, ...) or (pb, beta, n_probes, per, ...)
+        at = 1 if loss == "logistic" else 2
+        pb_ = args[0].pb if loss == "logistic" else args[0]
+        calls.append((float(pb_.l2[0]), args[at], start_of(args[at + 2 :], kwargs)))
+        return orig(*args, **kwargs)
 
     monkeypatch.setattr(mod, name, spy)
     totals = []

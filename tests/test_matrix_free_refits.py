@@ -14,7 +14,6 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 import aloocv
-from aloocv import _core
 from aloocv.backends.memory import matrix_free as mfm
 from aloocv.problem import Problem
 from conftest import make_data
@@ -60,7 +59,7 @@ def test_lockstep_refits_equal_fits_without_the_sample(loss, sparse, extras):
     beta = _full_beta(pb)
     # 21 rows: two batches of the core (kBatchRefits = 16), a repeated row among them
     rows = np.concatenate([np.arange(0, 80, 4), [8]]).astype(np.int64)
-    losses, pred, n_nc = mfm._refit_rows(pb, beta, rows)
+    losses, pred, n_nc = mfm._refit_rows(mfm.point(pb, beta), rows)
     ref = _brute_force(X, y, rows, lam, loss, w, off, fit_intercept=not extras)
     assert n_nc == 0
     np.testing.assert_allclose(pred, ref, rtol=1e-7, atol=1e-8)
@@ -73,7 +72,7 @@ def test_lockstep_refits_equal_scikit_learn_refits():
     lam = 1.5
     pb = Problem.build(X, y, penalty=aloocv.L2(lam), tol=1e-11, n_jobs=1)
     rows = np.array([3, 50, 119], dtype=np.int64)
-    _, pred, n_nc = mfm._refit_rows(pb, _full_beta(pb), rows)
+    _, pred, n_nc = mfm._refit_rows(mfm.point(pb, _full_beta(pb)), rows)
     assert n_nc == 0
     for k, i in enumerate(rows):
         keep = np.arange(120) != i
@@ -93,7 +92,8 @@ def test_self_check_refits_from_the_sherman_morrison_start_are_exact():
     derivs = pb.loss.derivatives(y, fit.decision_function(pb.X, None))
     g, d = derivs[1], derivs[2]
     rows = np.array([0, 17, 40, 41, 99, 149], dtype=np.int64)
-    refit = mfm._refitter(pb, beta, mfm._RowSolves(pb, beta), g, d)
+    pt = mfm.point(pb, beta)
+    refit = mfm._refitter(pt, mfm._RowSolves(pt), g, d)
     losses, n_nc = refit(rows)
     ref = _brute_force(X, y, rows, lam, "logistic")
     assert n_nc == 0
@@ -105,7 +105,7 @@ def test_refits_not_at_tol_are_counted():
     beta = _full_beta(Problem.build(X, y, penalty=aloocv.L2(0.1), n_jobs=1))
     pb = Problem.build(X, y, penalty=aloocv.L2(0.1), tol=1e-15, max_iter=1, n_jobs=1)
     rows = np.arange(5, dtype=np.int64)
-    _, _, n_nc = mfm._refit_rows(pb, beta, rows)
+    _, _, n_nc = mfm._refit_rows(mfm.point(pb, beta), rows)
     assert n_nc == rows.size  # one Newton step from the full fit cannot reach 1e-15
 
 
@@ -113,12 +113,14 @@ def test_cg_refits_refuses_bad_rows_and_starts():
     X, y = make_data("logistic", 30, 4, seed=0)
     pb = Problem.build(X, y, penalty=aloocv.L2(1.0), n_jobs=1)
     beta = np.zeros(5)
-    kw = dict(fit_intercept=True, beta=beta, tol=1e-8, max_iter=10, n_threads=1)
-    args = mfm._args(pb)
+    kw = dict(tol=1e-8, max_iter=10)
+    pt = mfm.point(pb, beta).core
     with pytest.raises(ValueError, match="out of range"):
-        _core.cg_refits(*args, rows=np.array([30], dtype=np.int64), **kw)
+        pt.cg_refits(np.array([30], dtype=np.int64), **kw)
     with pytest.raises(ValueError, match="starts"):
-        _core.cg_refits(*args, rows=np.array([1, 2], dtype=np.int64), starts=np.zeros((2, 4)), **kw)
+        pt.cg_refits(np.array([1, 2], dtype=np.int64), starts=np.zeros((2, 4)), **kw)
+    with pytest.raises(ValueError, match="beta"):
+        mfm.point(pb, np.zeros(4))
 
 
 def _text(n: int, p: int, per_row: int, seed: int):
@@ -149,13 +151,13 @@ def test_solves_with_the_dense_head_preconditioner_are_exact(intercept):
     pen = np.r_[0.0, np.full(300, lam)] if intercept else np.full(300, lam)
     H = Xt.T @ (d[:, None] * Xt) + np.diag(pen)
     rows = np.array([0, 7, 123, 399], dtype=np.int64)
-    h, S = mfm._RowSolves(pb, beta)(rows)
+    h, S = mfm._RowSolves(mfm.point(pb, beta))(rows)
     S_ref = np.linalg.solve(H, Xt[rows].T).T
     # a relative residual of 1e-5 (EXACT_CG_RTOL); the leverage errs by its square
     assert np.linalg.norm(S - S_ref) <= 1e-4 * np.linalg.norm(S_ref)
     np.testing.assert_allclose(h, np.einsum("ij,ij->i", Xt[rows], S_ref), rtol=1e-8)
     # and the lockstep refits with it (the batch's Newton-CG directions)
-    _, pred, n_nc = mfm._refit_rows(pb, beta, rows)
+    _, pred, n_nc = mfm._refit_rows(mfm.point(pb, beta), rows)
     assert n_nc == 0
     ref = _brute_force(X, y, rows, lam, "logistic", fit_intercept=intercept)
     np.testing.assert_allclose(pred, ref, rtol=1e-6, atol=1e-7)
@@ -170,8 +172,10 @@ def test_refits_on_one_and_two_threads_give_the_same_bits():
     pb = Problem.build(X, y, penalty=aloocv.L2(0.5), n_jobs=1)
     beta = _full_beta(pb)
     rows = np.arange(0, 12000, 1200).astype(np.int64)
-    one = mfm._refit_rows(pb, beta, rows)
+    one = mfm._refit_rows(mfm.point(pb, beta), rows)
     with threadpool_limits(2):
-        two = mfm._refit_rows(pb.replace(options=replace(pb.options, n_threads=2)), beta, rows)
+        two = mfm._refit_rows(
+            mfm.point(pb.replace(options=replace(pb.options, n_threads=2)), beta), rows
+        )
     np.testing.assert_array_equal(one[1], two[1])
     assert one[2] == two[2] == 0

@@ -578,6 +578,35 @@ HeadBlock head_block(const Design& X, bool intercept, const Vec& d, const Vec& p
   return hb;
 }
 
+Point::Point(const Problem& pb_, LossKind loss_, const Vec& beta_, int n_threads)
+    : pb(pb_),
+      loss(loss_),
+      nt(resolve_threads(n_threads)),
+      op(pb_.X, pb_.intercept, nt),
+      beta(beta_) {
+  if (beta.size() != pb.p1()) throw InvalidInput("beta has the wrong length");
+  const Index n = pb.n();
+  eta.resize(n);
+  g.resize(n);
+  d.resize(n);
+  dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    check_response<Loss>(pb.y, n, pb.lp);
+    op.forward(beta.data(), eta.data());
+    pb.add_offset(eta.data());
+    detail::derivatives<Loss>(pb, eta.data(), g.data(), d.data(), nt);
+  });
+  minv = jacobi(op, d, pb.pen);
+}
+
+const HeadBlock& Point::head() const {
+  if (!head_built_) {
+    head_ = head_block(pb.X, pb.intercept, d, pb.pen, minv);
+    head_built_ = true;
+  }
+  return head_;
+}
+
 void HeadBlock::apply(const RowMat& R, RowMat& Z) const {
   const Index k = Index(idx.size()), m = R.cols();
   Mat B(k, m);
@@ -1097,12 +1126,15 @@ bool dual_applies(const Problem& pb, const Vec& g, const Vec& d, const LeverageO
 // matrix), and h_i estimated by r_i (S r)_i / d_i; the control variate subtracts
 // r_i (D^{1/2} A0 D^{1/2} r)_i / d_i as in the primal form. Rows with d_i = 0 and g_i = 0 have
 // no use for a leverage (they keep A0's); the rows in `exact` get theirs by one PCG solve.
-void dual_probes(const Problem& pb, LossKind loss, const FitState& st, const LeverageOptions& o,
-                 const mf::Operator& op, const Vec& minv, const std::vector<Index>& exact,
+void dual_probes(const mf::Point& pt, const LeverageOptions& o, const std::vector<Index>& exact,
                  RandomLeverages& out) {
+  const Problem& pb = pt.pb;
+  const mf::Operator& op = pt.op;
+  const Vec& minv = pt.minv;
   const Index n = pb.n(), p1 = pb.p1(), off = pb.intercept ? 1 : 0, G = o.n_groups;
   const Index per = o.n_probes / G;
-  const int nt = resolve_threads(o.n_threads);
+  const int nt = pt.nt;
+  const Index passes0 = op.passes;
   const mf::Operator op0(op, false);
   const Vec sd = out.d.cwiseMax(0.0).cwiseSqrt();
   const Vec pinv = pb.pen.tail(p1 - off).cwiseInverse();
@@ -1161,10 +1193,9 @@ void dual_probes(const Problem& pb, LossKind loss, const FitState& st, const Lev
       }
     }
   }
-  out.passes = op.passes + op0.passes;
+  out.passes = op.passes - passes0 + op0.passes;
   if (exact.empty()) return;
-  const Vec h = row_leverages(pb, loss, st, exact.data(), Index(exact.size()), o.cg_rtol, o.max_cg,
-                              o.n_threads);
+  const Vec h = row_leverages(pt, exact.data(), Index(exact.size()), o.cg_rtol, o.max_cg);
   out.exact_rows = Index(exact.size());
   for (Index k = 0; k < out.exact_rows; ++k) {
     const Index i = exact[k];
@@ -1175,22 +1206,19 @@ void dual_probes(const Problem& pb, LossKind loss, const FitState& st, const Lev
 
 }  // namespace
 
-RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitState& st,
-                                 const LeverageOptions& o) {
+RandomLeverages random_leverages(const mf::Point& pt, const LeverageOptions& o) {
   if (o.n_groups < 1 || o.n_probes < o.n_groups || o.n_probes % o.n_groups != 0) {
     throw InvalidInput("n_probes must be a positive multiple of n_groups");
   }
+  const Problem& pb = pt.pb;
+  const mf::Operator& op = pt.op;
+  const Vec& minv = pt.minv;
   const Index n = pb.n(), G = o.n_groups, per = o.n_probes / o.n_groups;
-  const int nt = resolve_threads(o.n_threads);
-  const mf::Operator op(pb.X, pb.intercept, nt);
+  const int nt = pt.nt;
+  const Index passes0 = op.passes;
   RandomLeverages out;
-  out.g.resize(n);
-  out.d.resize(n);
-  dispatch_loss(loss, [&](auto L) {
-    using Loss = decltype(L);
-    detail::derivatives<Loss>(pb, st.eta.data(), out.g.data(), out.d.data(), nt);
-  });
-  const Vec minv = mf::jacobi(op, out.d, pb.pen);
+  out.g = pt.g;
+  out.d = pt.d;
   // Probes weighted by s_i = sqrt(d_i + floor): the estimated matrix W A W (W = diag(s))
   // is about the hat matrix D^{1/2} A D^{1/2}, whose eigenvalues lie in [0, 1], so that
   // sum_j (W A W)_ij^2 <= (W A W)_ii bounds each estimate's variance; h_i is then
@@ -1210,10 +1238,10 @@ RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitStat
   const Index gpb = std::max<Index>(1, kBatchProbes / per);
   std::vector<Index> exact;
   if (dual_applies(pb, out.g, out.d, o, exact)) {
-    dual_probes(pb, loss, st, o, op, minv, exact, out);
+    dual_probes(pt, o, exact, out);
     return out;
   }
-  const mf::HeadBlock head = mf::head_block(pb.X, pb.intercept, out.d, pb.pen, minv);
+  const mf::HeadBlock& head = pt.head();
   if (!head.empty()) co.head = &head;
   RowMat Z, B, S, AZ, A0Z, MB;
   for (Index g0 = 0; g0 < G; g0 += gpb) {
@@ -1246,24 +1274,17 @@ RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitStat
       }
     }
   }
-  out.passes = op.passes;
+  out.passes = op.passes - passes0;
   return out;
 }
 
-Vec row_leverages(const Problem& pb, LossKind loss, const FitState& st, const Index* rows, Index r,
-                  double rtol, Index max_cg, int n_threads, RowMat* solves) {
+Vec row_leverages(const mf::Point& pt, const Index* rows, Index r, double rtol, Index max_cg,
+                  RowMat* solves) {
+  const Problem& pb = pt.pb;
   const Index n = pb.n(), p1 = pb.p1();
   for (Index k = 0; k < r; ++k) {
     if (rows[k] < 0 || rows[k] >= n) throw InvalidInput("row_leverages: a row is out of range");
   }
-  const int nt = resolve_threads(n_threads);
-  const mf::Operator op(pb.X, pb.intercept, nt);
-  Vec g(n), d(n);
-  dispatch_loss(loss, [&](auto L) {
-    using Loss = decltype(L);
-    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
-  });
-  const Vec minv = mf::jacobi(op, d, pb.pen);
   RowMat B = RowMat::Zero(p1, r), S;
   Vec x(p1);
   for (Index k = 0; k < r; ++k) {
@@ -1273,9 +1294,9 @@ Vec row_leverages(const Problem& pb, LossKind loss, const FitState& st, const In
   mf::CgOptions co;
   co.rtol = rtol;
   co.max_iter = max_cg;
-  const mf::HeadBlock head = mf::head_block(pb.X, pb.intercept, d, pb.pen, minv);
+  const mf::HeadBlock& head = pt.head();
   if (!head.empty()) co.head = &head;
-  mf::block_pcg(mf::HessianOp{op, d, pb.pen}, minv, B, S, co);
+  mf::block_pcg(mf::HessianOp{pt.op, pt.d, pb.pen}, pt.minv, B, S, co);
   Vec h(r);
   for (Index k = 0; k < r; ++k) h[k] = B.col(k).dot(S.col(k));
   if (solves != nullptr) *solves = S.transpose();  // (r x p1): H^{-1} x~_i per row

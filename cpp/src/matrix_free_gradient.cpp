@@ -8,25 +8,27 @@
 
 namespace aloocv {
 
-Vec random_leverages_gradient(const Problem& pb, LossKind loss, const FitState& st,
-                              const LeverageOptions& o, bool control, const RowMat& rho,
-                              const Vec& alpha, const Vec& gamma) {
+Vec random_leverages_gradient(const mf::Point& pt, const LeverageOptions& o, bool control,
+                              const RowMat& rho, const Vec& alpha, const Vec& gamma) {
+  const Problem& pb = pt.pb;
   const Index n = pb.n(), p1 = pb.p1(), G = o.n_groups, per = o.n_probes / o.n_groups;
+  if (o.n_groups < 1 || o.n_probes < o.n_groups || o.n_probes % o.n_groups != 0) {
+    throw InvalidInput("n_probes must be a positive multiple of n_groups");
+  }
   if (rho.rows() != n || rho.cols() != G || alpha.size() != n || gamma.size() != n) {
     throw InvalidInput("random_leverages_gradient: coefficient shapes do not match");
   }
-  const int nt = resolve_threads(o.n_threads);
-  const mf::Operator op(pb.X, pb.intercept, nt);
-  Vec g(n), d(n), wl3(n);
-  dispatch_loss(loss, [&](auto L) {
+  const mf::Operator& op = pt.op;
+  const Vec &g = pt.g, &d = pt.d, &minv = pt.minv;
+  const Vec& eta = pt.eta;
+  Vec wl3(n);
+  dispatch_loss(pt.loss, [&](auto L) {
     using Loss = decltype(L);
-    detail::derivatives<Loss>(pb, st.eta.data(), g.data(), d.data(), nt);
     for (Index i = 0; i < n; ++i) {
       // d(d_i^+)/d eta_i: w l''' where the curvature is positive (the clip max(d, 0))
-      wl3[i] = d[i] > 0.0 ? pb.weight(i) * Loss::d3(pb.y[i], st.eta[i], pb.lp) : 0.0;
+      wl3[i] = d[i] > 0.0 ? pb.weight(i) * Loss::d3(pb.y[i], eta[i], pb.lp) : 0.0;
     }
   });
-  const Vec minv = mf::jacobi(op, d, pb.pen);
   const double dmean = d.cwiseMax(0.0).mean();
   const bool floor_moves = dmean > 0.0;
   const double floor = floor_moves ? kProbeWeightFloor * dmean : 1.0;
@@ -35,7 +37,7 @@ Vec random_leverages_gradient(const Problem& pb, LossKind loss, const FitState& 
   mf::CgOptions co;
   co.rtol = o.cg_rtol;
   co.max_iter = o.max_cg;
-  const mf::HeadBlock head = mf::head_block(pb.X, pb.intercept, d, pb.pen, minv);
+  const mf::HeadBlock& head = pt.head();
   if (!head.empty()) co.head = &head;  // random_leverages' preconditioner: the same solves
   // coefficients of d mean on: eta_i (E), the penalty weights (R), s_i (kappa), and
   // sum_k (X~ t_k)_i (X~ S_k)_i (e3, the dH term through eta), diag(H) (sigma: control)
@@ -108,7 +110,7 @@ Vec random_leverages_gradient(const Problem& pb, LossKind loss, const FitState& 
   cu.max_iter = std::max<Index>(o.max_cg, 10 * o.max_cg);
   cu.head = co.head;
   mf::block_pcg(H, minv, rhs, u, cu);
-  Vec grad = R - u.col(0).cwiseProduct(st.beta);
+  Vec grad = R - u.col(0).cwiseProduct(pt.beta);
   if (pb.intercept) grad[0] = 0.0;
   return grad;
 }

@@ -26,9 +26,14 @@ struct Refit {
 // Compiled once: the loss enters through its O(n) passes (detail::LossPasses).
 class Lockstep {
  public:
-  Lockstep(const detail::LossPasses& loss, const Problem& pb, const mf::Operator& op,
-           const CgFitOptions& opt, int nt)
-      : loss_(loss), pb_(pb), op_(op), opt_(opt), nt_(nt) {}
+  Lockstep(const detail::LossPasses& loss, const mf::Point& pt, const CgFitOptions& opt)
+      : loss_(loss),
+        pb_(pt.pb),
+        op_(pt.op),
+        opt_(opt),
+        nt_(pt.nt),
+        minv_(pt.minv),
+        head_(pt.head()) {}
 
   // Refits rows[0..m) from the columns of B0 (p1 x m); results into out at `first`.
   void run(const Index* rows, Index m, const RowMat& B0, CgRefits& out, Index first) {
@@ -51,7 +56,6 @@ class Lockstep {
     std::vector<Index> all(static_cast<size_t>(m));
     for (Index k = 0; k < m; ++k) all[static_cast<size_t>(k)] = k;
     gradients(all);
-    preconditioner();
     for (Refit& r : refits_) {
       r.done = r.gn / r.scale <= opt_.fit.tol;  // check_first
     }
@@ -99,16 +103,6 @@ class Lockstep {
       }
       r.gn = r.grad.cwiseAbs().maxCoeff();
     }
-  }
-
-  // Jacobi on the batch's mean curvature at its starts (one pass): a preconditioner only,
-  // the refits' steps are tested on their own objectives
-  void preconditioner() {
-    Vec dbar = Vec::Zero(pb_.n());
-    for (const Refit& r : refits_) dbar += r.d.cwiseMax(0.0);
-    dbar /= double(refits_.size());
-    minv_ = mf::jacobi(op_, dbar, pb_.pen);
-    head_ = mf::head_block(pb_.X, pb_.intercept, dbar, pb_.pen, minv_);
   }
 
   // each active refit's Newton direction at its point, by one block PCG solve to each
@@ -185,21 +179,21 @@ class Lockstep {
   const CgFitOptions& opt_;
   int nt_;
   std::vector<Refit> refits_;
-  Vec minv_;
-  mf::HeadBlock head_;
+  const Vec& minv_;  // the Point's preconditioner (at beta)
+  const mf::HeadBlock& head_;
   Index cg_iterations_ = 0;
 };
 
 }  // namespace
 
-CgRefits cg_refits(const Problem& pb, LossKind loss, const CgFitOptions& opt, const Index* rows,
-                   Index r, const Vec& beta, const RowMat* starts) {
+CgRefits cg_refits(const mf::Point& pt, const CgFitOptions& opt, const Index* rows, Index r,
+                   const RowMat* starts) {
+  const Problem& pb = pt.pb;
   if (pb.has_l1()) {
     throw InvalidInput(
         "the matrix-free route fits smooth (L2) penalties; an L1 term uses solver='primal'");
   }
   const Index n = pb.n(), p1 = pb.p1();
-  if (beta.size() != p1) throw InvalidInput("cg_refits: beta has the wrong length");
   if (starts && (starts->rows() != r || starts->cols() != p1)) {
     throw InvalidInput("cg_refits: starts must be (len(rows), p1)");
   }
@@ -210,22 +204,20 @@ CgRefits cg_refits(const Problem& pb, LossKind loss, const CgFitOptions& opt, co
   out.predictions.resize(r);
   out.converged.assign(static_cast<size_t>(r), 0);
   out.n_iter.assign(static_cast<size_t>(r), 0);
-  const int nt = resolve_threads(opt.fit.n_threads);
-  const mf::Operator op(pb.X, pb.intercept, nt);
-  dispatch_loss(loss, [&](auto L) {
+  const Index passes0 = pt.op.passes;
+  dispatch_loss(pt.loss, [&](auto L) {
     using Loss = decltype(L);
-    check_response<Loss>(pb.y, pb.n(), pb.lp);
-    Lockstep lock(detail::loss_passes<Loss>(), pb, op, opt, nt);
+    Lockstep lock(detail::loss_passes<Loss>(), pt, opt);
     RowMat B0;
     for (Index k0 = 0; k0 < r; k0 += kBatchRefits) {
       const Index m = std::min(kBatchRefits, r - k0);
       B0.resize(p1, m);
       for (Index k = 0; k < m; ++k)
-        B0.col(k) = starts ? Vec(starts->row(k0 + k).transpose()) : beta;
+        B0.col(k) = starts ? Vec(starts->row(k0 + k).transpose()) : pt.beta;
       lock.run(rows + k0, m, B0, out, k0);
     }
   });
-  out.passes = op.passes;
+  out.passes = pt.op.passes - passes0;
   return out;
 }
 

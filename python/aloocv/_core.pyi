@@ -331,80 +331,69 @@ def cg_state(
     n_threads: int,
     offset: _F64 | None = None,
 ) -> FitResult: ...
-def random_leverages(
-    X: _Design,
-    y: _F64,
-    sample_weight: _F64 | None,
-    loss: _Loss,
-    penalty: _F64,
-    *,
-    fit_intercept: bool,
-    beta: _F64,
-    offset: _F64 | None = None,
-    n_probes: int,
-    n_groups: int,
-    seed: int,
-    cg_rtol: float,
-    max_cg: int,
-    n_threads: int,
-    first_probe: int = 0,
-    dual: bool = False,
-) -> RandomLeveragesResult: ...
-def row_leverages(
-    X: _Design,
-    y: _F64,
-    sample_weight: _F64 | None,
-    loss: _Loss,
-    penalty: _F64,
-    *,
-    fit_intercept: bool,
-    beta: _F64,
-    offset: _F64 | None = None,
-    rows: NDArray[np.int64],
-    cg_rtol: float,
-    max_cg: int,
-    n_threads: int,
-    return_solves: bool = False,
-) -> _F64 | tuple[_F64, _F64]: ...
-def cg_refits(
-    X: _Design,
-    y: _F64,
-    sample_weight: _F64 | None,
-    loss: _Loss,
-    penalty: _F64,
-    *,
-    fit_intercept: bool,
-    beta: _F64,
-    offset: _F64 | None = None,
-    rows: NDArray[np.int64],
-    starts: _F64 | None = None,
-    tol: float,
-    max_iter: int,
-    n_threads: int,
-    max_cg: int = 250,
-) -> tuple[_F64, NDArray[np.bool_], NDArray[np.int64], int, int]: ...
-def random_leverages_gradient(
-    X: _Design,
-    y: _F64,
-    sample_weight: _F64 | None,
-    loss: _Loss,
-    penalty: _F64,
-    *,
-    fit_intercept: bool,
-    beta: _F64,
-    offset: _F64 | None = None,
-    n_probes: int,
-    n_groups: int,
-    seed: int,
-    cg_rtol: float,
-    max_cg: int,
-    n_threads: int,
-    first_probe: int = 0,
-    control: bool,
-    rho: _F64,
-    alpha: _F64,
-    gamma: _F64,
-) -> _F64: ...
+
+class MatrixFreePoint:
+    """The matrix-free route's state at one beta, shared by its solves there
+    (docs/math/matrix_free.md, "One point, many solves")."""
+
+    def __init__(
+        self,
+        X: _Design,
+        y: _F64,
+        sample_weight: _F64 | None,
+        loss: _Loss,
+        penalty: _F64,
+        *,
+        fit_intercept: bool,
+        beta: _F64,
+        offset: _F64 | None = None,
+        n_threads: int,
+    ) -> None: ...
+    @property
+    def eta(self) -> _F64: ...
+    def random_leverages(
+        self,
+        *,
+        n_probes: int,
+        n_groups: int,
+        seed: int,
+        cg_rtol: float,
+        max_cg: int,
+        first_probe: int = 0,
+        dual: bool = False,
+    ) -> RandomLeveragesResult: ...
+    def row_leverages(
+        self,
+        rows: NDArray[np.int64],
+        *,
+        cg_rtol: float,
+        max_cg: int,
+        return_solves: bool = False,
+    ) -> _F64 | tuple[_F64, _F64]: ...
+    def cg_refits(
+        self,
+        rows: NDArray[np.int64],
+        *,
+        starts: _F64 | None = None,
+        tol: float,
+        max_iter: int,
+        max_cg: int = 250,
+    ) -> tuple[_F64, NDArray[np.bool_], NDArray[np.int64], int, int]: ...
+    def random_leverages_gradient(
+        self,
+        *,
+        n_probes: int,
+        n_groups: int,
+        seed: int,
+        cg_rtol: float,
+        max_cg: int,
+        first_probe: int = 0,
+        control: bool,
+        rho: _F64,
+        alpha: _F64,
+        gamma: _F64,
+    ) -> _F64: ...
+
 def loss_eval(
     loss: _Loss, y: _F64, eta: _F64, *, fused: bool = False
 ) -> tuple[_F64, _F64, _F64, _F64, _F64, _F64]: ...

@@ -213,6 +213,32 @@ Vec jacobi(const Operator& op, const Vec& d, const Vec& pen);
 HeadBlock head_block(const Design& X, bool intercept, const Vec& d, const Vec& pen,
                      const Vec& minv);
 
+// The route's state at one beta that every solve there shares (docs/math/matrix_free.md,
+// "One point, many solves"): the linear predictor, the loss's derivatives, the products
+// (one Operator: its CSC index built once) and the preconditioner (Jacobi, and the head
+// block on first use). The leverage estimates, the exact leverages of some samples, the
+// self-check's refits and the hypergradient at a fit take one Point: its set-up (a pass for
+// eta, one for the Jacobi diagonal, one for the head block) is made once, not per call.
+// Holds pb by reference: pb (and the arrays it reads) must outlive it.
+class Point {
+ public:
+  Point(const Problem& pb, LossKind loss, const Vec& beta, int n_threads);
+  const Problem& pb;
+  const LossKind loss;
+  const int nt;
+  const Operator op;
+  const Vec beta;
+  Vec eta;   // (n) X~ beta + offset
+  Vec g, d;  // (n) w l', w l'' at eta
+  Vec minv;  // (p1) 1 / diag(H) (jacobi)
+  // head_block at d (built on first use: the dual form does not take it)
+  const HeadBlock& head() const;
+
+ private:
+  mutable bool head_built_ = false;
+  mutable HeadBlock head_;
+};
+
 }  // namespace mf
 
 // Options of the matrix-free fit.
@@ -248,8 +274,10 @@ struct CgRefits {
   Index passes = 0;             // block products over X
 };
 
-CgRefits cg_refits(const Problem& pb, LossKind loss, const CgFitOptions& opt, const Index* rows,
-                   Index r, const Vec& beta, const RowMat* starts);
+// The refits' Newton directions are preconditioned by the Point's (Jacobi and head block
+// at beta: a preconditioner only, each refit's steps are tested on its own objective).
+CgRefits cg_refits(const mf::Point& pt, const CgFitOptions& opt, const Index* rows, Index r,
+                   const RowMat* starts);
 
 // The floor of the probe weights, relative to the mean curvature (random_leverages).
 constexpr double kProbeWeightFloor = 1e-3;
@@ -300,13 +328,12 @@ struct RandomLeverages {
   Index exact_rows = 0;  // rows given exact leverages by the dual form
 };
 
-RandomLeverages random_leverages(const Problem& pb, LossKind loss, const FitState& st,
-                                 const LeverageOptions& o);
+RandomLeverages random_leverages(const mf::Point& pt, const LeverageOptions& o);
 
-// The exact leverages h_i = x~_i^T H^{-1} x~_i of the samples rows[0..r) at st, by one
+// The exact leverages h_i = x~_i^T H^{-1} x~_i of the samples rows[0..r) at pt, by one
 // block PCG solve with the columns x~_i (H with the curvature clipped at 0, as the probes').
-Vec row_leverages(const Problem& pb, LossKind loss, const FitState& st, const Index* rows, Index r,
-                  double rtol, Index max_cg, int n_threads, RowMat* solves = nullptr);
+Vec row_leverages(const mf::Point& pt, const Index* rows, Index r, double rtol, Index max_cg,
+                  RowMat* solves = nullptr);
 
 // The exact derivative of a reported ALO mean built on random_leverages' estimates, in
 // the per-feature penalty weights (docs/math/matrix_free.md, "Hypergradient"): the caller
@@ -318,9 +345,8 @@ Vec row_leverages(const Problem& pb, LossKind loss, const FitState& st, const In
 //   gamma (n)    d mean / d h_i summed over the subsets (the control variate's diagonal).
 // The probes are solved again (same seed: the same solves), then one adjoint PCG solve per
 // probe and one for beta. Returns d mean / d pen (p1; the intercept's entry is 0).
-Vec random_leverages_gradient(const Problem& pb, LossKind loss, const FitState& st,
-                              const LeverageOptions& o, bool control, const RowMat& rho,
-                              const Vec& alpha, const Vec& gamma);
+Vec random_leverages_gradient(const mf::Point& pt, const LeverageOptions& o, bool control,
+                              const RowMat& rho, const Vec& alpha, const Vec& gamma);
 
 // Rademacher value (+1 or -1) of probe k at sample i for a seed: a counter-based hash, the
 // same for any batching or thread count.

@@ -43,11 +43,13 @@ from . import scalar
 
 __all__ = [
     "MatrixFreeTuneState",
+    "Point",
     "Probed",
     "RandomizedLeverages",
     "estimate",
     "fit",
     "loo",
+    "point",
     "probe_until",
     "stacked",
     "tune_state",
@@ -188,6 +190,33 @@ def _cg_fit(pb: Problem, beta0: np.ndarray | None, sample_weight: np.ndarray | N
 
 # ----------------------------------------------------------------------------- leverages
 @dataclass(frozen=True)
+class Point:
+    """The core's state at one ``beta`` of a problem (``_core.MatrixFreePoint``: eta, the
+    loss's derivatives, the preconditioner), made once and shared by every solve there: the
+    probes, the exact leverages and refits of the self-check, the hypergradient
+    (docs/math/matrix_free.md, "One point, many solves")."""
+
+    pb: Problem
+    beta: np.ndarray
+    core: Any
+
+
+def point(pb: Problem, beta: np.ndarray) -> Point:
+    """The :class:`Point` of ``pb`` at ``beta`` (one pass over X, one for the Jacobi
+    diagonal)."""
+    beta = np.ascontiguousarray(beta, dtype=np.float64)
+    with _blas.single_threaded_blas():
+        core = _core.MatrixFreePoint(
+            *_args(pb),
+            fit_intercept=pb.fit_intercept,
+            beta=beta,
+            offset=pb.offset,
+            n_threads=pb.options.n_threads,
+        )
+    return Point(pb, beta, core)
+
+
+@dataclass(frozen=True)
 class _Estimate:
     losses: np.ndarray
     predictions: np.ndarray
@@ -195,6 +224,7 @@ class _Estimate:
     downdate: np.ndarray
     info: RandomizedLeverages
     gradient: np.ndarray | None = None
+    point: Point | None = None
 
 
 def _alo_at(pb: Problem, eta, g, d, h) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -241,19 +271,15 @@ def _jackknife(pb: Problem, eta, g, d, groups: np.ndarray) -> tuple[_Estimate, f
     return _Estimate(losses, pred, h, 1.0 - np.maximum(d, 0.0) * h, info), se
 
 
-def _probes(pb: Problem, beta: np.ndarray, n_probes: int, per: int, seed: int) -> dict[str, Any]:
-    """The keyword options of the core's probe calls at ``beta``: ``n_probes`` probes in
-    groups of ``per``."""
+def _probes(n_probes: int, per: int, seed: int) -> dict[str, Any]:
+    """The keyword options of the core's probe calls: ``n_probes`` probes in groups of
+    ``per``."""
     return {
-        "fit_intercept": pb.fit_intercept,
-        "beta": beta,
-        "offset": pb.offset,
         "n_probes": n_probes,
         "n_groups": n_probes // per,
         "seed": seed,
         "cg_rtol": CG_RTOL,
         "max_cg": MAX_CG,
-        "n_threads": pb.options.n_threads,
     }
 
 
@@ -267,21 +293,20 @@ class Probed:
 
 
 def leverages(
-    pb: Problem,
-    beta: np.ndarray,
+    pt: Point,
     n_probes: int,
     per: int = 1,
     seed: int = PROBE_SEED,
     first_probe: int = 0,
     dual: bool = False,
 ) -> Probed:
-    """The core's leverage estimates at ``beta`` from the seed's probes ``first_probe,
-    first_probe + 1, ...``, ``n_probes`` of them in groups of ``per`` consecutive ones;
-    ``dual``: the dual form where it applies (the core decides; not for the derivative,
-    whose adjoint solves follow the primal form)."""
+    """The core's leverage estimates at the point ``pt`` from the seed's probes
+    ``first_probe, first_probe + 1, ...``, ``n_probes`` of them in groups of ``per``
+    consecutive ones; ``dual``: the dual form where it applies (the core decides; not for
+    the derivative, whose adjoint solves follow the primal form)."""
     with _blas.single_threaded_blas():
-        res = _core.random_leverages(
-            *_args(pb), **_probes(pb, beta, n_probes, per, seed), first_probe=first_probe, dual=dual
+        res = pt.core.random_leverages(
+            **_probes(n_probes, per, seed), first_probe=first_probe, dual=dual
         )
     return Probed(res, per)
 
@@ -317,16 +342,18 @@ def estimate(
     also the exact derivative of the reported mean in the per-feature L2 weights.
     ``race``: the lowest mean of a search so far; a candidate whose mean is RACE_Z standard
     errors above it gets no more probes (it cannot be the search's choice). ``first``: the
-    probes of the first round (a search's next point starts at half its last point's)."""
+    probes of the first round (a search's next point starts at half its last point's).
+    The estimate carries its :class:`Point` (the self-check's solves share it)."""
+    pt = point(pb, beta)
 
     def probe(n_probes: int, per: int, start: int) -> Probed:
-        return leverages(pb, beta, n_probes, per, first_probe=start, dual=not want_gradient)
+        return leverages(pt, n_probes, per, first_probe=start, dual=not want_gradient)
 
     est, parts, kind = probe_until(
         pb, probe, lambda parts: _best(pb, parts), rtol, race, first=first
     )
-    grad = gradient(pb, beta, parts, kind) if want_gradient else None
-    return dataclasses.replace(est, gradient=grad)
+    grad = gradient(pt, parts, kind) if want_gradient else None
+    return dataclasses.replace(est, gradient=grad, point=pt)
 
 
 def probe_until(
@@ -427,18 +454,18 @@ def _coefficients(pb: Problem, eta, g, d, groups: np.ndarray, per: int) -> tuple
     return rho, alpha, g_all + total_del
 
 
-def gradient(pb: Problem, beta: np.ndarray, parts: list[Probed], kind: str) -> np.ndarray:
-    """d mean / d (per-feature L2 weights) of the matrix-free ALO mean at ``beta`` from the
-    probes of ``parts`` (:func:`leverages` calls of ``PROBE_SEED``, consecutive probes) and
-    its estimator."""
+def gradient(pt: Point, parts: list[Probed], kind: str) -> np.ndarray:
+    """d mean / d (per-feature L2 weights) of the matrix-free ALO mean at the point ``pt``
+    from the probes of ``parts`` (:func:`leverages` calls of ``PROBE_SEED``, consecutive
+    probes) and its estimator."""
+    pb = pt.pb
     r = parts[0].res
     groups, per = stacked(parts, control=kind != "plain")
     G = groups.shape[1]
     rho, alpha, gamma = _coefficients(pb, r.eta, r.g, r.d, groups, per)
     with _blas.single_threaded_blas():
-        return _core.random_leverages_gradient(
-            *_args(pb),
-            **_probes(pb, beta, G * per, per, PROBE_SEED),
+        return pt.core.random_leverages_gradient(
+            **_probes(G * per, per, PROBE_SEED),
             control=kind == "control",
             rho=rho,
             alpha=alpha,
@@ -473,7 +500,7 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
     beta = _beta(fitres)
     if req.method == "exact":
         rows = np.arange(pb.n_samples)
-        losses, pred, n_nc = _refit_rows(pb, beta, rows)
+        losses, pred, n_nc = _refit_rows(point(pb, beta), rows)
         warn_loo_fit(fitres, given is not None, n_nc, pb.n_samples, o.tol, o.max_iter)
         return LOOResult(
             losses=losses,
@@ -504,19 +531,20 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
         indicator=indicator,
         randomized=est.info,
         gradient=grad,
-        _refits=_subset_refits(pb, fitres, beta, eta, est, indicator),
+        _refits=_subset_refits(pb, fitres, eta, est, indicator),
     )
 
 
-def _subset_refits(pb, fitres, beta, eta, est: _Estimate, indicator) -> Any:
+def _subset_refits(pb, fitres, eta, est: _Estimate, indicator) -> Any:
     """The trust layer's refits (Newton-CG) and gathered values, with ALO at exact leverages
-    for the samples the self-check refits (``Gathered.at_rows``)."""
+    for the samples the self-check refits (``Gathered.at_rows``), at the estimate's point."""
+    assert est.point is not None
     derivs = pb.loss.derivatives(pb.y, eta)
     ww = 1.0 if pb.sample_weight is None else pb.sample_weight
     g, d = ww * derivs[1], ww * derivs[2]
-    solves = _RowSolves(pb, beta)
+    solves = _RowSolves(est.point)
     sr = scalar.refits(
-        pb, "matrix_free", fitres, eta, indicator, refit=_refitter(pb, beta, solves, g, d)
+        pb, "matrix_free", fitres, eta, indicator, refit=_refitter(est.point, solves, g, d)
     )
 
     w = pb.sample_weight
@@ -548,26 +576,17 @@ class _RowSolves:
     refits, by one block PCG call per new set of rows, shared by ALO at exact leverages
     (``Gathered.at_rows``) and the refits' Newton start."""
 
-    def __init__(self, pb: Problem, beta: np.ndarray) -> None:
-        self.pb, self.beta = pb, beta
+    def __init__(self, pt: Point) -> None:
+        self.pt = pt
         self._h: dict[int, float] = {}
         self._s: dict[int, np.ndarray] = {}
 
     def __call__(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         new = np.array([i for i in np.unique(rows) if int(i) not in self._h], dtype=np.int64)
         if new.size:
-            pb = self.pb
             with _blas.single_threaded_blas():
-                h, S = _core.row_leverages(
-                    *_args(pb),
-                    fit_intercept=pb.fit_intercept,
-                    beta=self.beta,
-                    offset=pb.offset,
-                    rows=new,
-                    cg_rtol=EXACT_CG_RTOL,
-                    max_cg=MAX_CG,
-                    n_threads=pb.options.n_threads,
-                    return_solves=True,
+                h, S = self.pt.core.row_leverages(
+                    new, cg_rtol=EXACT_CG_RTOL, max_cg=MAX_CG, return_solves=True
                 )
             for k, i in enumerate(new.tolist()):
                 self._h[i], self._s[i] = float(h[k]), S[k]
@@ -576,33 +595,26 @@ class _RowSolves:
         return h, S
 
 
-def _refit_rows(
-    pb: Problem, beta: np.ndarray, rows: np.ndarray, starts: np.ndarray | None = None
-) -> tuple:
+def _refit_rows(pt: Point, rows: np.ndarray, starts: np.ndarray | None = None) -> tuple:
     """Exact leave-one-out by Newton-CG refits without each sample of ``rows``,
-    warm-started at ``beta`` (or at ``starts[k]`` for row k), advanced in lockstep by the
-    core (``cg_refits``: one block product per step for a batch of refits): (losses,
-    predictions, refits not at tol)."""
-    o = pb.options
+    warm-started at the point's beta (or at ``starts[k]`` for row k), advanced in lockstep
+    by the core (``cg_refits``: one block product per step for a batch of refits, the
+    point's preconditioner): (losses, predictions, refits not at tol)."""
+    pb, o = pt.pb, pt.pb.options
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     with _blas.single_threaded_blas():
-        pred, converged, _, _, _ = _core.cg_refits(
-            *_args(pb),
-            fit_intercept=pb.fit_intercept,
-            beta=beta,
-            offset=pb.offset,
-            rows=rows,
+        pred, converged, _, _, _ = pt.core.cg_refits(
+            rows,
             starts=None if starts is None else np.ascontiguousarray(starts, dtype=np.float64),
             tol=o.tol,
             max_iter=o.max_iter,
-            n_threads=o.n_threads,
             max_cg=MAX_CG_NEWTON,
         )
     losses = pb.loss.value(pb.y[rows], pred)
     return losses, pred, int(rows.size - np.count_nonzero(converged))
 
 
-def _refitter(pb: Problem, beta: np.ndarray, solves: _RowSolves, g: np.ndarray, d: np.ndarray):
+def _refitter(pt: Point, solves: _RowSolves, g: np.ndarray, d: np.ndarray):
     """The self-check's refits, each started at the Newton step of its own objective from
     ``beta``: ``beta + g_i H^{-1} x~_i / (1 - d_i h_i)`` (Sherman-Morrison; the solves are
     the exact leverages' own), one Newton-CG iteration from the exact refit where ALO is
@@ -612,8 +624,8 @@ def _refitter(pb: Problem, beta: np.ndarray, solves: _RowSolves, g: np.ndarray, 
         idx = np.asarray(idx, dtype=np.int64)
         h, S = solves(idx)
         t = 1.0 - np.minimum(np.maximum(d[idx], 0.0) * h, DH_CLIP)
-        starts = beta[None, :] + (g[idx] / t)[:, None] * S
-        losses, _, n_nc = _refit_rows(pb, beta, idx, starts=starts)
+        starts = pt.beta[None, :] + (g[idx] / t)[:, None] * S
+        losses, _, n_nc = _refit_rows(pt, idx, starts=starts)
         return losses, n_nc
 
     return refit
