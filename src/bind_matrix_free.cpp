@@ -236,6 +236,34 @@ void bind_matrix_free(py::module_& m) {
           "(gamma).");
 
   m.def(
+      "alo_jackknife",
+      [](const py::object& loss, const py::array& y, const std::optional<py::array>& w,
+         const py::array& eta, const py::array& g, const py::array& d,
+         const py::array_t<double, py::array::c_style>& groups, double dh_clip, int n_threads) {
+        Problem pb;
+        const LossKind kind = apply_loss(loss, pb);
+        if (groups.ndim() != 2) throw py::value_error("groups must be 2-dimensional (n, G)");
+        const Index n = groups.shape(0), G = groups.shape(1);
+        const double* yp = vector_ptr(y, n, "y");
+        const double* wp = w ? vector_ptr(*w, n, "sample_weight") : nullptr;
+        const Eigen::Map<const Vec> e(vector_ptr(eta, n, "eta"), n), gv(vector_ptr(g, n, "g"), n),
+            dv(vector_ptr(d, n, "d"), n);
+        const Eigen::Map<const RowMat> gr(groups.data(), n, G);
+        AloJackknife r;
+        run_released(
+            [&] { r = alo_jackknife(kind, pb.lp, yp, wp, e, gv, dv, gr, dh_clip, n_threads); });
+        return py::make_tuple(
+            move_to_numpy(std::move(r.losses)), move_to_numpy(std::move(r.plain)),
+            move_to_numpy(std::move(r.predictions)), move_to_numpy(std::move(r.leverages)),
+            move_to_numpy(std::move(r.group_means)), move_to_numpy(std::move(r.leverage_se)));
+      },
+      py::arg("loss"), py::arg("y"), py::arg("sample_weight"), py::arg("eta"), py::arg("g"),
+      py::arg("d"), py::arg("groups"), py::kw_only(), py::arg("dh_clip"), py::arg("n_threads"),
+      "ALO from per-group leverage estimates (n, G) and its delete-one-group jackknife: "
+      "(losses, plug-in losses, predictions, clipped leverages, the G deleted-group means, "
+      "the leverages' standard errors).");
+
+  m.def(
       "multinomial_cg_fit",
       [](const py::object& X, const py::array& y, const std::optional<py::array>& w, Index K,
          const py::array& pen, bool intercept, double tol, Index max_iter, int n_threads,

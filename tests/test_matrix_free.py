@@ -113,6 +113,68 @@ def test_leverage_estimates_are_unbiased():
         assert abs(err.mean()) < 0.1 * np.sqrt(np.mean(err**2))
 
 
+def _jackknife_reference(loss, y, w, eta, g, d, groups, clip):
+    """The delete-one-group jackknife of ALO written out in numpy (the formulas of
+    docs/math/matrix_free.md, "The jackknife: bias and standard error")."""
+
+    def alo(h):
+        dpos = np.maximum(d, 0.0)
+        h = np.maximum(h, 0.0)
+        dh = np.minimum(dpos * h, clip)
+        h = np.where(dpos > 0.0, dh / np.where(dpos > 0.0, dpos, 1.0), h)
+        pred = eta + g * h / (1.0 - dh)
+        return loss.value(y, pred), pred, h
+
+    G = groups.shape[1]
+    h_all = groups.mean(axis=1)
+    loss_all, pred, h = alo(h_all)
+    dels = [alo((G * h_all - groups[:, k]) / (G - 1))[0] for k in range(G)]
+    means = np.array([np.average(lk, weights=w) for lk in dels])
+    losses = G * loss_all - (G - 1) / G * np.sum(dels, axis=0)
+    lev_se = groups.std(axis=1, ddof=1) / np.sqrt(G)
+    return losses, loss_all, pred, h, means, lev_se
+
+
+@pytest.mark.parametrize("loss_name", ["logistic", "poisson"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_cores_jackknife_equals_the_formulas(loss_name, weighted):
+    # noisy group estimates, some negative and some with d h above the clip, at weights
+    from aloocv import _core
+
+    rng = np.random.default_rng(3)
+    n, G = 3000, 8
+    X, y = make_data(loss_name, n, 5, seed=2)
+    pb = Problem.build(X, y, loss=loss_name, n_jobs=1)
+    eta = rng.normal(0.0, 1.0, n)
+    if loss_name == "poisson":  # means near the counts: finite exp(prediction)
+        eta = np.log(y + 0.5) + 0.3 * eta
+    der = pb.loss.derivatives(y, eta)
+    w = rng.uniform(0.5, 2.0, n) if weighted else None
+    g, d = (der[1], der[2]) if w is None else (w * der[1], w * der[2])
+    # d h up to 1.5 (clipped) for the logistic loss; below 1 for Poisson (finite exp)
+    top, noise = (1.5, 0.4) if loss_name == "logistic" else (0.9, 0.1)
+    h = rng.uniform(0.0, top, n) / np.maximum(d, 1e-3)
+    groups = h[:, None] * (1.0 + rng.normal(0.0, noise, (n, G)))
+    want = _jackknife_reference(pb.loss, y, w, eta, g, d, groups, mfm.DH_CLIP)
+    got = _core.alo_jackknife(
+        pb.loss.core, y, w, eta, g, d, groups, dh_clip=mfm.DH_CLIP, n_threads=1
+    )
+    # numpy sums a row's estimates in another order: ulps of h, which the jackknife's
+    # G L(h) - (G - 1) / G sum_k L(h_(k)) scales up about G^2 times
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
+    with threadpool_limits(2):
+        two = _core.alo_jackknife(
+            pb.loss.core, y, w, eta, g, d, groups, dh_clip=mfm.DH_CLIP, n_threads=2
+        )
+    for a, b in zip(got, two, strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="two groups"):
+        _core.alo_jackknife(
+            pb.loss.core, y, w, eta, g, d, groups[:, :1], dh_clip=mfm.DH_CLIP, n_threads=1
+        )
+
+
 def test_jackknife_stderr_covers_the_error_of_the_mean():
     X, y = _sparse_text(600, 3000, 20, seed=2)
     lam = 0.2

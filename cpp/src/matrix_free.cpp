@@ -1366,4 +1366,77 @@ Vec row_leverages(const mf::Point& pt, const Index* rows, Index r, double rtol, 
   return h;
 }
 
+AloJackknife alo_jackknife(LossKind loss, const LossParams& lp, const double* y, const double* w,
+                           const Eigen::Ref<const Vec>& eta, const Eigen::Ref<const Vec>& g,
+                           const Eigen::Ref<const Vec>& d, const Eigen::Ref<const RowMat>& groups,
+                           double dh_clip, int n_threads) {
+  const Index n = groups.rows(), G = groups.cols();
+  if (G < 2) throw InvalidInput("alo_jackknife: at least two groups");
+  if (eta.size() != n || g.size() != n || d.size() != n) {
+    throw InvalidInput("alo_jackknife: eta, g, d and the groups' rows do not match");
+  }
+  AloJackknife out;
+  out.losses.resize(n);
+  out.plain.resize(n);
+  out.predictions.resize(n);
+  out.leverages.resize(n);
+  out.leverage_se.resize(n);
+  const Index chunks = reduction_chunks(n, G, n_threads);
+  const Partition part{n, chunks};
+  Mat sums = Mat::Zero(G, chunks);  // per chunk: sum_i w_i L(h_(k))_i
+  Vec wsum = Vec::Zero(chunks);
+  const double Gd = double(G);
+  dispatch_loss(loss, [&](auto L) {
+    using Loss = decltype(L);
+    // ALO at a leverage estimate of sample i: (loss, prediction, clipped h)
+    const auto at = [&](Index i, double h, double& pred, double& hc) {
+      const double dp = std::max(d[i], 0.0);
+      h = std::max(h, 0.0);
+      const double dh = std::min(dp * h, dh_clip);
+      hc = dp > 0.0 ? dh / dp : h;
+      pred = eta[i] + g[i] * hc / (1.0 - dh);
+      return Loss::value(y[i], pred, lp);
+    };
+    const int nt = threads_for(n_threads, 40.0 * double(n) * double(G));
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (Index c = 0; c < chunks; ++c) {
+      double* sc = sums.col(c).data();
+      double ws = 0.0;
+      for (Index i = part.begin(c); i < part.begin(c + 1); ++i) {
+        const double* row = groups.row(i).data();
+        double s = 0.0;
+        for (Index k = 0; k < G; ++k) s += row[k];
+        const double hm = s / Gd;
+        double var = 0.0;
+        for (Index k = 0; k < G; ++k) var += (row[k] - hm) * (row[k] - hm);
+        out.leverage_se[i] = std::sqrt(var / (Gd - 1.0)) / std::sqrt(Gd);
+        double pred, hc;
+        const double l_all = at(i, hm, pred, hc);
+        out.plain[i] = l_all;
+        out.predictions[i] = pred;
+        out.leverages[i] = hc;
+        const double wi = w ? w[i] : 1.0;
+        double del = 0.0;
+        for (Index k = 0; k < G; ++k) {
+          double pk, hk;
+          const double lk = at(i, (Gd * hm - row[k]) / (Gd - 1.0), pk, hk);
+          del += lk;
+          sc[k] += wi * lk;
+        }
+        out.losses[i] = Gd * l_all - (Gd - 1.0) / Gd * del;
+        ws += wi;
+      }
+      wsum[c] = ws;
+    }
+  });
+  out.group_means = Vec::Zero(G);
+  double W = 0.0;
+  for (Index c = 0; c < chunks; ++c) {
+    out.group_means += sums.col(c);
+    W += wsum[c];
+  }
+  out.group_means /= W;
+  return out;
+}
+
 }  // namespace aloocv

@@ -335,6 +335,27 @@ RandomLeverages random_leverages(const mf::Point& pt, const LeverageOptions& o);
 Vec row_leverages(const mf::Point& pt, const Index* rows, Index r, double rtol, Index max_cg,
                   RowMat* solves = nullptr);
 
+// ALO from per-group leverage estimates (random_leverages' plain or control columns, n x
+// G, G >= 2) and its delete-one-group jackknife (docs/math/matrix_free.md, "The jackknife:
+// bias and standard error"): at h, the mean of a row's G estimates, and at each h_(k), the
+// mean without group k, the leverage clipped (h >= 0, d+ h <= dh_clip, d+ = max(d, 0)),
+// ALO's prediction eta + g h / (1 - d+ h) and its loss L. One pass over the estimates, the
+// loss evaluated G + 1 times per sample; the group sums in fixed row chunks (the same bits
+// for any thread count).
+struct AloJackknife {
+  Vec losses;       // (n) G L(h) - (G - 1) / G sum_k L(h_(k)): the jackknife's losses
+  Vec plain;        // (n) L(h): the plug-in losses
+  Vec predictions;  // (n) at h
+  Vec leverages;    // (n) h clipped
+  Vec group_means;  // (G) the mean (weighted by w) of L(h_(k)) over the samples
+  Vec leverage_se;  // (n) the standard deviation of a row's G estimates / sqrt(G)
+};
+
+AloJackknife alo_jackknife(LossKind loss, const LossParams& lp, const double* y, const double* w,
+                           const Eigen::Ref<const Vec>& eta, const Eigen::Ref<const Vec>& g,
+                           const Eigen::Ref<const Vec>& d, const Eigen::Ref<const RowMat>& groups,
+                           double dh_clip, int n_threads);
+
 // The exact derivative of a reported ALO mean built on random_leverages' estimates, in
 // the per-feature penalty weights (docs/math/matrix_free.md, "Hypergradient"): the caller
 // (the Python layer, which assembles the jackknife) gives, per sample, the coefficients of

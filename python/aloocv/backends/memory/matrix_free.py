@@ -227,37 +227,29 @@ class _Estimate:
     point: Point | None = None
 
 
-def _alo_at(pb: Problem, eta, g, d, h) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ALO's losses, predictions and the (clipped) leverages at estimated leverages h
-    (``g = w l'``, ``d = w l''`` at the fit)."""
-    dpos = np.maximum(d, 0.0)
-    h = np.maximum(h, 0.0)
-    dh = np.minimum(dpos * h, DH_CLIP)
-    h = np.where(dpos > 0.0, dh / np.where(dpos > 0.0, dpos, 1.0), h)
-    pred = eta + g * h / (1.0 - dh)
-    return pb.loss.value(pb.y, pred), pred, h
-
-
 def _mean(v: np.ndarray, w: np.ndarray | None) -> float:
     return float(v.mean() if w is None else v @ w / w.sum())
 
 
 def _jackknife(pb: Problem, eta, g, d, groups: np.ndarray) -> tuple[_Estimate, float]:
     """ALO from the group estimates ``groups`` (n, G): the per-sample delete-one-group
-    jackknife of the losses, and the standard error of their mean."""
+    jackknife of the losses (the core's ``alo_jackknife``: G + 1 loss evaluations per
+    sample in one pass), and the standard error of their mean."""
     w = pb.sample_weight
     G = groups.shape[1]
-    h_all = groups.mean(axis=1)
-    loss_all, pred, h = _alo_at(pb, eta, g, d, h_all)
-    loss_del = np.zeros_like(loss_all)
-    means = np.empty(G)
-    for k in range(G):  # G O(n) evaluations
-        lk = _alo_at(pb, eta, g, d, (G * h_all - groups[:, k]) / (G - 1))[0]
-        loss_del += lk
-        means[k] = _mean(lk, w)
-    losses = G * loss_all - (G - 1) / G * loss_del
+    with _blas.single_threaded_blas():
+        losses, loss_all, pred, h, means, lev_se = _core.alo_jackknife(
+            pb.loss.core,
+            pb.y,
+            w,
+            eta,
+            g,
+            d,
+            np.ascontiguousarray(groups, dtype=np.float64),
+            dh_clip=DH_CLIP,
+            n_threads=pb.options.n_threads,
+        )
     se = float(np.sqrt((G - 1) / G * np.sum((means - means.mean()) ** 2)))
-    lev_se = groups.std(axis=1, ddof=1) / np.sqrt(G)
     info = RandomizedLeverages(
         n_probes=0,
         n_groups=G,
