@@ -306,3 +306,27 @@ def test_indicator_blind_spots_are_always_refitted(case):
     np.testing.assert_allclose(res.losses[rows], ref.losses[rows], rtol=1e-6, atol=1e-9)
     plain = aloocv.loo(X, y, tol=1e-10, **kw)
     assert plain.error_estimate is not None and plain.error_estimate.n_refits == 10
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_self_checks_first_rows_are_the_rankings_first(seed):
+    # the partitioned ranking of the self-check's rows equals the head of the full sort:
+    # ties in the indicator (broken by the loss change, then the row), zero weights,
+    # infinite and NaN indicators
+    from types import SimpleNamespace
+
+    from aloocv.results.trust import _ranked
+
+    rng = np.random.default_rng(seed)
+    n = 400
+    ind = np.round(rng.exponential(1.0, n), 1)  # many ties
+    change = np.round(rng.normal(0.0, 1.0, n), 1)
+    w = rng.choice([0.0, 1.0, 2.0], n, p=[0.1, 0.6, 0.3])
+    if seed % 2:
+        ind[rng.choice(n, 5, replace=False)] = np.inf
+    if seed % 3 == 2:
+        ind[rng.choice(n, 5, replace=False)] = np.nan
+    g = SimpleNamespace(indicator=ind, change=change)
+    full = _ranked(g, w)
+    for k in (1, 3, 10, 50, int(np.count_nonzero(w > 0)), n + 5):
+        np.testing.assert_array_equal(_ranked(g, w, k), full[:k])

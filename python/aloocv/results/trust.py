@@ -413,11 +413,21 @@ def _weights(g: Gathered) -> np.ndarray:
     return np.ones(n) if g.weights is None else np.asarray(g.weights, dtype=np.float64)
 
 
-def _ranked(g: Gathered, w: np.ndarray) -> np.ndarray:
-    """Positive-weight samples by decreasing weighted indicator (ties: the loss change)."""
+def _ranked(g: Gathered, w: np.ndarray, first: int | None = None) -> np.ndarray:
+    """Positive-weight samples by decreasing weighted indicator (ties: the loss change,
+    then the row); ``first``: only the first ``first`` of that order, sorted among the
+    samples whose indicator reaches the ``first``-th largest (ties included), not all n
+    (a partition, O(n), instead of a sort: 3 ms at n = 2e4)."""
     cand = np.flatnonzero(w > 0)
-    key = np.lexsort((-w[cand] * np.abs(g.change[cand]), -w[cand] * g.indicator[cand]))
-    return cand[key]
+    primary = -w[cand] * g.indicator[cand]
+    if first is not None and 0 < first < cand.size:
+        kth = np.partition(primary, first - 1)[first - 1]
+        if not np.isnan(kth):  # NaNs rank last: then the whole sort
+            keep = primary <= kth
+            cand, primary = cand[keep], primary[keep]
+    key = np.lexsort((-w[cand] * np.abs(g.change[cand]), primary))
+    ranked = cand[key]
+    return ranked if first is None else ranked[:first]
 
 
 @dataclass(frozen=True)
@@ -538,10 +548,10 @@ def self_check(g: Gathered, refit: Refit) -> tuple[ErrorEstimate | None, int]:
     )  # fmt: skip
     if not screen.at_risk:
         return None, 0
-    order = _ranked(g, w)
-    top = order[:CHECK_REFITS]
-    rest = order[CHECK_REFITS:]
-    rest_score = float(np.sum(score[rest])) if rest.size else 0.0
+    top = _ranked(g, w, CHECK_REFITS)
+    rest = w > 0
+    rest[top] = False
+    rest_score = float(np.sum(score[rest]))
     losses, indicator = g.losses[top], g.indicator[top]
     if g.at_rows is not None:
         losses, indicator = g.at_rows(top)

@@ -309,13 +309,15 @@ def stacked(parts: list[Probed], control: bool = False) -> tuple[np.ndarray, int
     (smaller groups averaged with their neighbours, in probe order), and that group size.
     ``control``: the estimates with the control variate, ``diag0`` added back."""
     per = max(q.per for q in parts)
-    cols = np.concatenate(
-        [np.asarray(q.res.control if control else q.res.plain) for q in parts], axis=1
-    )
-    size = np.concatenate([np.full(np.shape(q.res.plain)[1], q.per) for q in parts])
-    first = np.cumsum(size) - size  # each group's first probe: a multiple of its size
-    weights = size.reshape((-1,) + (1,) * (cols.ndim - 2))
-    out = np.add.reduceat(cols * weights, np.flatnonzero(first % per == 0), axis=1) / per
+    blocks = [np.asarray(q.res.control if control else q.res.plain) for q in parts]
+    if all(q.per == per for q in parts):  # the groups as they are
+        out = blocks[0].copy() if len(blocks) == 1 else np.concatenate(blocks, axis=1)
+    else:
+        cols = np.concatenate(blocks, axis=1)
+        size = np.concatenate([np.full(np.shape(q.res.plain)[1], q.per) for q in parts])
+        first = np.cumsum(size) - size  # each group's first probe: a multiple of its size
+        weights = size.reshape((-1,) + (1,) * (cols.ndim - 2))
+        out = np.add.reduceat(cols * weights, np.flatnonzero(first % per == 0), axis=1) / per
     if control:
         out += np.expand_dims(np.asarray(parts[0].res.diag0), 1)
     return out, per
