@@ -1055,8 +1055,10 @@ class CgModel {
     if (t == 0.0) return 0.0;
     st_.beta += t * step;
     st_.eta.swap(eta_try);
-    f_ = loss_.derivatives_objective(pb_, st_.eta.data(), g_.data(), d_.data(), st_.beta, nt_, -1,
-                                     cache_of(ypart_));
+    // the objective there is the accepted trial's (derivatives_objective's value: the same
+    // terms and sums); the loss's derivatives without its value
+    f_ = f_try;
+    loss_.derivatives(pb_, st_.eta.data(), g_.data(), d_.data(), nt_, -1);
     gradient_at_point();
     at_point_ = false;
     return t;

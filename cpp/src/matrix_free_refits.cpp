@@ -143,13 +143,14 @@ class Lockstep {
     for (Index j = 0; j < m; ++j) {
       Refit& r = refits_[static_cast<size_t>(act[j])];
       ++r.attempts;
-      double t = 0.0;
+      double t = 0.0, f_try = r.f;
       if (r.dec > 0.0) {
         r.eta_try.resize(pb_.n());
         t = detail::armijo(r.f, r.dec, [&](double s) {
           r.eta_try = r.eta + s * XS.col(j);
-          return loss_.objective(pb_, r.eta_try.data(), r.beta + s * r.step, nt_, r.row,
-                                 detail::cache_of(r.yc));
+          f_try = loss_.objective(pb_, r.eta_try.data(), r.beta + s * r.step, nt_, r.row,
+                                  detail::cache_of(r.yc));
+          return f_try;
         });
       }
       if (t == 0.0) {  // no decrease along a fresh Newton direction: stalled
@@ -159,7 +160,10 @@ class Lockstep {
       ++r.n_iter;
       r.beta += t * r.step;
       r.eta.swap(r.eta_try);
-      r.f = evaluate(r);
+      // the objective there is the accepted trial's (derivatives_objective's value: the same
+      // terms and sums); the loss's derivatives without its value
+      r.f = f_try;
+      loss_.derivatives(pb_, r.eta.data(), r.g.data(), r.d.data(), nt_, r.row);
       moved.push_back(act[j]);
       decs.push_back(r.dec);
     }
