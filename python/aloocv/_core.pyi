@@ -331,6 +331,18 @@ def cg_state(
     n_threads: int,
     offset: _F64 | None = None,
 ) -> FitResult: ...
+def alo_jackknife(
+    loss: _Loss,
+    y: _F64,
+    sample_weight: _F64 | None,
+    eta: _F64,
+    g: _F64,
+    d: _F64,
+    groups: _F64,
+    *,
+    dh_clip: float,
+    n_threads: int,
+) -> tuple[_F64, _F64, _F64, _F64, _F64, _F64]: ...
 
 class MatrixFreePoint:
     """The matrix-free route's state at one beta, shared by its solves there
