@@ -330,6 +330,7 @@ def estimate(
     want_gradient: bool = False,
     race: float | None = None,
     first: int = N_PROBES,
+    pt: Point | None = None,
 ) -> _Estimate:
     """ALO at ``beta`` from randomized leverages, the probes doubled as the module's
     constants say (N_PROBES, MAX_GROUPS, STDERR_SHARE, RANDOM_SHARE); ``want_gradient``:
@@ -337,8 +338,9 @@ def estimate(
     ``race``: the lowest mean of a search so far; a candidate whose mean is RACE_Z standard
     errors above it gets no more probes (it cannot be the search's choice). ``first``: the
     probes of the first round (a search's next point starts at half its last point's).
-    The estimate carries its :class:`Point` (the self-check's solves share it)."""
-    pt = point(pb, beta)
+    The estimate carries its :class:`Point` (``pt``, or one made at ``beta``: the
+    self-check's solves share it)."""
+    pt = point(pb, beta) if pt is None else pt
 
     def probe(n_probes: int, per: int, start: int) -> Probed:
         return leverages(pt, n_probes, per, first_probe=start, dual=not want_gradient)
@@ -489,12 +491,13 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
             )
     check_finite_result("loo", coef=out.coef, intercept=out.intercept)
     fitres = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
-    eta = fitres._linear_predictor(pb.X, pb.offset)
-    scalar._check_separation(pb, fitres, warn=req.method != "exact", eta=eta)
     beta = _beta(fitres)
+    pt = point(pb, beta)
+    eta = np.asarray(pt.core.eta)  # X~ beta + offset: the point's, which its solves read
+    scalar._check_separation(pb, fitres, warn=req.method != "exact", eta=eta)
     if req.method == "exact":
         rows = np.arange(pb.n_samples)
-        losses, pred, n_nc = _refit_rows(point(pb, beta), rows)
+        losses, pred, n_nc = _refit_rows(pt, rows)
         warn_loo_fit(fitres, given is not None, n_nc, pb.n_samples, o.tol, o.max_iter)
         return LOOResult(
             losses=losses,
@@ -505,7 +508,7 @@ def loo(pb: Problem, req: LOORequest) -> LOOResult:
             sample_weight=pb.sample_weight,
         )
     warn_loo_fit(fitres, given is not None, 0, pb.n_samples, o.tol, o.max_iter)
-    est = estimate(pb, beta, req.rtol, want_gradient=req.return_gradient)
+    est = estimate(pb, beta, req.rtol, want_gradient=req.return_gradient, pt=pt)
     check_finite_result("loo(method='alo')", losses=est.losses, predictions=est.predictions)
     grad = None if est.gradient is None else pb.penalty.chain(None, est.gradient)
     dh_flag = unreliable_mask(est.downdate)
