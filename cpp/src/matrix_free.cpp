@@ -589,18 +589,19 @@ Vec jacobi(const Operator& op, const Vec& d, const Vec& pen) {
 HeadBlock head_block(const Design& X, bool intercept, const Vec& d, const Vec& pen,
                      const Vec& minv) {
   HeadBlock hb;
-  const Index off = intercept ? 1 : 0, p1 = X.p + off;
-  if (!X.sparse || p1 <= 2 * kHeadColumns) return hb;
+  const Index off = intercept ? 1 : 0;
+  const Index kh = std::min(kHeadColumns, X.p / 2);
+  if (!X.sparse || kh < kMinHeadColumns) return hb;
   // the columns of largest H_jj (smallest minv), the intercept first
   std::vector<Index> cols(static_cast<size_t>(X.p));
   for (Index j = 0; j < X.p; ++j) cols[static_cast<size_t>(j)] = j;
-  std::partial_sort(cols.begin(), cols.begin() + kHeadColumns, cols.end(),
+  std::partial_sort(cols.begin(), cols.begin() + kh, cols.end(),
                     [&](Index a, Index b) { return minv[off + a] < minv[off + b]; });
-  cols.resize(static_cast<size_t>(kHeadColumns));
+  cols.resize(static_cast<size_t>(kh));
   std::sort(cols.begin(), cols.end());
-  const Index k = kHeadColumns + off;
+  const Index k = kh + off;
   std::vector<int> pos(static_cast<size_t>(X.p), -1);
-  for (Index a = 0; a < kHeadColumns; ++a) pos[static_cast<size_t>(cols[a])] = int(a + off);
+  for (Index a = 0; a < kh; ++a) pos[static_cast<size_t>(cols[a])] = int(a + off);
   Mat Hh = Mat::Zero(k, k);
   // a row's head entries (at most k: a canonical row holds each column once), in arrays
   // sized once (push_back per entry took a third of the time)
@@ -634,7 +635,7 @@ HeadBlock head_block(const Design& X, bool intercept, const Vec& d, const Vec& p
   }
   hb.idx.resize(static_cast<size_t>(k));
   if (intercept) hb.idx[0] = 0;
-  for (Index a = 0; a < kHeadColumns; ++a) hb.idx[static_cast<size_t>(a + off)] = cols[a] + off;
+  for (Index a = 0; a < kh; ++a) hb.idx[static_cast<size_t>(a + off)] = cols[a] + off;
   for (Index a = 0; a < k; ++a) Hh(a, a) += pen[hb.idx[static_cast<size_t>(a)]];
   hb.llt.compute(Hh.selfadjointView<Eigen::Upper>());
   if (hb.llt.info() != Eigen::Success) hb.idx.clear();

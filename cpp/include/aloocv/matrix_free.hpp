@@ -106,8 +106,15 @@ struct HeadBlock {
   void apply(const RowMat& R, RowMat& Z) const;
 };
 
-// Columns of the dense part of HeadBlock at most.
-constexpr Index kHeadColumns = 64;
+// Columns of the dense part of HeadBlock: at most kHeadColumns and half of X's, none below
+// kMinHeadColumns. Measured on 20000 x 5000 text-like rows (30 per row; block PCG
+// iterations of 8 probes to 3e-3 and of 10 exact leverages to 1e-5) with 64 / 128 / 256
+// columns: at C = 1 8 / 7 / 7 and 10 / 10 / 9, at C = 100 25 / 25 / 22 and 37 / 33 / 35, at
+// C = 0.01 3 / 3 / 3 and 5 / 4 / 4; 5000 x 20000, C = 1: 5 / 5 / 5 and 8 / 7 / 7. The block
+// costs a pass over the rows' head entries once per point (about 3 ms at 128) and a
+// 129 x 129 triangular pair per column and iteration (1% of a block product).
+constexpr Index kHeadColumns = 128;
+constexpr Index kMinHeadColumns = 64;
 
 struct DualHead;
 
