@@ -1,8 +1,8 @@
-"""The matrix-free route's exact refits (``_core.cg_refits``, docs/math/matrix_free.md,
-"Exact refits"): Newton-CG refits advanced in lockstep, one block product per step for a
-batch, against fits on the data without the sample (aloocv's exact-Hessian fit and
-scikit-learn's), across batches, from the Sherman-Morrison starts of the self-check, and
-their report of refits that did not reach tol."""
+"""The matrix-free route's exact refits (``_core.MatrixFreePoint.cg_refits``,
+docs/math/matrix_free.md, "Exact refits"): Newton-CG refits advanced in lockstep, one block
+product per step for a batch, against fits on the data without the sample (aloocv's
+exact-Hessian fit and scikit-learn's), across batches, from the Sherman-Morrison starts of
+the self-check, and their report of refits that did not reach tol."""
 
 from __future__ import annotations
 

@@ -412,9 +412,10 @@ def _best(pb: Problem, parts: list[Probed]) -> tuple[_Estimate, float, str]:
 # ----------------------------------------------------------------------------- gradient
 def _coefficients(pb: Problem, eta, g, d, groups: np.ndarray, per: int) -> tuple:
     """The reported mean's coefficients for the core's gradient
-    (:func:`aloocv._core.random_leverages_gradient`): on each probe group's contributions
-    (rho, n x G), on eta at fixed leverages (alpha) and on h over the jackknife's subsets
-    (gamma), groups of ``per`` probes; see docs/math/matrix_free.md, "Hypergradient"."""
+    (:meth:`aloocv._core.MatrixFreePoint.random_leverages_gradient`): on each probe
+    group's contributions (rho, n x G), on eta at fixed leverages (alpha) and on h over the
+    jackknife's subsets (gamma), groups of ``per`` probes; see docs/math/matrix_free.md,
+    "Hypergradient"."""
     n, G = groups.shape
     m = G * per
     w = pb.sample_weight
