@@ -606,4 +606,6 @@ def test_fits_along_a_grid_end_at_the_exact_fits_from_any_start(monkeypatch):
             st.fit()
             passes[predict] += st._out.matvec_passes
             np.testing.assert_allclose(st.beta, ref.beta_, rtol=1e-6, atol=1e-8)
-    assert passes[True] < 0.8 * passes[False], passes
+    # 343 vs 428 passes since the fits' CG takes the head block (session 19; the saving in
+    # CG iterations shrinks what a better start can save), 20% fewer
+    assert passes[True] < 0.85 * passes[False], passes
