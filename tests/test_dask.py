@@ -952,6 +952,9 @@ def test_cluster_refit_routes(client):
     close(c.exact_losses, ref.exact_losses, 1e-7)
 
 
+SPIN_S = 60.0  # a refit of the test below that is never stopped fails it after this
+
+
 def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
     # _refits: on a distributed client the calls run in threads, REFIT_THREADS at a time
     # (fewer where REFIT_BYTES says so), in the caller's context, and return in order;
@@ -980,18 +983,21 @@ def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
     started, stopped = [], []
 
     def fail_or_spin(i, fails, pass_s=0.0):
-        """Call i fails after fails[i] seconds; the others pass after pass, for ever."""
+        """Call i fails after fails[i] seconds; the others pass after pass until stopped
+        (or SPIN_S: then the test fails instead of hanging)."""
         started.append(i)
         if i in fails:
             time.sleep(fails[i])
             raise ValueError(f"refit {i} failed")
+        t0 = time.perf_counter()
         try:
-            while True:  # a refit that would never end by itself: one pass after another
+            while time.perf_counter() - t0 < SPIN_S:  # one pass after another
                 passes._compute(da.ones(2).sum())
                 time.sleep(pass_s)
         except passes._RefitsStopped:
             stopped.append(i)
             raise
+        raise AssertionError(f"refit {i} was not stopped within {SPIN_S} s")
 
     def refit_threads():
         return [t for t in threading.enumerate() if t.name.startswith("aloocv-refit")]
@@ -1010,8 +1016,12 @@ def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
         assert not refit_threads()
 
     # Ctrl-C in the caller (SIGINT, as interrupt_main sends it) while every refit is in a
-    # pass of 2 s: the caller returns at once; the refits end at their next pass
+    # pass of 2 s: the caller returns at once; the refits end at their next pass. Python's
+    # own SIGINT handler for the while: a process started with SIGINT ignored (a background
+    # job of a non-interactive shell, as a CI runner may start it) has none, and there
+    # interrupt_main does nothing.
     import _thread
+    import signal
 
     def interrupt_or_spin(i):
         if i == 0:
@@ -1021,9 +1031,13 @@ def test_refits_run_together_on_a_client_and_stop_together(client, monkeypatch):
 
     started.clear()
     stopped.clear()
-    t0 = time.perf_counter()
-    with pytest.raises(KeyboardInterrupt):
-        refits._refits(interrupt_or_spin, list(range(40)))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt):
+            refits._refits(interrupt_or_spin, list(range(40)))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert time.perf_counter() - t0 < 1.5
     while refit_threads() and time.perf_counter() - t0 < 30:
         time.sleep(0.05)
