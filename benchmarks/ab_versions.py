@@ -11,8 +11,9 @@ ratio new / old, and whether every public result array (coefficients, per-sample
 leave-one-out values, means, gradients, chosen penalties) is bitwise equal.
 
 Cases: the public verbs on realistic designs (AR(1) columns with rho 0.9 and unequal
-column scales; a sparse one-hot design; the multinomial loss), plus small problems
-called many times, where the per-call overhead of the Python layer shows.
+column scales; a sparse one-hot design; the multinomial loss; dense isotropic, Student-t(2)
+and one-hot rows for ALO's fit), plus small problems called many times, where the per-call
+overhead of the Python layer shows.
 """
 
 from __future__ import annotations
@@ -60,11 +61,32 @@ def onehot(n, seed):
     return X, eta, rng
 
 
+def dense_rows(kind, n, p, seed):
+    # dense C-ordered designs of ALO's sampled first Hessians (docs/math/newton.md):
+    # isotropic Gaussian rows, Student-t(2) rows (heavy tails: the sample is refused), and
+    # one-hot codes of p / 10 factors with 10 levels each, stored dense
+    rng = np.random.default_rng(seed)
+    if kind == "t2":
+        X = rng.standard_t(2, (n, p))
+    elif kind == "dense1hot":
+        codes = rng.integers(0, 10, (n, p // 10))
+        X = np.zeros((n, p))
+        X[np.arange(n)[:, None], np.arange(p // 10) * 10 + codes] = 1.0
+    else:
+        X = rng.standard_normal((n, p))
+    eta = X @ (rng.standard_normal(p) / np.sqrt(p) / X.std(0).clip(1e-12) * 2)
+    return X, eta, rng
+
+
 def problem(case):
     if case.startswith("small"):
         X, eta, rng = ar1(300, 10, 1)
     elif case.startswith("sparse"):
         X, eta, rng = onehot(20000, 2)
+    elif case.startswith("iso"):
+        X, eta, rng = dense_rows("iso", 100000, 200, 4)
+    elif case.startswith(("t2", "dense1hot")):
+        X, eta, rng = dense_rows(case.split("-")[0], 60000, 200, 5)
     else:
         X, eta, rng = ar1(20000, 50, 3)
     if "multinomial" in case:
@@ -74,6 +96,9 @@ def problem(case):
         return X, rng.poisson(np.exp(np.clip(eta, -5, 3))).astype(float), "poisson"
     if "squared" in case:
         return X, eta + rng.standard_normal(X.shape[0]), "squared"
+    if "gamma" in case:
+        mu = np.exp(np.clip(0.3 * eta, -5, 3))
+        return X, rng.gamma(2.0, mu / 2.0), "gamma"
     return X, (eta + rng.logistic(size=X.shape[0]) > 0).astype(float), "logistic"
 
 
@@ -129,6 +154,10 @@ CASES = {
     "poisson:loo": 1,
     "multinomial:loo": 1,
     "sparse-logistic:loo": 1,
+    "iso-logistic:loo": 1,
+    "iso-gamma:loo": 1,
+    "t2-logistic:loo": 1,
+    "dense1hot-poisson:loo": 1,
     "small-logistic:loo": 50,
     "small-logistic:lrcv": 5,
     "small-squared:ridgecv": 20,

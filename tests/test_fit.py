@@ -163,16 +163,45 @@ def test_subsampled_hessians_leave_the_fit_exact(loss, order):
     assert rel_err(res.coef_, full.coef_) < 1e-8
 
 
-def test_subsampled_hessians_need_64_rows_per_column_a_cold_start_and_a_plain_fit():
+def test_subsampled_hessians_need_64_rows_per_column_and_a_cold_start():
     X, y = make_data("logistic", 3000, 50, seed=25)  # 3000 < 64 x 51 rows
     assert aloocv.fit(X, y, penalty=aloocv.L2(1.0)).sampled_hessian_passes_ == 0
+    assert aloocv.loo(X, y, penalty=aloocv.L2(1.0)).fit.sampled_hessian_passes_ == 0
     X, y = make_data("logistic", 3000, 20, seed=25)
     a = aloocv.fit(X, y, penalty=aloocv.L2(1.0), tol=1e-4)
     b = aloocv.fit(X, y, penalty=aloocv.L2(1.0), tol=1e-10, warm_start=a)
     assert a.sampled_hessian_passes_ >= 1 and b.sampled_hessian_passes_ == 0
-    # the fits that end on the Hessian at their point (ALO here) take full Hessians only
-    loo = aloocv.loo(X, y, penalty=aloocv.L2(1.0))
-    assert loo.fit.hessian_passes_ >= 1 and loo.fit.sampled_hessian_passes_ == 0
+
+
+@pytest.mark.parametrize("loss", ["logistic", "poisson", "gamma"])
+def test_alo_fit_with_sampled_hessians_ends_where_full_hessians_end(loss):
+    # ALO's fit samples its first Hessians where the sample spans the rows, and still ends
+    # on the float64 Hessian at a point polished to the rounding level: leave-one-out
+    # equals the one of X in Fortran order (full Hessians only) to rounding
+    X, y = make_data(loss, 3000, 20, seed=28)
+    kw = {"loss": loss, "penalty": aloocv.L2(1.0)}
+    a = aloocv.loo(X, y, **kw)
+    b = aloocv.loo(np.asfortranarray(X), y, **kw)
+    assert a.fit.sampled_hessian_passes_ >= 1 and b.fit.sampled_hessian_passes_ == 0
+    assert a.fit.converged_ and a.fit.gradient_norm_ <= 1e-12
+    np.testing.assert_allclose(a.fit.coef_, b.fit.coef_, rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(a.losses, b.losses, rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(a.leverages, b.leverages, rtol=1e-10)
+
+
+def test_alo_fit_samples_no_hessian_where_the_sample_misses_heavy_rows():
+    # every 4th row sampled (3000 x 21): where the other rows carry the weight, or the rows
+    # are heavy-tailed (Student t with 1.2 degrees of freedom), the sampled second moments
+    # of the columns are off by more than kSubsampleMomentError: ALO's fit takes full
+    # Hessians (a plain fit still samples: its sampled factors serve no fresh end)
+    X, y = make_data("logistic", 3000, 20, seed=29)
+    w = np.where(np.arange(3000) % 4 == 1, 50.0, 1.0)
+    kw = {"penalty": aloocv.L2(1.0)}
+    assert aloocv.loo(X, y, sample_weight=w, **kw).fit.sampled_hessian_passes_ == 0
+    assert aloocv.loo(X, y, **kw).fit.sampled_hessian_passes_ >= 1
+    T = np.random.default_rng(29).standard_t(1.2, (3000, 20))
+    assert aloocv.loo(T, y, **kw).fit.sampled_hessian_passes_ == 0
+    assert aloocv.fit(T, y, **kw).sampled_hessian_passes_ >= 1
 
 
 def test_subsampled_fit_is_the_same_on_one_and_two_threads():
@@ -184,6 +213,12 @@ def test_subsampled_fit_is_the_same_on_one_and_two_threads():
     assert a.n_iter_ == b.n_iter_ and a.sampled_hessian_passes_ == b.sampled_hessian_passes_
     np.testing.assert_array_equal(a.coef_, b.coef_)
     assert a.intercept_ == b.intercept_
+    # ALO's fit, its sample's second moments included
+    la = aloocv.loo(X, y, penalty=aloocv.L2(1.0), n_jobs=1)
+    lb = aloocv.loo(X, y, penalty=aloocv.L2(1.0), n_jobs=2)
+    assert la.fit.sampled_hessian_passes_ >= 1
+    assert la.fit.n_iter_ == lb.fit.n_iter_
+    np.testing.assert_array_equal(la.losses, lb.losses)
 
 
 def test_subsampled_hessian_on_a_column_the_sample_misses_is_taken_again():

@@ -18,6 +18,7 @@ DriveResult drive_model(const DriveModel& m, const DriveOptions& o, const Refres
   bool done = o.check_first && o.refine == 0 && g / o.scale <= o.target;
   for (Index attempt = 0; !done && attempt < budget; ++attempt) {
     interrupt::check();
+    if (chord && m.factor_expired && m.factor_expired(m.model)) chord = false;
     if (!chord && !m.newton_at_point(m.model)) {
       m.refactor(m.model);
       ++r.hessian_passes;
@@ -349,10 +350,12 @@ FitState newton_fit(const LossOps& loss, const Problem& pb, const FitOptions& op
   if (!loss.constant_curvature) {
     m.use_secant(kSecantMemory);
     m.use_single(kSingleGradFactor * opt.tol * sw);
-    // plain fits only: the chord policy of a fresh-end drive after sampled first steps
-    // took more iterations and Hessians (docs/math/newton.md, "Subsampled Hessians")
-    if (!beta0 && !fresh_end) {
-      m.use_subsample(subsample_stride(pb), kSubsampleGradShare * m.gnorm());
+    // from the default start; a fresh-end drive where the sample spans the rows, its
+    // sampled factors expiring below the sampled range (docs/math/newton.md,
+    // "Subsampled Hessians")
+    const Index k = beta0 ? 1 : subsample_stride(pb);
+    if (k > 1 && (!fresh_end || subsample_spans(pb, k, nt))) {
+      m.use_subsample(k, kSubsampleGradShare * m.gnorm(), fresh_end);
     }
   }
   const DriveResult r = newton_drive(m, o, fit_policy(opt, loss.constant_curvature));

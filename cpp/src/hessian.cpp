@@ -108,6 +108,46 @@ Index first_nonfinite_row(const Design& X, int n_threads) {
   return -1;
 }
 
+void column_second_moments(const Design& X, const double* w, Index k, double* all, double* sampled,
+                           int n_threads) {
+  const Index n = X.n, p = X.p;
+  const DenseView& v = X.dense;
+  const int nt = threads_for(n_threads, 2.0 * double(n) * double(p));
+  const Partition part{n, reduction_chunks(n, 2 * p, nt, 1024)};
+  std::vector<double> partial(static_cast<size_t>(part.chunks * 2 * p), 0.0);
+  ExceptionCatcher guard;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (Index c = 0; c < part.chunks; ++c) {
+    guard.run([&] {
+      interrupt::check();
+      double* acc_all = partial.data() + c * 2 * p;
+      double* acc_sampled = acc_all + p;
+      v.visit([&](const auto* base) {
+        for (Index i = part.begin(c); i < part.begin(c + 1); ++i) {
+          const auto* row = base + i * v.row_stride;
+          const double wi = w ? w[i] : 1.0;
+          double* acc = (i % k == 0) ? acc_sampled : acc_all;
+          for (Index j = 0; j < p; ++j) {
+            const double x = static_cast<double>(row[j]);
+            acc[j] += wi * x * x;
+          }
+        }
+      });
+    });
+  }
+  guard.rethrow();
+  // the sampled rows' sums went to acc_sampled only: all = the other rows' + the sample's
+  std::fill(all, all + p, 0.0);
+  std::fill(sampled, sampled + p, 0.0);
+  for (Index c = 0; c < part.chunks; ++c) {
+    const double* acc_all = partial.data() + c * 2 * p;
+    for (Index j = 0; j < p; ++j) {
+      sampled[j] += acc_all[p + j];
+      all[j] += acc_all[j] + acc_all[p + j];
+    }
+  }
+}
+
 void gradient(const Design& X, const double* r, bool intercept, double* out, int n_threads) {
   const Index off = intercept ? 1 : 0;
   const Index p1 = X.p + off;

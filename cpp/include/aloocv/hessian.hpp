@@ -32,6 +32,12 @@ void hessian(const Design& X, const double* d, bool intercept, double* H, int n_
 // contiguous array, scanned by the caller).
 Index first_nonfinite_row(const Design& X, int n_threads);
 
+// The weighted second moments of the columns of a dense X with unit column stride (C
+// order): all[j] = sum_i w_i x_ij^2 over every row and sampled[j] = the same sum over
+// the rows 0, k, 2k, ... (w: nullptr for unit weights). One read of X.
+void column_second_moments(const Design& X, const double* w, Index k, double* all, double* sampled,
+                           int n_threads);
+
 // Row block size of the packed kernels for p1 columns (about 1 MiB per buffer).
 inline Index block_rows(Index p1) {
   return std::min<Index>(2048, std::max<Index>(32, Index(131072) / std::max<Index>(1, p1)));

@@ -125,6 +125,16 @@ struct has_last_move<M, std::void_t<std::enable_if_t<std::is_same_v<
                             decltype(std::declval<const M&>().last_move()), double>>>>
     : std::true_type {};
 
+// Optional part of a model: factor_expired() is true where the factor it holds may serve
+// no more chord steps (the next step refactors; a sampled Hessian's factor once the
+// gradient is below the sampled range, newton.hpp).
+template <class M, class = void>
+struct has_factor_expired : std::false_type {};
+template <class M>
+struct has_factor_expired<M, std::void_t<std::enable_if_t<std::is_same_v<
+                                 decltype(std::declval<const M&>().factor_expired()), bool>>>>
+    : std::true_type {};
+
 // Optional part of a model: save() returns the point with its factor and chord state, and
 // restore(saved) returns to it (the trial of a step at the rounding level; settle_end).
 template <class M, class = void>
@@ -306,7 +316,8 @@ struct DriveModel {
   double (*direction)(void*, Vec&);
   // move_or_undo: t = move(step, dec), a trial step undone (true)
   bool (*move_or_undo)(void*, const Vec&, double, bool, double, double&);
-  double (*last_move)(const void*);  // null: a model without last_move() (not polished)
+  double (*last_move)(const void*);     // null: a model without last_move() (not polished)
+  bool (*factor_expired)(const void*);  // null: a model without factor_expired()
 };
 DriveResult drive_model(const DriveModel& m, const DriveOptions& o, const RefreshPolicy& pol);
 }  // namespace detail
@@ -333,6 +344,12 @@ DriveResult newton_drive(Model& m, const DriveOptions& o, const RefreshPolicy& p
   dm.move_or_undo = [](void* p, const Vec& step, double dec, bool trial, double gtol, double& t) {
     return detail::move_or_undo(*static_cast<Model*>(p), step, dec, trial, gtol, t);
   };
+  dm.factor_expired = nullptr;
+  if constexpr (has_factor_expired<Model>::value) {
+    dm.factor_expired = [](const void* p) {
+      return static_cast<const Model*>(p)->factor_expired();
+    };
+  }
   dm.last_move = nullptr;
   if constexpr (has_last_move<Model>::value) {
     dm.last_move = [](const void* p) { return static_cast<const Model*>(p)->last_move(); };

@@ -53,9 +53,10 @@ class FitResult:
     sampled_hessian_passes_ : int
         Of ``hessian_passes_``, the Hessians estimated from every k-th row of X (their
         curvatures times k; they read 1/k of X): Newton directions in the first decade of a
-        plain fit's descent from the default start on dense C-ordered X with at least 64
-        rows per column; 0 in the fits of ALO, K-fold and tuning (docs/math/newton.md,
-        "Subsampled Hessians").
+        fit's descent from the default start on dense C-ordered X with at least 64 rows per
+        column; in ALO's fit only where the sample spans the rows (every column's second
+        moment within 25%); 0 in warm-started fits (docs/math/newton.md, "Subsampled
+        Hessians").
     matvec_passes_ : int
         Matrix-vector passes over X (``X v`` and ``X^T v``, ``O(n p)`` each; a full
         Newton or chord step reads X once for both) of the smooth Newton fits; 0 where
