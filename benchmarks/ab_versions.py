@@ -1,6 +1,7 @@
 """A/B of two builds of aloocv on the same problems: CPU time and bitwise equality.
 
     python benchmarks/ab_versions.py OLD_PYTHONPATH NEW_PYTHONPATH [--repeat 5] [--quick]
+        [--cases logistic:loo,iso-logistic:loo]
 
 Each argument is a directory holding an importable ``aloocv`` package (with its compiled
 ``_core``): for instance a worktree's ``python/`` folder with the extension copied in, or
@@ -191,8 +192,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("new")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--cases", help="comma-separated case names (default: every case)")
     args = ap.parse_args(argv)
-    cases = {c: k for c, k in CASES.items() if not args.quick or c in QUICK}
+    chosen = args.cases.split(",") if args.cases else None
+    unknown = sorted(set(chosen or ()) - set(CASES))
+    if unknown:
+        ap.error(f"unknown cases {unknown}; known: {sorted(CASES)}")
+    cases = {
+        c: k
+        for c, k in CASES.items()
+        if (chosen is None or c in chosen) and (not args.quick or c in QUICK)
+    }
     print(f"{'case':28s} {'old CPU s':>10s} {'new CPU s':>10s} {'new/old':>8s}  bitwise")
     with tempfile.TemporaryDirectory() as tmp:
         for case, inner in cases.items():

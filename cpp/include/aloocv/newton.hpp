@@ -169,8 +169,8 @@ constexpr double kSingleMinRcond = 1e-3;
 // the chord steps to that drive's target and polish would go at a sampled factor's slow
 // contraction; the next Hessian is full). The moment test's 25% is 4.6 standard errors of
 // a Gaussian column's sampled moment (sqrt(2 / m)) at the fewest sampled rows (m = 32 p1,
-// p1 = 21), more at larger m; Student-t(2) rows fail it, t(1.2) and rows whose weight
-// the sample misses in tests/test_fit.py.
+// p1 = 21), more at larger m; Student-t(2) rows fail it, and so do the t(1.2) rows and
+// the weights on rows the sample misses of tests/test_fit.py.
 constexpr double kSubsampleGradShare = 0.1;
 constexpr Index kSubsampleMaxStride = 8;
 constexpr Index kSubsampleRowsPerColumn = 32;
