@@ -115,6 +115,58 @@ void bind_fit(py::module_& m) {
       "use (Loss::eval where the loss has one).");
 
   m.def(
+      "loss_derivatives",
+      [](const py::object& loss, const py::array& y, const py::array& eta,
+         const std::vector<int>& orders) {
+        const LossInputs in = loss_inputs(loss, y, eta);
+        for (const int k : orders) {
+          if (k < 0 || k > 4) {
+            throw py::value_error("loss_derivatives: an order is 0 (the value) to 4, got " +
+                                  std::to_string(k));
+          }
+        }
+        const Index n = in.n;
+        std::vector<py::array_t<double>> outs;
+        std::vector<double*> into;
+        for (size_t a = 0; a < orders.size(); ++a) {
+          outs.emplace_back(static_cast<py::ssize_t>(n));
+          into.push_back(outs.back().mutable_data());
+        }
+        run_released([&] {
+          dispatch_loss(in.kind, [&](auto L) {
+            using Loss = decltype(L);
+            const double *yp = in.y, *ep = in.eta;
+            const LossParams lp = in.lp;
+            for (size_t a = 0; a < orders.size(); ++a) {
+              double* o = into[a];
+              switch (orders[a]) {
+                case 0:
+                  for (Index i = 0; i < n; ++i) o[i] = Loss::value(yp[i], ep[i], lp);
+                  break;
+                case 1:
+                  for (Index i = 0; i < n; ++i) o[i] = Loss::d1(yp[i], ep[i], lp);
+                  break;
+                case 2:
+                  for (Index i = 0; i < n; ++i) o[i] = Loss::d2(yp[i], ep[i], lp);
+                  break;
+                case 3:
+                  for (Index i = 0; i < n; ++i) o[i] = Loss::d3(yp[i], ep[i], lp);
+                  break;
+                default:
+                  for (Index i = 0; i < n; ++i) o[i] = Loss::d4(yp[i], ep[i], lp);
+              }
+            }
+          });
+        });
+        py::tuple t(orders.size());
+        for (size_t a = 0; a < orders.size(); ++a) t[a] = outs[a];
+        return t;
+      },
+      py::arg("loss"), py::arg("y"), py::arg("eta"), py::kw_only(), py::arg("orders"),
+      "The per-sample loss (order 0) and its derivatives in eta of the given orders (1..4), "
+      "one array each in that order: loss_eval's outputs without the others.");
+
+  m.def(
       "loss_value",
       [](const py::object& loss, const py::array& y, const py::array& eta) {
         const LossInputs in = loss_inputs(loss, y, eta);

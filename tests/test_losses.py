@@ -187,6 +187,34 @@ def test_derivatives_match_finite_differences(loss):
     np.testing.assert_allclose(d2, (d1p - d1m) / (2 * h), rtol=1e-7, atol=1e-8)
 
 
+@pytest.mark.parametrize(
+    "name", ["squared", "logistic", "poisson", "gamma", "binomial", "huber", "tweedie"]
+)
+def test_selected_derivatives_are_loss_evals_outputs(name):
+    # Loss.derivatives(orders=...) (the core's loss_derivatives) gives the arrays of
+    # loss_eval for the orders asked, in the order asked, bit for bit, in eta's shape
+    loss = aloocv.losses.get_loss(name)
+    rng = np.random.default_rng(3)
+    y = {
+        "gamma": rng.gamma(2.0, 1.0, 60),
+        "binomial": rng.integers(0, 11, 60) / 10.0,
+        "tweedie": rng.poisson(1.0, 60) * rng.gamma(2.0, 0.5, 60),
+    }.get(name, _y_for(name, 60, rng))
+    eta = rng.uniform(-3, 3, 60)
+    ref = _core.loss_eval(loss.core, y, eta)[:5]
+    assert all(np.all(np.isfinite(r)) for r in ref)
+    for orders in [(0, 1, 2, 3, 4), (2, 3), (1,), (3, 0), (4, 4)]:
+        got = loss.derivatives(y, eta, orders)
+        assert len(got) == len(orders)
+        for k, a in zip(orders, got):
+            np.testing.assert_array_equal(a, ref[k])
+    got = loss.derivatives(np.tile(y[:, None], (1, 2)), np.c_[eta, eta], (1,))[0]
+    assert got.shape == (60, 2)
+    np.testing.assert_array_equal(got[:, 1], ref[1])
+    with pytest.raises(ValueError, match="0 \\(the value\\) to 4, got 5"):
+        loss.derivatives(y, eta, (1, 5))
+
+
 @pytest.mark.parametrize("eta", [-1e4, -800.0, -40.0, 40.0, 800.0, 1e4])
 def test_logistic_is_stable_at_extreme_predictors(eta):
     y = np.array([0.0, 1.0])

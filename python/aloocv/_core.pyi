@@ -1,6 +1,6 @@
 """Type stubs of the compiled core ``aloocv._core`` (pybind11)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -409,6 +409,9 @@ class MatrixFreePoint:
 def loss_eval(
     loss: _Loss, y: _F64, eta: _F64, *, fused: bool = False
 ) -> tuple[_F64, _F64, _F64, _F64, _F64, _F64]: ...
+def loss_derivatives(
+    loss: _Loss, y: _F64, eta: _F64, *, orders: Sequence[int]
+) -> tuple[_F64, ...]: ...
 def loss_value(loss: _Loss, y: _F64, eta: _F64) -> _F64: ...
 def loss_valid(loss: _Loss, y: _F64, index0: int = 0) -> None: ...
 def loo(

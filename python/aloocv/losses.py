@@ -99,17 +99,18 @@ class Loss:
         eta = np.require(eta, np.float64, ["C", "A"])
         return y.ravel(), eta.ravel()
 
-    def _eval(self, y: Any, eta: Any) -> tuple[np.ndarray, ...]:
-        return _core.loss_eval(self.core, *self._inputs(y, eta))
-
     def value(self, y: Any, eta: Any) -> np.ndarray:
         """Per-sample loss l(y, eta)."""
         return _core.loss_value(self.core, *self._inputs(y, eta)).reshape(np.shape(eta))
 
-    def derivatives(self, y: Any, eta: Any) -> tuple[np.ndarray, ...]:
-        """(l, l', l'', l''', l'''') in eta, each of eta's shape."""
-        out = self._eval(y, eta)
-        return tuple(a.reshape(np.shape(eta)) for a in out[:5])
+    def derivatives(
+        self, y: Any, eta: Any, orders: tuple[int, ...] = (0, 1, 2, 3, 4)
+    ) -> tuple[np.ndarray, ...]:
+        """The loss (order 0) and its derivatives in eta of the given ``orders`` (1 to 4),
+        one array of eta's shape each, in that order: ``(l, l', l'', l''', l'''')`` by
+        default."""
+        out = _core.loss_derivatives(self.core, *self._inputs(y, eta), orders=orders)
+        return tuple(a.reshape(np.shape(eta)) for a in out)
 
     def mean(self, eta: Any) -> np.ndarray:
         """The inverse link: the mean response at eta."""

@@ -254,12 +254,12 @@ def scalar_indicator(
     (reduced over the chunks of dask input), else computed from these samples;
     ``rho=1, hbar=inf`` give ``I_i / (rho r_i)`` (``rho`` times it bounds ``I_i``: the
     reach is at most 1)."""
-    _, _, d2, d3, _ = loss.derivatives(y, eta)
+    d2, d3 = loss.derivatives(y, eta, (2, 3))
     if rho is None:
         rho = indicator_rho(weights, d2, d3)
     if rho == 0.0:
         return np.zeros(eta.shape[0])
-    g_t = loss.derivatives(y, eta_tilde)[1]
+    (g_t,) = loss.derivatives(y, eta_tilde, (1,))
     shift = eta_tilde - eta
     d = d2 if weights is None else weights * d2
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

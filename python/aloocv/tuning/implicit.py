@@ -147,7 +147,7 @@ class RefitDerivatives:
         self.D = _Design(pb.X, pb.fit_intercept, pb.offset)
         self.pad = np.concatenate([np.zeros(self.ic), pb.l2])  # penalty Hessian diagonal
         self.eta = self.D.eta(self.beta[:, None])[:, 0]
-        _, self.g1, self.g2, self.g3, _ = pb.loss.derivatives(pb.y, self.eta)
+        self.g1, self.g2, self.g3 = pb.loss.derivatives(pb.y, self.eta, (1, 2, 3))
         with _blas.single_threaded_blas():
             H = _core.hessian(
                 core_design(pb.X),
@@ -190,7 +190,7 @@ class RefitDerivatives:
         q = 1.0 - d * h
         eta_t = self.eta[S][:, None] + a * h / q
         deta_t = deta[S] + ((da * h + a * dh) * q + a * h * (dd * h + d * dh)) / q**2
-        lt, l1t = pb.loss.derivatives(pb.y[S][:, None], eta_t)[:2]
+        lt, l1t = pb.loss.derivatives(pb.y[S][:, None], eta_t, (0, 1))
         return lt[:, 0], l1t * deta_t
 
     # ------------------------------------------------------------------ exact refits
@@ -219,7 +219,7 @@ class RefitDerivatives:
         return apply
 
     def _hess_matvec(self, Wm: np.ndarray, E: np.ndarray):
-        c = Wm * self.pb.loss.derivatives(self.pb.y[:, None], E)[2]
+        c = Wm * self.pb.loss.derivatives(self.pb.y[:, None], E, (2,))[0]
 
         def apply(V: np.ndarray, cols: np.ndarray) -> np.ndarray:
             return self.D.tdot(c[:, cols] * self.D.dot(V)) + self.pad[:, None] * V
@@ -227,7 +227,7 @@ class RefitDerivatives:
         return apply
 
     def _gradient(self, Wm: np.ndarray, E: np.ndarray, B: np.ndarray) -> np.ndarray:
-        g1 = self.pb.loss.derivatives(self.pb.y[:, None], E)[1]
+        (g1,) = self.pb.loss.derivatives(self.pb.y[:, None], E, (1,))
         return self.D.tdot(Wm * g1) + self.pad[:, None] * B
 
     def refits(
@@ -275,7 +275,7 @@ class RefitDerivatives:
         Wm = self._weights(S)
         cols = np.arange(S.size)
         eta_star = E[S, cols]
-        ls, l1s = pb.loss.derivatives(pb.y[S], eta_star)[:2]
+        ls, l1s = pb.loss.derivatives(pb.y[S], eta_star, (0, 1))
         Z = _pcg(self._hess_matvec(Wm, E), self._precond(S), self._rows(S), CG_RTOL)
         # d l / d lambda_k = -l' z^T (J2_k * theta*)
         grad = -(l1s[:, None]) * ((Z[ic:] * B[ic:]).T @ self.J2)

@@ -51,7 +51,7 @@ def scalar_values(loss: Any, y: np.ndarray, w: np.ndarray | None, rec: dict) -> 
     ``sum d h`` and ``sum d h^2`` (``dh``, ``dhh``; ``d = w l''``) and the finite part of
     ``sum w J`` (``wj``) with the count of its other terms (``n_inf``)."""
     eta, h = rec["eta"], rec["leverages"]
-    l0, _, d2, d3, _ = loss.derivatives(y, eta)
+    l0, d2, d3 = loss.derivatives(y, eta, (0, 2, 3))
     ww = 1.0 if w is None else w
     d = d2 if w is None else w * d2
     with np.errstate(over="ignore", invalid="ignore"):

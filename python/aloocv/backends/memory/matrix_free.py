@@ -420,7 +420,7 @@ def _coefficients(pb: Problem, eta, g, d, groups: np.ndarray, per: int) -> tuple
     m = G * per
     w = pb.sample_weight
     omega = np.full(n, 1.0 / n) if w is None else w / w.sum()
-    l3 = pb.loss.derivatives(pb.y, eta)[3]
+    (l3,) = pb.loss.derivatives(pb.y, eta, (3,))
     dpos = np.maximum(d, 0.0)
     wl3 = np.where(d > 0.0, (1.0 if w is None else w) * l3, 0.0)
     safe = np.where(dpos > 0.0, dpos, 1.0)
@@ -433,7 +433,7 @@ def _coefficients(pb: Problem, eta, g, d, groups: np.ndarray, per: int) -> tuple
         dhc = np.minimum(dh, DH_CLIP)
         hc = np.where(dpos > 0.0, dhc / safe, h0)
         t = 1.0 - dhc
-        lp = pb.loss.derivatives(pb.y, eta + g * hc / t)[1]
+        (lp,) = pb.loss.derivatives(pb.y, eta + g * hc / t, (1,))
         A = 1.0 + dpos * hc / t + g * wl3 * hc**2 / t**2
         A = np.where(top, 1.0 + K * (1.0 - g * wl3 / safe**2), A)
         B = np.where(top | (h < 0.0), 0.0, g / t**2)
@@ -537,16 +537,16 @@ def _subset_refits(pb, fitres, eta, est: _Estimate, indicator) -> Any:
     """The trust layer's refits (Newton-CG) and gathered values, with ALO at exact leverages
     for the samples the self-check refits (``Gathered.at_rows``), at the estimate's point."""
     assert est.point is not None
-    derivs = pb.loss.derivatives(pb.y, eta)
+    l1, l2, l3 = pb.loss.derivatives(pb.y, eta, (1, 2, 3))
     ww = 1.0 if pb.sample_weight is None else pb.sample_weight
-    g, d = ww * derivs[1], ww * derivs[2]
+    g, d = ww * l1, ww * l2
     solves = _RowSolves(est.point)
     sr = scalar.refits(
         pb, "matrix_free", fitres, eta, indicator, refit=_refitter(est.point, solves, g, d)
     )
 
     w = pb.sample_weight
-    rho = indicator_rho(w, derivs[2], derivs[3])
+    rho = indicator_rho(w, l2, l3)
 
     def at_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # the indicator at these rows only: its rho and reach's hbar over every sample
