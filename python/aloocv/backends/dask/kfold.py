@@ -58,7 +58,7 @@ def _heldout_task(x, y, w, off, fold, loss, intercept, B):
         eta = (x @ B)[rows, fold]
     if off is not None:
         eta = eta + off
-    v = _core.loss_eval(loss, y, np.ascontiguousarray(eta))[0]
+    v = _core.loss_value(loss, y, np.ascontiguousarray(eta))
     return np.stack([v, eta])
 
 

@@ -180,7 +180,7 @@ def _refit_losses(data: Data, st: _State, rows: np.ndarray, tol: float, max_iter
     for k, sk in enumerate(fits):
         etas[k] = xr[k] @ sk.beta[off:] + (sk.beta[0] if off else 0.0)
     etas += o
-    exact = _core.loss_eval(data.loss.core, yr, _vec(etas))[0]
+    exact = _core.loss_value(data.loss.core, yr, _vec(etas))
     return exact, n_nc
 
 
@@ -227,7 +227,7 @@ def _own_row_losses(x, y, off, B, loss, intercept):
         eta = eta + B[:, 0]
     if off is not None:
         eta = eta + np.asarray(off, dtype=np.float64)
-    return _core.loss_eval(loss, _vec(y), _vec(eta))[0], eta
+    return _core.loss_value(loss, _vec(y), _vec(eta)), eta
 
 
 @_single_blas
