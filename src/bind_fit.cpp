@@ -137,24 +137,12 @@ void bind_fit(py::module_& m) {
             using Loss = decltype(L);
             const double *yp = in.y, *ep = in.eta;
             const LossParams lp = in.lp;
+            using F = double (*)(double, double, const LossParams&);
+            const F by_order[5] = {&Loss::value, &Loss::d1, &Loss::d2, &Loss::d3, &Loss::d4};
             for (size_t a = 0; a < orders.size(); ++a) {
+              const F f = by_order[orders[a]];
               double* o = into[a];
-              switch (orders[a]) {
-                case 0:
-                  for (Index i = 0; i < n; ++i) o[i] = Loss::value(yp[i], ep[i], lp);
-                  break;
-                case 1:
-                  for (Index i = 0; i < n; ++i) o[i] = Loss::d1(yp[i], ep[i], lp);
-                  break;
-                case 2:
-                  for (Index i = 0; i < n; ++i) o[i] = Loss::d2(yp[i], ep[i], lp);
-                  break;
-                case 3:
-                  for (Index i = 0; i < n; ++i) o[i] = Loss::d3(yp[i], ep[i], lp);
-                  break;
-                default:
-                  for (Index i = 0; i < n; ++i) o[i] = Loss::d4(yp[i], ep[i], lp);
-              }
+              for (Index i = 0; i < n; ++i) o[i] = f(yp[i], ep[i], lp);
             }
           });
         });
