@@ -1,4 +1,5 @@
 // Registration of the BLAS/LAPACK routines of an already loaded library (scipy's).
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -52,6 +53,30 @@ void bind_blas(py::module_& m) {
   m.def("use_blas", &blas::set_enabled, py::kw_only(), py::arg("enabled"),
         "Switches between the registered BLAS and the built-in Eigen kernels.");
   m.def("blas_enabled", &blas::enabled, "True when registered BLAS routines are in use.");
+  m.def("has_row_gemv", &blas::has_row_gemv,
+        "True when this CPU runs the core's row-block product kernels (AVX2 + FMA).");
+  m.def(
+      "row_gemv",
+      [](const py::array_t<double, 0>& A, const py::array_t<double, py::array::c_style>& x,
+         py::array_t<double, py::array::c_style>& y, bool transpose, double beta) {
+        if (A.ndim() != 2 || A.strides(1) != static_cast<py::ssize_t>(sizeof(double)) ||
+            A.strides(0) % static_cast<py::ssize_t>(sizeof(double)) != 0 ||
+            A.strides(0) < A.shape(1) * static_cast<py::ssize_t>(sizeof(double))) {
+          throw py::value_error("A must be a 2-D float64 array of contiguous rows");
+        }
+        const Index m_rows = A.shape(0), n_cols = A.shape(1);
+        if (x.ndim() != 1 || y.ndim() != 1 || x.shape(0) != (transpose ? m_rows : n_cols) ||
+            y.shape(0) != (transpose ? n_cols : m_rows)) {
+          throw py::value_error("x and y must be vectors of the product's sizes");
+        }
+        return blas::row_gemv(transpose, m_rows, n_cols, A.data(),
+                              A.strides(0) / static_cast<py::ssize_t>(sizeof(double)), x.data(),
+                              beta, y.mutable_data());
+      },
+      py::arg("A"), py::arg("x"), py::arg("y"), py::kw_only(), py::arg("transpose"),
+      py::arg("beta"),
+      "y = A x + beta y (or A^T x + beta y) in place with the core's row kernels, for tests; "
+      "False (y untouched) where the CPU lacks them.");
   m.def("max_threads", &max_threads,
         "Threads of a call with n_jobs=None: OpenMP's default capped by the thread limit.");
 }

@@ -81,6 +81,31 @@ def test_hessian_kernel_matches_numpy():
             np.testing.assert_array_equal(H, H.T)
 
 
+@pytest.mark.skipif(not _core.has_row_gemv(), reason="the CPU has no AVX2 + FMA")
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("beta", [0.0, 1.0, -0.5])
+def test_row_kernels_match_numpy(transpose, beta):
+    # the row-block products of the O(n p) passes (C-ordered X): every remainder of the
+    # two-accumulator dot and of the axpy, on rows with a stride longer than their width
+    rng = np.random.default_rng(36)
+    for m in (1, 2, 3, 7, 64):
+        for n in (1, 2, 3, 4, 5, 6, 7, 9, 200):
+            wide = rng.standard_normal((m, n + 3))
+            A = wide[:, 1 : n + 1]  # rows of width n, row stride n + 3
+            x = rng.standard_normal(m if transpose else n)
+            y0 = rng.standard_normal(n if transpose else m)
+            ref = (A.T @ x if transpose else A @ x) + beta * y0
+            y = y0.copy()
+            assert _core.row_gemv(A, x, y, transpose=transpose, beta=beta)
+            np.testing.assert_allclose(y, ref, rtol=1e-13, atol=1e-13 * np.abs(A).sum())
+
+
+def test_row_kernels_refuse_a_column_stride():
+    A = np.zeros((4, 6))[:, ::2]
+    with pytest.raises(ValueError, match="contiguous rows"):
+        _core.row_gemv(A, np.zeros(3), np.zeros(4), transpose=False, beta=0.0)
+
+
 def test_blas_and_eigen_kernels_agree(loss):
     X, y = make_data(loss, 2000, 15, seed=34)
     assert _core.blas_enabled()

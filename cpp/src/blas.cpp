@@ -3,8 +3,13 @@
 #include "aloocv/blas.hpp"
 
 #include <Eigen/Cholesky>
+#include <algorithm>
 #include <atomic>
 #include <climits>
+
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 
 namespace aloocv::blas {
 namespace {
@@ -119,6 +124,75 @@ bool gemv(bool trans, Index m, Index n, double alpha, const double* A, Index lda
   g_table.gemv(&tr, &im, &in, &alpha, const_cast<double*>(A), &ilda, const_cast<double*>(x), &one,
                &beta, y, &one);
   return true;
+}
+
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#define ALOOCV_ROW_KERNELS 1
+namespace {
+// y = A x + beta y, A row-major m x n (row stride lda).
+__attribute__((target("avx2,fma"))) void row_dots(Index m, Index n, const double* A, Index lda,
+                                                  const double* x, double beta, double* y) {
+  for (Index i = 0; i < m; ++i) {
+    const double* r = A + i * lda;
+    __m128d a0 = _mm_setzero_pd(), a1 = _mm_setzero_pd();
+    Index j = 0;
+    for (; j + 4 <= n; j += 4) {
+      a0 = _mm_fmadd_pd(_mm_loadu_pd(r + j), _mm_loadu_pd(x + j), a0);
+      a1 = _mm_fmadd_pd(_mm_loadu_pd(r + j + 2), _mm_loadu_pd(x + j + 2), a1);
+    }
+    const __m128d s = _mm_add_pd(a0, a1);
+    double t = _mm_cvtsd_f64(s) + _mm_cvtsd_f64(_mm_unpackhi_pd(s, s));
+    for (; j < n; ++j) t += r[j] * x[j];
+    y[i] = beta == 0.0 ? t : beta * y[i] + t;
+  }
+}
+// y = A^T x + beta y, A row-major m x n (row stride lda).
+__attribute__((target("avx2,fma"))) void row_axpys(Index m, Index n, const double* A, Index lda,
+                                                   const double* x, double beta, double* y) {
+  if (beta == 0.0) {
+    std::fill(y, y + n, 0.0);
+  } else if (beta != 1.0) {
+    for (Index j = 0; j < n; ++j) y[j] *= beta;
+  }
+  for (Index i = 0; i < m; ++i) {
+    const double* r = A + i * lda;
+    const __m128d xi = _mm_set1_pd(x[i]);
+    Index j = 0;
+    for (; j + 2 <= n; j += 2) {
+      _mm_storeu_pd(y + j, _mm_fmadd_pd(xi, _mm_loadu_pd(r + j), _mm_loadu_pd(y + j)));
+    }
+    for (; j < n; ++j) y[j] += x[i] * r[j];
+  }
+}
+bool cpu_has_row_kernels() {
+  static const bool on = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return on;
+}
+}  // namespace
+#endif
+
+bool has_row_gemv() {
+#ifdef ALOOCV_ROW_KERNELS
+  return cpu_has_row_kernels();
+#else
+  return false;
+#endif
+}
+
+bool row_gemv(bool trans, Index m, Index n, const double* A, Index lda, const double* x,
+              double beta, double* y) {
+#ifdef ALOOCV_ROW_KERNELS
+  if (!cpu_has_row_kernels() || m <= 0 || n <= 0 || lda < n) return false;
+  if (trans) {
+    row_axpys(m, n, A, lda, x, beta, y);
+  } else {
+    row_dots(m, n, A, lda, x, beta, y);
+  }
+  return true;
+#else
+  (void)trans, (void)m, (void)n, (void)A, (void)lda, (void)x, (void)beta, (void)y;
+  return false;
+#endif
 }
 
 void gemm(Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,

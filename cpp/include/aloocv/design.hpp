@@ -92,14 +92,16 @@ struct DenseView {
   }
 };
 
-// The row-block products of the O(n p) passes through the registered DGEMV where the
-// block M (a dense float64 Eigen map of rows, as with_rows / for_row_blocks give) has
-// unit inner stride: y = M x + beta y (transpose false) or y = M^T x + beta y (true).
-// False (y untouched) for other blocks (sparse, strided) or without a DGEMV: the caller
-// then uses Eigen. Measured on one thread, n=100000, blocks of fused_step's size (X v and
-// X^T g of a row block): scipy's OpenBLAS (runtime-dispatched kernels) beats Eigen's
-// portable GEMV (built without -march) by 10-30% at p = 50..500 and ties at p = 1000;
-// wider blocks stay with Eigen (kBlasGemvMaxCols).
+// The row-block products of the O(n p) passes where the block M (a dense float64 Eigen
+// map of rows, as with_rows / for_row_blocks give) has unit inner stride:
+// y = M x + beta y (transpose false) or y = M^T x + beta y (true). Row-major blocks
+// (C-ordered X) go to the core's row kernels where the CPU has them (blas::row_gemv),
+// other blocks and CPUs to the registered DGEMV. False (y untouched) for other blocks
+// (sparse, strided) or without either: the caller then uses Eigen. Measured on one
+// thread, n=100000, blocks of fused_step's size (X v and X^T g of a row block): scipy's
+// OpenBLAS (runtime-dispatched kernels) beats Eigen's portable GEMV (built without
+// -march) by 10-30% at p = 50..500 and ties at p = 1000; the row kernels take 0.65-0.75x
+// OpenBLAS's time at p = 50..400; wider blocks stay with Eigen (kBlasGemvMaxCols).
 constexpr Index kBlasGemvMaxCols = 512;
 template <class M>
 bool block_gemv(const M& A, bool transpose, const double* x, double beta, double* y) {
@@ -109,6 +111,9 @@ bool block_gemv(const M& A, bool transpose, const double* x, double beta, double
         return false;
       }
       if constexpr (M::IsRowMajor) {
+        if (blas::row_gemv(transpose, A.rows(), A.cols(), A.data(), A.outerStride(), x, beta, y)) {
+          return true;
+        }
         // the row-major rows x cols block is the column-major cols x rows matrix B = A^T
         return blas::gemv(!transpose, A.cols(), A.rows(), 1.0, A.data(), A.outerStride(), x, beta,
                           y);
