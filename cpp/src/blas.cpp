@@ -134,13 +134,14 @@ __attribute__((target("avx2,fma"))) void row_dots(Index m, Index n, const double
                                                   const double* x, double beta, double* y) {
   for (Index i = 0; i < m; ++i) {
     const double* r = A + i * lda;
-    __m128d a0 = _mm_setzero_pd(), a1 = _mm_setzero_pd();
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
     Index j = 0;
-    for (; j + 4 <= n; j += 4) {
-      a0 = _mm_fmadd_pd(_mm_loadu_pd(r + j), _mm_loadu_pd(x + j), a0);
-      a1 = _mm_fmadd_pd(_mm_loadu_pd(r + j + 2), _mm_loadu_pd(x + j + 2), a1);
+    for (; j + 8 <= n; j += 8) {
+      a0 = _mm256_fmadd_pd(_mm256_loadu_pd(r + j), _mm256_loadu_pd(x + j), a0);
+      a1 = _mm256_fmadd_pd(_mm256_loadu_pd(r + j + 4), _mm256_loadu_pd(x + j + 4), a1);
     }
-    const __m128d s = _mm_add_pd(a0, a1);
+    const __m256d a = _mm256_add_pd(a0, a1);
+    const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
     double t = _mm_cvtsd_f64(s) + _mm_cvtsd_f64(_mm_unpackhi_pd(s, s));
     for (; j < n; ++j) t += r[j] * x[j];
     y[i] = beta == 0.0 ? t : beta * y[i] + t;
@@ -156,10 +157,10 @@ __attribute__((target("avx2,fma"))) void row_axpys(Index m, Index n, const doubl
   }
   for (Index i = 0; i < m; ++i) {
     const double* r = A + i * lda;
-    const __m128d xi = _mm_set1_pd(x[i]);
+    const __m256d xi = _mm256_set1_pd(x[i]);
     Index j = 0;
-    for (; j + 2 <= n; j += 2) {
-      _mm_storeu_pd(y + j, _mm_fmadd_pd(xi, _mm_loadu_pd(r + j), _mm_loadu_pd(y + j)));
+    for (; j + 4 <= n; j += 4) {
+      _mm256_storeu_pd(y + j, _mm256_fmadd_pd(xi, _mm256_loadu_pd(r + j), _mm256_loadu_pd(y + j)));
     }
     for (; j < n; ++j) y[j] += x[i] * r[j];
   }

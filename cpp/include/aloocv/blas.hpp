@@ -67,12 +67,13 @@ bool gemv(bool trans, Index m, Index n, double alpha, const double* A, Index lda
 
 // y (m) = A x + beta y (trans false) or y (n) = A^T x + beta y (trans true) for a
 // ROW-major m x n block A (row stride lda >= n): the core's own kernels, one row at a time
-// in 128-bit fused multiply-adds (two accumulators for A x, an axpy per row for A^T x),
+// in 256-bit fused multiply-adds (two accumulators for A x, an axpy per row for A^T x),
 // compiled for AVX2 + FMA and chosen at run time; false (y untouched) on a CPU or a build
 // without them (the caller then uses gemv above). The row-block products of the O(n p)
 // passes (design.hpp: block_gemv): measured on one thread (Zen 4), a fused block pass
-// (A x, then A^T g of the same block) over n = 1e5 rows takes 0.65-0.75x OpenBLAS's DGEMV
-// pair at p = 50..400 (10.4 vs 15.3 ms at p = 200) and ties it at p = 1000.
+// (A x, then A^T g of the same block) takes 0.65-0.72x OpenBLAS's DGEMV pair at
+// p = 50..400 (10.8 vs 16.1 ms at n = 1e5, p = 200; 24.6 vs 34.0 ms at n = 1e6, p = 50)
+// and ties it where the block is in cache (n = 2e4, p = 50).
 bool has_row_gemv();
 bool row_gemv(bool trans, Index m, Index n, const double* A, Index lda, const double* x,
               double beta, double* y);

@@ -100,7 +100,7 @@ struct DenseView {
 // (sparse, strided) or without either: the caller then uses Eigen. Measured on one
 // thread, n=100000, blocks of fused_step's size (X v and X^T g of a row block): scipy's
 // OpenBLAS (runtime-dispatched kernels) beats Eigen's portable GEMV (built without
-// -march) by 10-30% at p = 50..500 and ties at p = 1000; the row kernels take 0.65-0.75x
+// -march) by 10-30% at p = 50..500 and ties at p = 1000; the row kernels take 0.65-0.72x
 // OpenBLAS's time at p = 50..400; wider blocks stay with Eigen (kBlasGemvMaxCols).
 constexpr Index kBlasGemvMaxCols = 512;
 template <class M>
