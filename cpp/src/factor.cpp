@@ -86,13 +86,19 @@ Mat Cholesky::inverse() const {
   return out;  // L^{-T} L^{-1}
 }
 
-// The leverages multiply by an explicit L^{-1} only above this Cholesky::rcond().
-constexpr double kTrmmMinRcond = 1e-6;
 // Float32 designs: the leverage pass in float32 (L^{-1} rounded to float32 once, STRMM on
 // the rows as stored, the squared norms summed in float64) where rcond() is at least
 // kSingleLeverageMinRcond; a leverage's relative error is then about eps32 / rcond (the
 // rows themselves are exact in float32). Below it, the float64 pass.
 constexpr double kSingleLeverageMinRcond = 1e-2;
+
+Mat lower_inverse_for_trmm(const Cholesky& chol) {
+  const Index p1 = chol.size();
+  if (!blas::has_trmm() || !(chol.rcond() >= kTrmmMinRcond)) return Mat();
+  Mat Linv = Mat::Identity(p1, p1);
+  blas::trsm_lower(p1, p1, chol.lower(), p1, Linv.data(), p1);
+  return Linv;
+}
 
 void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h, int n_threads,
                Columns cols, const Vec* probe, double* probe_max) {
@@ -154,14 +160,8 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
   }
   const Index B = block_rows(p1);
   const Index nblocks = (X.n + B - 1) / B;
-  // L^{-1} formed once (p^3 / 3), then one DTRMM per block: the speed of the Hessian's
-  // DSYRK (DTRSM per block ran at less than half of it). Ill-conditioned factors keep
-  // the triangular solves.
-  Mat Linv;
-  if (blas::has_trmm() && chol.rcond() >= kTrmmMinRcond) {
-    Linv = Mat::Identity(p1, p1);
-    blas::trsm_lower(p1, p1, chol.lower(), p1, Linv.data(), p1);
-  }
+  // L^{-1} formed once (p^3 / 3), then one DTRMM per block (kTrmmMinRcond)
+  const Mat Linv = lower_inverse_for_trmm(chol);
   // float32 rows, float32 L^{-1} (kSingleLeverageMinRcond)
   Eigen::MatrixXf Linv32;
   if (Linv.size() != 0 && X.dense.is_f32() && blas::has_strmm() &&

@@ -144,11 +144,12 @@ HyperTangents tangents_block(const Problem& pb, const FitState& st, const LooRes
   for (Index k = 0; k < md; ++k) E[k] = detail::to_z_space(st, dH[k]);
   Mat dcA(n, md);
   const Index s2 = 2 * q1 * q1 * md;
+  const Mat Linv = lower_inverse_for_trmm(st.chol);  // the leverage pass's DTRMM rule
   Vec red2 = detail::blocked_reduce(
       pb, cols, q1, nt, s2, (4.0 + 3.0 * double(md)) * double(q1 * q1),
       [&](double* P, Index i0, Index m, double* Z, detail::Scratch& s) {
         double* wt = s.wb;
-        detail::solve_rows(st, q1, m, Z, s.wa, false);
+        detail::solve_rows(st, q1, m, Z, s.wa, false, Linv);
         for (Index k = 0; k < md; ++k) {
           blas::gemm(q1, m, q1, E[k].data(), q1, Z, q1, s.copy, q1);
           for (Index r = 0; r < m; ++r) {
@@ -240,11 +241,12 @@ LooResult alo_with_gradient_impl(const Problem& pb, const FitState& st, int n_th
   const bool diag_only = exact && !curved && adj == nullptr;
   const Index stride = 2 * q1 + (diag_only ? q1 : (exact ? 2 * q1 * q1 : 0));
   const double inv_sw = a.inv_sw;
+  const Mat Linv = lower_inverse_for_trmm(st.chol);  // the leverage pass's DTRMM rule
   Vec red = blocked_reduce(
       pb, cols, q1, nt, stride, 4.0 * double(q1 * q1),
       [&](double* P, Index i0, Index m, double* Z, Scratch& s) {
         if (exact) std::copy(Z, Z + q1 * m, s.copy);
-        solve_rows(st, q1, m, Z, out.leverages.data() + i0, !exact || diag_only);
+        solve_rows(st, q1, m, Z, out.leverages.data() + i0, !exact || diag_only, Linv);
         double* cA = s.wa;
         double* cB = s.wb;
         loss.rows(pb, st, i0, m, out.leverages.data() + i0, inv_sw, exact, out.predictions.data(),

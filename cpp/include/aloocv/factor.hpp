@@ -35,6 +35,15 @@ class Cholesky {
   std::vector<double> L_;
 };
 
+// The leverage passes multiply row blocks by an explicit L^{-1} (one DTRMM per block, the
+// speed of the Hessian's DSYRK; DTRSM per block ran at less than half of it) where the
+// factor's rcond() is at least kTrmmMinRcond and a DTRMM is registered; below it, blocked
+// triangular solves.
+constexpr double kTrmmMinRcond = 1e-6;
+// L^{-1} (p1 x p1, column-major, zeros above the diagonal) where the rule above allows
+// it, else an empty matrix (the caller then solves with L).
+Mat lower_inverse_for_trmm(const Cholesky& chol);
+
 // h_i = x~_i^T H^{-1} x~_i for every row, with x~ restricted to `cols` (H is then the
 // |cols| + intercept Hessian of those columns). Dense rows: ||L^{-1} x~_i||^2 per packed
 // row block, by DTRMM with L^{-1} formed once (registered BLAS, rcond() >= 1e-6) or by

@@ -174,8 +174,13 @@ Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stri
 // Z (q1 x m, packed rows x~) <- z_i = L^{-1} x~_i, or a_i = H^{-1} x~_i when `full`;
 // h[k] = x~_k^T H^{-1} x~_k = ||z_k||^2. Packed sparse rows are dense here, so the blocked
 // triangular solves serve them too (q^2 per row, half a product with an explicit inverse).
-inline void solve_rows(const FitState& st, Index q1, Index m, double* Zp, double* h, bool full) {
-  blas::trsm_lower(q1, m, st.chol.lower(), q1, Zp, q1);
+// Zp (q1 x m, column-major packed rows) <- L^{-1} Zp and h its squared column norms, then
+// (full) Zp <- L^{-T} Zp; Linv: L^{-1} from lower_inverse_for_trmm (empty: solves with L).
+inline void solve_rows(const FitState& st, Index q1, Index m, double* Zp, double* h, bool full,
+                       const Mat& Linv) {
+  if (Linv.size() == 0 || !blas::trmm_lower(q1, m, Linv.data(), q1, Zp, q1)) {
+    blas::trsm_lower(q1, m, st.chol.lower(), q1, Zp, q1);
+  }
   Eigen::Map<Mat> Z(Zp, q1, m);
   for (Index k = 0; k < m; ++k) h[k] = Z.col(k).squaredNorm();
   if (full) blas::trsm_lower(q1, m, st.chol.lower(), q1, Zp, q1, true);
