@@ -57,26 +57,30 @@ void bind_blas(py::module_& m) {
         "True when this CPU runs the core's row-block product kernels (AVX2 + FMA).");
   m.def(
       "row_gemv",
-      [](const py::array_t<double, 0>& A, const py::array_t<double, py::array::c_style>& x,
+      [](const py::array& A, const py::array_t<double, py::array::c_style>& x,
          py::array_t<double, py::array::c_style>& y, bool transpose, double beta) {
-        if (A.ndim() != 2 || A.strides(1) != static_cast<py::ssize_t>(sizeof(double)) ||
-            A.strides(0) % static_cast<py::ssize_t>(sizeof(double)) != 0 ||
-            A.strides(0) < A.shape(1) * static_cast<py::ssize_t>(sizeof(double))) {
-          throw py::value_error("A must be a 2-D float64 array of contiguous rows");
+        const bool f32 = A.dtype().is(py::dtype::of<float>());
+        const auto item = static_cast<py::ssize_t>(f32 ? sizeof(float) : sizeof(double));
+        if ((!f32 && !A.dtype().is(py::dtype::of<double>())) || A.ndim() != 2 ||
+            A.strides(1) != item || A.strides(0) % item != 0 || A.strides(0) < A.shape(1) * item) {
+          throw py::value_error("A must be a 2-D float64 or float32 array of contiguous rows");
         }
-        const Index m_rows = A.shape(0), n_cols = A.shape(1);
+        const Index m_rows = A.shape(0), n_cols = A.shape(1), lda = A.strides(0) / item;
         if (x.ndim() != 1 || y.ndim() != 1 || x.shape(0) != (transpose ? m_rows : n_cols) ||
             y.shape(0) != (transpose ? n_cols : m_rows)) {
           throw py::value_error("x and y must be vectors of the product's sizes");
         }
-        return blas::row_gemv(transpose, m_rows, n_cols, A.data(),
-                              A.strides(0) / static_cast<py::ssize_t>(sizeof(double)), x.data(),
-                              beta, y.mutable_data());
+        if (f32) {
+          return blas::row_gemv(transpose, m_rows, n_cols, static_cast<const float*>(A.data()), lda,
+                                x.data(), beta, y.mutable_data());
+        }
+        return blas::row_gemv(transpose, m_rows, n_cols, static_cast<const double*>(A.data()), lda,
+                              x.data(), beta, y.mutable_data());
       },
       py::arg("A"), py::arg("x"), py::arg("y"), py::kw_only(), py::arg("transpose"),
       py::arg("beta"),
-      "y = A x + beta y (or A^T x + beta y) in place with the core's row kernels, for tests; "
-      "False (y untouched) where the CPU lacks them.");
+      "y = A x + beta y (or A^T x + beta y) in place with the core's row kernels (A float64 "
+      "or float32), for tests; False (y untouched) where the CPU lacks them.");
   m.def("max_threads", &max_threads,
         "Threads of a call with n_jobs=None: OpenMP's default capped by the thread limit.");
 }

@@ -100,10 +100,30 @@ def test_row_kernels_match_numpy(transpose, beta):
             np.testing.assert_allclose(y, ref, rtol=1e-13, atol=1e-13 * np.abs(A).sum())
 
 
+@pytest.mark.skipif(not _core.has_row_gemv(), reason="the CPU has no AVX2 + FMA")
+@pytest.mark.parametrize("transpose", [False, True])
+def test_float32_row_kernels_equal_the_float64_ones_on_the_same_values(transpose):
+    # float32 rows widened in registers: the float64 kernel's products and sums, bit for bit
+    rng = np.random.default_rng(37)
+    A32 = rng.standard_normal((13, 203)).astype(np.float32)[:, 1:202]
+    A64 = A32.astype(np.float64)
+    x = rng.standard_normal(13 if transpose else 201)
+    y32, y64 = np.zeros(201 if transpose else 13), np.zeros(201 if transpose else 13)
+    assert _core.row_gemv(A64, x, y64, transpose=transpose, beta=0.0)
+    assert _core.row_gemv(A32, x, y32, transpose=transpose, beta=0.0)
+    np.testing.assert_array_equal(y32, y64)
+    ref = A64.T @ x if transpose else A64 @ x
+    np.testing.assert_allclose(y64, ref, rtol=1e-13, atol=1e-13 * np.abs(A64).sum())
+
+
 def test_row_kernels_refuse_a_column_stride():
     A = np.zeros((4, 6))[:, ::2]
     with pytest.raises(ValueError, match="contiguous rows"):
         _core.row_gemv(A, np.zeros(3), np.zeros(4), transpose=False, beta=0.0)
+    with pytest.raises(ValueError, match="float64 or float32"):
+        _core.row_gemv(
+            np.zeros((4, 3), np.int64), np.zeros(3), np.zeros(4), transpose=False, beta=0.0
+        )
 
 
 def test_blas_and_eigen_kernels_agree(loss):

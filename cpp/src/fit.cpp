@@ -127,17 +127,27 @@ double fused_pass(const Problem& pb, const Vec& step, const Vec& eta, Vec& eta_n
         for (Index i0 = part.begin(c); i0 < part.begin(c + 1); i0 += B) {
           const Index i1 = std::min(part.begin(c + 1), i0 + B), m = i1 - i0;
           Eigen::Map<Vec> gb(g + i0, m);
-          pb.X.with_rows(i0, i1, [&](const auto& M) {
-            Eigen::Map<Vec> x(xs.data() + i0, m);
-            if (!block_gemv(M, false, theta.data(), 0.0, x.data())) x.noalias() = M * theta;
+          Eigen::Map<Vec> x(xs.data() + i0, m);
+          // the block's rows and losses between its two products
+          auto middle = [&] {
             x.array() += b;
             const double fsum =
                 rows(pb, i0, m, eta.data(), x.data(), eta_new.data(), gb.data(), d, skip, yc);
+            if (off) acc[0] += gb.sum();
+            acc[p1] += fsum;
+          };
+          // contiguous rows (float64 or float32) straight through the row kernels
+          if (pb.X.rows_gemv(i0, i1, false, theta.data(), 0.0, x.data())) {
+            middle();
+            pb.X.rows_gemv(i0, i1, true, gb.data(), 1.0, acc + off);
+            continue;
+          }
+          pb.X.with_rows(i0, i1, [&](const auto& M) {
+            if (!block_gemv(M, false, theta.data(), 0.0, x.data())) x.noalias() = M * theta;
+            middle();
             if (!block_gemv(M, true, gb.data(), 1.0, acc + off)) {
               acc_theta.noalias() += M.transpose() * gb;
             }
-            if (off) acc[0] += gb.sum();
-            acc[p1] += fsum;
           });
         }
       });

@@ -22,11 +22,13 @@ void linear_predictor(const Design& X, const double* beta, bool intercept, doubl
       interrupt::check();
       const Index i0 = blk * B, i1 = std::min(X.n, i0 + B);
       Eigen::Map<Vec> out(eta + i0, i1 - i0);
-      X.for_row_blocks(i0, i1, [&](const auto& M, Index a) {
-        if (!block_gemv(M, false, theta.data(), 0.0, eta + a)) {
-          Eigen::Map<Vec>(eta + a, M.rows()).noalias() = M * theta;
-        }
-      });
+      if (!X.rows_gemv(i0, i1, false, theta.data(), 0.0, eta + i0)) {
+        X.for_row_blocks(i0, i1, [&](const auto& M, Index a) {
+          if (!block_gemv(M, false, theta.data(), 0.0, eta + a)) {
+            Eigen::Map<Vec>(eta + a, M.rows()).noalias() = M * theta;
+          }
+        });
+      }
       out.array() += b;
     });
   }
@@ -163,6 +165,7 @@ void gradient(const Design& X, const double* r, bool intercept, double* out, int
       Eigen::Map<Vec> acc(partial.data() + c * p1, p1);
       Eigen::Map<const Vec> rc(r + i0, i1 - i0);
       if (intercept) acc[0] = rc.sum();
+      if (X.rows_gemv(i0, i1, true, r + i0, 0.0, acc.data() + off)) return;
       bool first = true;
       X.for_row_blocks(i0, i1, [&](const auto& M, Index a) {
         Eigen::Map<const Vec> rb(r + a, M.rows());

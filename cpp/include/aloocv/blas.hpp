@@ -77,6 +77,9 @@ bool gemv(bool trans, Index m, Index n, double alpha, const double* A, Index lda
 bool has_row_gemv();
 bool row_gemv(bool trans, Index m, Index n, const double* A, Index lda, const double* x,
               double beta, double* y);
+// The same on float32 rows, widened in registers (float64 products and sums, no copy).
+bool row_gemv(bool trans, Index m, Index n, const float* A, Index lda, const double* x, double beta,
+              double* y);
 
 // C (m x n) = A (m x k) B (k x n), all column-major with leading dimensions.
 void gemm(Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,

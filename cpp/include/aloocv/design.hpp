@@ -21,6 +21,9 @@ namespace aloocv {
 
 // Bytes of float64 rows that a float32 design widens at once (for_row_blocks).
 constexpr Index kWidenBytes = Index(256) * 1024;
+// The widest row blocks whose products go to the row kernels or DGEMV (block_gemv,
+// DenseView::rows_gemv); wider ones to Eigen.
+constexpr Index kBlasGemvMaxCols = 512;
 
 struct DenseView {
   const double* data = nullptr;
@@ -48,6 +51,19 @@ struct DenseView {
   // widened into a float64 buffer of the block (in the storage order of X) first, passed
   // as the float64 maps of that order are (the same types: f is compiled for three dense
   // layouts, not five).
+  // y = X[i0:i1) x + beta y (transpose false) or X[i0:i1)^T x + beta y (true) straight
+  // from the storage through the row kernels (blas::row_gemv: float32 rows widened in
+  // registers, no widened copy) where rows are contiguous and at most kBlasGemvMaxCols
+  // wide; false (y untouched) otherwise (the caller then goes through with_rows).
+  bool rows_gemv(Index i0, Index i1, bool transpose, const double* x, double beta,
+                 double* y) const {
+    if (col_stride != 1 || p == 0 || p > kBlasGemvMaxCols || i1 <= i0) return false;
+    return data32 ? blas::row_gemv(transpose, i1 - i0, p, data32 + i0 * row_stride, row_stride, x,
+                                   beta, y)
+                  : blas::row_gemv(transpose, i1 - i0, p, data + i0 * row_stride, row_stride, x,
+                                   beta, y);
+  }
+
   template <class F>
   decltype(auto) with_rows(Index i0, Index i1, F&& f) const {
     const Index m = i1 - i0;
@@ -102,7 +118,6 @@ struct DenseView {
 // OpenBLAS (runtime-dispatched kernels) beats Eigen's portable GEMV (built without
 // -march) by 10-30% at p = 50..500 and ties at p = 1000; the row kernels take 0.65-0.72x
 // OpenBLAS's time at p = 50..400; wider blocks stay with Eigen (kBlasGemvMaxCols).
-constexpr Index kBlasGemvMaxCols = 512;
 template <class M>
 bool block_gemv(const M& A, bool transpose, const double* x, double beta, double* y) {
   if constexpr (std::is_base_of_v<Eigen::DenseBase<M>, M>) {
@@ -174,6 +189,12 @@ struct Design {
   }
 
   Index nnz() const { return sparse ? csr.indptr[n] - csr.indptr[0] : n * p; }
+
+  // DenseView::rows_gemv for dense designs; false for sparse ones.
+  bool rows_gemv(Index i0, Index i1, bool transpose, const double* x, double beta,
+                 double* y) const {
+    return !sparse && dense.rows_gemv(i0, i1, transpose, x, beta, y);
+  }
 
   // Calls f(M) with M an Eigen (dense or sparse row-major) expression of rows [i0, i1).
   // f(M, a) on the rows [i0, i1) in consecutive blocks, M the rows from row a on (as
