@@ -129,54 +129,24 @@ bool gemv(bool trans, Index m, Index n, double alpha, const double* A, Index lda
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define ALOOCV_ROW_KERNELS 1
 namespace {
-// y = A x + beta y, A row-major m x n (row stride lda).
-__attribute__((target("avx2,fma"))) void row_dots(Index m, Index n, const double* A, Index lda,
+// Four entries of a row as float64 (float32 rows widened in registers).
+__attribute__((target("avx2,fma"))) inline __m256d load4(const double* p) {
+  return _mm256_loadu_pd(p);
+}
+__attribute__((target("avx2,fma"))) inline __m256d load4(const float* p) {
+  return _mm256_cvtps_pd(_mm_loadu_ps(p));
+}
+// y = A x + beta y, A row-major m x n (row stride lda), float64 or float32 entries.
+template <class T>
+__attribute__((target("avx2,fma"))) void row_dots(Index m, Index n, const T* A, Index lda,
                                                   const double* x, double beta, double* y) {
   for (Index i = 0; i < m; ++i) {
-    const double* r = A + i * lda;
+    const T* r = A + i * lda;
     __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
     Index j = 0;
     for (; j + 8 <= n; j += 8) {
-      a0 = _mm256_fmadd_pd(_mm256_loadu_pd(r + j), _mm256_loadu_pd(x + j), a0);
-      a1 = _mm256_fmadd_pd(_mm256_loadu_pd(r + j + 4), _mm256_loadu_pd(x + j + 4), a1);
-    }
-    const __m256d a = _mm256_add_pd(a0, a1);
-    const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
-    double t = _mm_cvtsd_f64(s) + _mm_cvtsd_f64(_mm_unpackhi_pd(s, s));
-    for (; j < n; ++j) t += r[j] * x[j];
-    y[i] = beta == 0.0 ? t : beta * y[i] + t;
-  }
-}
-// y = A^T x + beta y, A row-major m x n (row stride lda).
-__attribute__((target("avx2,fma"))) void row_axpys(Index m, Index n, const double* A, Index lda,
-                                                   const double* x, double beta, double* y) {
-  if (beta == 0.0) {
-    std::fill(y, y + n, 0.0);
-  } else if (beta != 1.0) {
-    for (Index j = 0; j < n; ++j) y[j] *= beta;
-  }
-  for (Index i = 0; i < m; ++i) {
-    const double* r = A + i * lda;
-    const __m256d xi = _mm256_set1_pd(x[i]);
-    Index j = 0;
-    for (; j + 4 <= n; j += 4) {
-      _mm256_storeu_pd(y + j, _mm256_fmadd_pd(xi, _mm256_loadu_pd(r + j), _mm256_loadu_pd(y + j)));
-    }
-    for (; j < n; ++j) y[j] += x[i] * r[j];
-  }
-}
-// The same on float32 rows (each widened in registers, float64 products and sums).
-__attribute__((target("avx2,fma"))) void row_dots(Index m, Index n, const float* A, Index lda,
-                                                  const double* x, double beta, double* y) {
-  for (Index i = 0; i < m; ++i) {
-    const float* r = A + i * lda;
-    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-    Index j = 0;
-    for (; j + 8 <= n; j += 8) {
-      const __m256 f = _mm256_loadu_ps(r + j);
-      a0 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f)), _mm256_loadu_pd(x + j), a0);
-      a1 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)), _mm256_loadu_pd(x + j + 4),
-                           a1);
+      a0 = _mm256_fmadd_pd(load4(r + j), _mm256_loadu_pd(x + j), a0);
+      a1 = _mm256_fmadd_pd(load4(r + j + 4), _mm256_loadu_pd(x + j + 4), a1);
     }
     const __m256d a = _mm256_add_pd(a0, a1);
     const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
@@ -185,7 +155,9 @@ __attribute__((target("avx2,fma"))) void row_dots(Index m, Index n, const float*
     y[i] = beta == 0.0 ? t : beta * y[i] + t;
   }
 }
-__attribute__((target("avx2,fma"))) void row_axpys(Index m, Index n, const float* A, Index lda,
+// y = A^T x + beta y, A row-major m x n (row stride lda), float64 or float32 entries.
+template <class T>
+__attribute__((target("avx2,fma"))) void row_axpys(Index m, Index n, const T* A, Index lda,
                                                    const double* x, double beta, double* y) {
   if (beta == 0.0) {
     std::fill(y, y + n, 0.0);
@@ -193,12 +165,11 @@ __attribute__((target("avx2,fma"))) void row_axpys(Index m, Index n, const float
     for (Index j = 0; j < n; ++j) y[j] *= beta;
   }
   for (Index i = 0; i < m; ++i) {
-    const float* r = A + i * lda;
+    const T* r = A + i * lda;
     const __m256d xi = _mm256_set1_pd(x[i]);
     Index j = 0;
     for (; j + 4 <= n; j += 4) {
-      _mm256_storeu_pd(
-          y + j, _mm256_fmadd_pd(xi, _mm256_cvtps_pd(_mm_loadu_ps(r + j)), _mm256_loadu_pd(y + j)));
+      _mm256_storeu_pd(y + j, _mm256_fmadd_pd(xi, load4(r + j), _mm256_loadu_pd(y + j)));
     }
     for (; j < n; ++j) y[j] += x[i] * static_cast<double>(r[j]);
   }
