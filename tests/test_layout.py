@@ -32,6 +32,21 @@ def test_layouts_give_identical_results(loss, method):
         np.testing.assert_allclose(res.fit.coef_, ref.fit.coef_, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rows_with_a_longer_stride_give_the_contiguous_rows_bits(dtype):
+    # the row kernels read rows in place at any row stride (a column slice of a wider
+    # C-ordered array): the same products in the same order as the contiguous copy
+    X, y = make_data("logistic", 3000, 37, seed=38)
+    wide = np.zeros((3000, 45), dtype=dtype)
+    wide[:, 3:40] = X
+    view, copy = wide[:, 3:40], np.ascontiguousarray(wide[:, 3:40])
+    assert not view.flags.c_contiguous and view.strides[1] == view.itemsize
+    kw = {"loss": "logistic", "penalty": aloocv.L2(0.5), "n_jobs": 1}
+    a, b = aloocv.loo(view, y, **kw), aloocv.loo(copy, y, **kw)
+    np.testing.assert_array_equal(a.fit.coef_, b.fit.coef_)
+    np.testing.assert_array_equal(a.losses, b.losses)
+
+
 def test_float32_input(loss):
     X, y = make_data(loss, 120, 5, seed=31)
     X32 = X.astype(np.float32)
