@@ -54,7 +54,11 @@ void bind_blas(py::module_& m) {
         "Switches between the registered BLAS and the built-in Eigen kernels.");
   m.def("blas_enabled", &blas::enabled, "True when registered BLAS routines are in use.");
   m.def("has_row_gemv", &blas::has_row_gemv,
-        "True when this CPU runs the core's row-block product kernels (AVX2 + FMA).");
+        "True when the core's row-block product kernels run: the CPU has AVX2 + FMA and they "
+        "are enabled.");
+  m.def("use_row_kernels", &blas::set_row_kernels, py::kw_only(), py::arg("enabled"),
+        "Switches the core's row kernels on or off (off: the registered DGEMV or Eigen, as on "
+        "a CPU without AVX2 + FMA).");
   m.def(
       "row_gemv",
       [](const py::array& A, const py::array_t<double, py::array::c_style>& x,

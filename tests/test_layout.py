@@ -131,6 +131,26 @@ def test_float32_row_kernels_equal_the_float64_ones_on_the_same_values(transpose
     np.testing.assert_allclose(y64, ref, rtol=1e-13, atol=1e-13 * np.abs(A64).sum())
 
 
+@pytest.mark.skipif(not _core.has_row_gemv(), reason="the CPU has no AVX2 + FMA")
+def test_row_kernels_and_the_dgemv_path_agree(loss):
+    # C-ordered X: the row kernels, and with them off the path of CPUs without AVX2 + FMA
+    X, y = make_data(loss, 3000, 40, seed=39)
+    kw = {"loss": loss, "penalty": aloocv.L2(1.0), "n_jobs": 1}
+    a = aloocv.loo(X, y, **kw)
+    _core.use_row_kernels(enabled=False)
+    try:
+        assert not _core.has_row_gemv()
+        b = aloocv.loo(X, y, **kw)
+        b32 = aloocv.loo(X.astype(np.float32), y, **kw)
+    finally:
+        _core.use_row_kernels(enabled=True)
+    assert _core.has_row_gemv()
+    a32 = aloocv.loo(X.astype(np.float32), y, **kw)
+    np.testing.assert_allclose(a.losses, b.losses, rtol=1e-9, atol=1e-14)
+    np.testing.assert_allclose(a.fit.coef_, b.fit.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(a32.losses, b32.losses, rtol=1e-9, atol=1e-14)
+
+
 def test_row_kernels_refuse_a_column_stride():
     A = np.zeros((4, 6))[:, ::2]
     with pytest.raises(ValueError, match="contiguous rows"):

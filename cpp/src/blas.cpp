@@ -181,9 +181,15 @@ bool cpu_has_row_kernels() {
 }  // namespace
 #endif
 
+namespace {
+std::atomic<bool> g_row_kernels{true};
+}  // namespace
+
+void set_row_kernels(bool on) { g_row_kernels.store(on); }
+
 bool has_row_gemv() {
 #ifdef ALOOCV_ROW_KERNELS
-  return cpu_has_row_kernels();
+  return g_row_kernels.load() && cpu_has_row_kernels();
 #else
   return false;
 #endif
@@ -194,7 +200,7 @@ template <class T>
 bool row_gemv_any(bool trans, Index m, Index n, const T* A, Index lda, const double* x, double beta,
                   double* y) {
 #ifdef ALOOCV_ROW_KERNELS
-  if (!cpu_has_row_kernels() || m <= 0 || n <= 0 || lda < n) return false;
+  if (!has_row_gemv() || m <= 0 || n <= 0 || lda < n) return false;
   if (trans) {
     row_axpys(m, n, A, lda, x, beta, y);
   } else {

@@ -74,7 +74,9 @@ bool gemv(bool trans, Index m, Index n, double alpha, const double* A, Index lda
 // (A x, then A^T g of the same block) takes 0.65-0.72x OpenBLAS's DGEMV pair at
 // p = 50..400 (10.8 vs 16.1 ms at n = 1e5, p = 200; 24.6 vs 34.0 ms at n = 1e6, p = 50)
 // and ties it where the block is in cache (n = 2e4, p = 50).
-bool has_row_gemv();
+bool has_row_gemv();  // the CPU has them and they are enabled
+// Switches the row kernels on or off (off: DGEMV / Eigen, as on a CPU without them).
+void set_row_kernels(bool on);
 bool row_gemv(bool trans, Index m, Index n, const double* A, Index lda, const double* x,
               double beta, double* y);
 // The same on float32 rows, widened in registers (float64 products and sums, no copy).
