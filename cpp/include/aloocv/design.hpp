@@ -46,11 +46,6 @@ struct DenseView {
     return g(data);
   }
 
-  // Calls f(M) with M an Eigen expression of rows [i0, i1) that keeps unit inner
-  // stride where the memory layout has one, so that products vectorize. float32 rows are
-  // widened into a float64 buffer of the block (in the storage order of X) first, passed
-  // as the float64 maps of that order are (the same types: f is compiled for three dense
-  // layouts, not five).
   // y = X[i0:i1) x + beta y (transpose false) or X[i0:i1)^T x + beta y (true) straight
   // from the storage through the row kernels (blas::row_gemv: float32 rows widened in
   // registers, no widened copy) where rows are contiguous and at most kBlasGemvMaxCols
@@ -64,6 +59,11 @@ struct DenseView {
                                    beta, y);
   }
 
+  // Calls f(M) with M an Eigen expression of rows [i0, i1) that keeps unit inner
+  // stride where the memory layout has one, so that products vectorize. float32 rows are
+  // widened into a float64 buffer of the block (in the storage order of X) first, passed
+  // as the float64 maps of that order are (the same types: f is compiled for three dense
+  // layouts, not five).
   template <class F>
   decltype(auto) with_rows(Index i0, Index i1, F&& f) const {
     const Index m = i1 - i0;
