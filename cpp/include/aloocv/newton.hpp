@@ -14,6 +14,7 @@
 #include "losses.hpp"
 #include "newton_driver.hpp"
 #include "problem.hpp"
+#include "vector_math.hpp"
 
 namespace aloocv {
 
@@ -282,11 +283,50 @@ inline bool factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Choles
   return true;
 }
 
+// fused_rows for the logistic loss (and binomial proportions): l = max(eta, 0) - y eta +
+// log1p(e), e = exp(-|eta|), l' and l'' from the same e, with the log1p of the block's rows
+// four at a time (vmath::log1p_unit; glibc's scalar log1p was ~16% of a 1e6 x 50 fit).
+inline double logistic_fused_rows(const Problem& pb, Index i0, Index m, const double* eta,
+                                  const double* x, double* eta_new, double* gb, double* d,
+                                  Index skip) {
+  constexpr Index kChunk = 256;
+  double ex[kChunk], wk[kChunk];
+  double lin = 0.0, soft = 0.0;
+  for (Index c0 = 0; c0 < m; c0 += kChunk) {
+    const Index c1 = std::min(m, c0 + kChunk);
+    for (Index k = c0; k < c1; ++k) {
+      const Index i = i0 + k;
+      const double t = eta[i] + x[k];
+      eta_new[i] = t;
+      const double w = i == skip ? 0.0 : pb.weight(i);
+      wk[k - c0] = w;
+      if (w == 0.0) {
+        gb[k] = 0.0;
+        d[i] = 0.0;
+        ex[k - c0] = 0.0;
+        continue;
+      }
+      const double y = pb.y[i];
+      const double e = std::exp(-std::abs(t));
+      ex[k - c0] = e;
+      lin += w * ((t > 0 ? t : 0.0) - y * t);
+      gb[k] = w * ((t >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e)) - y);
+      d[i] = w * (e / ((1.0 + e) * (1.0 + e)));
+    }
+    vmath::log1p_unit(ex, ex, c1 - c0);
+    for (Index k = 0; k < c1 - c0; ++k) soft += wk[k] * ex[k];
+  }
+  return lin + soft;
+}
+
 // The loss part of fused_step for the rows [i0, i0 + m): eta_new = eta + x, and, at
 // eta_new, g = w l' and d = w l'' (zero at `skip`); returns the block's sum of w l.
 template <class Loss>
 double fused_rows(const Problem& pb, Index i0, Index m, const double* eta, const double* x,
                   double* eta_new, double* gb, double* d, Index skip, YPartCache* yc) {
+  if constexpr (std::is_base_of_v<Logistic, Loss>) {
+    return logistic_fused_rows(pb, i0, m, eta, x, eta_new, gb, d, skip);
+  }
   double fsum = 0.0;
   for (Index k = 0; k < m; ++k) {
     const Index i = i0 + k;

@@ -1,0 +1,81 @@
+#include "aloocv/vector_math.hpp"
+
+#include <cmath>
+
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define ALOOCV_VMATH_AVX2 1
+#endif
+
+namespace aloocv::vmath {
+
+#ifdef ALOOCV_VMATH_AVX2
+namespace {
+// fdlibm's e_log.c coefficients (log(1 + f) = f - f^2 / 2 + s (f^2 / 2 + R(s^2)),
+// s = f / (2 + f)) and log(2) in two parts.
+constexpr double kLg1 = 6.666666666666735130e-01, kLg2 = 3.999999999940941908e-01,
+                 kLg3 = 2.857142874366239149e-01, kLg4 = 2.222219843214978396e-01,
+                 kLg5 = 1.818357216161805012e-01, kLg6 = 1.531383769920937332e-01,
+                 kLg7 = 1.479819860511658591e-01;
+constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
+constexpr double kSqrt2 = 1.4142135623730951;
+
+__attribute__((target("avx2,fma"))) inline __m256d c_(double v) { return _mm256_set1_pd(v); }
+
+__attribute__((target("avx2,fma"))) inline __m256d log1p_unit4(__m256d e) {
+  const __m256d one = _mm256_set1_pd(1.0), half = _mm256_set1_pd(0.5);
+  const __m256d u = _mm256_add_pd(one, e);
+  const __m256d c = _mm256_sub_pd(e, _mm256_sub_pd(u, one));  // exact: u - 1 is exact
+  const __m256d big = _mm256_cmp_pd(u, _mm256_set1_pd(kSqrt2), _CMP_GT_OQ);
+  const __m256d k = _mm256_and_pd(big, one);
+  const __m256d f =
+      _mm256_blendv_pd(_mm256_sub_pd(u, one), _mm256_sub_pd(_mm256_mul_pd(half, u), one), big);
+  const __m256d hfsq = _mm256_mul_pd(_mm256_mul_pd(half, f), f);
+  const __m256d s = _mm256_div_pd(f, _mm256_add_pd(_mm256_set1_pd(2.0), f));
+  const __m256d z = _mm256_mul_pd(s, s);
+  const __m256d w = _mm256_mul_pd(z, z);
+  const __m256d t1 = _mm256_mul_pd(
+      w, _mm256_add_pd(c_(kLg2),
+                       _mm256_mul_pd(w, _mm256_add_pd(c_(kLg4), _mm256_mul_pd(w, c_(kLg6))))));
+  const __m256d t2 = _mm256_mul_pd(
+      z, _mm256_add_pd(
+             c_(kLg1),
+             _mm256_mul_pd(
+                 w, _mm256_add_pd(
+                        c_(kLg3),
+                        _mm256_mul_pd(w, _mm256_add_pd(c_(kLg5), _mm256_mul_pd(w, c_(kLg7))))))));
+  const __m256d R = _mm256_add_pd(t2, t1);
+  const __m256d corr = _mm256_add_pd(_mm256_mul_pd(k, c_(kLn2Lo)), _mm256_div_pd(c, u));
+  const __m256d inner = _mm256_add_pd(_mm256_mul_pd(s, _mm256_add_pd(hfsq, R)), corr);
+  return _mm256_sub_pd(_mm256_mul_pd(k, c_(kLn2Hi)), _mm256_sub_pd(_mm256_sub_pd(hfsq, inner), f));
+}
+
+__attribute__((target("avx2,fma"))) void log1p_unit_avx2(const double* e, double* out, Index m) {
+  Index k = 0;
+  for (; k + 4 <= m; k += 4) _mm256_storeu_pd(out + k, log1p_unit4(_mm256_loadu_pd(e + k)));
+  if (k < m) {  // the tail through the same four-wide code: the same bits wherever it lies
+    alignas(32) double buf[4] = {0.0, 0.0, 0.0, 0.0};
+    for (Index r = k; r < m; ++r) buf[r - k] = e[r];
+    _mm256_store_pd(buf, log1p_unit4(_mm256_load_pd(buf)));
+    for (Index r = k; r < m; ++r) out[r] = buf[r - k];
+  }
+}
+
+bool cpu_has_avx2() {
+  static const bool on = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return on;
+}
+}  // namespace
+#endif
+
+void log1p_unit(const double* e, double* out, Index m) {
+#ifdef ALOOCV_VMATH_AVX2
+  if (cpu_has_avx2()) {
+    log1p_unit_avx2(e, out, m);
+    return;
+  }
+#endif
+  for (Index k = 0; k < m; ++k) out[k] = std::log1p(e[k]);
+}
+
+}  // namespace aloocv::vmath
