@@ -172,10 +172,9 @@ Vec blocked_reduce(const Problem& pb, Columns cols, Index q1, int nt, Index stri
                    double flops_per_row, BlockBody body);
 
 // Z (q1 x m, packed rows x~) <- z_i = L^{-1} x~_i, or a_i = H^{-1} x~_i when `full`;
-// h[k] = x~_k^T H^{-1} x~_k = ||z_k||^2. Packed sparse rows are dense here, so the blocked
-// triangular solves serve them too (q^2 per row, half a product with an explicit inverse).
-// Zp (q1 x m, column-major packed rows) <- L^{-1} Zp and h its squared column norms, then
-// (full) Zp <- L^{-T} Zp; Linv: L^{-1} from lower_inverse_for_trmm (empty: solves with L).
+// h[k] = x~_k^T H^{-1} x~_k = ||z_k||^2. z by DTRMM with Linv (L^{-1} from
+// lower_inverse_for_trmm, the leverage pass's rule) or, where Linv is empty, by blocked
+// triangular solves (packed sparse rows are dense here, so they serve them too).
 inline void solve_rows(const FitState& st, Index q1, Index m, double* Zp, double* h, bool full,
                        const Mat& Linv) {
   if (Linv.size() == 0 || !blas::trmm_lower(q1, m, Linv.data(), q1, Zp, q1)) {

@@ -126,13 +126,22 @@ struct Logistic {
     const double s = detail::sigmoid(eta);
     return d2(y, eta, lp) * (1.0 - 6.0 * s * (1.0 - s));
   }
+  // e = exp(-|eta|) with l' and l'' from it (the value is max(eta, 0) - y eta + log1p(e):
+  // eval below, and the fused Newton rows, newton.hpp, which take the log1p in blocks)
+  struct Parts {
+    double e, d1, d2;
+  };
+  static Parts parts(double y, double eta) {
+    const double e = std::exp(-std::abs(eta));
+    return {e, (eta >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e)) - y, e / ((1.0 + e) * (1.0 + e))};
+  }
   // one exp(-|eta|) for softplus, sigmoid and s (1 - s)
   static LossEval eval(double y, double eta, const LossParams&, bool with_value) {
-    const double e = std::exp(-std::abs(eta));
+    const Parts q = parts(y, eta);
     LossEval r;
-    if (with_value) r.value = (eta > 0 ? eta : 0.0) + std::log1p(e) - y * eta;
-    r.d1 = (eta >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e)) - y;
-    r.d2 = e / ((1.0 + e) * (1.0 + e));
+    if (with_value) r.value = (eta > 0 ? eta : 0.0) + std::log1p(q.e) - y * eta;
+    r.d1 = q.d1;
+    r.d2 = q.d2;
     return r;
   }
   static double mean(double eta, const LossParams&) { return detail::sigmoid(eta); }
