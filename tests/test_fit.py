@@ -204,6 +204,40 @@ def test_alo_fit_samples_no_hessian_where_the_sample_misses_heavy_rows():
     assert aloocv.fit(T, y, **kw).sampled_hessian_passes_ >= 1
 
 
+def test_a_damped_step_on_a_sampled_hessian_switches_to_full_ones():
+    # Poisson on Student-t(2) rows, every 8th row sampled: the sample misses the heavy rows
+    # and underestimates their curvature, so its steps are damped; the drive took 100
+    # damped sampled steps without converging before it switched to full Hessians at the
+    # first damped one
+    rng = np.random.default_rng(1)
+    X = rng.standard_t(2, (20000, 10))
+    beta = rng.standard_normal(10) / np.sqrt(10) * 2
+    y = rng.poisson(np.exp(np.clip(X @ beta, -5, 3))).astype(np.float64)
+    kw = {"loss": "poisson", "penalty": aloocv.L2(1.0), "tol": 1e-8}
+    res = aloocv.fit(X, y, **kw)
+    full = aloocv.fit(np.asfortranarray(X), y, **kw)
+    assert full.sampled_hessian_passes_ == 0 and res.sampled_hessian_passes_ >= 1
+    assert res.converged_ and res.n_iter_ <= 2 * full.n_iter_
+    assert rel_err(res.coef_, full.coef_) < 1e-7
+
+
+def test_a_plain_fit_with_a_large_sample_samples_every_hessian():
+    # 70000 rows, 8 columns with the intercept: every 8th row leaves 8750 >= 1024 x 8
+    # sampled rows per column (kSubsampleThroughoutRows): every Hessian of the plain fit is
+    # sampled, and the fit ends where full Hessians end
+    X, y = make_data("logistic", 70000, 7, seed=30)
+    kw = {"penalty": aloocv.L2(1.0), "tol": 1e-10}
+    res = aloocv.fit(X, y, **kw)
+    assert res.converged_ and res.hessian_passes_ == res.sampled_hessian_passes_ >= 1
+    full = aloocv.fit(np.asfortranarray(X), y, **kw)
+    assert full.sampled_hessian_passes_ == 0
+    assert rel_err(res.coef_, full.coef_) < 1e-8
+    # below 1024 rows per column the late Hessians take every row
+    X, y = make_data("logistic", 70000, 20, seed=30)
+    res = aloocv.fit(X, y, **kw)
+    assert res.converged_ and 1 <= res.sampled_hessian_passes_ < res.hessian_passes_
+
+
 def test_subsampled_fit_is_the_same_on_one_and_two_threads():
     # 80000 x 21 sampled every 8th row: 4.4e6 flops, above the serial threshold (4e6)
     X, y = make_data("logistic", 80000, 20, seed=27)

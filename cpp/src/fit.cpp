@@ -259,7 +259,9 @@ double GlmCore::move(const Vec& step, double dec) {
                                d_try_, nt_, skip_, cache_of(ypart_));
   // no descent on a float32 factor: the drive's next Hessians are float64
   if (t == 0.0 && single_factor_) single_above_ = std::numeric_limits<double>::infinity();
-  if (t == 0.0 && sub_factor_) sub_above_ = std::numeric_limits<double>::infinity();
+  // a damped step on a sampled factor (its curvature missed heavy rows: Student-t rows took
+  // 100 damped sampled steps without converging) or none: the next Hessians take every row
+  if (t < 1.0 && sub_factor_) sub_above_ = std::numeric_limits<double>::infinity();
   if (t > 0.0 && secant_.on()) secant_.add(t * step, st_.grad - g0);
   // the fused step reads X once; a backtracked step adds the gradient's pass
   st_.matvec_passes += (t == 1.0) ? 1 : 2;
@@ -365,7 +367,8 @@ FitState newton_fit(const LossOps& loss, const Problem& pb, const FitOptions& op
     // "Subsampled Hessians")
     const Index k = beta0 ? 1 : subsample_stride(pb);
     if (k > 1 && (!fresh_end || subsample_spans(pb, k, nt))) {
-      m.use_subsample(k, kSubsampleGradShare * m.gnorm(), fresh_end);
+      const bool throughout = !fresh_end && pb.n() / k >= kSubsampleThroughoutRows * pb.p1();
+      m.use_subsample(k, throughout ? 0.0 : kSubsampleGradShare * m.gnorm(), fresh_end);
     }
   }
   const DriveResult r = newton_drive(m, o, fit_policy(opt, loss.constant_curvature));

@@ -1,5 +1,6 @@
 #include "aloocv/vector_math.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
@@ -61,6 +62,61 @@ __attribute__((target("avx2,fma"))) void log1p_unit_avx2(const double* e, double
   }
 }
 
+// exp(x) for x <= 0: x = n log(2) + r, |r| <= log(2) / 2 (n rounded through the 1.5 2^52
+// shift, r in two fused parts of log(2)), exp(r) by its Taylor polynomial of degree 13
+// (truncation below 2^-58 relative) in Horner form, times 2^n built in the exponent bits.
+// Lanes below kExpNormalMin (a subnormal result), -inf and NaN are recomputed by std::exp.
+constexpr double kLog2e = 1.4426950408889634, kShift = 6755399441055744.0;  // 1.5 2^52
+constexpr double kLn2Hi1 = 6.93147180559945286e-01, kLn2Lo1 = 2.319046813846299558e-17;
+constexpr double kExpNormalMin = -708.0;
+
+__attribute__((target("avx2,fma"))) inline __m256d exp_nonpositive4(__m256d x) {
+  const __m256d t = _mm256_fmadd_pd(x, c_(kLog2e), c_(kShift));
+  const __m256d n = _mm256_sub_pd(t, c_(kShift));
+  __m256d r = _mm256_fnmadd_pd(n, c_(kLn2Hi1), x);
+  r = _mm256_fnmadd_pd(n, c_(kLn2Lo1), r);
+  // 1 / k! for k = 13 down to 2
+  __m256d q = c_(1.6059043836821613e-10);
+  q = _mm256_fmadd_pd(q, r, c_(2.08767569878681e-09));
+  q = _mm256_fmadd_pd(q, r, c_(2.505210838544172e-08));
+  q = _mm256_fmadd_pd(q, r, c_(2.755731922398589e-07));
+  q = _mm256_fmadd_pd(q, r, c_(2.7557319223985893e-06));
+  q = _mm256_fmadd_pd(q, r, c_(2.48015873015873e-05));
+  q = _mm256_fmadd_pd(q, r, c_(0.0001984126984126984));
+  q = _mm256_fmadd_pd(q, r, c_(0.001388888888888889));
+  q = _mm256_fmadd_pd(q, r, c_(0.008333333333333333));
+  q = _mm256_fmadd_pd(q, r, c_(0.041666666666666664));
+  q = _mm256_fmadd_pd(q, r, c_(0.16666666666666666));
+  q = _mm256_fmadd_pd(q, r, c_(0.5));
+  q = _mm256_fmadd_pd(q, r, c_(1.0));
+  q = _mm256_fmadd_pd(q, r, c_(1.0));
+  // 2^n: the shifted t holds n in its low mantissa bits
+  const __m256i bits = _mm256_add_epi64(_mm256_slli_epi64(_mm256_castpd_si256(t), 52),
+                                        _mm256_set1_epi64x(1023LL << 52));
+  return _mm256_mul_pd(q, _mm256_castsi256_pd(bits));
+}
+
+__attribute__((target("avx2,fma"))) void exp_nonpositive_avx2(const double* x, double* out,
+                                                              Index m) {
+  const __m256d lo = c_(kExpNormalMin);
+  Index k = 0;
+  alignas(32) double buf[4];
+  for (; k < m; k += 4) {
+    const Index w = std::min<Index>(4, m - k);
+    __m256d v;
+    if (w == 4) {
+      v = _mm256_loadu_pd(x + k);
+    } else {  // the tail through the same four-wide code: the same bits wherever it lies
+      for (Index r = 0; r < 4; ++r) buf[r] = r < w ? x[k + r] : 0.0;
+      v = _mm256_load_pd(buf);
+    }
+    const __m256d e = exp_nonpositive4(v);
+    const int odd = _mm256_movemask_pd(_mm256_cmp_pd(v, lo, _CMP_NGE_UQ));  // < lo or NaN
+    _mm256_store_pd(buf, e);
+    for (Index r = 0; r < w; ++r) out[k + r] = (odd >> r) & 1 ? std::exp(x[k + r]) : buf[r];
+  }
+}
+
 bool cpu_has_avx2() {
   static const bool on = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return on;
@@ -76,6 +132,16 @@ void log1p_unit(const double* e, double* out, Index m) {
   }
 #endif
   for (Index k = 0; k < m; ++k) out[k] = std::log1p(e[k]);
+}
+
+void exp_nonpositive(const double* x, double* out, Index m) {
+#ifdef ALOOCV_VMATH_AVX2
+  if (cpu_has_avx2()) {
+    exp_nonpositive_avx2(x, out, m);
+    return;
+  }
+#endif
+  for (Index k = 0; k < m; ++k) out[k] = std::exp(x[k]);
 }
 
 }  // namespace aloocv::vmath

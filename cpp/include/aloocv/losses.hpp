@@ -131,9 +131,10 @@ struct Logistic {
   struct Parts {
     double e, d1, d2;
   };
-  static Parts parts(double y, double eta) {
-    const double e = std::exp(-std::abs(eta));
-    return {e, (eta >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e)) - y, e / ((1.0 + e) * (1.0 + e))};
+  static Parts parts(double y, double eta) { return parts(y, eta, std::exp(-std::abs(eta))); }
+  // the same from a given e = exp(-|eta|) (the fused rows take the exp in blocks)
+  static Parts parts(double y, double eta, double e) {
+    return {e, (eta >= 0 ? 1.0 : e) / (1.0 + e) - y, e / ((1.0 + e) * (1.0 + e))};
   }
   // one exp(-|eta|) for softplus, sigmoid and s (1 - s)
   static LossEval eval(double y, double eta, const LossParams&, bool with_value) {

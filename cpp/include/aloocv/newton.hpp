@@ -54,10 +54,21 @@ YPartCache y_part_cache(const Problem& pb) {
 }
 inline YPartCache* cache_of(YPartCache& c) { return c.v.size() ? &c : nullptr; }
 
+// The logistic loss's rows [i0, i0 + m) in blocks (cpp/src/logistic_rows.cpp): g = w l',
+// d = w l'' at eta (zero at `skip`; g, d nullptr: values only); returns the sum of w l.
+double logistic_rows(const Problem& pb, Index i0, Index m, const double* eta, double* g, double* d,
+                     Index skip);
+
 // sum_i w_i l(y_i, eta_i) (skipping `skip`) + 1/2 sum_j pen_j beta_j^2
 template <class Loss>
 double objective(const Problem& pb, const double* eta, const Vec& beta, int n_threads,
                  Index skip = -1, YPartCache* yc = nullptr) {
+  if constexpr (std::is_base_of_v<Logistic, Loss>) {
+    const double f = parallel_block_sum(pb.n(), n_threads, [&](Index i0, Index i1) {
+      return logistic_rows(pb, i0, i1 - i0, eta, nullptr, nullptr, skip);
+    });
+    return f + 0.5 * pb.pen.dot(beta.cwiseAbs2()) + pb.l1_norm(beta);
+  }
   double f = parallel_sum(pb.n(), n_threads, [&](Index i) {
     const double w = pb.weight(i);
     if (i == skip || w == 0.0) return 0.0;
@@ -94,6 +105,12 @@ template <class Loss>
 double derivatives_objective(const Problem& pb, const double* eta, double* g, double* d,
                              const Vec& beta, int n_threads, Index skip = -1,
                              YPartCache* yc = nullptr) {
+  if constexpr (std::is_base_of_v<Logistic, Loss>) {
+    const double f = parallel_block_sum(pb.n(), n_threads, [&](Index i0, Index i1) {
+      return logistic_rows(pb, i0, i1 - i0, eta, g, d, skip);
+    });
+    return f + 0.5 * pb.pen.dot(beta.cwiseAbs2()) + pb.l1_norm(beta);
+  }
   const double f = parallel_sum(pb.n(), n_threads, [&](Index i) {
     const double w = (i == skip) ? 0.0 : pb.weight(i);
     if (w == 0.0) {
@@ -176,6 +193,11 @@ constexpr double kSubsampleGradShare = 0.1;
 constexpr Index kSubsampleMaxStride = 8;
 constexpr Index kSubsampleRowsPerColumn = 32;
 constexpr double kSubsampleMomentError = 0.25;
+// A plain fit (no fresh end) whose sample holds at least kSubsampleThroughoutRows rows per
+// column of X~ (relative spectral error about sqrt(1 / 1024) = 0.03: a chord step on it
+// contracts the gradient nearly as a full Hessian's Newton step does) keeps sampling to
+// the end (docs/math/newton.md, "Subsampled Hessians").
+constexpr Index kSubsampleThroughoutRows = 1024;
 
 // The row stride of a subsampled Hessian of pb (1: none; see above).
 inline Index subsample_stride(const Problem& pb) {
@@ -284,40 +306,12 @@ inline bool factor_hessian(const Problem& pb, const double* d, Vec& Hbuf, Choles
 }
 
 // fused_rows for the logistic loss (and binomial proportions): l = max(eta, 0) - y eta +
-// log1p(e) with e, l' and l'' from Logistic::parts, the log1p of the block's rows four at
-// a time (vmath::log1p_unit; glibc's scalar log1p was ~16% of a 1e6 x 50 fit).
-inline double logistic_fused_rows(const Problem& pb, Index i0, Index m, const double* eta,
-                                  const double* x, double* eta_new, double* gb, double* d,
-                                  Index skip) {
-  constexpr Index kChunk = 256;
-  double ex[kChunk], wk[kChunk];
-  double lin = 0.0, soft = 0.0;
-  for (Index c0 = 0; c0 < m; c0 += kChunk) {
-    const Index c1 = std::min(m, c0 + kChunk);
-    for (Index k = c0; k < c1; ++k) {
-      const Index i = i0 + k;
-      const double t = eta[i] + x[k];
-      eta_new[i] = t;
-      const double w = i == skip ? 0.0 : pb.weight(i);
-      wk[k - c0] = w;
-      if (w == 0.0) {
-        gb[k] = 0.0;
-        d[i] = 0.0;
-        ex[k - c0] = 0.0;
-        continue;
-      }
-      const double y = pb.y[i];
-      const Logistic::Parts q = Logistic::parts(y, t);
-      ex[k - c0] = q.e;
-      lin += w * ((t > 0 ? t : 0.0) - y * t);
-      gb[k] = w * q.d1;
-      d[i] = w * q.d2;
-    }
-    vmath::log1p_unit(ex, ex, c1 - c0);
-    for (Index k = 0; k < c1 - c0; ++k) soft += wk[k] * ex[k];
-  }
-  return lin + soft;
-}
+// log1p(e) with e = exp(-|eta|), l' and l'' from Logistic::parts, a block of rows at a time
+// (cpp/src/logistic_rows.cpp: the exp and log1p through vmath, the rest compiled for AVX2
+// where the CPU has it; glibc's scalar exp, log1p and the two divisions per row were ~40% of
+// a 1e6 x 50 fit).
+double logistic_fused_rows(const Problem& pb, Index i0, Index m, const double* eta, const double* x,
+                           double* eta_new, double* gb, double* d, Index skip);
 
 // The loss part of fused_step for the rows [i0, i0 + m): eta_new = eta + x, and, at
 // eta_new, g = w l' and d = w l'' (zero at `skip`); returns the block's sum of w l.

@@ -143,4 +143,19 @@ double parallel_sum(Index n, int n_threads, F&& f) {
   return total;
 }
 
+// The same sum with the chunk's rows [i0, i1) summed by block(i0, i1) (a kernel that takes
+// the rows in blocks, as the logistic loss's rows do).
+template <class F>
+double parallel_block_sum(Index n, int n_threads, F&& block) {
+  const Partition part{n, std::max<Index>(1, std::min<Index>(64, n / 4096))};
+  std::vector<double> partial(static_cast<size_t>(part.chunks), 0.0);
+#pragma omp parallel for schedule(static) num_threads(threads_for(n_threads, 16.0 * double(n)))
+  for (Index c = 0; c < part.chunks; ++c) {
+    partial[static_cast<size_t>(c)] = block(part.begin(c), part.begin(c + 1));
+  }
+  double total = 0.0;
+  for (double s : partial) total += s;
+  return total;
+}
+
 }  // namespace aloocv
