@@ -19,7 +19,7 @@ Vec random_leverages_gradient(const mf::Point& pt, const LeverageOptions& o, boo
     throw InvalidInput("random_leverages_gradient: coefficient shapes do not match");
   }
   const mf::Operator& op = pt.op;
-  const Vec &g = pt.g, &d = pt.d, &minv = pt.minv;
+  const Vec &d = pt.d, &minv = pt.minv;
   const Vec& eta = pt.eta;
   Vec wl3(n);
   dispatch_loss(pt.loss, [&](auto L) {
