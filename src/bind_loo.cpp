@@ -122,6 +122,7 @@ void bind_loo(py::module_& m) {
           out.grad_l2 = to_numpy(hg.l2);
           out.grad_l1 = to_numpy(hg.l1);
         }
+        out.eta = move_to_numpy(std::move(st.eta));
         return out;
       },
       py::arg("X"), py::arg("y"), py::arg("sample_weight"), py::arg("loss"), py::arg("penalty"),

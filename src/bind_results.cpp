@@ -107,7 +107,10 @@ void bind_results(py::module_& m) {
       .def_readonly("grad_l2", &LooOut::grad_l2,
                     "d mean / d l2 weights, per feature (None without the hypergradient).")
       .def_readonly("grad_l1", &LooOut::grad_l1,
-                    "d mean / d l1 weights, per feature (None without the hypergradient).");
+                    "d mean / d l1 weights, per feature (None without the hypergradient).")
+      .def_readonly("eta", &LooOut::eta,
+                    "The fit's linear predictor X~ beta (+ offset) as the fit holds it (None "
+                    "where the route does not give it).");
   add_repr(loo, with(kFitScalars, {"rcond", "n_not_converged", "n_singular"}));
 
   py::class_<AloTangentsOut, LooOut> tan(

@@ -190,3 +190,33 @@ def test_stderr_and_mean():
     assert res.mean == pytest.approx(res.losses.mean())
     assert res.stderr == pytest.approx(res.losses.std(ddof=1) / np.sqrt(120))
     assert "alo" in repr(res)
+
+
+@pytest.mark.parametrize("method", ["alo", "exact"])
+@pytest.mark.parametrize("given", [False, True])
+def test_the_cores_linear_predictor_is_the_fits(method, given):
+    # loo's checks take the fit's eta from the core (no pass over X in Python): it is
+    # X coef + intercept + offset at the returned coefficients, whatever the route to them
+    from aloocv import _core
+
+    X, y = make_data("poisson", 300, 8, seed=41)
+    off = np.random.default_rng(41).normal(0.0, 0.3, 300)
+    beta = None
+    if given:
+        r = aloocv.fit(X, y, loss="poisson", penalty=aloocv.L2(1.0), offset=off)
+        beta = np.r_[r.intercept_, r.coef_]
+    out = _core.loo(
+        X,
+        y,
+        None,
+        "poisson",
+        np.ones(8),
+        fit_intercept=True,
+        method=method,
+        tol=1e-8,
+        max_iter=100,
+        n_threads=1,
+        beta=beta,
+        offset=off,
+    )
+    np.testing.assert_allclose(out.eta, X @ out.coef + out.intercept + off, rtol=1e-12, atol=1e-12)

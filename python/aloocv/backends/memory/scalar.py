@@ -300,7 +300,11 @@ def loo(pb: Problem, solver: str, req: LOORequest) -> LOOResult:
         grad_l1=out.grad_l1,
     )
     fitres = fit_result(out, pb.loss, pb.penalty, pb.fit_intercept)
-    eta = fitres._linear_predictor(pb.X, pb.offset)  # the fit's, for the checks below
+    # the fit's linear predictor, for the checks below: the core's (no pass over X here)
+    # where the route gives it
+    eta = getattr(out, "eta", None)
+    if eta is None:
+        eta = fitres._linear_predictor(pb.X, pb.offset)
     _check_separation(pb, fitres, warn=method != "exact", eta=eta)
     o = pb.options
     warn_loo_fit(fitres, beta is not None, out.n_not_converged, pb.n_samples, o.tol, o.max_iter)
