@@ -85,6 +85,12 @@ double objective(const Problem& pb, const double* eta, const Vec& beta, int n_th
 template <class Loss>
 void derivatives(const Problem& pb, const double* eta, double* g, double* d, int n_threads,
                  Index skip = -1) {
+  if constexpr (std::is_base_of_v<Logistic, Loss>) {  // the same rows as the other passes
+    parallel_block_sum(pb.n(), n_threads, [&](Index i0, Index i1) {
+      return logistic_rows(pb, i0, i1 - i0, eta, g, d, skip);
+    });
+    return;
+  }
 #pragma omp parallel for schedule(static) num_threads(threads_for(n_threads, 16.0 * double(pb.n())))
   for (Index i = 0; i < pb.n(); ++i) {
     const double w = (i == skip) ? 0.0 : pb.weight(i);
