@@ -253,6 +253,7 @@ double GlmCore::direction(Vec& step) {
 
 double GlmCore::move(const Vec& step, double dec) {
   if (!(dec > 0.0)) return 0.0;  // a zero gradient (or no descent): nothing to gain
+  const double g_before = gnorm();
   Vec g0;
   if (secant_.on()) g0 = st_.grad;
   const double t = newton_move(loss_, pb_, st_, step, dec, f_, xs_, eta_try_, g_, d_, g_try_,
@@ -262,6 +263,11 @@ double GlmCore::move(const Vec& step, double dec) {
   // a damped step on a sampled factor (its curvature missed heavy rows: Student-t rows took
   // 100 damped sampled steps without converging) or none: the next Hessians take every row
   if (t < 1.0 && sub_factor_) sub_above_ = std::numeric_limits<double>::infinity();
+  // a sampled factor that contracts the gradient poorly near the optimum (use_subsample)
+  if (t > 0.0 && sub_factor_ && g_before <= sub_local_below_ &&
+      gnorm() > kSubsampleLocalContraction * g_before) {
+    sub_above_ = std::numeric_limits<double>::infinity();
+  }
   if (t > 0.0 && secant_.on()) secant_.add(t * step, st_.grad - g0);
   // the fused step reads X once; a backtracked step adds the gradient's pass
   st_.matvec_passes += (t == 1.0) ? 1 : 2;
@@ -368,7 +374,8 @@ FitState newton_fit(const LossOps& loss, const Problem& pb, const FitOptions& op
     const Index k = beta0 ? 1 : subsample_stride(pb);
     if (k > 1 && (!fresh_end || subsample_spans(pb, k, nt))) {
       const bool throughout = !fresh_end && pb.n() / k >= kSubsampleThroughoutRows * pb.p1();
-      m.use_subsample(k, throughout ? 0.0 : kSubsampleGradShare * m.gnorm(), fresh_end);
+      const double range = kSubsampleGradShare * m.gnorm();
+      m.use_subsample(k, throughout ? 0.0 : range, fresh_end, throughout ? range : -1.0);
     }
   }
   const DriveResult r = newton_drive(m, o, fit_policy(opt, loss.constant_curvature));

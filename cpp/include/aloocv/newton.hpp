@@ -204,6 +204,10 @@ constexpr double kSubsampleMomentError = 0.25;
 // contracts the gradient nearly as a full Hessian's Newton step does) keeps sampling to
 // the end (docs/math/newton.md, "Subsampled Hessians").
 constexpr Index kSubsampleThroughoutRows = 1024;
+// ... unless a step on a sampled factor below the first decade's range contracts max|grad|
+// by less than this factor (rows the sample misses: Student-t(1.2) rows contracted by 0.58
+// a step and stalled above tol); the drive's next Hessians then take every row.
+constexpr double kSubsampleLocalContraction = 0.5;
 
 // The row stride of a subsampled Hessian of pb (1: none; see above).
 inline Index subsample_stride(const Problem& pb) {
@@ -450,10 +454,15 @@ class GlmCore {
   // Hessians from every `stride`-th row (subsample_stride) while max|grad| exceeds
   // `gnorm_above` (unscaled; kSubsampleGradShare of a cold start's); with `expire`, a
   // sampled factor takes no chord steps once max|grad| is at or below it (factor_expired).
-  void use_subsample(Index stride, double gnorm_above, bool expire = false) {
+  // With `local_below` >= 0 (a plain fit sampling throughout), a step on a sampled factor
+  // at max|grad| <= local_below that contracts it by less than kSubsampleLocalContraction
+  // ends the sampling.
+  void use_subsample(Index stride, double gnorm_above, bool expire = false,
+                     double local_below = -1.0) {
     sub_stride_ = stride;
     sub_above_ = gnorm_above;
     sub_expire_ = expire;
+    sub_local_below_ = local_below;
   }
   bool factor_at_point() const {
     return exact_ && !st_.chol.empty() && (loss_.constant_curvature || st_.stale_eta == 0.0);
@@ -511,6 +520,7 @@ class GlmCore {
   double sub_above_ = std::numeric_limits<double>::infinity();
   bool sub_factor_ = false;
   bool sub_expire_ = false;
+  double sub_local_below_ = -1.0;
   double f_ = 0.0;
   double last_move_ = std::numeric_limits<double>::infinity();
   Vec g_, d_, xs_, eta_try_, g_try_, d_try_, H_;
