@@ -90,9 +90,9 @@ void bind_blas(py::module_& m) {
       "vector_math",
       [](const std::string& fn, const py::array_t<double, py::array::c_style>& x) {
         if (x.ndim() != 1) throw py::value_error("x must be a 1-D float64 array");
-        const bool is_exp = fn == "exp_nonpositive";
+        const bool is_exp = fn == "exp";
         if (!is_exp && fn != "log1p_unit") {
-          throw py::value_error("fn must be 'exp_nonpositive' or 'log1p_unit'");
+          throw py::value_error("fn must be 'exp' or 'log1p_unit'");
         }
         py::array_t<double> out(x.shape(0));
         const Index m = x.shape(0);
@@ -101,7 +101,7 @@ void bind_blas(py::module_& m) {
         {
           py::gil_scoped_release release;
           if (is_exp) {
-            vmath::exp_nonpositive(in, o, m);
+            vmath::exp(in, o, m);
           } else {
             vmath::log1p_unit(in, o, m);
           }
@@ -109,7 +109,7 @@ void bind_blas(py::module_& m) {
         return out;
       },
       py::arg("fn"), py::arg("x"),
-      "The core's elementwise kernels (vector_math.hpp) over x, for tests: exp of x <= 0 or "
+      "The core's elementwise kernels (vector_math.hpp) over x, for tests: exp of x or "
       "log1p of x in [0, 1].");
   m.def("max_threads", &max_threads,
         "Threads of a call with n_jobs=None: OpenMP's default capped by the thread limit.");

@@ -63,7 +63,7 @@ double chunk_rows(const Problem& pb, Index r0, Index mc, const double* t, double
                   Index skip) {
   double e[kChunk], wk[kChunk], lin[kChunk], gs[kChunk], ds[kChunk];
   for (Index k = 0; k < mc; ++k) e[k] = -std::abs(t[k]);
-  vmath::exp_nonpositive(e, e, mc);
+  vmath::exp(e, e, mc);
   if (pb.w) {
     std::copy(pb.w + r0, pb.w + r0 + mc, wk);
   } else {

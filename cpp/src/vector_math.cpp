@@ -62,15 +62,16 @@ __attribute__((target("avx2,fma"))) void log1p_unit_avx2(const double* e, double
   }
 }
 
-// exp(x) for x <= 0: x = n log(2) + r, |r| <= log(2) / 2 (n rounded through the 1.5 2^52
-// shift, r in two fused parts of log(2)), exp(r) by its Taylor polynomial of degree 13
+// exp(x) for x in [kExpMin, kExpMax]: x = n log(2) + r, |r| <= log(2) / 2 (n rounded through
+// the 1.5 2^52 shift, r in two fused parts of log(2)), exp(r) by its Taylor polynomial of degree 13
 // (truncation below 2^-58 relative) in Horner form, times 2^n built in the exponent bits.
-// Lanes below kExpNormalMin (a subnormal result), -inf and NaN are recomputed by std::exp.
+// Lanes outside that range (a subnormal result below, n > 1023 or overflow above), the
+// infinities and NaN are recomputed by std::exp.
 constexpr double kLog2e = 1.4426950408889634, kShift = 6755399441055744.0;  // 1.5 2^52
 constexpr double kLn2Hi1 = 6.93147180559945286e-01, kLn2Lo1 = 2.319046813846299558e-17;
-constexpr double kExpNormalMin = -708.0;
+constexpr double kExpMin = -708.0, kExpMax = 709.0;
 
-__attribute__((target("avx2,fma"))) inline __m256d exp_nonpositive4(__m256d x) {
+__attribute__((target("avx2,fma"))) inline __m256d exp4(__m256d x) {
   const __m256d t = _mm256_fmadd_pd(x, c_(kLog2e), c_(kShift));
   const __m256d n = _mm256_sub_pd(t, c_(kShift));
   __m256d r = _mm256_fnmadd_pd(n, c_(kLn2Hi1), x);
@@ -96,9 +97,8 @@ __attribute__((target("avx2,fma"))) inline __m256d exp_nonpositive4(__m256d x) {
   return _mm256_mul_pd(q, _mm256_castsi256_pd(bits));
 }
 
-__attribute__((target("avx2,fma"))) void exp_nonpositive_avx2(const double* x, double* out,
-                                                              Index m) {
-  const __m256d lo = c_(kExpNormalMin);
+__attribute__((target("avx2,fma"))) void exp_avx2(const double* x, double* out, Index m) {
+  const __m256d lo = c_(kExpMin), hi = c_(kExpMax);
   Index k = 0;
   alignas(32) double buf[4];
   for (; k < m; k += 4) {
@@ -110,8 +110,10 @@ __attribute__((target("avx2,fma"))) void exp_nonpositive_avx2(const double* x, d
       for (Index r = 0; r < 4; ++r) buf[r] = r < w ? x[k + r] : 0.0;
       v = _mm256_load_pd(buf);
     }
-    const __m256d e = exp_nonpositive4(v);
-    const int odd = _mm256_movemask_pd(_mm256_cmp_pd(v, lo, _CMP_NGE_UQ));  // < lo or NaN
+    const __m256d e = exp4(v);
+    const __m256d in =
+        _mm256_and_pd(_mm256_cmp_pd(v, lo, _CMP_GE_OQ), _mm256_cmp_pd(v, hi, _CMP_LE_OQ));
+    const int odd = ~_mm256_movemask_pd(in) & 0xF;  // outside [lo, hi] or NaN
     _mm256_store_pd(buf, e);
     for (Index r = 0; r < w; ++r) out[k + r] = (odd >> r) & 1 ? std::exp(x[k + r]) : buf[r];
   }
@@ -134,10 +136,10 @@ void log1p_unit(const double* e, double* out, Index m) {
   for (Index k = 0; k < m; ++k) out[k] = std::log1p(e[k]);
 }
 
-void exp_nonpositive(const double* x, double* out, Index m) {
+void exp(const double* x, double* out, Index m) {
 #ifdef ALOOCV_VMATH_AVX2
   if (cpu_has_avx2()) {
-    exp_nonpositive_avx2(x, out, m);
+    exp_avx2(x, out, m);
     return;
   }
 #endif

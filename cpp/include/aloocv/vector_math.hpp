@@ -11,10 +11,10 @@ namespace aloocv::vmath {
 // values), four at a time in AVX2 where the CPU has it, std::log1p otherwise. out may be e.
 void log1p_unit(const double* e, double* out, Index m);
 
-// out[k] = exp(x[k]) for x[k] <= 0 (e = exp(-|eta|) of the logistic loss): a degree-13
-// Taylor polynomial on |r| <= log(2) / 2 times 2^n, within 1 ulp of glibc's exp (tested),
-// four at a time in AVX2 where the CPU has it, std::exp otherwise and for results below
-// the normal range (x < -708), -inf and NaN. out may be x.
-void exp_nonpositive(const double* x, double* out, Index m);
+// out[k] = exp(x[k]): a degree-13 Taylor polynomial on |r| <= log(2) / 2 times 2^n, within
+// 1 ulp of glibc's exp (tested), four at a time in AVX2 where the CPU has it; std::exp
+// otherwise and outside [-708, 709] (subnormal results, overflow), for infinities and NaN.
+// out may be x.
+void exp(const double* x, double* out, Index m);
 
 }  // namespace aloocv::vmath
