@@ -127,24 +127,8 @@ struct FitState {
   double stale_eta = 0.0;
 };
 
-// Sums f(i) over [0, n) in fixed chunks (deterministic for any thread count).
-template <class F>
-double parallel_sum(Index n, int n_threads, F&& f) {
-  const Partition part{n, std::max<Index>(1, std::min<Index>(64, n / 4096))};
-  std::vector<double> partial(static_cast<size_t>(part.chunks), 0.0);
-#pragma omp parallel for schedule(static) num_threads(threads_for(n_threads, 16.0 * double(n)))
-  for (Index c = 0; c < part.chunks; ++c) {
-    double s = 0.0;
-    for (Index i = part.begin(c); i < part.begin(c + 1); ++i) s += f(i);
-    partial[static_cast<size_t>(c)] = s;
-  }
-  double total = 0.0;
-  for (double s : partial) total += s;
-  return total;
-}
-
-// The same sum with the chunk's rows [i0, i1) summed by block(i0, i1) (a kernel that takes
-// the rows in blocks, as the logistic loss's rows do).
+// Sums block(i0, i1), the sum over the rows [i0, i1) of a fixed chunk, over the chunks of
+// [0, n), in chunk order (deterministic for any thread count).
 template <class F>
 double parallel_block_sum(Index n, int n_threads, F&& block) {
   const Partition part{n, std::max<Index>(1, std::min<Index>(64, n / 4096))};
@@ -156,6 +140,16 @@ double parallel_block_sum(Index n, int n_threads, F&& block) {
   double total = 0.0;
   for (double s : partial) total += s;
   return total;
+}
+
+// Sums f(i) over [0, n) in the same fixed chunks, row by row within a chunk.
+template <class F>
+double parallel_sum(Index n, int n_threads, F&& f) {
+  return parallel_block_sum(n, n_threads, [&](Index i0, Index i1) {
+    double s = 0.0;
+    for (Index i = i0; i < i1; ++i) s += f(i);
+    return s;
+  });
 }
 
 }  // namespace aloocv
