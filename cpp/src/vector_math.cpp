@@ -126,24 +126,38 @@ bool cpu_has_avx2() {
 }  // namespace
 #endif
 
-void log1p_unit(const double* e, double* out, Index m) {
+namespace {
 #ifdef ALOOCV_VMATH_AVX2
-  if (cpu_has_avx2()) {
-    log1p_unit_avx2(e, out, m);
+#define ALOOCV_VMATH_KERNEL(f) (f)
+#else
+#define ALOOCV_VMATH_KERNEL(f) nullptr
+#endif
+using Kernel = void (*)(const double*, double*, Index);
+
+// out = f(x) elementwise: the AVX2 kernel where there is one and the CPU has it, the C
+// library's function `scalar` otherwise.
+template <class Scalar>
+void elementwise([[maybe_unused]] Kernel avx2, Scalar scalar, const double* x, double* out,
+                 Index m) {
+#ifdef ALOOCV_VMATH_AVX2
+  if (avx2 != nullptr && cpu_has_avx2()) {
+    avx2(x, out, m);
     return;
   }
 #endif
-  for (Index k = 0; k < m; ++k) out[k] = std::log1p(e[k]);
+  for (Index k = 0; k < m; ++k) out[k] = scalar(x[k]);
+}
+}  // namespace
+
+void log1p_unit(const double* e, double* out, Index m) {
+  elementwise(
+      ALOOCV_VMATH_KERNEL(log1p_unit_avx2), [](double v) { return std::log1p(v); }, e, out, m);
 }
 
 void exp(const double* x, double* out, Index m) {
-#ifdef ALOOCV_VMATH_AVX2
-  if (cpu_has_avx2()) {
-    exp_avx2(x, out, m);
-    return;
-  }
-#endif
-  for (Index k = 0; k < m; ++k) out[k] = std::exp(x[k]);
+  elementwise(ALOOCV_VMATH_KERNEL(exp_avx2), [](double v) { return std::exp(v); }, x, out, m);
 }
+
+#undef ALOOCV_VMATH_KERNEL
 
 }  // namespace aloocv::vmath
