@@ -7,7 +7,7 @@
 #include <atomic>
 #include <climits>
 
-#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#ifdef ALOOCV_X86_SIMD
 #include <immintrin.h>
 #endif
 
@@ -126,8 +126,7 @@ bool gemv(bool trans, Index m, Index n, double alpha, const double* A, Index lda
   return true;
 }
 
-#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
-#define ALOOCV_ROW_KERNELS 1
+#ifdef ALOOCV_X86_SIMD
 namespace {
 // Four entries of a row as float64 (float32 rows widened in registers).
 __attribute__((target("avx2,fma"))) inline __m256d load4(const double* p) {
@@ -174,10 +173,6 @@ __attribute__((target("avx2,fma"))) void row_axpys(Index m, Index n, const T* A,
     for (; j < n; ++j) y[j] += x[i] * static_cast<double>(r[j]);
   }
 }
-bool cpu_has_row_kernels() {
-  static const bool on = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return on;
-}
 }  // namespace
 #endif
 
@@ -188,8 +183,8 @@ std::atomic<bool> g_row_kernels{true};
 void set_row_kernels(bool on) { g_row_kernels.store(on); }
 
 bool has_row_gemv() {
-#ifdef ALOOCV_ROW_KERNELS
-  return g_row_kernels.load() && cpu_has_row_kernels();
+#ifdef ALOOCV_X86_SIMD
+  return g_row_kernels.load() && cpu_has_avx2_fma();
 #else
   return false;
 #endif
@@ -199,7 +194,7 @@ namespace {
 template <class T>
 bool row_gemv_any(bool trans, Index m, Index n, const T* A, Index lda, const double* x, double beta,
                   double* y) {
-#ifdef ALOOCV_ROW_KERNELS
+#ifdef ALOOCV_X86_SIMD
   if (!has_row_gemv() || m <= 0 || n <= 0 || lda < n) return false;
   if (trans) {
     row_axpys(m, n, A, lda, x, beta, y);

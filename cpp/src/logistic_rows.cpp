@@ -7,10 +7,6 @@
 #include "aloocv/newton.hpp"
 #include "aloocv/vector_math.hpp"
 
-#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
-#define ALOOCV_ROWS_AVX2 1
-#endif
-
 namespace aloocv::detail {
 
 namespace {
@@ -44,16 +40,12 @@ void rows_plain(Index m, const double* eta_new, const double* e, const double* y
   rows_body(m, eta_new, e, y, wk, gb, d, lin);
 }
 
-#ifdef ALOOCV_ROWS_AVX2
+#ifdef ALOOCV_X86_SIMD
 // the same loop in 256-bit vectors (IEEE divisions and products: the same bits)
 __attribute__((target("avx2"))) void rows_avx2(Index m, const double* eta_new, const double* e,
                                                const double* y, const double* wk, double* gb,
                                                double* d, double* lin) {
   rows_body(m, eta_new, e, y, wk, gb, d, lin);
-}
-bool cpu_has_avx2() {
-  static const bool on = __builtin_cpu_supports("avx2");
-  return on;
 }
 #endif
 
@@ -72,8 +64,8 @@ double chunk_rows(const Problem& pb, Index r0, Index mc, const double* t, double
   if (skip >= r0 && skip < r0 + mc) wk[skip - r0] = 0.0;
   double* gg = g ? g : gs;
   double* dd = d ? d : ds;
-#ifdef ALOOCV_ROWS_AVX2
-  if (cpu_has_avx2()) {
+#ifdef ALOOCV_X86_SIMD
+  if (cpu_has_avx2_fma()) {
     rows_avx2(mc, t, e, pb.y + r0, wk, gg, dd, lin);
   } else {
     rows_plain(mc, t, e, pb.y + r0, wk, gg, dd, lin);

@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
-#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#ifdef ALOOCV_X86_SIMD
 #include <immintrin.h>
-#define ALOOCV_VMATH_AVX2 1
 #endif
 
 namespace aloocv::vmath {
 
-#ifdef ALOOCV_VMATH_AVX2
+#ifdef ALOOCV_X86_SIMD
 namespace {
 // fdlibm's e_log.c coefficients (log(1 + f) = f - f^2 / 2 + s (f^2 / 2 + R(s^2)),
 // s = f / (2 + f)) and log(2) in two parts.
@@ -119,15 +118,11 @@ __attribute__((target("avx2,fma"))) void exp_avx2(const double* x, double* out, 
   }
 }
 
-bool cpu_has_avx2() {
-  static const bool on = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return on;
-}
 }  // namespace
 #endif
 
 namespace {
-#ifdef ALOOCV_VMATH_AVX2
+#ifdef ALOOCV_X86_SIMD
 #define ALOOCV_VMATH_KERNEL(f) (f)
 #else
 #define ALOOCV_VMATH_KERNEL(f) nullptr
@@ -139,8 +134,8 @@ using Kernel = void (*)(const double*, double*, Index);
 template <class Scalar>
 void elementwise([[maybe_unused]] Kernel avx2, Scalar scalar, const double* x, double* out,
                  Index m) {
-#ifdef ALOOCV_VMATH_AVX2
-  if (avx2 != nullptr && cpu_has_avx2()) {
+#ifdef ALOOCV_X86_SIMD
+  if (avx2 != nullptr && cpu_has_avx2_fma()) {
     avx2(x, out, m);
     return;
   }

@@ -21,7 +21,25 @@
 #include <omp.h>
 #endif
 
+// The core's x86-64 SIMD kernels (the row products of blas.cpp, the loss rows, the vector
+// math): compiled with GCC/Clang target attributes (no -march) and chosen at run time by
+// cpu_has_avx2_fma(); other compilers and CPUs take the plain loops.
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#define ALOOCV_X86_SIMD 1
+#endif
+
 namespace aloocv {
+
+// Whether this CPU runs those kernels (AVX2 and FMA), checked once; false where they are
+// not compiled.
+inline bool cpu_has_avx2_fma() {
+#ifdef ALOOCV_X86_SIMD
+  static const bool on = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return on;
+#else
+  return false;
+#endif
+}
 
 using Index = Eigen::Index;
 using Vec = Eigen::VectorXd;
