@@ -23,11 +23,10 @@ constexpr Index kChunk = 256;
 // d = w l'' and the linear part of w l in lin (per row: summed by the caller in row order).
 // Branch-free, so that the compiler vectorizes it (weights in wk, zero at `skip`). Where a
 // weight is zero, g and d are zero (w times finite parts) and the row adds nothing.
-ALOOCV_ALWAYS_INLINE void rows_body(Index m, const double* eta_new, const double* e,
-                                    const double* y, const double* wk, double* gb, double* d,
-                                    double* lin) {
+ALOOCV_ALWAYS_INLINE void rows_body(Index m, const double* eta, const double* e, const double* y,
+                                    const double* wk, double* gb, double* d, double* lin) {
   for (Index k = 0; k < m; ++k) {
-    const double t = eta_new[k], w = wk[k], yk = y[k];
+    const double t = eta[k], w = wk[k], yk = y[k];
     const Logistic::Parts q = Logistic::parts(yk, t, e[k]);
     lin[k] = w == 0.0 ? 0.0 : w * ((t > 0 ? t : 0.0) - yk * t);
     gb[k] = w * q.d1;
@@ -35,17 +34,17 @@ ALOOCV_ALWAYS_INLINE void rows_body(Index m, const double* eta_new, const double
   }
 }
 
-void rows_plain(Index m, const double* eta_new, const double* e, const double* y, const double* wk,
+void rows_plain(Index m, const double* eta, const double* e, const double* y, const double* wk,
                 double* gb, double* d, double* lin) {
-  rows_body(m, eta_new, e, y, wk, gb, d, lin);
+  rows_body(m, eta, e, y, wk, gb, d, lin);
 }
 
 #ifdef ALOOCV_X86_SIMD
 // the same loop in 256-bit vectors (IEEE divisions and products: the same bits)
-__attribute__((target("avx2"))) void rows_avx2(Index m, const double* eta_new, const double* e,
+__attribute__((target("avx2"))) void rows_avx2(Index m, const double* eta, const double* e,
                                                const double* y, const double* wk, double* gb,
                                                double* d, double* lin) {
-  rows_body(m, eta_new, e, y, wk, gb, d, lin);
+  rows_body(m, eta, e, y, wk, gb, d, lin);
 }
 #endif
 

@@ -113,6 +113,10 @@ __attribute__((target("avx2,fma"))) void exp_avx2(const double* x, double* out, 
     const __m256d in =
         _mm256_and_pd(_mm256_cmp_pd(v, lo, _CMP_GE_OQ), _mm256_cmp_pd(v, hi, _CMP_LE_OQ));
     const int odd = ~_mm256_movemask_pd(in) & 0xF;  // outside [lo, hi] or NaN
+    if (w == 4 && odd == 0) {
+      _mm256_storeu_pd(out + k, e);
+      continue;
+    }
     _mm256_store_pd(buf, e);
     for (Index r = 0; r < w; ++r) out[k + r] = (odd >> r) & 1 ? std::exp(x[k + r]) : buf[r];
   }
