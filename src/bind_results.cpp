@@ -108,6 +108,10 @@ void bind_results(py::module_& m) {
                     "d mean / d l2 weights, per feature (None without the hypergradient).")
       .def_readonly("grad_l1", &LooOut::grad_l1,
                     "d mean / d l1 weights, per feature (None without the hypergradient).")
+      .def_readonly("grad_along", &LooOut::grad_along,
+                    "d mean / dt at (l2, l1) + t (along_l2, along_l1): the derivative along "
+                    "the direction given to TuneState.alo (None otherwise; grad_l2 and grad_l1 "
+                    "are then None).")
       .def_readonly("eta", &LooOut::eta,
                     "The fit's linear predictor X~ beta (+ offset) as the fit holds it (None "
                     "where the route does not give it).");

@@ -69,18 +69,33 @@ class TuneState {
     return t;
   }
 
-  LooOut alo(bool gradient, const std::string& gradient_kind) {
+  // With along_l2 and along_l1 (per-feature, both or neither): the exact gradient's
+  // derivative along that direction only (LooOut::grad_along; one pass fewer).
+  LooOut alo(bool gradient, const std::string& gradient_kind,
+             const std::optional<py::array>& along_l2, const std::optional<py::array>& along_l1) {
     require_fit();
     const GradientKind gkind = gradient_kind_from_name(gradient_kind);
+    if (along_l2.has_value() != along_l1.has_value()) {
+      throw py::value_error("along_l2 and along_l1 go together");
+    }
+    std::optional<HyperDirection> dir;
+    if (along_l2) {
+      if (!gradient) throw py::value_error("a direction needs gradient=True");
+      dir = HyperDirection{to_vec(*along_l2, pb_.X.p, "along_l2"),
+                           to_vec(*along_l1, pb_.X.p, "along_l1")};
+    }
     LooResult res;
     HyperGradient hg;
     run_released([&] {
-      res = gradient ? loo_gradient(pb_, kind_, st_, opt_.n_threads, hg, gkind)
-                     : loo(pb_, kind_, LooMethod::ALO, st_, opt_);
+      res = gradient
+                ? loo_gradient(pb_, kind_, st_, opt_.n_threads, hg, gkind, dir ? &*dir : nullptr)
+                : loo(pb_, kind_, LooMethod::ALO, st_, opt_);
     });
     LooOut out;
     fill_alo(out, res);
-    if (gradient) {
+    if (hg.along) {
+      out.grad_along = py::float_(*hg.along);
+    } else if (gradient) {
       out.grad_l1 = to_numpy(hg.l1);
       out.grad_l2 = to_numpy(hg.l2);
     }
@@ -176,8 +191,10 @@ void bind_tune(py::module_& m) {
       .def("step", &TuneState::step, py::kw_only(), py::arg("refresh"),
            "One damped Newton step (stale factor unless refresh); returns the step length.")
       .def("alo", &TuneState::alo, py::kw_only(), py::arg("gradient") = true,
-           py::arg("gradient_kind") = "exact",
-           "ALO at the current state, with the hypergradient ('exact' or the paper's).")
+           py::arg("gradient_kind") = "exact", py::arg("along_l2") = py::none(),
+           py::arg("along_l1") = py::none(),
+           "ALO at the current state, with the hypergradient ('exact' or the paper's), or "
+           "with along_l2 and along_l1 its exact derivative along that direction only.")
       .def("alo_tangents", &TuneState::alo_tangents, py::arg("d_l2"), py::arg("d_l1"),
            "ALO, its exact gradient and the gradient's directional derivatives.")
       .def("sample_gradient", &TuneState::sample_gradient, py::arg("indices"),

@@ -44,6 +44,7 @@ struct LooOut : FitOut {
   py::object singular_samples = py::none();  // int64 (n_singular,) with 'exact'
   py::object grad_l2 = py::none();           // (p,) with the hypergradient
   py::object grad_l1 = py::none();           // (p,) with the hypergradient
+  py::object grad_along = py::none();        // float: the derivative along a direction
   py::object eta = py::none();               // (n,) the fit's linear predictor (primal route)
 };
 

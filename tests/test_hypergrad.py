@@ -387,3 +387,99 @@ def test_minibatch_after_l1_refit_uses_hessian_at_beta():
     h = np.einsum("ij,ji->i", Xa, np.linalg.solve(H, Xa.T))
     et = eta + (mu - y) * h / (1 - d * h)
     assert acv == pytest.approx(np.mean(np.logaddexp(0, et) - y * et), rel=1e-12)
+
+
+def _state(X, y, loss, pen, w=None, intercept=True, n_threads=1):
+    p = X.shape[1]
+    state = _core.TuneState(
+        core_design(X),
+        y,
+        w,
+        loss,
+        pen.l2_vector(p),
+        fit_intercept=intercept,
+        tol=FIT_TOL,
+        max_iter=500,
+        n_threads=n_threads,
+        l1=pen.l1_vector(p),
+    )
+    state.fit()
+    return state
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic", "poisson", "gamma", "tweedie", "binomial"])
+@pytest.mark.parametrize("kind", ["per-feature", "enet"])
+@pytest.mark.parametrize("weights", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("intercept", [True, False], ids=["intercept", "no-intercept"])
+@pytest.mark.parametrize("design", ["dense", "sparse", "float32"])
+def test_the_derivative_along_a_direction_is_the_gradients_projection(
+    loss, kind, weights, intercept, design
+):
+    # TuneState.alo(along_l2=, along_l1=) takes the derivative along one direction in the
+    # leverage pass (a signed rank-k update of X~^T diag(w l''' X~ v) X~ instead of the pass
+    # for q): the per-feature gradient's projection on it, with the same ALO values
+    X, y, w = make(loss, 150, 8, seed=84, weights=weights)
+    if design == "sparse":
+        X[np.abs(X) < 0.4] = 0.0
+        X = sp.csr_matrix(X)
+    elif design == "float32":
+        X = X.astype(np.float32)
+    pen = PENALTIES[kind](8) if kind == "enet" else aloocv.L2(np.geomspace(0.5, 8.0, 8))
+    state = _state(X, y, loss, pen, w, intercept)
+    rng = np.random.default_rng(5)
+    d2 = rng.uniform(-1.0, 2.0, 8)
+    d1 = rng.uniform(-1.0, 2.0, 8) if kind == "enet" else np.zeros(8)
+    full = state.alo(gradient=True)
+    along = state.alo(gradient=True, along_l2=d2, along_l1=d1)
+    ref = full.grad_l2 @ d2 + full.grad_l1 @ d1
+    scale = np.abs(full.grad_l2) @ np.abs(d2) + np.abs(full.grad_l1) @ np.abs(d1)
+    assert along.grad_along == pytest.approx(ref, rel=1e-10, abs=1e-12 * scale)
+    assert along.grad_l2 is None and along.grad_l1 is None and full.grad_along is None
+    np.testing.assert_array_equal(along.losses, full.losses)
+    np.testing.assert_array_equal(along.leverages, full.leverages)
+
+
+@pytest.mark.filterwarnings("ignore:ALO's mean may be off:aloocv.ALOWarning")
+@pytest.mark.parametrize(
+    ("name", "pen"),
+    [
+        ("breast_cancer", aloocv.L2(1.0)),
+        ("wine", aloocv.L2(0.1)),
+        ("digits", aloocv.L2(10.0)),
+        ("wine", aloocv.L1(0.01)),
+    ],
+)
+def test_one_parameter_search_derivative_is_the_derivative_of_the_reported_mean(name, pen):
+    # the tuning objective of a one-parameter penalty takes its derivative along the
+    # penalty's direction: central differences of loo(...).mean on real data
+    X, y = _real(name)
+    obj = _objective(X, y, "logistic", pen)
+    assert obj._along()
+    u = np.log(pen.params())
+    ev = obj.evaluate(u, 1)
+    assert ev.out.grad_along is not None
+    assert ev.acv == pytest.approx(acv(X, y, "logistic", pen), rel=1e-12)
+    assert_grad_matches(ev.grad, fd_log(X, y, "logistic", pen))
+
+
+def test_the_derivative_along_a_direction_threaded_equals_serial():
+    X, y, _ = make("logistic", 3000, 30, seed=85)
+    pen = aloocv.L2(2.0)
+    d2, d1 = np.ones(30), np.zeros(30)
+    one = _state(X, y, "logistic", pen).alo(gradient=True, along_l2=d2, along_l1=d1)
+    two = _state(X, y, "logistic", pen, n_threads=2).alo(gradient=True, along_l2=d2, along_l1=d1)
+    assert one.grad_along == two.grad_along
+
+
+def test_a_direction_is_checked():
+    X, y, _ = make("logistic", 60, 4, seed=86)
+    state = _state(X, y, "logistic", aloocv.L2(1.0))
+    d = np.ones(4)
+    with pytest.raises(ValueError, match="along_l2 and along_l1 go together"):
+        state.alo(gradient=True, along_l2=d)
+    with pytest.raises(ValueError, match="needs gradient=True"):
+        state.alo(gradient=False, along_l2=d, along_l1=d)
+    with pytest.raises(ValueError, match="along_l1"):
+        state.alo(gradient=True, along_l2=d, along_l1=np.ones(3))
+    with pytest.raises(ValueError, match="exact gradient's only"):
+        state.alo(gradient=True, gradient_kind="paper", along_l2=d, along_l1=d)

@@ -226,7 +226,7 @@ HyperTangents tangents_block(const Problem& pb, const FitState& st, const LooRes
 }
 LooResult alo_with_gradient_impl(const Problem& pb, const FitState& st, int n_threads,
                                  HyperGradient& grad, GradientKind kind, AdjointState* adj,
-                                 const AloRows& loss) {
+                                 const AloRows& loss, const HyperDirection* dir) {
   const int nt = resolve_threads(n_threads);
   const Index n = pb.n(), off = pb.intercept ? 1 : 0;
   const Columns cols = st.columns();
@@ -253,11 +253,30 @@ LooResult alo_with_gradient_impl(const Problem& pb, const FitState& st, int n_th
   // for a constant-curvature loss without a second-order pass only diag(M) is needed:
   // [r (q1) | unused (q1) | diag M (q1)] from a_i itself (the second triangular solve)
   const bool diag_only = exact && !curved && adj == nullptr;
-  const Index stride = 2 * q1 + (diag_only ? q1 : (exact ? 2 * q1 * q1 : 0));
+  // One direction (delta, epsilon) on the factor's coordinates: its derivative is
+  // -(u^T b + sum_k delta_k M_kk) with b = delta o beta + epsilon o sign and
+  // u^T b = (r - s)^T v, v = H^{-1} b; s^T v = <M, K> with K = X~^T diag(w l''' X~ v) X~,
+  // a signed rank-k update in the leverage pass instead of the pass for q.
+  const bool along = exact && dir != nullptr && adj == nullptr;
+  const bool with_k = along && curved;
+  Vec del, v;
+  if (along) {
+    del = Vec::Zero(q1);
+    v = Vec::Zero(q1);
+    for (Index k = off; k < q1; ++k) {
+      const Index j = cols.all() ? k - off : cols.cols[k - off];
+      del[k] = dir->l2[j];
+      v[k] = dir->l2[j] * a.bq[k] + dir->l1[j] * a.sgn[k];
+    }
+    st.chol.solve(v.data());
+  }
+  const Index k_at = 2 * q1 + 2 * q1 * q1;  // K's pos/neg partials follow G's
+  const Index stride =
+      2 * q1 + (diag_only ? q1 : (exact ? 2 * q1 * q1 : 0)) + (with_k ? 2 * q1 * q1 : 0);
   const double inv_sw = a.inv_sw;
   const Mat Linv = lower_inverse_for_trmm(st.chol);  // the leverage pass's DTRMM rule
   Vec red = blocked_reduce(
-      pb, cols, q1, nt, stride, 4.0 * double(q1 * q1),
+      pb, cols, q1, nt, stride, (with_k ? 6.0 : 4.0) * double(q1 * q1),
       [&](double* P, Index i0, Index m, double* Z, Scratch& s) {
         if (exact) std::copy(Z, Z + q1 * m, s.copy);
         solve_rows(st, q1, m, Z, out.leverages.data() + i0, !exact || diag_only, Linv);
@@ -286,6 +305,12 @@ LooResult alo_with_gradient_impl(const Problem& pb, const FitState& st, int n_th
           } else {
             signed_syrk(q1, m, Z, cB, P + 2 * q1, P + 2 * q1 + q1 * q1, s);
           }
+          if (with_k) {  // (cA and cB are spent) e_i = w_i l'''_i x~_i^T v
+            Eigen::Map<Vec>(cB, m).noalias() = Eigen::Map<const Mat>(s.copy, q1, m).transpose() * v;
+            loss.l3w(pb, st, i0, m, cA);
+            for (Index k = 0; k < m; ++k) cA[k] *= cB[k];
+            signed_syrk(q1, m, s.copy, cA, P + k_at, P + k_at + q1 * q1, s);
+          }
         }
       });
   grad.l2 = Vec::Zero(pb.X.p);
@@ -301,6 +326,13 @@ LooResult alo_with_gradient_impl(const Problem& pb, const FitState& st, int n_th
     } else {
       a.M = to_a_space(st, signed_sum(red.data() + 2 * q1, q1));
       diagM = a.M.diagonal();
+    }
+    if (along) {
+      const double sv = with_k ? a.M.cwiseProduct(signed_sum(red.data() + k_at, q1)).sum() : 0.0;
+      grad.along = -(red.head(q1).dot(v) - sv + del.dot(diagM));
+      grad.l2.resize(0);
+      grad.l1.resize(0);
+      return out;
     }
     Vec rs = red.head(q1);
     a.q.resize(0);
@@ -486,11 +518,17 @@ LooResult loo(const Problem& pb, LossKind loss, LooMethod method, FitState& st,
 }
 
 LooResult loo_gradient(const Problem& pb, LossKind loss, FitState& st, int n_threads,
-                       HyperGradient& grad, GradientKind kind) {
+                       HyperGradient& grad, GradientKind kind, const HyperDirection* dir) {
+  if (dir && (dir->l2.size() != pb.X.p || dir->l1.size() != pb.X.p)) {
+    throw InvalidInput("a hyperparameter direction must have n_features entries for l2 and l1");
+  }
+  if (dir && kind != GradientKind::Exact) {
+    throw InvalidInput("a derivative along a direction is the exact gradient's only");
+  }
   return dispatch_loss(loss, [&](auto L) {
     using Loss = decltype(L);
     fresh_factor<Loss>(pb, st, n_threads);
-    LooResult res = alo_with_gradient<Loss>(pb, st, n_threads, grad, kind);
+    LooResult res = alo_with_gradient<Loss>(pb, st, n_threads, grad, kind, nullptr, dir);
     downdate_factors<Loss>(pb, st.eta.data(), res);
     return res;
   });

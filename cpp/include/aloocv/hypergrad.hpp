@@ -28,6 +28,7 @@
 
 #include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "blas.hpp"
@@ -40,6 +41,16 @@ enum class GradientKind : int { Exact = 0, Paper = 1 };
 struct HyperGradient {
   Vec l2;  // (p) d ACV / d lambda_2,j
   Vec l1;  // (p) d ACV / d lambda_1,j (zero without an L1 term)
+  // With a HyperDirection: the one derivative along it (l2 and l1 are then left empty).
+  std::optional<double> along;
+};
+
+// A direction (delta, epsilon) of the per-feature (l2, l1) weights, each of length p: the
+// exact gradient's projection on it, sum_j delta_j dACV/dlambda2_j + epsilon_j
+// dACV/dlambda1_j, without the per-feature gradient (docs/math/hypergradient.md, "One
+// direction"): the derivative of a one-parameter penalty in its parameter.
+struct HyperDirection {
+  Vec l2, l1;
 };
 
 // Directional derivatives of the per-feature gradient: column k of l2 / l1 is the
@@ -249,18 +260,21 @@ struct AloRows {
 // The loss-independent rest of alo_with_gradient (loo.cpp).
 LooResult alo_with_gradient_impl(const Problem& pb, const FitState& st, int n_threads,
                                  HyperGradient& grad, GradientKind kind, AdjointState* adj,
-                                 const AloRows& loss);
+                                 const AloRows& loss, const HyperDirection* dir);
 }  // namespace detail
 
 // ALO with its derivative in the penalty parameters (exact by default), in one blocked
 // pass sharing the Hessian factor; fills `adj` (when given) for the second-order pass.
+// With `dir` (exact, no adj): only the derivative along it (HyperGradient::along), in the
+// same pass (no second pass for q).
 template <class Loss>
 LooResult alo_with_gradient(const Problem& pb, const FitState& st, int n_threads,
                             HyperGradient& grad, GradientKind kind = GradientKind::Exact,
-                            AdjointState* adj = nullptr) {
+                            AdjointState* adj = nullptr, const HyperDirection* dir = nullptr) {
   return detail::alo_with_gradient_impl(
       pb, st, n_threads, grad, kind, adj,
-      detail::AloRows{&detail::alo_rows<Loss>, &detail::l3w_rows<Loss>, !Loss::constant_curvature});
+      detail::AloRows{&detail::alo_rows<Loss>, &detail::l3w_rows<Loss>, !Loss::constant_curvature},
+      dir);
 }
 
 namespace detail {
@@ -357,8 +371,10 @@ HyperGradient sample_gradient(const Problem& pb, const FitState& st, const Index
                                       &detail::batch_terms<Loss>);
 }
 
+// With `dir`: the exact derivative along it only (HyperGradient::along).
 LooResult loo_gradient(const Problem& pb, LossKind loss, FitState& st, int n_threads,
-                       HyperGradient& grad, GradientKind kind = GradientKind::Exact);
+                       HyperGradient& grad, GradientKind kind = GradientKind::Exact,
+                       const HyperDirection* dir = nullptr);
 // ALO, its exact gradient and the gradient's derivatives along the columns of D2 / D1.
 LooResult loo_gradient_tangents(const Problem& pb, LossKind loss, FitState& st, int n_threads,
                                 HyperGradient& grad, const Mat& D2, const Mat& D1,

@@ -155,6 +155,11 @@ class Objective:
             if order >= 2:
                 J1, J2 = self._jac()
                 out = self.state.alo_tangents(np.asfortranarray(J2), np.asfortranarray(J1))
+            elif order == 1 and self._along():
+                # one parameter: the exact gradient along its column of the Jacobian, in
+                # the leverage pass (docs/math/hypergradient.md, "One direction")
+                J1, J2 = self._jac()
+                out = self.state.alo(gradient=True, along_l2=J2[:, 0], along_l1=J1[:, 0])
             else:
                 out = self.state.alo(gradient=order >= 1, gradient_kind=self.gradient_kind)
         self._remember(u, out)
@@ -169,7 +174,8 @@ class Objective:
         x = np.exp(u)
         grad = hess = None
         if order >= 1:
-            g = pen.chain(out.grad_l1, out.grad_l2)
+            along = getattr(out, "grad_along", None)
+            g = np.array([along]) if along is not None else pen.chain(out.grad_l1, out.grad_l2)
             grad = g * x
             if order >= 2:
                 J1, J2 = self._jac()
@@ -227,6 +233,15 @@ class Objective:
 
     def value(self, u: np.ndarray) -> float:
         return self.evaluate(u, 0).acv
+
+    def _along(self) -> bool:
+        """Whether first derivatives come as one directional derivative: one parameter,
+        the exact gradient, a core tuning state (the others give the per-feature one)."""
+        return (
+            self.n_params == 1
+            and self.gradient_kind == "exact"
+            and isinstance(self.state, _core.TuneState)
+        )
 
     def _jac(self) -> tuple[np.ndarray, np.ndarray]:
         if self._jacobian is None:
