@@ -153,9 +153,9 @@ def test_real_data_logistic_gradient(name, lam):
     assert_grad_matches(res.gradient * lam, fd_log(X, y, "logistic", pen))
 
 
-def _objective(X, y, loss, pen, w=None, intercept=True):
+def _tune_state(X, y, loss, pen, w=None, intercept=True, n_threads=1):
     p = X.shape[1]
-    state = _core.TuneState(
+    return _core.TuneState(
         core_design(X),
         y,
         w,
@@ -164,10 +164,14 @@ def _objective(X, y, loss, pen, w=None, intercept=True):
         fit_intercept=intercept,
         tol=FIT_TOL,
         max_iter=500,
-        n_threads=1,
+        n_threads=n_threads,
         l1=pen.l1_vector(p),
     )
-    return Objective(state, pen, w, p, fit_intercept=intercept)
+
+
+def _objective(X, y, loss, pen, w=None, intercept=True):
+    state = _tune_state(X, y, loss, pen, w, intercept)
+    return Objective(state, pen, w, X.shape[1], fit_intercept=intercept)
 
 
 @pytest.mark.parametrize(
@@ -390,19 +394,7 @@ def test_minibatch_after_l1_refit_uses_hessian_at_beta():
 
 
 def _state(X, y, loss, pen, w=None, intercept=True, n_threads=1):
-    p = X.shape[1]
-    state = _core.TuneState(
-        core_design(X),
-        y,
-        w,
-        loss,
-        pen.l2_vector(p),
-        fit_intercept=intercept,
-        tol=FIT_TOL,
-        max_iter=500,
-        n_threads=n_threads,
-        l1=pen.l1_vector(p),
-    )
+    state = _tune_state(X, y, loss, pen, w, intercept, n_threads)
     state.fit()
     return state
 
