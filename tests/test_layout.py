@@ -96,6 +96,43 @@ def test_hessian_kernel_matches_numpy():
             np.testing.assert_array_equal(H, H.T)
 
 
+@pytest.mark.parametrize(
+    "width", [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14, 47, 50, 51, 159, 160, 161]
+)
+@pytest.mark.parametrize("intercept", [True, False], ids=["intercept", "no-intercept"])
+def test_narrow_hessians_match_numpy(width, intercept):
+    # narrow dense float64 rows take the core's own weighted update (8 x 6 tiles, up to
+    # kSmallSyrkMax = 160 columns of X~; d of any sign in one pass): every remainder of
+    # the 8-row strips and 6-column tiles, runs of 64 rows with a tail, rows read in
+    # place (C order, also with a row stride longer than the width) and packed (F order,
+    # a column stride); with the kernel off, the DSYRK path. 140000 rows at width 13:
+    # chunks of 2187 rows, two blocks of block_rows(14) = 2048 rows each
+    rng = np.random.default_rng(40 + width)
+    n = 140000 if width == 13 else 700
+    wide = rng.standard_normal((n, width + 3))
+    X = wide[:, 1 : width + 1]
+    d = rng.uniform(-0.5, 2.0, n)  # negative curvature on some rows (Tweedie, power > 2)
+    Xt = np.hstack([np.ones((n, 1)), X]) if intercept else X
+    ref = Xt.T @ (Xt * d[:, None])
+    scale = (np.abs(Xt).T ** 2 @ np.abs(d)).max()
+    layouts = {"row-strided": X, **_variants(np.ascontiguousarray(X))}
+    with _blas.single_threaded_blas():
+        out = {
+            k: _core.hessian(v, d, fit_intercept=intercept, n_threads=1) for k, v in layouts.items()
+        }
+        two = _core.hessian(X, d, fit_intercept=intercept, n_threads=2)
+        _core.use_row_kernels(enabled=False)
+        try:
+            blas = _core.hessian(X, d, fit_intercept=intercept, n_threads=1)
+        finally:
+            _core.use_row_kernels(enabled=True)
+    for H in [*out.values(), blas]:
+        np.testing.assert_allclose(H, ref, rtol=0, atol=1e-13 * scale)
+        np.testing.assert_array_equal(H, H.T)
+    np.testing.assert_array_equal(out["C"], out["row-strided"])  # rows in place either way
+    np.testing.assert_array_equal(two, out["row-strided"])  # chunks fixed by the data
+
+
 @pytest.mark.skipif(not _core.has_row_gemv(), reason="the CPU has no AVX2 + FMA")
 @pytest.mark.parametrize("transpose", [False, True])
 @pytest.mark.parametrize("beta", [0.0, 1.0, -0.5])

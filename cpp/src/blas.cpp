@@ -173,12 +173,118 @@ __attribute__((target("avx2,fma"))) void row_axpys(Index m, Index n, const T* A,
     for (; j < n; ++j) y[j] += x[i] * static_cast<double>(r[j]);
   }
 }
+
+// C[a.., b..] += sum_k S_k[a..a+8) T_k[b..b+NC) over the columns k in [k0, k1): one 8 x NC
+// tile of C in 2 NC accumulators; R: 8 rows (8), 5-7 rows (masked, -8), 1-4 rows (-4).
+template <int NC, int R>
+__attribute__((target("avx2,fma"))) inline void syrk_tile(const double* S, Index lds,
+                                                          const double* T, Index ldt, Index k0,
+                                                          Index k1, Index a, Index b, __m256i mlo,
+                                                          __m256i mhi, double* C, Index ldc) {
+  __m256d c0[NC], c1[NC];
+  for (int c = 0; c < NC; ++c) {
+    c0[c] = _mm256_setzero_pd();
+    c1[c] = _mm256_setzero_pd();
+  }
+  for (Index k = k0; k < k1; ++k) {
+    const double* s = S + k * lds + a;
+    const double* t = T + k * ldt + b;
+    const __m256d lo = R == 8 ? _mm256_loadu_pd(s) : _mm256_maskload_pd(s, mlo);
+    __m256d hi = _mm256_setzero_pd();
+    if (R == 8) hi = _mm256_loadu_pd(s + 4);
+    if (R == -8) hi = _mm256_maskload_pd(s + 4, mhi);
+    for (int c = 0; c < NC; ++c) {
+      const __m256d bc = _mm256_broadcast_sd(t + c);
+      c0[c] = _mm256_fmadd_pd(lo, bc, c0[c]);
+      if (R != -4) c1[c] = _mm256_fmadd_pd(hi, bc, c1[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) {
+    double* col = C + (b + c) * ldc + a;
+    if (R == 8) {
+      _mm256_storeu_pd(col, _mm256_add_pd(_mm256_loadu_pd(col), c0[c]));
+      _mm256_storeu_pd(col + 4, _mm256_add_pd(_mm256_loadu_pd(col + 4), c1[c]));
+    } else {
+      _mm256_maskstore_pd(col, mlo, _mm256_add_pd(_mm256_maskload_pd(col, mlo), c0[c]));
+      if (R == -8) {
+        _mm256_maskstore_pd(col + 4, mhi, _mm256_add_pd(_mm256_maskload_pd(col + 4, mhi), c1[c]));
+      }
+    }
+  }
+}
+// One strip of rows [a, a + rows) of C: its tiles at the columns b < a + rows (the strip's
+// lower part and diagonal).
+template <int R>
+__attribute__((target("avx2,fma"))) void syrk_strip(Index rows, const double* S, Index lds,
+                                                    const double* T, Index ldt, Index k0, Index k1,
+                                                    Index a, __m256i mlo, __m256i mhi, double* C,
+                                                    Index ldc) {
+  const Index bend = a + rows;
+  Index b = 0;
+  for (; b + 6 <= bend; b += 6) syrk_tile<6, R>(S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
+  switch (bend - b) {
+    case 5:
+      syrk_tile<5, R>(S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
+      break;
+    case 4:
+      syrk_tile<4, R>(S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
+      break;
+    case 3:
+      syrk_tile<3, R>(S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
+      break;
+    case 2:
+      syrk_tile<2, R>(S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
+      break;
+    case 1:
+      syrk_tile<1, R>(S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
+      break;
+    default:
+      break;
+  }
+}
+__attribute__((target("avx2,fma"))) void syrk_small_avx2(Index n, Index m, const double* S,
+                                                         Index lds, const double* T, Index ldt,
+                                                         double* C, Index ldc) {
+  // The strip of n mod 8 rows first, where it is short (its columns end at its last row),
+  // then full strips of 8: a masked strip at the bottom would run over every column.
+  const Index r0 = n % 8;
+  alignas(32) long long lanes[8];
+  for (int r = 0; r < 8; ++r) lanes[r] = r < r0 ? -1 : 0;
+  const __m256i mlo = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+  const __m256i mhi = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes + 4));
+  for (Index k0 = 0; k0 < m; k0 += kSmallSyrkRun) {
+    const Index k1 = std::min(m, k0 + kSmallSyrkRun);
+    if (r0 > 4) {
+      syrk_strip<-8>(r0, S, lds, T, ldt, k0, k1, 0, mlo, mhi, C, ldc);
+    } else if (r0 > 0) {
+      syrk_strip<-4>(r0, S, lds, T, ldt, k0, k1, 0, mlo, mhi, C, ldc);
+    }
+    for (Index a = r0; a < n; a += 8) syrk_strip<8>(8, S, lds, T, ldt, k0, k1, a, mlo, mhi, C, ldc);
+  }
+}
+
 }  // namespace
 #endif
 
 namespace {
 std::atomic<bool> g_row_kernels{true};
 }  // namespace
+
+bool has_small_syrk() { return has_row_gemv(); }
+
+bool syrk_small_lower(Index n, Index m, const double* S, Index lds, const double* T, Index ldt,
+                      double* C, Index ldc) {
+#ifdef ALOOCV_X86_SIMD
+  if (!has_small_syrk() || n <= 0 || n > kSmallSyrkMax || lds < n || ldt < n || ldc < n) {
+    return false;
+  }
+  syrk_small_avx2(n, m, S, lds, T, ldt, C, ldc);
+  return true;
+#else
+  (void)n, (void)m, (void)S, (void)lds, (void)T, (void)ldt, (void)C, (void)ldc;
+  return false;
+#endif
+}
 
 void set_row_kernels(bool on) { g_row_kernels.store(on); }
 

@@ -15,7 +15,9 @@ void linear_predictor(const Design& X, const double* beta, bool intercept, doubl
 void gradient(const Design& X, const double* r, bool intercept, double* out, int n_threads);
 
 // H (p1 x p1, column-major, both triangles) = X~^T diag(d) X~ restricted to the
-// columns `cols` (p1 = |cols| + intercept), d of any sign. Dense: each row block is scaled
+// columns `cols` (p1 = |cols| + intercept), d of any sign. Dense float64 rows of at most
+// blas::kSmallSyrkMax columns: the core's own weighted update (blas::syrk_small_lower,
+// rows read in place where they can be). Wider dense rows: each row block is scaled
 // by sqrt(max(d, 0)) once and added by a symmetric rank-k update (SYRK); a block with
 // negative d (a loss with negative curvature, e.g. Tweedie with power > 2) subtracts a
 // second SYRK of sqrt(max(-d, 0)). Sparse: O(nnz_i^2) per row. Float32 dense designs, and
