@@ -133,6 +133,41 @@ def test_narrow_hessians_match_numpy(width, intercept):
     np.testing.assert_array_equal(two, out["row-strided"])  # chunks fixed by the data
 
 
+@pytest.mark.parametrize("width", [1, 6, 7, 8, 9, 13, 50, 51, 158, 159, 160])
+@pytest.mark.parametrize("intercept", [True, False], ids=["intercept", "no-intercept"])
+def test_narrow_leverages_match_numpy(width, intercept):
+    # narrow dense float64 rows take the small kernel's leverage pass (||L^{-1} x~_i||^2
+    # in 8 x 6 register tiles, L^{-1} padded to a multiple of 8 rows, groups of 6 rows with
+    # a tail; the intercept's 1 inside the kernel where rows are read in place): h against
+    # x~_i^T H^{-1} x~_i from numpy at the fitted point, every layout, with the kernels off
+    # (DTRMM) too
+    rng = np.random.default_rng(60 + width)
+    n = 1201 if width > 100 else 401  # (ALO's self-check stays quiet)
+    X = rng.standard_normal((n, width + 2))[:, 1 : width + 1] * np.geomspace(0.5, 2.0, width)
+    y = rng.random(n) < 1 / (1 + np.exp(-X @ rng.standard_normal(width) / np.sqrt(width)))
+    y = y.astype(float)
+    kw = dict(loss="logistic", penalty=aloocv.L2(1.0), fit_intercept=intercept, tol=1e-12)
+    ref = None
+    runs = {
+        name: Xv for name, Xv in {"row-strided": X, **_variants(np.ascontiguousarray(X))}.items()
+    }
+    for name, Xv in runs.items():
+        res = aloocv.loo(Xv, y, **kw)
+        if ref is None:
+            Xt = np.hstack([np.ones((n, 1)), X]) if intercept else X
+            mu = 1 / (1 + np.exp(-(X @ res.fit.coef_ + res.fit.intercept_)))
+            pen = np.r_[[0.0] * intercept, np.ones(width)]
+            H = Xt.T @ (Xt * (mu * (1 - mu))[:, None]) + np.diag(pen)
+            ref = np.einsum("ij,ji->i", Xt, np.linalg.solve(H, Xt.T))
+        np.testing.assert_allclose(res.leverages, ref, rtol=1e-11, err_msg=name)
+    _core.use_row_kernels(enabled=False)
+    try:
+        off = aloocv.loo(X, y, **kw)
+    finally:
+        _core.use_row_kernels(enabled=True)
+    np.testing.assert_allclose(off.leverages, ref, rtol=1e-11)
+
+
 @pytest.mark.skipif(not _core.has_row_gemv(), reason="the CPU has no AVX2 + FMA")
 @pytest.mark.parametrize("transpose", [False, True])
 @pytest.mark.parametrize("beta", [0.0, 1.0, -0.5])

@@ -263,12 +263,107 @@ __attribute__((target("avx2,fma"))) void syrk_small_avx2(Index n, Index m, const
   }
 }
 
+// h[c] += ||L (t_c)||^2 over the strips of L for NC columns t_c of T: per strip of 8 rows
+// of L (rows a - pad .. a - pad + 7), the products over the columns j below its last row
+// in 2 NC accumulators, then their squares into hs[c].
+template <int NC>
+__attribute__((target("avx2,fma"))) void norms_group(const PaddedLower& L, const double* T,
+                                                     Index ldt, bool head_one, double* h) {
+  const Index n = L.n, ld = n + L.pad;
+  const double* A = L.a.data();
+  // the squared norms' partial sums in memory (registers hold the 2 NC accumulators)
+  alignas(32) double hs[NC][4] = {};
+  // t_c[j] = T[c * ldt + j - shift] (j >= shift); with head_one t_c[0] = 1
+  const Index shift = head_one ? 1 : 0;
+  for (Index a = 0; a < ld; a += 8) {
+    const Index jend = std::min(n, a - L.pad + 8);  // columns up to the strip's last row
+    __m256d c0[NC], c1[NC];
+    Index j = 0;
+    if (head_one) {
+      const __m256d lo = _mm256_loadu_pd(A + a), hi = _mm256_loadu_pd(A + a + 4);
+      for (int c = 0; c < NC; ++c) {
+        c0[c] = lo;
+        c1[c] = hi;
+      }
+      j = 1;
+    } else {
+      for (int c = 0; c < NC; ++c) {
+        c0[c] = _mm256_setzero_pd();
+        c1[c] = _mm256_setzero_pd();
+      }
+    }
+    for (; j < jend; ++j) {
+      const double* col = A + j * ld + a;
+      const __m256d lo = _mm256_loadu_pd(col), hi = _mm256_loadu_pd(col + 4);
+      for (int c = 0; c < NC; ++c) {
+        const __m256d bc = _mm256_broadcast_sd(T + c * ldt + j - shift);
+        c0[c] = _mm256_fmadd_pd(lo, bc, c0[c]);
+        c1[c] = _mm256_fmadd_pd(hi, bc, c1[c]);
+      }
+    }
+    for (int c = 0; c < NC; ++c) {
+      const __m256d sq = _mm256_fmadd_pd(c0[c], c0[c], _mm256_load_pd(hs[c]));
+      _mm256_store_pd(hs[c], _mm256_fmadd_pd(c1[c], c1[c], sq));
+    }
+  }
+  for (int c = 0; c < NC; ++c) h[c] = (hs[c][0] + hs[c][1]) + (hs[c][2] + hs[c][3]);
+}
+__attribute__((target("avx2,fma"))) void norms_lower_avx2(const PaddedLower& L, Index m,
+                                                          const double* T, Index ldt, bool head_one,
+                                                          double* h) {
+  Index k = 0;
+  for (; k + 6 <= m; k += 6) norms_group<6>(L, T + k * ldt, ldt, head_one, h + k);
+  const double* Tk = T + k * ldt;
+  switch (m - k) {
+    case 5:
+      norms_group<5>(L, Tk, ldt, head_one, h + k);
+      break;
+    case 4:
+      norms_group<4>(L, Tk, ldt, head_one, h + k);
+      break;
+    case 3:
+      norms_group<3>(L, Tk, ldt, head_one, h + k);
+      break;
+    case 2:
+      norms_group<2>(L, Tk, ldt, head_one, h + k);
+      break;
+    case 1:
+      norms_group<1>(L, Tk, ldt, head_one, h + k);
+      break;
+    default:
+      break;
+  }
+}
 }  // namespace
 #endif
 
 namespace {
 std::atomic<bool> g_row_kernels{true};
 }  // namespace
+
+PaddedLower pad_lower(Index n, const double* L, Index ldl) {
+  PaddedLower out;
+  out.n = n;
+  out.pad = (8 - n % 8) % 8;
+  const Index ld = n + out.pad;
+  out.a.assign(static_cast<size_t>(ld * n), 0.0);
+  for (Index j = 0; j < n; ++j)
+    for (Index i = j; i < n; ++i) out.a[static_cast<size_t>(j * ld + out.pad + i)] = L[j * ldl + i];
+  return out;
+}
+
+bool norms_lower_small(const PaddedLower& L, Index m, const double* T, Index ldt, bool head_one,
+                       double* h) {
+#ifdef ALOOCV_X86_SIMD
+  const Index width = head_one ? L.n - 1 : L.n;
+  if (!has_small_syrk() || L.n <= 0 || L.n > kSmallSyrkMax || ldt < width) return false;
+  norms_lower_avx2(L, m, T, ldt, head_one, h);
+  return true;
+#else
+  (void)L, (void)m, (void)T, (void)ldt, (void)head_one, (void)h;
+  return false;
+#endif
+}
 
 bool has_small_syrk() { return has_row_gemv(); }
 

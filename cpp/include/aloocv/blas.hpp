@@ -5,6 +5,8 @@
 // All matrices are column-major; callers keep dimensions within 32-bit BLAS ints.
 #pragma once
 
+#include <vector>
+
 #include "common.hpp"
 
 namespace aloocv::blas {
@@ -98,6 +100,20 @@ constexpr Index kSmallSyrkRun = 64;
 bool has_small_syrk();  // the CPU has it and the row kernels are on
 bool syrk_small_lower(Index n, Index m, const double* S, Index lds, const double* T, Index ldt,
                       double* C, Index ldc);
+
+// A lower triangular L (n x n) laid out for norms_lower_small: `pad` zero rows on top
+// (n + pad a multiple of 8), column-major with leading dimension n + pad.
+struct PaddedLower {
+  Index n = 0, pad = 0;
+  std::vector<double> a;
+};
+PaddedLower pad_lower(Index n, const double* L, Index ldl);
+// h_k = ||L t_k||^2 for the m columns t_k of T (leading dimension ldt), or with `head_one`
+// t_k = (1, T_k) (T_k of n - 1 entries: an intercept's column); the small kernel's
+// register tiles (8 rows of L times 6 columns of T, the products summed into their squared
+// norms without storing L T). False (h untouched) where syrk_small_lower would be.
+bool norms_lower_small(const PaddedLower& L, Index m, const double* T, Index ldt, bool head_one,
+                       double* h);
 
 // C (m x n) = A (m x k) B (k x n), all column-major with leading dimensions.
 void gemm(Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,

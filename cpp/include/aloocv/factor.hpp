@@ -45,7 +45,9 @@ constexpr double kTrmmMinRcond = 1e-6;
 Mat lower_inverse_for_trmm(const Cholesky& chol);
 
 // h_i = x~_i^T H^{-1} x~_i for every row, with x~ restricted to `cols` (H is then the
-// |cols| + intercept Hessian of those columns). Dense rows: ||L^{-1} x~_i||^2 per packed
+// |cols| + intercept Hessian of those columns). Dense float64 rows of at most
+// blas::kSmallSyrkMax columns: the small kernel (blas::norms_lower_small, rows in place
+// where they can be). Other dense rows: ||L^{-1} x~_i||^2 per packed
 // row block, by DTRMM with L^{-1} formed once (registered BLAS, rcond() >= 1e-6) or by
 // blocked triangular solves. Sparse rows: the quadratic form of the
 // explicit inverse over the row's nonzeros, O(nnz_i^2) per row after one O(p^3) inverse.
