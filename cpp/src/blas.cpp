@@ -222,25 +222,11 @@ __attribute__((target("avx2,fma"))) void syrk_strip(Index rows, const double* S,
   const Index bend = a + rows;
   Index b = 0;
   for (; b + 6 <= bend; b += 6) syrk_tile<6, R>(S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
-  switch (bend - b) {
-    case 5:
-      syrk_tile<5, R>(S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
-      break;
-    case 4:
-      syrk_tile<4, R>(S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
-      break;
-    case 3:
-      syrk_tile<3, R>(S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
-      break;
-    case 2:
-      syrk_tile<2, R>(S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
-      break;
-    case 1:
-      syrk_tile<1, R>(S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
-      break;
-    default:
-      break;
-  }
+  using Tile = void (*)(const double*, Index, const double*, Index, Index, Index, Index, Index,
+                        __m256i, __m256i, double*, Index);
+  static constexpr Tile narrower[6] = {nullptr,          &syrk_tile<1, R>, &syrk_tile<2, R>,
+                                       &syrk_tile<3, R>, &syrk_tile<4, R>, &syrk_tile<5, R>};
+  if (bend > b) narrower[bend - b](S, lds, T, ldt, k0, k1, a, b, mlo, mhi, C, ldc);
 }
 __attribute__((target("avx2,fma"))) void syrk_small_avx2(Index n, Index m, const double* S,
                                                          Index lds, const double* T, Index ldt,
@@ -313,26 +299,10 @@ __attribute__((target("avx2,fma"))) void norms_lower_avx2(const PaddedLower& L, 
                                                           double* h) {
   Index k = 0;
   for (; k + 6 <= m; k += 6) norms_group<6>(L, T + k * ldt, ldt, head_one, h + k);
-  const double* Tk = T + k * ldt;
-  switch (m - k) {
-    case 5:
-      norms_group<5>(L, Tk, ldt, head_one, h + k);
-      break;
-    case 4:
-      norms_group<4>(L, Tk, ldt, head_one, h + k);
-      break;
-    case 3:
-      norms_group<3>(L, Tk, ldt, head_one, h + k);
-      break;
-    case 2:
-      norms_group<2>(L, Tk, ldt, head_one, h + k);
-      break;
-    case 1:
-      norms_group<1>(L, Tk, ldt, head_one, h + k);
-      break;
-    default:
-      break;
-  }
+  using Group = void (*)(const PaddedLower&, const double*, Index, bool, double*);
+  static constexpr Group fewer[6] = {nullptr,         &norms_group<1>, &norms_group<2>,
+                                     &norms_group<3>, &norms_group<4>, &norms_group<5>};
+  if (m > k) fewer[m - k](L, T + k * ldt, ldt, head_one, h + k);
 }
 }  // namespace
 #endif

@@ -101,65 +101,6 @@ Mat lower_inverse_for_trmm(const Cholesky& chol) {
   return Linv;
 }
 
-namespace {
-// The dense float64 leverage pass of narrow rows (p1 <= blas::kSmallSyrkMax): L^{-1} formed
-// once and padded for the small kernel (blas::norms_lower_small: ||L^{-1} x~_i||^2 in
-// register tiles, L^{-1} X~^T never stored); rows with unit column stride and every
-// column read in place (the intercept's 1 in the kernel), others packed per block.
-void leverages_small(const Design& X, bool intercept, const Cholesky& chol, double* h, int nt,
-                     Columns cols, const Vec* probe, double* probe_max, Index B, Index nblocks) {
-  const Index p1 = chol.size();
-  Mat Linv = Mat::Identity(p1, p1);
-  blas::trsm_lower(p1, p1, chol.lower(), p1, Linv.data(), p1);
-  const blas::PaddedLower Lp = blas::pad_lower(p1, Linv.data(), p1);
-  const DenseView& v = X.dense;
-  const bool in_place = cols.all() && v.col_stride == 1;
-  double pmax = 0.0;
-  ExceptionCatcher guard;
-  interrupt::Context* const ictx = interrupt::current();
-#pragma omp parallel num_threads(nt) reduction(max : pmax)
-  {
-    interrupt::Share share(ictx);
-    std::vector<double> pack;
-    guard.run([&] {
-      if (!in_place) pack.resize(static_cast<size_t>(p1 * B));
-    });
-#pragma omp for schedule(dynamic, 1)
-    for (Index blk = 0; blk < nblocks; ++blk) {
-      if (guard.failed()) continue;
-      guard.run([&] {
-        interrupt::check();
-        const Index i0 = blk * B, i1 = std::min(X.n, i0 + B), m = i1 - i0;
-        const double* T = pack.data();
-        Index ldt = p1;
-        bool head_one = false;
-        if (in_place) {
-          T = v.data + i0 * v.row_stride;
-          ldt = v.row_stride;
-          head_one = intercept;
-        } else {
-          X.pack_rows(i0, i1, nullptr, intercept, pack.data(), cols);
-        }
-        if (probe) {  // max_i |x~_i^T probe| while the rows are in cache
-          const Index w = head_one ? p1 - 1 : p1, off = head_one ? 1 : 0;
-          for (Index k = 0; k < m; ++k) {
-            const double* x = T + k * ldt;
-            double s = head_one ? (*probe)[0] : 0.0;
-            for (Index j = 0; j < w; ++j) s += x[j] * (*probe)[off + j];
-            pmax = std::max(pmax, std::abs(s));
-          }
-        }
-        if (!blas::norms_lower_small(Lp, m, T, ldt, head_one, h + i0)) {
-          throw std::logic_error("the small leverage kernel refused its block");
-        }
-      });
-    }
-  }
-  guard.rethrow();
-  if (probe_max) *probe_max = pmax;
-}
-}  // namespace
-
 void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h, int n_threads,
                Columns cols, const Vec* probe, double* probe_max) {
   const Index off = intercept ? 1 : 0;
@@ -220,13 +161,21 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
   }
   const Index B = block_rows(p1);
   const Index nblocks = (X.n + B - 1) / B;
-  if (X.dense.data != nullptr && p1 <= blas::kSmallSyrkMax && blas::has_small_syrk() &&
-      chol.rcond() >= kTrmmMinRcond) {
-    leverages_small(X, intercept, chol, h, nt, cols, probe, probe_max, B, nblocks);
-    return;
+  // Narrow float64 rows: L^{-1} formed once and padded for the small kernel
+  // (blas::norms_lower_small: ||L^{-1} x~_i||^2 in register tiles, L^{-1} X~^T never
+  // stored), rows with unit column stride and every column read in place (the intercept's
+  // 1 inside the kernel), others packed per block.
+  const bool small = X.dense.data != nullptr && p1 <= blas::kSmallSyrkMax &&
+                     blas::has_small_syrk() && chol.rcond() >= kTrmmMinRcond;
+  const bool in_place = small && cols.all() && X.dense.col_stride == 1;
+  blas::PaddedLower Lpad;
+  if (small) {
+    Mat L = Mat::Identity(p1, p1);
+    blas::trsm_lower(p1, p1, chol.lower(), p1, L.data(), p1);
+    Lpad = blas::pad_lower(p1, L.data(), p1);
   }
   // L^{-1} formed once (p^3 / 3), then one DTRMM per block (kTrmmMinRcond)
-  const Mat Linv = lower_inverse_for_trmm(chol);
+  const Mat Linv = small ? Mat() : lower_inverse_for_trmm(chol);
   // float32 rows, float32 L^{-1} (kSingleLeverageMinRcond)
   Eigen::MatrixXf Linv32;
   if (Linv.size() != 0 && X.dense.is_f32() && blas::has_strmm() &&
@@ -240,13 +189,34 @@ void leverages(const Design& X, bool intercept, const Cholesky& chol, double* h,
     std::vector<double> pack;
     std::vector<float> pack32;
     Vec xp;
-    guard.run([&] { pack.resize(static_cast<size_t>(p1 * B)); });
+    guard.run([&] {
+      if (!in_place) pack.resize(static_cast<size_t>(p1 * B));
+    });
 #pragma omp for schedule(dynamic, 1)
     for (Index blk = 0; blk < nblocks; ++blk) {
       if (guard.failed()) continue;
       guard.run([&] {
         interrupt::check();
         const Index i0 = blk * B, i1 = std::min(X.n, i0 + B), m = i1 - i0;
+        if (small) {
+          const bool head_one = in_place && intercept;
+          const double* T = in_place ? X.dense.data + i0 * X.dense.row_stride : pack.data();
+          const Index ldt = in_place ? X.dense.row_stride : p1;
+          if (!in_place) X.pack_rows(i0, i1, nullptr, intercept, pack.data(), cols);
+          if (probe) {  // max_i |x~_i^T probe| while the rows are in cache
+            const Index hd = head_one ? 1 : 0;
+            for (Index k = 0; k < m; ++k) {
+              const double* x = T + k * ldt;
+              double s = head_one ? (*probe)[0] : 0.0;
+              for (Index j = hd; j < p1; ++j) s += x[j - hd] * (*probe)[j];
+              pmax = std::max(pmax, std::abs(s));
+            }
+          }
+          if (!blas::norms_lower_small(Lpad, m, T, ldt, head_one, h + i0)) {
+            throw std::logic_error("the small leverage kernel refused its block");
+          }
+          return;
+        }
         if (Linv32.size() != 0) {
           pack32.resize(static_cast<size_t>(p1 * m));
           X.pack_rows(i0, i1, nullptr, intercept, pack32.data(), cols);
