@@ -16,15 +16,22 @@ Protocol (the project's rule: speed claims from CPU seconds and interleaved repe
 * **Minimum over repeats**: noise on a timing only adds to it, so the smallest of the
   repeats is the estimate least disturbed by it. The spread ``max / min - 1`` of the
   repeats is kept to show how noisy a measurement was.
+* **Which aloocv**: the benchmarks time the package that ``import aloocv`` finds; a note
+  on stderr (:func:`foreign_package`) says so when that is not this checkout's
+  ``python/`` (an older install in the environment timed instead of the tree: run them
+  with ``PYTHONPATH=python`` from the checkout's root, or install it first).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 Clock = Literal["cpu", "wall"]
@@ -163,3 +170,38 @@ def load_line() -> str:
         f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min) "
         f"on {os.cpu_count()} cores"
     )
+
+
+def foreign_package(checkout: Path | None = None) -> str | None:
+    """Where ``import aloocv`` would load the package from when that is not the checkout's
+    ``python/aloocv`` (None when it is, or with no checkout or package to compare).
+
+    Parameters
+    ----------
+    checkout : Path, optional
+        The checkout's ``python/`` directory (default: the one next to this file).
+
+    Examples
+    --------
+    >>> foreign_package(Path("/nonexistent")) is None
+    True
+    """
+    checkout = (Path(__file__).resolve().parents[1] / "python") if checkout is None else checkout
+    spec = importlib.util.find_spec("aloocv")
+    if not checkout.is_dir() or spec is None or spec.origin is None:
+        return None
+    origin = Path(spec.origin).resolve().parent
+    return None if origin == (checkout / "aloocv").resolve() else str(origin)
+
+
+def _note_foreign_package() -> None:
+    where = foreign_package()
+    if where is not None:
+        print(
+            f"note: timing aloocv from {where}, not this checkout's python/ "
+            "(PYTHONPATH=python times the checkout)",
+            file=sys.stderr,
+        )
+
+
+_note_foreign_package()

@@ -98,3 +98,15 @@ def test_call_peak_measures_the_call_not_the_process():
     assert 60 * mib <= mem.call_peak(temporary) <= 72 * mib
     assert 28 * mib <= mem.call_peak(kept) <= 40 * mib
     assert mem.call_peak(lambda: big.sum()) <= 4 * mib
+
+
+def test_a_package_from_elsewhere_is_named(tmp_path, capsys):
+    # the benchmarks time whatever `import aloocv` finds: a stale install in the
+    # environment instead of the checkout is named on stderr (once, at import)
+    assert timing.foreign_package(tmp_path / "missing") is None  # no checkout: nothing
+    elsewhere = tmp_path / "python"
+    (elsewhere / "aloocv").mkdir(parents=True)
+    found = timing.foreign_package(elsewhere)
+    assert found is not None and Path(found) != (elsewhere / "aloocv").resolve()
+    here = Path(importlib.util.find_spec("aloocv").origin).resolve().parent
+    assert timing.foreign_package(here.parent) is None  # the package's own tree: nothing
