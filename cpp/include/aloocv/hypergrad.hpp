@@ -152,9 +152,17 @@ struct Scratch {
 };
 
 // partial (q1 x q1, lower) += sum_k wt[k] z_k z_k^T over the m columns of Z, as two
-// rank-k updates split by the sign of the weights (written as pos - neg).
+// rank-k updates split by the sign of the weights (written as pos - neg), or for q1 <=
+// blas::kSmallSyrkMax by the small kernel's one signed pass into pos.
 inline void signed_syrk(Index q1, Index m, const double* Z, const double* wt, double* Ppos,
                         double* Pneg, Scratch& s) {
+  // narrow rows: the core's weighted update takes signed weights in one pass (the
+  // products w_k z_k z_k^T into Ppos, Pneg left as it is)
+  if (q1 <= blas::kSmallSyrkMax && blas::has_small_syrk()) {
+    for (Index k = 0; k < m; ++k)
+      for (Index j = 0; j < q1; ++j) s.pos[k * q1 + j] = wt[k] * Z[k * q1 + j];
+    if (blas::syrk_small_lower(q1, m, s.pos, q1, Z, q1, Ppos, q1)) return;
+  }
   Index np = 0, nn = 0;
   for (Index k = 0; k < m; ++k) {
     const double a = wt[k];
