@@ -44,6 +44,25 @@ class TuneState {
     pb_.l1 = fresh.l1;  // pb_ keeps its loss parameters and offset
   }
 
+  // Keeps a copy of the fitted state (its fit, the factor of the Hessian at beta, its
+  // penalty): one slot, O(n + p^2) numbers, e.g. the best point of a search so far.
+  void keep() {
+    require_fit();
+    settle();  // the copy's factor is the Hessian at its beta
+    kept_ = Kept{st_, pb_.pen, pb_.l1};
+  }
+
+  // Back to the kept state (its penalty included): its factor serves the next alo() there
+  // without a refit, or the next fit()'s chord steps after set_penalty. False: none kept.
+  bool restore() {
+    if (!kept_) return false;
+    st_ = kept_->st;
+    pb_.pen = kept_->pen;
+    pb_.l1 = kept_->l1;
+    fitted_ = true;
+    return true;
+  }
+
   // Restart the next fit from these coefficients (p + intercept), e.g. those of a point
   // nearer the next penalty than the current state's.
   void set_beta(const py::array& beta) {
@@ -167,6 +186,11 @@ class TuneState {
   FitOptions opt_;
   FitState st_;
   bool fitted_ = false;
+  struct Kept {
+    FitState st;
+    Vec pen, l1;
+  };
+  std::optional<Kept> kept_;
 };
 
 }  // namespace
@@ -183,6 +207,10 @@ void bind_tune(py::module_& m) {
            py::arg("max_iter"), py::arg("n_threads"), py::arg("l1") = py::none(),
            py::arg("beta0") = py::none(), py::arg("offset") = py::none())
       .def("set_penalty", &TuneState::set_penalty, py::arg("penalty"), py::arg("l1") = py::none())
+      .def("keep", &TuneState::keep,
+           "Keep a copy of the fitted state (one slot; its guard settled first).")
+      .def("restore", &TuneState::restore,
+           "Return to the kept state and its penalty (no refit); False when none is kept.")
       .def("set_beta", &TuneState::set_beta, py::arg("beta"),
            "Start the next fit from these coefficients (intercept first when fitted).")
       .def("fit", &TuneState::fit,

@@ -200,10 +200,64 @@ def test_a_higher_order_at_the_state_point_reuses_its_fit():
     assert obj.n_fits == fits and v1.acv == v0.acv
     ref = _objective(X, y, "logistic", aloocv.L2(1.0)).evaluate(u, 1)
     assert v1.grad[0] == pytest.approx(ref.grad[0], rel=1e-8)
-    # elsewhere first: the fit moves, and coming back refits there
-    obj.evaluate(np.array([1.5]), 0)
-    obj.evaluate(u, 2)
+    # a worse point next: the fit moves; coming back to the best point so far returns
+    # to its kept state (no refit), with a fresh objective's numbers
+    far = np.array([3.0])
+    assert obj.evaluate(far, 0).acv > v0.acv
+    v2 = obj.evaluate(u, 2)
+    assert obj.n_fits == fits + 1 and v2.acv == v0.acv
+    ref2 = _objective(X, y, "logistic", aloocv.L2(1.0)).evaluate(u, 2)
+    assert v2.grad[0] == pytest.approx(ref2.grad[0], rel=1e-8)
+    assert v2.hess[0, 0] == pytest.approx(ref2.hess[0, 0], rel=1e-7)
+    # coming back to a point that is not the best refits there
+    obj.evaluate(far, 1)
     assert obj.n_fits == fits + 2
+
+
+def test_the_state_keeps_the_best_point_for_a_search_coming_back():
+    X, y = _real("breast_cancer")
+    p = X.shape[1]
+    from test_hypergrad import _tune_state
+
+    state = _tune_state(X, y, "logistic", aloocv.L2(1.0))
+    with pytest.raises(ValueError, match="fit"):
+        state.keep()
+    assert state.restore() is False  # nothing kept
+    state.fit()
+    state.keep()
+    a = state.alo(gradient=True)
+    state.set_penalty(np.full(p, 30.0))
+    state.fit()
+    b = state.alo(gradient=True)
+    assert b.losses.mean() != pytest.approx(a.losses.mean(), rel=1e-6)
+    # back to the kept state, its penalty included: the same numbers, bit for bit
+    assert state.restore() is True
+    c = state.alo(gradient=True)
+    for name in ("losses", "leverages", "coef", "grad_l2"):
+        np.testing.assert_array_equal(getattr(c, name), getattr(a, name))
+    # a refit from the kept state at another penalty is that penalty's fit
+    state.set_penalty(np.full(p, 30.0))
+    state.fit()
+    d = state.alo(gradient=True)
+    np.testing.assert_allclose(d.losses, b.losses, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(d.grad_l2, b.grad_l2, rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["isotropic", "scales"])
+def test_a_search_that_returns_to_its_best_point_ends_where_one_without_does(kind):
+    # the default search with and without the kept best point: the same minimum, and the
+    # kept state saves refits
+    X, y = make_data("logistic", 2000, 30, seed=131, scale=3.0 if kind == "scales" else 1.0)
+    if kind == "scales":
+        X = X * np.logspace(-2, 2, X.shape[1])
+    res = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1.0))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Objective, "_restore", lambda self, u, at: False)
+        ref = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1.0))
+    assert res.converged and ref.converged
+    assert res.penalty.lam == pytest.approx(ref.penalty.lam, rel=1e-5)
+    assert res.acv == pytest.approx(ref.acv, rel=1e-10)
+    assert res.n_fits < ref.n_fits
 
 
 def test_default_search_spends_no_hessian():

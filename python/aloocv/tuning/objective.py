@@ -81,7 +81,9 @@ class Objective:
 
     Each new point refits warm-started from the previous one (Newton from the previous
     point's Hessian); the evaluations are cached by point, so optimizers that ask for the
-    value, the gradient and the Hessian separately pay for one fit.
+    value, the gradient and the Hessian separately pay for one fit. The core state keeps
+    a copy of the best point's fitted state: coming back to that point, or to a point
+    next to it, starts from the copy and its factor (no refit there, no fresh Hessian).
 
     Parameters
     ----------
@@ -117,6 +119,12 @@ class Objective:
         self._jacobian: tuple[np.ndarray, np.ndarray] | None = None
         self._starts: list[tuple[np.ndarray, np.ndarray]] = []  # (u, beta) of fits
         self._at: np.ndarray | None = None  # where the state's fit is
+        # The best point so far, whose fitted state (with the factor of its Hessian) the
+        # core state keeps a copy of (core TuneState only): a search that comes back to
+        # it, or to its neighbourhood, starts from that copy instead of refitting.
+        self._kept: np.ndarray | None = None
+        self._kept_acv = np.inf
+        self._can_keep = hasattr(state, "keep")
 
     @property
     def n_params(self) -> int:
@@ -145,6 +153,9 @@ class Objective:
         # and factor serve again, no refit
         at, self._at = self._at, None  # unknown until this evaluation succeeds
         here = at is not None and np.array_equal(at, u)
+        if not here and self._restore(u, at):
+            at = self._kept
+            here = bool(np.array_equal(at, u))
         if not here:
             self.set(pen)
             self._warm_start(u, at)
@@ -183,10 +194,10 @@ class Objective:
                 Hp = 0.5 * (Hp + Hp.T)
                 hess = Hp * np.outer(x, x) + np.diag(grad)
         ev = Evaluation(u, acv, grad, hess, out, self.w)
-        self._cache.pop(key, None)
-        self._cache[key] = ev
-        while len(self._cache) > CACHE_SIZE:  # per-sample arrays: keep the recent points
-            del self._cache[next(iter(self._cache))]
+        if self._can_keep and acv < self._kept_acv:  # a new best point: its state kept
+            self.state.keep()
+            self._kept, self._kept_acv = u.copy(), acv
+        self.keep(ev)
         return ev
 
     def held(self, out: Any) -> Any:
@@ -205,6 +216,22 @@ class Objective:
         self._cache[key] = ev
         while len(self._cache) > CACHE_SIZE:
             del self._cache[next(iter(self._cache))]
+
+    def _restore(self, u: np.ndarray, at: np.ndarray | None) -> bool:
+        """Returns the state to its kept copy (the best point so far) when that is ``u``
+        itself, or the nearest fitted point to ``u`` and much nearer than the state's at
+        ``at``: its factor then serves ALO there without a refit, or the chord steps of
+        the refit at ``u`` (a warm start by :meth:`_warm_start` refits from coefficients
+        alone and takes its Hessians anew)."""
+        if self._kept is None:
+            return False
+        dk = float(np.max(np.abs(self._kept - u)))
+        if dk > 0.0:
+            here = np.inf if at is None else float(np.max(np.abs(at - u)))
+            nearest = min(float(np.max(np.abs(v - u))) for v, _ in self._starts)
+            if dk + RESTART_GAIN >= here or dk > nearest:
+                return False
+        return bool(self.state.restore())
 
     def _warm_start(self, u: np.ndarray, at: np.ndarray | None) -> None:
         """Restart from the kept fit nearest to u when it is much nearer than the state's
