@@ -62,8 +62,10 @@ DOUBLE = 8
 PARTIALS_BUDGET_DOUBLES = 32 * 1024 * 1024
 #: Primal route: the penalized Hessian, its Cholesky factor and the kept unpenalized copy.
 PRIMAL_MATRICES = 3
-#: Tuning on the primal route: one more p1 x p1 matrix for the exact hypergradient.
-TUNE_EXTRA_MATRICES = 1
+#: Tuning on the primal route: one more p1 x p1 matrix for the exact hypergradient, and
+#: the kept copy of the best point's state (its factor and unpenalized Hessian:
+#: ``TuneState.keep``, ``python/aloocv/tuning/objective.py``).
+TUNE_EXTRA_MATRICES = 3
 #: Exact refits (``method="exact"``): a fresh Hessian factor per thread in flight.
 REFIT_MATRICES_PER_THREAD = 1
 #: Approximate K-fold: the fold's kernel ``K_S`` (or ``H_{-S}``) and its factor per thread.
