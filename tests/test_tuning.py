@@ -13,6 +13,7 @@ from test_hypergrad import _objective, _real
 
 import aloocv
 from aloocv.tuning import optimizers
+from aloocv.tuning.grid import BRACKET_POINTS
 from aloocv.tuning.objective import Objective
 from conftest import make_data
 
@@ -253,6 +254,59 @@ def test_a_search_that_returns_to_its_best_point_ends_where_one_without_does(kin
     res = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1.0))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Objective, "_restore", lambda self, u, at: False)
+        ref = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1.0))
+    assert res.converged and ref.converged
+    assert res.penalty.lam == pytest.approx(ref.penalty.lam, rel=1e-5)
+    assert res.acv == pytest.approx(ref.acv, rel=1e-10)
+    assert res.n_fits < ref.n_fits
+
+
+def test_the_cubic_step_from_a_slope_and_both_neighbours_is_exact_on_a_cubic():
+    # f(lambda) = (lambda - 1.7)^2 (1 + 0.2 lambda): a cubic in lambda with its minimum
+    # at 1.7; the step through f's value and slope at 1.5 and its values at 0.5 and 4.5
+    # (evenly spaced in log lambda) lands on it
+    def f(lam):
+        return (lam - 1.7) ** 2 * (1.0 + 0.2 * lam)
+
+    def df_du(lam):  # d f / d log(lambda)
+        return lam * (2.0 * (lam - 1.7) * (1.0 + 0.2 * lam) + 0.2 * (lam - 1.7) ** 2)
+
+    m, lo, hi = np.log([1.5, 0.5, 4.5])
+    vals = {float(u): f(np.exp(u)) for u in (lo, m, hi)}
+    v = optimizers._bracket_cubic_step(m, m, hi, vals, df_du(1.5), [lo, hi])
+    assert v == pytest.approx(np.log(1.7), abs=1e-12)
+    # the minimum outside the side searched, or neighbours unevenly spaced: no step
+    assert np.isnan(optimizers._bracket_cubic_step(m, lo, m, vals, df_du(1.5), [lo, hi]))
+    far = float(np.log(40.0))
+    vals[far] = f(40.0)
+    assert np.isnan(optimizers._bracket_cubic_step(m, m, far, vals, df_du(1.5), [lo, far]))
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_a_far_vertex_gives_way_to_the_best_points_slope(seed):
+    # where the coarse grid's parabola puts its vertex far from the best point, the search
+    # takes the best point's gradient first (its kept state: no refit) and steps on the
+    # cubic through it and both neighbours: the minimum the search without both reaches,
+    # here in fewer fits
+    X, y = make_data("logistic", 1500, 40, seed=seed)
+    seen = []
+    orig = Objective.evaluate
+
+    def spy(self, u, order=1):
+        seen.append((float(u[0]), order))
+        return orig(self, u, order)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Objective, "evaluate", spy)
+        res = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1.0))
+    # the coarse grid's best point, from fresh leave-one-out estimates at its points
+    grid = [u for u, _ in seen[:BRACKET_POINTS]]
+    acv = [aloocv.loo(X, y, loss="logistic", penalty=aloocv.L2(np.exp(u))).mean for u in grid]
+    first_gradient = next(u for u, order in seen if order >= 1)
+    assert first_gradient == grid[int(np.argmin(acv))]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(optimizers, "VERTEX_TRUST", np.inf)
+        mp.setattr(optimizers, "_bracket_cubic_step", lambda *a: np.nan)
         ref = aloocv.tune(X, y, loss="logistic", penalty=aloocv.L2(1.0))
     assert res.converged and ref.converged
     assert res.penalty.lam == pytest.approx(ref.penalty.lam, rel=1e-5)

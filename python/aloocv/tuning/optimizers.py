@@ -52,11 +52,20 @@ ARMIJO_C = 1e-4  # sufficient-decrease constant of the backtracking line search
 #: point is taken with the exact gradient; farther, at the value alone (and the gradient
 #: at the best point next where the vertex does not improve on it).
 SLOPE_SWITCH = 2.0
+#: The vertex is trusted only this close to the best point, as a share of the width of
+#: the bracket's side it lies in (farther, it extrapolates the curve's asymmetry across
+#: the coarse grid's spacing); where the best point's gradient costs no refit (its
+#: fitted state kept, :meth:`Objective.ready_at`), the search takes that slope first.
+VERTEX_TRUST = 1.0 / 3.0
 #: A model's step that lands within this share of its side's width from the side's far
 #: end is replaced by the side's midpoint.
 SIDE_MARGIN = 0.01
 #: Two points closer than this (in log lambda) are one: the search stops there.
 U_RESOLUTION = 1e-10
+#: The best point's neighbours at most this many times as far from it as each other (in
+#: log lambda) give the first step from its slope as a cubic through all three
+#: (:func:`_bracket_cubic_step`).
+CUBIC_SPREAD = 2.0
 
 
 @dataclass
@@ -255,10 +264,14 @@ def bracketed_1d(
     side has none). Without a gradient at the best point, the next point is the vertex of
     the parabola through the bracket's values (in ``log(lambda)`` or ``lambda``, whichever
     predicts the values it leaves out better), with the gradient within ``SLOPE_SWITCH``
-    of the best point. With it, each step is the minimum of a cubic through two points'
-    values and slopes; the gradients' signs then shrink the bracket, a step that does not
-    halve (Brent) or leaves the bracket is a bisection. Converged when the projected
-    gradient is at most ``gtol``; the Hessian is never formed.
+    of the best point. A vertex farther than ``VERTEX_TRUST`` of its side's width from
+    a best point whose gradient costs no refit (its state kept) waits for that gradient:
+    the vertex is then taken where it lies on the side the slope points to, else the
+    cubic through the slope and both neighbours' values. With gradients, each step is the
+    minimum of a cubic through two points' values and slopes; the gradients' signs then
+    shrink the bracket, a step that does not halve (Brent) or leaves the bracket is a
+    bisection. Converged when the projected gradient is at most ``gtol``; the Hessian is
+    never formed.
     """
     trace = Trace() if trace is None else trace
     blo, bhi = bounds
@@ -315,6 +328,7 @@ def bracketed_1d(
     it = 0
     message = f"max_iter={max_iter} reached"
     steps: list[float] = []  # the lengths of the gradient steps (Brent's shrink rule)
+    vertex: float | None = None  # an untrusted vertex, taken where the slope agrees
     try:
         for it in range(1, max_iter + 1):
             if m in evs:
@@ -325,6 +339,9 @@ def bracketed_1d(
                     msg = _converged_message(um, np.array([blo]), np.array([bhi]))
                     return OptimizeResult(um, evs[m], it - 1, True, msg, trace)
                 v = _gradient_target(m, g, lo, hi, vals, evs, steps)
+                if vertex is not None and (vertex - m) * g < 0.0 and lo < vertex < hi:
+                    v = vertex  # the parabola's vertex, on the side the slope points to
+                vertex = None
                 if v is None:
                     message = "bracket collapsed before the gradient fell below tolerance"
                     break
@@ -348,7 +365,12 @@ def bracketed_1d(
             if not usable or evs:  # (a gradient taken elsewhere: the best point's next)
                 take(m, 1)
                 continue
-            if abs(v - m) <= SLOPE_SWITCH:
+            width = (hi - m) if v > m else (m - lo)
+            trusted = abs(v - m) <= VERTEX_TRUST * width
+            if not trusted and _ready(obj, m):
+                take(m, 1)  # the side from the slope, at the cost of its pass alone
+                vertex = float(v)
+            elif abs(v - m) <= SLOPE_SWITCH:
                 take(float(v), 1)
             elif not take(float(v), 0):
                 take(m, 1)  # the parabola misled: the gradient at the best point
@@ -366,6 +388,11 @@ def bracketed_1d(
     conv = bool(abs(pg[0]) <= gtol)
     msg = _converged_message(np.array([u]), np.array([blo]), np.array([bhi])) if conv else message
     return OptimizeResult(np.array([u]), evs[u], it, conv, msg, trace)
+
+
+def _ready(obj: Objective, u: float) -> bool:
+    ready = getattr(obj, "ready_at", None)
+    return bool(ready is not None and ready(np.array([u])))
 
 
 class _Undefined(Exception):
@@ -418,6 +445,10 @@ def _model_step(m: float, a: float, b: float, far: float, vals: dict, evs: dict)
     others = [u for u in vals if u != m and np.isfinite(vals[u])]
     side = [u for u in others if (u - m) * (far - m) > 0 and abs(u - m) <= abs(far - m)]
     with_grad = [u for u in others if u in grads]
+    if not with_grad:  # m's slope alone: the cubic through it and both neighbours' values
+        v = _bracket_cubic_step(m, a, b, vals, grads[m], others)
+        if np.isfinite(v) and abs(v - far) > SIDE_MARGIN * (b - a):
+            return v
     partners = []
     if with_grad:
         partners.append(min(with_grad, key=lambda u: abs(u - m)))
@@ -438,6 +469,41 @@ def _model_step(m: float, a: float, b: float, far: float, vals: dict, evs: dict)
         if a < best < b and abs(best - far) > SIDE_MARGIN * (b - a) and best != m:
             return best
     return np.nan
+
+
+def _bracket_cubic_step(
+    m: float, a: float, b: float, vals: dict, g: float, others: list[float]
+) -> float:
+    """The minimum in the side ``(a, b)`` of the cubic in ``lambda`` through the best
+    point's value and slope and the values of its nearest known points on both sides,
+    where these are about as far from it in ``log(lambda)`` (within ``CUBIC_SPREAD``: the
+    best point of an evenly spaced grid; nan otherwise, or where the cubic has no
+    minimum there). In ``lambda``, not ``log(lambda)``: the values rise steeply on the
+    over-regularized side, which a cubic in ``log(lambda)`` spreads over the whole
+    bracket (it then steps a small fraction of the way to the minimum)."""
+    left = [u for u in others if u < m]
+    right = [u for u in others if u > m]
+    if not (left and right):
+        return np.nan
+    lo, hi = max(left), min(right)
+    if max(m - lo, hi - m) > CUBIC_SPREAD * min(m - lo, hi - m):
+        return np.nan
+    x0 = float(np.exp(m))
+    d1, d2 = float(np.exp(lo)) - x0, float(np.exp(hi)) - x0
+    if not (np.isfinite(d1) and np.isfinite(d2) and d1 < 0.0 < d2):
+        return np.nan  # (lambda under- or overflows at the box's ends)
+    f0, s0 = vals[m], g / x0
+    # c(t) = f0 + s0 t + c2 t^2 + c3 t^3 through (d1, f(lo)) and (d2, f(hi))
+    r1 = (vals[lo] - f0 - s0 * d1) / (d1 * d1)
+    r2 = (vals[hi] - f0 - s0 * d2) / (d2 * d2)
+    c3 = (r2 - r1) / (d2 - d1)
+    c2 = r1 - c3 * d1
+    # c'(t) = s0 + 2 c2 t + 3 c3 t^2 = 0 at its root where c'' > 0, stable as c3 -> 0
+    disc = c2 * c2 - 3.0 * c3 * s0
+    den = c2 + np.sqrt(disc) if disc >= 0.0 else np.nan
+    t = -s0 / den if den > 0.0 else np.nan
+    v = _log_or_nan(x0 + t) if np.isfinite(t) else np.nan
+    return float(v) if a < v < b and v != m else np.nan
 
 
 def _log_or_nan(x: float) -> float:
