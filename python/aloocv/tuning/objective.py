@@ -258,12 +258,6 @@ class Objective:
         del self._starts[:-START_POINTS]
         self._at = u.copy()
 
-    def ready_at(self, u: np.ndarray) -> bool:
-        """Whether an evaluation at ``u`` needs no refit: the state's fit is there, or its
-        kept copy is (the best point so far)."""
-        u = np.asarray(u, dtype=np.float64)
-        return any(v is not None and np.array_equal(v, u) for v in (self._at, self._kept))
-
     def value(self, u: np.ndarray) -> float:
         return self.evaluate(u, 0).acv
 

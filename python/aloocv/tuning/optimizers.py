@@ -54,8 +54,8 @@ ARMIJO_C = 1e-4  # sufficient-decrease constant of the backtracking line search
 SLOPE_SWITCH = 2.0
 #: The vertex is trusted only this close to the best point, as a share of the width of
 #: the bracket's side it lies in (farther, it extrapolates the curve's asymmetry across
-#: the coarse grid's spacing); where the best point's gradient costs no refit (its
-#: fitted state kept, :meth:`Objective.ready_at`), the search takes that slope first.
+#: the coarse grid's spacing): the search takes the best point's slope first (no refit
+#: where the objective kept that point's fitted state).
 VERTEX_TRUST = 1.0 / 3.0
 #: A model's step that lands within this share of its side's width from the side's far
 #: end is replaced by the side's midpoint.
@@ -230,15 +230,20 @@ def _gradient_target(
     vals: dict[float, float],
     evs: dict[float, Evaluation],
     steps: list[float],
+    vertex: float | None = None,
 ) -> float | None:
     """:func:`bracketed_1d`'s next point from the best point ``m`` with its gradient
-    ``g``: on the side the gradient points away from, a capped step towards the box's end
-    where that side is open, else the model step (a bisection where there is none or the
-    steps stop halving; its length appended to ``steps``). None: the bracket collapsed."""
+    ``g``: on the side the gradient points away from, the bracket's parabola's
+    ``vertex`` where one waits for this slope and lies there, else a capped step towards
+    the box's end where that side is open, else the model step (a bisection where there
+    is none or the steps stop halving; its length appended to ``steps``). None: the
+    bracket collapsed."""
     a, b = (lo, m) if g > 0 else (m, hi)
     far = a if g > 0 else b
     if b - a <= U_RESOLUTION * max(1.0, abs(m)):
         return None
+    if vertex is not None and a < vertex < b:
+        return float(vertex)
     if far not in vals:  # an open side: a capped step towards the box's end
         return float(far if abs(far - m) <= MAX_LOG_STEP else m + np.sign(far - m) * MAX_LOG_STEP)
     v = _model_step(m, a, b, far, vals, evs)
@@ -265,13 +270,13 @@ def bracketed_1d(
     the parabola through the bracket's values (in ``log(lambda)`` or ``lambda``, whichever
     predicts the values it leaves out better), with the gradient within ``SLOPE_SWITCH``
     of the best point. A vertex farther than ``VERTEX_TRUST`` of its side's width from
-    a best point whose gradient costs no refit (its state kept) waits for that gradient:
-    the vertex is then taken where it lies on the side the slope points to, else the
-    cubic through the slope and both neighbours' values. With gradients, each step is the
-    minimum of a cubic through two points' values and slopes; the gradients' signs then
-    shrink the bracket, a step that does not halve (Brent) or leaves the bracket is a
-    bisection. Converged when the projected gradient is at most ``gtol``; the Hessian is
-    never formed.
+    the best point waits for the gradient there (no refit where the objective kept that
+    point's state): the vertex is then taken where it lies on the side the slope points
+    to, else the cubic through the slope and both neighbours' values. With gradients,
+    each step is the minimum of a cubic through two points' values and slopes; the
+    gradients' signs then shrink the bracket, a step that does not halve (Brent) or
+    leaves the bracket is a bisection. Converged when the projected gradient is at most
+    ``gtol``; the Hessian is never formed.
     """
     trace = Trace() if trace is None else trace
     blo, bhi = bounds
@@ -338,9 +343,7 @@ def bracketed_1d(
                 if abs(pg[0]) <= gtol:
                     msg = _converged_message(um, np.array([blo]), np.array([bhi]))
                     return OptimizeResult(um, evs[m], it - 1, True, msg, trace)
-                v = _gradient_target(m, g, lo, hi, vals, evs, steps)
-                if vertex is not None and (vertex - m) * g < 0.0 and lo < vertex < hi:
-                    v = vertex  # the parabola's vertex, on the side the slope points to
+                v = _gradient_target(m, g, lo, hi, vals, evs, steps, vertex)
                 vertex = None
                 if v is None:
                     message = "bracket collapsed before the gradient fell below tolerance"
@@ -365,10 +368,8 @@ def bracketed_1d(
             if not usable or evs:  # (a gradient taken elsewhere: the best point's next)
                 take(m, 1)
                 continue
-            width = (hi - m) if v > m else (m - lo)
-            trusted = abs(v - m) <= VERTEX_TRUST * width
-            if not trusted and _ready(obj, m):
-                take(m, 1)  # the side from the slope, at the cost of its pass alone
+            if abs(v - m) > VERTEX_TRUST * ((hi - m) if v > m else (m - lo)):
+                take(m, 1)  # the side from the slope first (the vertex waits for it)
                 vertex = float(v)
             elif abs(v - m) <= SLOPE_SWITCH:
                 take(float(v), 1)
@@ -388,11 +389,6 @@ def bracketed_1d(
     conv = bool(abs(pg[0]) <= gtol)
     msg = _converged_message(np.array([u]), np.array([blo]), np.array([bhi])) if conv else message
     return OptimizeResult(np.array([u]), evs[u], it, conv, msg, trace)
-
-
-def _ready(obj: Objective, u: float) -> bool:
-    ready = getattr(obj, "ready_at", None)
-    return bool(ready is not None and ready(np.array([u])))
 
 
 class _Undefined(Exception):
