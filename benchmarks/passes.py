@@ -2,8 +2,9 @@
 
 Prints, side by side in one run: the time, Newton iterations and Hessian passes of the
 plain fit (``_core.fit``) and of the ALO run (``_core.loo``: its fit ends on the Hessian at
-the returned beta, then one leverage pass), and the ratio loo / fit (issue 13 target:
-<= 1.2 at n=100000, p=200).
+the returned beta, then one leverage pass), and the ratio loo / fit (issue 28 target:
+<= 1.4 at n=100000, p=200; its floor, the fit plus one Hessian pass and one leverage
+pass, is printed with ``--breakdown``).
 
 Usage: ``python benchmarks/passes.py [--n N] [--p P] [--tol TOL] [--n-jobs J] [--breakdown]``.
 Timing (``benchmarks/_timing.py``): fit and ALO in rotation, the minimum of 3 after a
@@ -72,7 +73,13 @@ def breakdown(
     # fused pass), derived: the fit's CPU time less its Hessian passes, per O(n p) pass
     f = _core.fit(*args, fit_intercept=True, tol=a.tol, max_iter=100, n_threads=1)
     step = (tf - f.hessian_passes * th) / max(1, f.matvec_passes)
-    print(f"  fit {tf:.4f}: one O(n p) step about {step:.4f} (numpy X v + X^T g {tv + tg:.4f})")
+    if step > 0.0:
+        print(f"  fit {tf:.4f}: one O(n p) step about {step:.4f} (numpy X v + X^T g {tv + tg:.4f})")
+    else:  # sampled and float32 Hessians cost less than the float64 pass timed above
+        print(f"  fit {tf:.4f}: its {f.hessian_passes} Hessian passes are sampled or float32")
+    # ALO needs the Hessian at the returned beta and the leverage pass on top of any fit
+    floor = (tf + th + lev) / tf
+    print(f"  floor of loo / fit: (fit + Hessian pass + leverage pass) / fit = {floor:.2f}")
 
 
 def main() -> None:
@@ -118,7 +125,7 @@ def run(a: argparse.Namespace) -> None:
         f"loo : {tl:7.3f} s  n_iter {r.n_iter:3d}  hessian passes {r.hessian_passes}"
         f"  O(np) passes {r.matvec_passes} (+1 leverage pass)"
     )
-    print(f"loo incl. fit / fit = {tl / tf:.2f} (target <= 1.2)")
+    print(f"loo incl. fit / fit = {tl / tf:.2f} (target <= 1.4; floor: --breakdown)")
     print(f"max |coef diff| = {np.max(np.abs(f.coef - r.coef)):.1e}")
     if a.breakdown:
         breakdown(X, y, args, r, a)
